@@ -27,7 +27,11 @@ these; front ends map them to ``Error: …`` and an exit code in one table.
     │   ├── EndpointFailed
     │   ├── QuotaExceeded
     │   ├── CapacityUnavailable
-    │   └── CredentialsMissing
+    │   ├── CredentialsMissing
+    │   ├── AwsResourceNotFound (LookupError)   a model, config, role, repository, quota that is not there
+    │   ├── AwsAccessDenied (PermissionError)
+    │   ├── ModelStreamFailed                   an error event in a SageMaker response stream
+    │   └── SageMakerTimedOut (TimeoutError)    a wait ran past its bound
     ├── BenchError
     │   ├── TargetUnreachable (ConnectionError)
     │   └── ResultFileInvalid (ValueError)
@@ -175,6 +179,22 @@ class CapacityUnavailable(AwsError):
 
 
 class CredentialsMissing(AwsError):
+    pass
+
+
+class AwsResourceNotFound(AwsError, LookupError):
+    pass
+
+
+class AwsAccessDenied(AwsError, PermissionError):
+    pass
+
+
+class ModelStreamFailed(AwsError):
+    pass
+
+
+class SageMakerTimedOut(AwsError, TimeoutError):
     pass
 
 
