@@ -1,0 +1,374 @@
+"""Statistics of benchmark results: pure functions, no I/O, deterministic.
+
+Methods, stated once: percentiles interpolate linearly between order statistics
+(numpy ``linear``, as vLLM); bootstrap intervals are percentile intervals over
+seeded resamples (order statistics, numpy ``inverted_cdf``); the paired quality
+test is McNemar's exact test (two-sided binomial on the discordant pairs); the
+minimum detectable difference is the smallest accuracy gap that test finds with
+the stated power, computed exactly (no normal approximation).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel
+
+from gemmaserve.bench.schema import Percentiles
+
+DEFAULT_RESAMPLES = 4000
+DEFAULT_SEED = 20261202
+
+
+class Interval(BaseModel):
+    low: float
+    high: float
+    confidence: float = 0.95
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+
+class DecodeRate(BaseModel):
+    """The published differencing method: a line through (short, median t_short) and (long, median t_long)."""
+
+    rate_tokens_per_s: float
+    intercept_s: float
+    short_median_s: float
+    long_median_s: float
+
+
+class McNemarResult(BaseModel):
+    """Paired correctness of the same questions. ``a_only``: A right, B wrong."""
+
+    both: int
+    a_only: int
+    b_only: int
+    neither: int
+    p_value: float
+
+
+class Drift(BaseModel):
+    """The same target measured twice (A-B-A): second / first, with a bootstrap interval."""
+
+    ratio: float
+    interval: Interval
+    significant: bool  # the interval excludes 1.0
+
+
+def _array(values: Sequence[float], what: str) -> NDArray[np.float64]:
+    array = np.asarray(values, dtype=np.float64)
+    if array.size == 0:
+        raise ValueError(f"{what}: no values")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{what}: values must be finite")
+    return array
+
+
+def median(values: Sequence[float]) -> float:
+    return float(np.median(_array(values, "median")))
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100), linear interpolation."""
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile must be in 0..100, got {q}")
+    return float(np.percentile(_array(values, "percentile"), q, method="linear"))
+
+
+def summarize(values: Sequence[float]) -> Percentiles:
+    """Mean, p50, p90, p99 of a latency metric; an empty input gives n=0 and no figures."""
+    if len(values) == 0:
+        return Percentiles(n=0)
+    array = _array(values, "summarize")
+    p50, p90, p99 = np.percentile(array, [50, 90, 99], method="linear")
+    return Percentiles(n=int(array.size), mean=float(array.mean()), p50=float(p50), p90=float(p90), p99=float(p99))
+
+
+def _quantiles(samples: NDArray[np.float64], confidence: float) -> Interval:
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    tail = (1 - confidence) / 2
+    # Order statistics, not interpolation: resampled rates may be +inf (a flat line).
+    low, high = np.quantile(samples, [tail, 1 - tail], method="inverted_cdf")
+    return Interval(low=float(low), high=float(high), confidence=confidence)
+
+
+def _resample(rng: np.random.Generator, array: NDArray[np.float64], resamples: int) -> NDArray[np.float64]:
+    picks = rng.integers(0, array.size, size=(resamples, array.size))
+    return array[picks]
+
+
+def bootstrap_ci(
+    values: Sequence[float],
+    *,
+    statistic: Callable[[NDArray[np.float64]], NDArray[np.float64]] | None = None,
+    confidence: float = 0.95,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> Interval:
+    """Percentile bootstrap of a statistic over repeats (default: the median).
+
+    ``statistic`` maps a (resamples, n) array to (resamples,). A single value
+    gives a zero-width interval: one repeat carries no spread information.
+    """
+    array = _array(values, "bootstrap_ci")
+    stat = statistic or (lambda rows: np.median(rows, axis=1))
+    rng = np.random.default_rng(seed)
+    return _quantiles(stat(_resample(rng, array, resamples)), confidence)
+
+
+def bootstrap_ratio_ci(
+    a_values: Sequence[float],
+    b_values: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> Interval:
+    """Interval for median(B) / median(A), resampling each side's repeats independently."""
+    a = _array(a_values, "bootstrap_ratio_ci A")
+    b = _array(b_values, "bootstrap_ratio_ci B")
+    rng = np.random.default_rng(seed)
+    a_medians = np.median(_resample(rng, a, resamples), axis=1)
+    b_medians = np.median(_resample(rng, b, resamples), axis=1)
+    if np.any(a_medians <= 0):
+        raise ValueError("bootstrap_ratio_ci: A must be positive")
+    return _quantiles(b_medians / a_medians, confidence)
+
+
+def decode_rate(
+    short_s: Sequence[float], long_s: Sequence[float], *, short_tokens: int = 16, long_tokens: int = 512
+) -> DecodeRate:
+    """rate = (long − short tokens) / (median t_long − median t_short); intercept = t_short − short / rate.
+
+    Raises:
+        ValueError: when the long calls are not slower than the short ones (no rate exists).
+    """
+    if long_tokens <= short_tokens:
+        raise ValueError(f"long_tokens ({long_tokens}) must exceed short_tokens ({short_tokens})")
+    short_median = median(short_s)
+    long_median = median(long_s)
+    if long_median <= short_median:
+        raise ValueError(
+            f"median wall at {long_tokens} tokens ({long_median:.4f} s) is not above "
+            f"the one at {short_tokens} ({short_median:.4f} s): no decode rate"
+        )
+    rate = (long_tokens - short_tokens) / (long_median - short_median)
+    return DecodeRate(
+        rate_tokens_per_s=rate,
+        intercept_s=short_median - short_tokens / rate,
+        short_median_s=short_median,
+        long_median_s=long_median,
+    )
+
+
+def _resampled_rates(
+    rng: np.random.Generator,
+    short_s: Sequence[float],
+    long_s: Sequence[float],
+    short_tokens: int,
+    long_tokens: int,
+    resamples: int,
+) -> NDArray[np.float64]:
+    short = np.median(_resample(rng, _array(short_s, "short"), resamples), axis=1)
+    long = np.median(_resample(rng, _array(long_s, "long"), resamples), axis=1)
+    gap = long - short
+    with np.errstate(divide="ignore"):
+        rates = np.where(gap > 0, (long_tokens - short_tokens) / np.where(gap > 0, gap, 1.0), np.inf)
+    return rates
+
+
+def decode_rate_ci(
+    short_s: Sequence[float],
+    long_s: Sequence[float],
+    *,
+    short_tokens: int = 16,
+    long_tokens: int = 512,
+    confidence: float = 0.95,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> Interval:
+    """Bootstrap interval of the differencing rate (short and long calls resampled independently)."""
+    rng = np.random.default_rng(seed)
+    rates = _resampled_rates(rng, short_s, long_s, short_tokens, long_tokens, resamples)
+    return _quantiles(rates, confidence)
+
+
+def decode_rate_ratio_ci(
+    a: tuple[Sequence[float], Sequence[float]],
+    b: tuple[Sequence[float], Sequence[float]],
+    *,
+    short_tokens: int = 16,
+    long_tokens: int = 512,
+    confidence: float = 0.95,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> Interval:
+    """Interval for rate(B) / rate(A); each argument is (short walls, long walls)."""
+    rng = np.random.default_rng(seed)
+    rate_a = _resampled_rates(rng, a[0], a[1], short_tokens, long_tokens, resamples)
+    rate_b = _resampled_rates(rng, b[0], b[1], short_tokens, long_tokens, resamples)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratios = rate_b / rate_a
+    ratios = ratios[~np.isnan(ratios)]  # inf / inf: both lines flat in that resample, no ratio
+    if ratios.size == 0:
+        raise ValueError("decode_rate_ratio_ci: no resample gave two finite rates")
+    return _quantiles(ratios, confidence)
+
+
+def binomial_two_sided_p(successes: int, trials: int) -> float:
+    """Exact two-sided p of ``successes`` in ``trials`` fair coin flips (doubling the smaller tail)."""
+    if trials < 0 or not 0 <= successes <= trials:
+        raise ValueError(f"need 0 <= successes <= trials, got {successes}/{trials}")
+    if trials == 0:
+        return 1.0
+    tail = min(successes, trials - successes)
+    count = sum(math.comb(trials, k) for k in range(tail + 1))
+    return float(min(Fraction(1), Fraction(2 * count, 2**trials)))
+
+
+def mcnemar_exact(a_correct: Sequence[bool], b_correct: Sequence[bool]) -> McNemarResult:
+    """McNemar's exact test on paired correctness (same questions, same order)."""
+    if len(a_correct) != len(b_correct):
+        raise ValueError(f"paired test needs equal lengths, got {len(a_correct)} and {len(b_correct)}")
+    pairs = list(zip(a_correct, b_correct, strict=True))
+    a_only = sum(1 for a, b in pairs if a and not b)
+    b_only = sum(1 for a, b in pairs if b and not a)
+    return McNemarResult(
+        both=sum(1 for a, b in pairs if a and b),
+        a_only=a_only,
+        b_only=b_only,
+        neither=sum(1 for a, b in pairs if not a and not b),
+        p_value=binomial_two_sided_p(a_only, a_only + b_only),
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _log_factorials(n: int) -> NDArray[np.float64]:
+    return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n + 1, dtype=np.float64)))])
+
+
+def _binomial_pmf(n: int, p: float, log_factorials: NDArray[np.float64]) -> NDArray[np.float64]:
+    k = np.arange(n + 1)
+    if p <= 0 or p >= 1:
+        return np.asarray(k == (n if p >= 1 else 0), dtype=np.float64)
+    log_comb = log_factorials[n] - log_factorials[k] - log_factorials[n - k]
+    return np.asarray(np.exp(log_comb + k * math.log(p) + (n - k) * math.log1p(-p)), dtype=np.float64)
+
+
+@functools.lru_cache(maxsize=32)
+def _critical_tails(max_discordant: int, alpha: float) -> tuple[int, ...]:
+    """For each discordant count d, the largest k with exact p(min(b, c) = k) < alpha, or -1 if none."""
+    limit = Fraction(alpha)
+    tails = []
+    for d in range(max_discordant + 1):
+        # p = 2 * count / 2**d < alpha  <=>  2 * count * den < num * 2**d, in exact integers.
+        bound = limit.numerator * 2**d
+        k = -1
+        count = 0
+        term = 1  # C(d, candidate), by the multiplicative recurrence
+        for candidate in range(d // 2 + 1):
+            count += term
+            if 2 * count * limit.denominator >= bound:
+                break
+            k = candidate
+            term = term * (d - candidate) // (candidate + 1)
+        tails.append(k)
+    return tuple(tails)
+
+
+def mcnemar_power(n: int, difference: float, discordant_share: float, *, alpha: float = 0.05) -> float:
+    """Probability that McNemar's exact test at ``alpha`` detects an accuracy gap ``difference``.
+
+    ``discordant_share`` is the expected fraction of questions where exactly one
+    side is right; it must be at least ``difference``.
+    """
+    if not 0 <= difference <= discordant_share <= 1:
+        raise ValueError("need 0 <= difference <= discordant_share <= 1")
+    if n <= 0 or discordant_share == 0:
+        return 0.0
+    tails = _critical_tails(n, alpha)
+    log_factorials = _log_factorials(n)
+    # Discordant count D ~ Bin(n, share); given D, each discordant pair favours the better side with q.
+    pmf_d = _binomial_pmf(n, discordant_share, log_factorials)
+    q = (discordant_share + difference) / (2 * discordant_share)
+    power = 0.0
+    for d in range(n + 1):
+        k = tails[d]
+        if k < 0 or pmf_d[d] < 1e-15:
+            continue
+        pmf_c = _binomial_pmf(d, q, log_factorials)
+        # Reject when min(b, c) <= k: c <= k or c >= d - k (disjoint, since 2k < d).
+        power += float(pmf_d[d]) * float(pmf_c[: k + 1].sum() + pmf_c[d - k :].sum())
+    return min(power, 1.0)
+
+
+def minimum_detectable_difference(
+    n: int, *, discordant_share: float = 0.0, alpha: float = 0.05, power: float = 0.8, step: float = 0.0025
+) -> float | None:
+    """The smallest accuracy gap (a fraction, 0..1) this many paired questions detect with ``power``.
+
+    For each candidate gap the discordant share is max(``discordant_share``, gap):
+    pass the share observed between the two targets; 0 gives the best case (all
+    disagreements one way), a lower bound. ``None`` when even a gap of 100% is
+    not detectable (too few questions).
+    """
+    if n <= 0:
+        return None
+    steps = int(round(1 / step))
+    low, high = 1, steps
+    if mcnemar_power(n, 1.0, 1.0, alpha=alpha) < power:
+        return None
+    # Power rises with the gap at a fixed floor share; bisect over the grid.
+    while low < high:
+        mid = (low + high) // 2
+        gap = mid * step
+        if mcnemar_power(n, gap, max(discordant_share, gap), alpha=alpha) >= power:
+            high = mid
+        else:
+            low = mid + 1
+    return low * step
+
+
+def wilson_interval(correct: int, total: int, *, confidence: float = 0.95) -> Interval:
+    """Wilson score interval of one accuracy."""
+    if total <= 0 or not 0 <= correct <= total:
+        raise ValueError(f"need 0 <= correct <= total and total > 0, got {correct}/{total}")
+    z = _normal_quantile(1 - (1 - confidence) / 2)
+    phat = correct / total
+    denom = 1 + z * z / total
+    centre = (phat + z * z / (2 * total)) / denom
+    half = z * math.sqrt(phat * (1 - phat) / total + z * z / (4 * total * total)) / denom
+    return Interval(low=max(0.0, centre - half), high=min(1.0, centre + half), confidence=confidence)
+
+
+def _normal_quantile(p: float) -> float:
+    # Bisection on erf: exact enough (1e-12) and dependency-free.
+    low, high = -10.0, 10.0
+    for _ in range(200):
+        mid = (low + high) / 2
+        if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < p:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+def drift(
+    first: Sequence[float],
+    second: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> Drift:
+    """Drift between two runs of one target: median(second) / median(first) and its interval."""
+    interval = bootstrap_ratio_ci(first, second, confidence=confidence, resamples=resamples, seed=seed)
+    ratio = median(second) / median(first)
+    return Drift(ratio=ratio, interval=interval, significant=not interval.contains(1.0))
