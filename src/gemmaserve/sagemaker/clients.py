@@ -1,0 +1,67 @@
+"""The one place that builds boto3 sessions and clients (adapters receive clients; nothing is built at import).
+
+``endpoint_url`` (or ``GEMMASERVE_AWS_ENDPOINT_URL``) points every client at one
+local server — moto's, in tests. Clients are cached per (service, region): botocore
+refreshes a session's refreshable credentials inside each client, so reuse is safe.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Protocol
+
+ENDPOINT_URL_ENV = "GEMMASERVE_AWS_ENDPOINT_URL"
+# Standard retries with a small budget: a deploy waits on its own terms, and
+# throttling on Describe* during a long wait must not surface as a failure.
+_RETRIES = {"mode": "standard", "max_attempts": 5}
+
+
+class ClientFactory(Protocol):
+    """Gives a boto3 client for a service in a region."""
+
+    def __call__(self, service: str, region: str) -> Any: ...
+
+
+class Boto3ClientFactory:
+    """Builds clients from one boto3 Session; thread-safe (sessions are not, so creation is locked)."""
+
+    def __init__(self, *, profile: str | None = None, endpoint_url: str | None = None) -> None:
+        import boto3
+
+        self.profile = profile
+        self.endpoint_url = endpoint_url if endpoint_url is not None else os.environ.get(ENDPOINT_URL_ENV) or None
+        self.session = boto3.Session(profile_name=profile)
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, service: str, region: str) -> Any:
+        from botocore.config import Config
+
+        key = (service, region)
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                client = self.session.client(
+                    service,
+                    region_name=region,
+                    endpoint_url=self.endpoint_url,
+                    config=Config(retries=_RETRIES, connect_timeout=10, read_timeout=70),  # type: ignore[arg-type]
+                )
+                self._clients[key] = client
+            return client
+
+    def credentials_provider(self) -> Any:
+        """A zero-argument callable returning current (refreshed) frozen credentials, for SigV4 signing."""
+        from gemmaserve.sagemaker.aws import credentials_provider_from_session
+
+        return credentials_provider_from_session(self.session)
+
+
+def default_region(explicit: str | None = None) -> str:
+    """``explicit``, else the AWS environment/profile region, else us-east-1."""
+    if explicit:
+        return explicit
+    import boto3
+
+    return os.environ.get("AWS_REGION") or boto3.Session().region_name or "us-east-1"
