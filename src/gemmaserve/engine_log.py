@@ -1,0 +1,226 @@
+"""Facts a vLLM engine states about itself in its log, parsed into one typed record.
+
+Pure: takes lines of text (a local log file, CloudWatch events, ``docker logs``)
+and never reads files or the network. Each pattern is matched anywhere in a line,
+so log prefixes (timestamps, ``(EngineCore_DP0 pid=123)``, container names,
+CloudWatch JSON envelopes) do not matter. Formats follow vLLM 0.6 – 0.34.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EngineStage(StrEnum):
+    """How far start-up got, in the order vLLM goes through it."""
+
+    NOT_STARTED = "not_started"  # no vLLM line seen yet
+    STARTING = "starting"  # banner or engine config seen
+    LOADING = "loading"  # weights are being read
+    COMPILING = "compiling"  # torch.compile, memory profiling, CUDA graph capture
+    SERVING = "serving"  # the HTTP server said it is up
+    FAILED = "failed"  # a known fatal line was seen
+
+
+class EngineFacts(BaseModel):
+    """What the engine log says. ``None`` means the log did not say it (yet)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    vllm_version: str | None = None
+    model: str | None = None
+    quantization: str | None = None
+    dtype: str | None = None
+    max_model_len: int | None = None
+    attention_backend: str | None = None
+    weights_gib: float | None = None
+    load_seconds: float | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    max_concurrency_context_tokens: int | None = Field(
+        default=None,
+        description="The tokens-per-request the max_concurrency figure refers to.",
+    )
+    stage: EngineStage = EngineStage.NOT_STARTED
+    errors: list[str] = Field(
+        default_factory=list, description="Known fatal lines, each once, in order."
+    )
+
+
+def _num(text: str) -> str:
+    return text.replace(",", "").replace("_", "")
+
+
+_VERSION_PATTERNS = (
+    re.compile(r"vLLM API server version (?P<v>\S+)"),
+    re.compile(r"Initializing a V\d LLM engine \(v(?P<v>[^)\s]+)\)"),
+    re.compile(r"Initializing an LLM engine \(v(?P<v>[^)\s]+)\)"),
+)
+_ENGINE_CONFIG = re.compile(
+    r"Initializing an? (?:V\d )?LLM engine(?: \([^)]*\))? with config: (?P<cfg>.*)"
+)
+_CFG_MODEL = re.compile(r"(?:^|[\s,])model='(?P<v>[^']*)'")
+_CFG_QUANT = re.compile(r"(?:^|[\s,])quantization=(?P<v>[\w\-.]+)")
+_CFG_DTYPE = re.compile(r"(?:^|[\s,])dtype=(?:torch\.)?(?P<v>\w+)")
+_CFG_MAX_LEN = re.compile(r"(?:^|[\s,])max_seq_len=(?P<v>\d+)")
+_MODEL_LOADING = re.compile(
+    r"Model loading took (?P<gib>[\d.]+) ?GiB(?: memory)? and (?P<s>[\d.]+) ?seconds"
+)
+_MODEL_LOADING_TIME_ONLY = re.compile(r"Model loading took (?P<s>[\d.]+) ?seconds")
+_KV_TOKENS = re.compile(r"(?:GPU|CPU|XPU|TPU) KV cache size: (?P<n>[\d,_]+) tokens")
+_CONCURRENCY = re.compile(
+    r"Maximum concurrency for (?P<ctx>[\d,_]+) tokens per request(?: changes from [\d.]+x to)?: ?(?P<x>[\d.]+)x"
+)
+_ATTENTION = (
+    re.compile(r"Using (?P<b>[A-Z0-9_]+) attention backend"),
+    re.compile(r"Using AttentionBackendEnum\.(?P<b>[A-Z0-9_]+) backend"),
+)
+_LOADING_MARKERS = (
+    "Starting to load model",
+    "Loading weights took",
+    "Loading safetensors checkpoint shards",
+)
+_COMPILING_MARKERS = (
+    "Memory profiling takes",
+    "torch.compile takes",
+    "Compiling a graph for",
+    "Capturing CUDA graph",
+    "Capturing cudagraphs",
+    "Graph capturing finished",
+    "Dynamo bytecode transform time",
+    "init engine (profile, create kv cache, warmup model)",
+    "Available KV cache memory",
+)
+_SERVING_MARKERS = (
+    "Application startup complete",
+    "Uvicorn running on",
+    "Starting vLLM API server",
+)
+
+# Known fatal lines, matched as substrings or patterns; the whole (de-prefixed) line is kept.
+_FATAL_PATTERNS = (
+    re.compile(r"OutOfResources|out of resource: shared memory"),
+    re.compile(r"CUDA out of memory|OutOfMemoryError"),
+    re.compile(r"ImportError: lib\S+\.so[.\d]*: cannot open shared object file"),
+    re.compile(r"Bfloat16 is only supported on GPUs with compute capability"),
+    re.compile(r"No available memory for the cache blocks"),
+    re.compile(r"larger than the available KV cache memory"),
+    re.compile(r"Engine core initialization failed"),
+    re.compile(r"no kernel image is available for execution on the device"),
+    re.compile(
+        r"CUDA driver version is insufficient|NVIDIA driver on your system is too old"
+    ),
+    re.compile(r"RuntimeError: Found no NVIDIA driver|No CUDA GPUs are available"),
+    re.compile(r"^\s*Killed\s*$"),  # the shell's word for a SIGKILL (the OOM killer)
+)
+_PREFIX = re.compile(
+    r"^(?:.*?\|\s*)?(?:\([\w.\-]+ pid=\d+\)\s*)?(?:(?:INFO|WARNING|ERROR|CRITICAL|DEBUG) \S+ \S+ \[[^\]]*\]\s*)?"
+)
+
+
+def _unwrap(line: str) -> str:
+    """The text of one log line: CloudWatch/JSON envelopes opened, the trailing newline gone."""
+    text = line.rstrip("\r\n")
+    stripped = text.strip()
+    if stripped.startswith("{") and stripped.endswith("}"):
+        try:
+            record = json.loads(stripped)
+        except ValueError:
+            return text
+        if isinstance(record, dict):
+            for key in ("message", "log", "msg"):
+                value = record.get(key)
+                if isinstance(value, str):
+                    return value.rstrip("\r\n")
+    return text
+
+
+def _strip_prefix(text: str) -> str:
+    return _PREFIX.sub("", text, count=1).strip()
+
+
+class _Accumulator:
+    def __init__(self) -> None:
+        self.values: dict[str, object] = {}
+        self.errors: list[str] = []
+        self.stage = EngineStage.NOT_STARTED
+
+    def advance(self, stage: EngineStage) -> None:
+        order = list(EngineStage)
+        if self.stage is not EngineStage.FAILED and order.index(stage) > order.index(
+            self.stage
+        ):
+            self.stage = stage
+
+    def feed(self, raw: str) -> None:
+        # Progress bars rewrite one line with carriage returns; the last state is what counts.
+        for text in _unwrap(raw).split("\r"):
+            if text.strip():
+                self._feed_one(text)
+
+    def _feed_one(self, text: str) -> None:
+        values = self.values
+        for pattern in _VERSION_PATTERNS:
+            if match := pattern.search(text):
+                values.setdefault("vllm_version", match["v"])
+                self.advance(EngineStage.STARTING)
+        if match := _ENGINE_CONFIG.search(text):
+            cfg = match["cfg"]
+            for key, cfg_pattern in (
+                ("model", _CFG_MODEL),
+                ("quantization", _CFG_QUANT),
+                ("dtype", _CFG_DTYPE),
+            ):
+                if found := cfg_pattern.search(cfg):
+                    values[key] = None if found["v"] == "None" else found["v"]
+            if found := _CFG_MAX_LEN.search(cfg):
+                values["max_model_len"] = int(found["v"])
+            self.advance(EngineStage.STARTING)
+        if match := _MODEL_LOADING.search(text):
+            values["weights_gib"] = float(match["gib"])
+            values["load_seconds"] = float(match["s"])
+            self.advance(EngineStage.COMPILING)
+        elif match := _MODEL_LOADING_TIME_ONLY.search(text):
+            values["load_seconds"] = float(match["s"])
+            self.advance(EngineStage.COMPILING)
+        if match := _KV_TOKENS.search(text):
+            values["kv_cache_tokens"] = int(_num(match["n"]))
+            self.advance(EngineStage.COMPILING)
+        if match := _CONCURRENCY.search(text):
+            values["max_concurrency"] = float(match["x"])
+            values["max_concurrency_context_tokens"] = int(_num(match["ctx"]))
+        for pattern in _ATTENTION:
+            if match := pattern.search(text):
+                values["attention_backend"] = match["b"]
+        if any(marker in text for marker in _LOADING_MARKERS):
+            self.advance(EngineStage.LOADING)
+        if any(marker in text for marker in _COMPILING_MARKERS):
+            self.advance(EngineStage.COMPILING)
+        if any(marker in text for marker in _SERVING_MARKERS):
+            self.advance(EngineStage.SERVING)
+        message = _strip_prefix(text)
+        if any(pattern.search(message) for pattern in _FATAL_PATTERNS):
+            if message not in self.errors:
+                self.errors.append(message)
+            self.stage = EngineStage.FAILED
+
+
+def parse_engine_log(lines: Iterable[str]) -> EngineFacts:
+    """Parse vLLM engine log lines into :class:`EngineFacts`.
+
+    Later lines win for figures that vLLM restates (a restarted engine in the
+    same log reports its own numbers last); the version is the first one seen.
+    ``stage`` is the furthest start-up stage reached, or ``failed`` once a
+    known fatal line appears.
+    """
+    accumulator = _Accumulator()
+    for line in lines:
+        accumulator.feed(line)
+    return EngineFacts.model_validate(
+        {**accumulator.values, "stage": accumulator.stage, "errors": accumulator.errors}
+    )
