@@ -33,9 +33,14 @@ def emit(result: Any, *, as_json: bool, render: Callable[[Any], None]) -> None:
 
 def console() -> Any:
     """A rich console on stdout (imported lazily: rich costs ~50 ms)."""
+    import shutil
+    import sys
+
     from rich.console import Console
 
-    return Console(soft_wrap=False)
+    # Piped output is read by people too: do not squeeze tables into 80 columns.
+    width = None if sys.stdout.isatty() else max(shutil.get_terminal_size((200, 24)).columns, 200)
+    return Console(soft_wrap=False, width=width)
 
 
 def err_console() -> Any:
