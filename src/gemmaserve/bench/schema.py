@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gemmaserve.engine_log import EngineFacts
 from gemmaserve.errors import ResultFileInvalid
 from gemmaserve.fileio import write_atomic
 
@@ -190,18 +191,12 @@ class QualitySection(_Strict):
     total: int = Field(description="Questions in the set (answered or not)")
 
 
-class EngineFactsRecord(BaseModel):
-    """Facts the serving engine reports (vLLM /metrics or its log); extra keys are kept."""
+class EngineFactsRecord(EngineFacts):
+    """:class:`gemmaserve.engine_log.EngineFacts` plus where they came from; extra keys (from /metrics) are kept."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(frozen=True, extra="allow")
 
     source: str | None = Field(default=None, description="'metrics', 'log:<file>' or 'cloudwatch'")
-    weights_gib: float | None = Field(default=None, description="'Model loading took X GiB'")
-    load_time_s: float | None = Field(default=None, description="'… and Y seconds'")
-    kv_cache_tokens: int | None = Field(default=None, description="'GPU KV cache size: N tokens'")
-    max_concurrency: float | None = Field(default=None, description="'Maximum concurrency for T tokens: Cx'")
-    max_concurrency_tokens_per_request: int | None = None
-    vllm_version: str | None = None
 
 
 class ClientOverhead(_Strict):
