@@ -40,7 +40,7 @@ class KvSpec:
     num_layers: int
     kv_heads: int
     head_dim: int
-    tensors_per_layer: int  # 2 for separate K and V; 1 when K doubles as V
+    tensors_per_layer: int  # K and V
     block_size: int
     window: int | None
 
@@ -85,10 +85,9 @@ def kv_specs(geometry: Geometry, *, block_size: int = DEFAULT_BLOCK_SIZE) -> lis
                    geometry.sliding_window)
         )
     if full:
-        specs.append(
-            KvSpec("full", full, geometry.full_kv_heads, geometry.full_head_dim,
-                   1 if geometry.full_attention_k_eq_v else 2, block_size, None)
-        )
+        # K=V full layers still cache both: vLLM's gemma4.py loads the K weights into the
+        # V slot too, so the spec (and its memory) is an ordinary K+V one.
+        specs.append(KvSpec("full", full, geometry.full_kv_heads, geometry.full_head_dim, 2, block_size, None))
     return specs
 
 

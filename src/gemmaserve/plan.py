@@ -197,7 +197,7 @@ def plan_deployment(
         verdict = "does-not-fit"
         binding = (
             f"KV cache: {capacity.kv_cache_tokens:,} tokens cannot hold one {max_model_len:,}-token request; "
-            "lower --max-model-len"
+            "lower --max-model-len (or --max-num-batched-tokens: sliding layers keep that many tokens too)"
         )
     elif swap_needed:
         verdict = "fits-with-swap"
@@ -220,6 +220,8 @@ def plan_deployment(
         "--gpu-memory-utilization", f"{gpu_memory_utilization:g}",
         "--max-num-seqs", str(seqs),
     ]
+    if max_num_batched_tokens:
+        args += ["--max-num-batched-tokens", str(max_num_batched_tokens)]
     return PlanRow(
         model=model_obj.key,
         encoding=checkpoint.key,
@@ -265,6 +267,7 @@ def plan_all(
     max_model_len: int = 8192,
     gpu_memory_utilization: float = 0.9,
     max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
     decode_tokens_per_s: float | None = None,
 ) -> PlanTable:
     """Every model × encoding × GPU asked for (all of the catalog by default).
@@ -295,7 +298,7 @@ def plan_all(
                     plan_deployment(
                         model, checkpoint, gpu, instance=inst, max_model_len=max_model_len,
                         gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
-                        decode_tokens_per_s=decode_tokens_per_s,
+                        max_num_batched_tokens=max_num_batched_tokens, decode_tokens_per_s=decode_tokens_per_s,
                     )
                 )
     return PlanTable(rows=rows, price_date=catalog.price_date)

@@ -37,11 +37,11 @@ def test_page_sizes_are_unified_by_scaling_the_smaller_block() -> None:
     assert by_type["full"].page_bytes(2) == 16 * 2 * 1 * 512 * 2
 
 
-def test_k_eq_v_halves_the_full_layer_page() -> None:
+def test_k_eq_v_layers_still_cache_k_and_v_in_vllm() -> None:
     geometry = _geometry(full_attention_k_eq_v=True, num_kv_shared_layers=0, sliding_kv_heads=8, full_kv_heads=2)
     by_type = {s.layer_type: s for s in kv_specs(geometry)}
-    assert by_type["full"].tensors_per_layer == 1
-    assert by_type["full"].page_bytes(2) == 16 * 1 * 2 * 512 * 2
+    assert by_type["full"].tensors_per_layer == 2
+    assert by_type["full"].page_bytes(2) == 16 * 2 * 2 * 512 * 2
     assert by_type["sliding"].page_bytes(2) == 16 * 2 * 8 * 256 * 2
 
 

@@ -21,6 +21,8 @@ _VERDICT_STYLE = {"fits": "green", "fits-with-swap": "yellow", "does-not-fit": "
 @click.option("--max-model-len", type=click.IntRange(min=16), default=8192, show_default=True)
 @click.option("--gpu-memory-utilization", type=click.FloatRange(0.05, 0.99), default=0.9, show_default=True)
 @click.option("--max-num-seqs", type=click.IntRange(min=1), help="vLLM's --max-num-seqs (default 256).")
+@click.option("--max-num-batched-tokens", type=click.IntRange(min=16),
+              help="vLLM's --max-num-batched-tokens (default 2048 on GPUs under 70 GiB, else 8192).")
 @click.option("--decode-rate", "decode_tokens_per_s", type=click.FloatRange(min=0, min_open=True),
               help="A measured decode rate (output tokens/s) to price $/M output tokens with.")
 @json_option
@@ -33,6 +35,7 @@ def cli(
     max_model_len: int,
     gpu_memory_utilization: float,
     max_num_seqs: int | None,
+    max_num_batched_tokens: int | None,
     decode_tokens_per_s: float | None,
     as_json: bool,
 ) -> None:
@@ -49,6 +52,7 @@ def cli(
         max_model_len=max_model_len,
         gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
         decode_tokens_per_s=decode_tokens_per_s,
     )
     emit(table, as_json=as_json, render=_render)
@@ -71,8 +75,9 @@ def _render(table: PlanTable) -> None:
         style = _VERDICT_STYLE[row.verdict]
         marker = ""
         if row.binding_term:
-            footnotes.append(row.binding_term)
-            marker = f" [{len(footnotes)}]"
+            if row.binding_term not in footnotes:
+                footnotes.append(row.binding_term)
+            marker = f" [{footnotes.index(row.binding_term) + 1}]"
         grid.add_row(
             row.model.removeprefix("gemma-4-"),
             row.encoding,
