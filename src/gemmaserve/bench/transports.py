@@ -1,0 +1,320 @@
+"""How the engine talks to a target: one ``Transport`` protocol, an HTTP and a SageMaker adapter.
+
+``http(s)://host:port`` is an OpenAI-compatible server (chat completions, SSE,
+``stream_options.include_usage``) on one keep-alive aiohttp session;
+``sagemaker://NAME?region=R`` streams through :func:`gemmaserve.sagemaker.response_stream.stream_invoke`,
+whose ``PayloadPart`` bytes are the container's own SSE bytes. Transports stamp each
+chunk with the injected clock and raise :class:`RequestFailed`; they never retry.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import parse_qs, urlsplit
+
+from gemmaserve.bench.sse import ChatDelta, MalformedStream, SseDecoder, decode_chat_event
+from gemmaserve.errors import UsageError
+
+Clock = Callable[[], float]
+
+# aiohttp's default connector limit (100) queues later streams and inflates their TTFT;
+# 0 means unlimited. Its default 300 s total timeout would cut long generations.
+CONNECTOR_LIMIT = 0
+CONNECT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """One chat-completions call. ``ignore_eos`` is vLLM's extension: generate exactly max_tokens."""
+
+    prompt: str
+    max_tokens: int
+    temperature: float = 0.0
+    ignore_eos: bool = False
+    model: str | None = None
+
+    def body(self, default_model: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "messages": [{"role": "user", "content": self.prompt}],
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        model = self.model or default_model
+        if model:
+            body["model"] = model
+        if self.ignore_eos:
+            body["ignore_eos"] = True
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One decoded stream event and the clock reading when its bytes arrived."""
+
+    arrival_s: float
+    content: str = ""
+    finish_reason: str | None = None
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    done: bool = False
+
+
+class RequestFailed(Exception):
+    """A request that did not complete; ``reason`` is a short category used to count failures."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class Transport(Protocol):
+    kind: str  # "http" | "sagemaker", as TargetKind spells it
+    url: str
+    description: str  # e.g. "aiohttp+uvloop"
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[Chunk]: ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    url: str
+    kind: str
+    base_url: str | None = None  # http
+    endpoint_name: str | None = None  # sagemaker
+    region: str | None = None
+    endpoint_url: str | None = None  # sagemaker: a non-AWS runtime URL (a local fake)
+
+
+def parse_target(url: str) -> TargetSpec:
+    """Parse a TARGET argument; raises UsageError (exit 2) for anything else."""
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https"):
+        if not parts.hostname:
+            raise UsageError(f"Target {url!r} has no host.", hint="Use http://HOST:PORT, e.g. http://127.0.0.1:8000")
+        return TargetSpec(url=url, kind="http", base_url=f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}")
+    if parts.scheme == "sagemaker":
+        query = parse_qs(parts.query)
+        region = (query.get("region") or [None])[0]
+        if not parts.netloc or not region:
+            raise UsageError(
+                f"Target {url!r} needs an endpoint name and a region.",
+                hint="Use sagemaker://ENDPOINT_NAME?region=us-east-1",
+            )
+        return TargetSpec(
+            url=url,
+            kind="sagemaker",
+            endpoint_name=parts.netloc,
+            region=region,
+            endpoint_url=(query.get("endpoint_url") or [None])[0],
+        )
+    raise UsageError(
+        f"Target {url!r} is neither http(s):// nor sagemaker://.",
+        hint="Use http://HOST:PORT or sagemaker://ENDPOINT_NAME?region=REGION",
+    )
+
+
+def chunk_of(delta: ChatDelta, arrival_s: float) -> Chunk:
+    return Chunk(
+        arrival_s=arrival_s,
+        content=delta.content,
+        finish_reason=delta.finish_reason,
+        completion_tokens=delta.completion_tokens,
+        prompt_tokens=delta.prompt_tokens,
+        done=delta.done,
+    )
+
+
+def loop_description() -> str:
+    import asyncio
+
+    loop_module = type(asyncio.get_event_loop_policy()).__module__
+    return "aiohttp+uvloop" if loop_module.startswith("uvloop") else "aiohttp+asyncio"
+
+
+def new_http_session(timeout_s: float) -> Any:
+    """An aiohttp session fit for benchmarking: unlimited connector, no total timeout."""
+    import aiohttp
+
+    connector = aiohttp.TCPConnector(limit=CONNECTOR_LIMIT, limit_per_host=0, ttl_dns_cache=300)
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=timeout_s)
+    return aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False)
+
+
+class HttpTransport:
+    """OpenAI chat completions over SSE on one keep-alive session."""
+
+    kind = "http"
+
+    def __init__(
+        self, base_url: str, *, timeout_s: float = 600.0, clock: Clock = time.perf_counter, session: Any = None
+    ) -> None:
+        self.url = base_url
+        self.base_url = base_url.rstrip("/")
+        self.model: str | None = None
+        self._clock = clock
+        self._session = session if session is not None else new_http_session(timeout_s)
+        self._owns_session = session is None
+        self.description = loop_description()
+
+    async def discover_model(self) -> str | None:
+        """The first id of ``/v1/models`` (the served model name), or None when it cannot be read."""
+        import aiohttp
+
+        try:
+            async with self._session.get(self.base_url + "/v1/models") as response:
+                if response.status != 200:
+                    return None
+                document = await response.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return None
+        data = document.get("data") if isinstance(document, dict) else None
+        if data and isinstance(data[0], dict):
+            self.model = data[0].get("id")
+        return self.model
+
+    async def get_text(self, path: str) -> str | None:
+        """GET a text resource such as ``/metrics``; None when absent or unreachable."""
+        import aiohttp
+
+        try:
+            async with self._session.get(self.base_url + path) as response:
+                return await response.text() if response.status == 200 else None
+        except (aiohttp.ClientError, TimeoutError):
+            return None
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Chunk]:
+        import aiohttp
+
+        clock = self._clock
+        decoder = SseDecoder()
+        try:
+            async with self._session.post(
+                self.base_url + "/v1/chat/completions", json=request.body(self.model)
+            ) as response:
+                if response.status != 200:
+                    text = (await response.text())[:200]
+                    raise RequestFailed(f"http_{response.status}", text.strip())
+                async for data in response.content.iter_any():
+                    arrival_s = clock()
+                    for event in decoder.feed(data):
+                        yield chunk_of(decode_chat_event(event), arrival_s)
+                for event in decoder.close():
+                    yield chunk_of(decode_chat_event(event), clock())
+        except MalformedStream as exc:
+            raise RequestFailed("malformed_sse", str(exc)) from None
+        except aiohttp.ClientPayloadError as exc:
+            raise RequestFailed("truncated_stream", f"connection closed mid-reply ({exc})") from None
+        except aiohttp.ServerDisconnectedError as exc:
+            raise RequestFailed("truncated_stream", f"server disconnected ({exc})") from None
+        except TimeoutError:  # aiohttp's ServerTimeoutError is also a ClientError: test this first
+            raise RequestFailed("timeout", "no bytes within the read timeout") from None
+        except aiohttp.ClientConnectorError as exc:
+            raise RequestFailed("connect_error", str(exc)) from None
+        except aiohttp.ClientError as exc:
+            raise RequestFailed("http_error", f"{type(exc).__name__}: {exc}") from None
+
+    async def aclose(self) -> None:
+        if self._owns_session:
+            await self._session.close()
+
+
+class SageMakerTransport:
+    """``invoke_endpoint_with_response_stream``, signed by botocore, carried by aiohttp."""
+
+    kind = "sagemaker"
+
+    def __init__(
+        self,
+        endpoint_name: str,
+        region: str,
+        *,
+        url: str | None = None,
+        credentials_provider: Callable[[], Any] | None = None,
+        endpoint_url: str | None = None,
+        timeout_s: float = 600.0,
+        clock: Clock = time.perf_counter,
+        session: Any = None,
+    ) -> None:
+        self.url = url or f"sagemaker://{endpoint_name}?region={region}"
+        self.endpoint_name = endpoint_name
+        self.region = region
+        self.endpoint_url = endpoint_url
+        self.model: str | None = None
+        self._credentials_provider = credentials_provider or _default_credentials(region)
+        self._clock = clock
+        self._session = session if session is not None else new_http_session(timeout_s)
+        self._owns_session = session is None
+        self.description = loop_description() + "+sigv4"
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Chunk]:
+        from gemmaserve.errors import AwsError, ModelStreamFailed, SageMakerTimedOut
+        from gemmaserve.sagemaker.response_stream import stream_invoke
+
+        clock = self._clock
+        decoder = SseDecoder()
+        try:
+            parts = stream_invoke(
+                self._session,
+                self._credentials_provider,
+                self.endpoint_name,
+                self.region,
+                request.body(self.model),
+                endpoint_url=self.endpoint_url,
+            )
+            async for part in parts:
+                arrival_s = clock()
+                for event in decoder.feed(part):
+                    yield chunk_of(decode_chat_event(event), arrival_s)
+            for event in decoder.close():
+                yield chunk_of(decode_chat_event(event), clock())
+        except MalformedStream as exc:
+            raise RequestFailed("malformed_sse", str(exc)) from None
+        except SageMakerTimedOut as exc:
+            raise RequestFailed("timeout", exc.message) from None
+        except ModelStreamFailed as exc:
+            code = exc.fields.get("aws_error_code") or "stream_error"
+            raise RequestFailed(f"sagemaker_{code}", exc.message) from None
+        except AwsError as exc:
+            code = exc.fields.get("aws_error_code") or type(exc).__name__
+            raise RequestFailed(f"sagemaker_{code}", exc.message) from None
+
+    async def aclose(self) -> None:
+        if self._owns_session:
+            await self._session.close()
+
+
+def _default_credentials(region: str) -> Callable[[], Any]:
+    def provider() -> Any:
+        import boto3
+
+        credentials = boto3.Session(region_name=region).get_credentials()
+        if credentials is None:
+            from gemmaserve.errors import CredentialsMissing
+
+            raise CredentialsMissing(
+                "No AWS credentials found for the SageMaker target.",
+                hint="Configure credentials (aws configure, AWS_PROFILE, or an instance role).",
+                region=region,
+            )
+        return credentials.get_frozen_credentials()
+
+    return provider
+
+
+def open_transport(spec: TargetSpec, *, timeout_s: float, clock: Clock = time.perf_counter) -> Transport:
+    """The transport for a parsed target (must be called inside the running event loop)."""
+    if spec.kind == "http":
+        assert spec.base_url is not None
+        return HttpTransport(spec.base_url, timeout_s=timeout_s, clock=clock)
+    assert spec.endpoint_name is not None and spec.region is not None
+    return SageMakerTransport(
+        spec.endpoint_name, spec.region, url=spec.url, endpoint_url=spec.endpoint_url, timeout_s=timeout_s, clock=clock
+    )

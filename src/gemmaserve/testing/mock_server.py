@@ -1,0 +1,474 @@
+"""A local OpenAI-compatible streaming server with known timing and injectable faults.
+
+Routes: ``POST /v1/chat/completions`` (SSE, vLLM's chunk shapes, usage chunk when
+``stream_options.include_usage``), ``GET /v1/models``, ``GET /health``, ``GET /metrics``
+(vLLM's Prometheus names), ``POST /endpoints/{name}/invocations-response-stream``
+(the same stream inside AWS event-stream frames, SigV4 not checked), and
+``GET|POST /mock/config``, ``GET|DELETE /mock/requests`` to steer and read it from a test.
+Timeline of one reply, from arrival: ``fixed_cost_s`` (before headers), then content
+token k (1-based) at ``fixed_cost_s + ttft_s + (k − 1) · itl_s``, scheduled on absolute
+deadlines so sleep overshoot does not accumulate. ``python -m gemmaserve.testing.mock_server``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import socket
+import sys
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from aiohttp import web
+
+from gemmaserve.testing.eventstream import model_stream_error, payload_part
+
+FAULTS = (
+    "http_500",  # answer 500 before streaming
+    "http_429",  # answer 429 (rate limited)
+    "timeout",  # accept, then send nothing for hang_s
+    "stall",  # stream half the reply, then send nothing for hang_s
+    "disconnect",  # stream half the reply, then drop the connection
+    "truncated",  # stream half the reply, then end the body cleanly: no finish_reason, no [DONE]
+    "malformed_sse",  # stream half the reply, then a data line that is not JSON
+    "error_event",  # stream half the reply, then {"error": …} as vLLM does on an engine error
+    "short_reply",  # finish properly after half the requested tokens (ignore_eos not honoured)
+    "no_usage",  # omit the usage chunk even when asked for it
+    "malformed_frame",  # event-stream route only: a frame with a bad CRC
+    "model_stream_error",  # event-stream route only: a ModelStreamError exception event
+)
+
+# Faults that stream only the first half of the reply before they strike.
+_CUT_SHORT = frozenset(
+    {"stall", "disconnect", "truncated", "malformed_sse", "error_event", "short_reply", "malformed_frame",
+     "model_stream_error"}
+)
+
+
+@dataclass(frozen=True)
+class MockConfig:
+    ttft_s: float = 0.020
+    itl_s: float = 0.010
+    fixed_cost_s: float = 0.0
+    tokens_per_chunk: int = 1
+    natural_tokens: int = 32  # reply length when ignore_eos is false (capped by max_tokens)
+    reply_text: str | None = None  # words cycled as tokens; default "t1 t2 …"
+    model: str = "mock-model"
+    role_chunk: bool = True  # vLLM first sends {"role": "assistant", "content": ""} with no token
+    usage_delay_s: float = 0.0  # delay of the usage chunk after the last token
+    fault: str | None = None
+    fault_every: int = 1  # the fault hits requests whose 1-based number is a multiple of this
+    hang_s: float = 3600.0
+    kv_blocks: int = 4096
+    block_size: int = 16
+    record: bool = False  # keep per-request server-side timings (GET /mock/requests)
+
+    def __post_init__(self) -> None:
+        if self.fault is not None and self.fault not in FAULTS:
+            raise ValueError(f"unknown fault {self.fault!r}; known: {', '.join(FAULTS)}")
+        if self.fault_every < 1 or self.tokens_per_chunk < 1:
+            raise ValueError("fault_every and tokens_per_chunk must be >= 1")
+
+    def updated(self, changes: dict[str, Any]) -> MockConfig:
+        known = {f.name for f in fields(self)}
+        unknown = set(changes) - known
+        if unknown:
+            raise ValueError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        return replace(self, **changes)
+
+
+@dataclass
+class _Stats:
+    running: int = 0
+    finished: int = 0
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+
+
+class MockServer:
+    """The app and its state. ``reply_for(prompt) -> text`` overrides the reply (in-process use)."""
+
+    def __init__(self, config: MockConfig | None = None, *, reply_for: Callable[[str], str] | None = None) -> None:
+        self.config = config or MockConfig()
+        self.reply_for = reply_for
+        self.records: deque[dict[str, Any]] = deque(maxlen=100_000)
+        self.stats = _Stats()
+        self._counter = itertools.count(1)
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/endpoints/{name}/invocations-response-stream", self._sagemaker_stream)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/mock/config", self._get_config)
+        app.router.add_post("/mock/config", self._set_config)
+        app.router.add_get("/mock/requests", self._get_records)
+        app.router.add_delete("/mock/requests", self._clear_records)
+        return app
+
+    # --- reply generation ------------------------------------------------------
+
+    def _fault_for(self, number: int) -> str | None:
+        config = self.config
+        return config.fault if config.fault and number % config.fault_every == 0 else None
+
+    def _tokens(self, prompt: str, max_tokens: int, ignore_eos: bool) -> list[str]:
+        words: list[str]
+        if self.reply_for is not None:
+            words = self.reply_for(prompt).split()
+        elif self.config.reply_text:
+            words = self.config.reply_text.split()
+        else:
+            words = []
+        if ignore_eos:
+            count = max_tokens
+        else:
+            count = min(max_tokens, len(words) if words else self.config.natural_tokens)
+        if words:
+            return [words[i % len(words)] + " " for i in range(count)]
+        return [f"t{i + 1} " for i in range(count)]
+
+    async def _events(self, body: dict[str, Any], fault: str | None, received_s: float) -> Any:
+        """Yield (bytes, is_token) in the reply's timeline; raises _Drop to cut the connection."""
+        config = self.config
+        request_id = f"chatcmpl-{uuid.uuid4().hex[:16]}"
+        model = json.dumps(body.get("model") or config.model)
+        head = '{"id":"%s","object":"chat.completion.chunk","created":%d,"model":%s,"choices":' % (
+            request_id,
+            int(time.time()),
+            model,
+        )
+        prompt = " ".join(str(m.get("content", "")) for m in body.get("messages") or [] if isinstance(m, dict))
+        prompt_tokens = max(1, len(prompt.split()))
+        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+        tokens = self._tokens(prompt, max_tokens, bool(body.get("ignore_eos")))
+        self.stats.prompt_tokens += prompt_tokens
+        tokens_to_send = tokens[: max(1, len(tokens) // 2)] if fault in _CUT_SHORT else tokens
+        if config.role_chunk:
+            yield (head + '[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}').encode(), 0
+        start_s = received_s + config.fixed_cost_s + config.ttft_s
+        per = config.tokens_per_chunk
+        sent = 0
+        for index in range(0, len(tokens_to_send), per):
+            group = tokens_to_send[index : index + per]
+            # Token k is due at start + (k-1)·itl; a chunk of several tokens goes out when its last is due.
+            due_s = start_s + (index + len(group) - 1) * config.itl_s
+            delay_s = due_s - time.perf_counter()
+            if delay_s > 0:
+                await asyncio.sleep(delay_s)
+            sent += len(group)
+            content = json.dumps("".join(group))
+            yield (head + '[{"index":0,"delta":{"content":%s},"finish_reason":null}]}' % content).encode(), len(group)
+        if fault in ("stall",):
+            await asyncio.sleep(config.hang_s)
+        if fault == "disconnect":
+            raise _Drop
+        if fault == "truncated":
+            return
+        if fault == "malformed_sse":
+            yield b'{"id": "broken", "choices": [', 0
+            return
+        if fault == "error_event":
+            yield b'{"error": {"message": "mock engine error", "type": "InternalServerError", "code": 500}}', 0
+            return
+        if fault == "model_stream_error":
+            raise _StreamException
+        if fault == "malformed_frame":
+            raise _CorruptFrame
+        finish = "length" if sent >= max_tokens else "stop"
+        yield (head + '[{"index":0,"delta":{},"finish_reason":"%s"}]}' % finish).encode(), 0
+        stream_options = body.get("stream_options") or {}
+        if stream_options.get("include_usage") and fault != "no_usage":
+            if config.usage_delay_s:
+                await asyncio.sleep(config.usage_delay_s)
+            usage = {"prompt_tokens": prompt_tokens, "completion_tokens": sent, "total_tokens": prompt_tokens + sent}
+            yield (head + "[],\"usage\":%s}" % json.dumps(usage)).encode(), 0
+        yield b"[DONE]", 0
+
+    # --- routes ----------------------------------------------------------------
+
+    async def _read_body(self, request: web.Request) -> dict[str, Any] | web.Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return web.json_response({"error": {"message": "body is not JSON", "code": 400}}, status=400)
+        if not isinstance(body, dict):
+            return web.json_response({"error": {"message": "body is not an object", "code": 400}}, status=400)
+        return body
+
+    async def _before_stream(self, fault: str | None, received_s: float) -> web.Response | None:
+        if self.config.fixed_cost_s:
+            await asyncio.sleep(max(0.0, received_s + self.config.fixed_cost_s - time.perf_counter()))
+        if fault == "http_500":
+            return web.json_response({"error": {"message": "mock internal error", "code": 500}}, status=500)
+        if fault == "http_429":
+            return web.json_response({"error": {"message": "mock rate limit", "code": 429}}, status=429)
+        if fault == "timeout":
+            await asyncio.sleep(self.config.hang_s)
+        return None
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        received_s = time.perf_counter()
+        number = next(self._counter)
+        body = await self._read_body(request)
+        if isinstance(body, web.Response):
+            return body
+        fault = self._fault_for(number)
+        refusal = await self._before_stream(fault, received_s)
+        if refusal is not None:
+            return refusal
+        if not body.get("stream"):
+            return await self._complete(body, fault, received_s)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        record = self._start_record(number, received_s)
+        try:
+            async for data, tokens in self._events(body, fault, received_s):
+                await response.write(b"data: " + data + b"\n\n")
+                self._note(record, tokens)
+        except _Drop:
+            assert request.transport is not None
+            request.transport.abort()
+            self._finish(record)
+            return response
+        self._finish(record)
+        await response.write_eof()
+        return response
+
+    async def _complete(self, body: dict[str, Any], fault: str | None, received_s: float) -> web.Response:
+        text = ""
+        tokens = 0
+        async for data, count in self._events(body, fault, received_s):
+            if count:
+                text += json.loads(data)["choices"][0]["delta"]["content"]
+                tokens += count
+        return web.json_response(
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
+                "object": "chat.completion",
+                "model": body.get("model") or self.config.model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"completion_tokens": tokens},
+            }
+        )
+
+    async def _sagemaker_stream(self, request: web.Request) -> web.StreamResponse:
+        received_s = time.perf_counter()
+        number = next(self._counter)
+        body = await self._read_body(request)
+        if isinstance(body, web.Response):
+            return body
+        fault = self._fault_for(number)
+        refusal = await self._before_stream(fault, received_s)
+        if refusal is not None:
+            kind = "ThrottlingException" if refusal.status == 429 else "ModelError"
+            return web.json_response(
+                {"message": f"mock {kind}", "__type": kind},
+                status=refusal.status if refusal.status == 429 else 424,
+                headers={"x-amzn-ErrorType": kind, "x-amzn-RequestId": uuid.uuid4().hex},
+            )
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "application/vnd.amazon.eventstream",
+                "x-amzn-RequestId": uuid.uuid4().hex,
+                "X-Amzn-Invoked-Production-Variant": "AllTraffic",
+            }
+        )
+        await response.prepare(request)
+        record = self._start_record(number, received_s)
+        try:
+            async for data, tokens in self._events(body, fault, received_s):
+                await response.write(payload_part(b"data: " + data + b"\n\n"))
+                self._note(record, tokens)
+        except _StreamException:
+            await response.write(model_stream_error("mock container failure"))
+        except _CorruptFrame:
+            await response.write(payload_part(b"data: {}\n\n", corrupt_crc=True))
+        except _Drop:
+            assert request.transport is not None
+            request.transport.abort()
+        self._finish(record)
+        await response.write_eof()
+        return response
+
+    def _start_record(self, number: int, received_s: float) -> dict[str, Any]:
+        self.stats.running += 1
+        return {"number": number, "received_s": received_s, "token_times_s": [], "tokens": 0}
+
+    def _note(self, record: dict[str, Any], tokens: int) -> None:
+        if tokens:
+            record["tokens"] += tokens
+            self.stats.generation_tokens += tokens
+            if self.config.record:
+                record["token_times_s"].append(time.perf_counter())
+
+    def _finish(self, record: dict[str, Any]) -> None:
+        self.stats.running -= 1
+        self.stats.finished += 1
+        if self.config.record:
+            self.records.append(record)
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"object": "list", "data": [{"id": self.config.model, "object": "model", "owned_by": "gemmaserve-mock"}]}
+        )
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(text="")
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(text=render_metrics(self.config, self.stats), content_type="text/plain")
+
+    async def _get_config(self, request: web.Request) -> web.Response:
+        return web.json_response(asdict(self.config))
+
+    async def _set_config(self, request: web.Request) -> web.Response:
+        try:
+            self.config = self.config.updated(await request.json())
+        except (ValueError, TypeError) as exc:
+            return web.json_response({"error": {"message": str(exc)}}, status=400)
+        return web.json_response(asdict(self.config))
+
+    async def _get_records(self, request: web.Request) -> web.Response:
+        return web.json_response(list(self.records))
+
+    async def _clear_records(self, request: web.Request) -> web.Response:
+        self.records.clear()
+        return web.json_response({"cleared": True})
+
+
+class _Drop(Exception):
+    pass
+
+
+class _StreamException(Exception):
+    pass
+
+
+class _CorruptFrame(Exception):
+    pass
+
+
+def render_metrics(config: MockConfig, stats: _Stats) -> str:
+    """A /metrics page with the vLLM names gemmaserve reads (a subset of vLLM's exposition)."""
+    label = f'model_name="{config.model}"'
+    return "\n".join(
+        [
+            "# HELP vllm:num_requests_running Number of requests in model execution batches.",
+            "# TYPE vllm:num_requests_running gauge",
+            f"vllm:num_requests_running{{{label}}} {float(stats.running)}",
+            "# TYPE vllm:num_requests_waiting gauge",
+            f"vllm:num_requests_waiting{{{label}}} 0.0",
+            "# TYPE vllm:kv_cache_usage_perc gauge",
+            f"vllm:kv_cache_usage_perc{{{label}}} 0.0",
+            "# TYPE vllm:prompt_tokens_total counter",
+            f"vllm:prompt_tokens_total{{{label}}} {float(stats.prompt_tokens)}",
+            "# TYPE vllm:generation_tokens_total counter",
+            f"vllm:generation_tokens_total{{{label}}} {float(stats.generation_tokens)}",
+            "# TYPE vllm:request_success_total counter",
+            f'vllm:request_success_total{{finished_reason="length",{label}}} {float(stats.finished)}',
+            "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
+            "# TYPE vllm:cache_config_info gauge",
+            f'vllm:cache_config_info{{block_size="{config.block_size}",cache_dtype="auto",'
+            f'enable_prefix_caching="True",gpu_memory_utilization="0.9",'
+            f'num_gpu_blocks="{config.kv_blocks}"}} 1.0',
+            "",
+        ]
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m gemmaserve.testing.mock_server", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000, help="0 picks a free port (printed on stdout)")
+    parser.add_argument("--ttft-ms", type=float, default=20.0)
+    parser.add_argument("--itl-ms", type=float, default=10.0)
+    parser.add_argument("--fixed-cost-ms", type=float, default=0.0)
+    parser.add_argument("--tokens-per-chunk", type=int, default=1)
+    parser.add_argument("--natural-tokens", type=int, default=32)
+    parser.add_argument("--reply-text", default=None)
+    parser.add_argument("--model", default="mock-model")
+    parser.add_argument("--fault", choices=FAULTS, default=None)
+    parser.add_argument("--fault-every", type=int, default=1)
+    parser.add_argument("--hang-s", type=float, default=3600.0)
+    parser.add_argument("--record", action="store_true", help="keep per-request timings for GET /mock/requests")
+    parser.add_argument("--reuse-port", action="store_true", help="let several processes share one port")
+    parser.add_argument("--uvloop", action="store_true", help="run on uvloop (coarser, 1 ms timers)")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> MockConfig:
+    return MockConfig(
+        ttft_s=args.ttft_ms / 1000,
+        itl_s=args.itl_ms / 1000,
+        fixed_cost_s=args.fixed_cost_ms / 1000,
+        tokens_per_chunk=args.tokens_per_chunk,
+        natural_tokens=args.natural_tokens,
+        reply_text=args.reply_text,
+        model=args.model,
+        fault=args.fault,
+        fault_every=args.fault_every,
+        hang_s=args.hang_s,
+        record=args.record,
+    )
+
+
+def bind_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(4096)
+    sock.setblocking(False)
+    return sock
+
+
+async def serve(server: MockServer, sock: socket.socket, ready: Callable[[int], None] | None = None) -> None:
+    """Serve on an already bound socket until cancelled."""
+    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.SockSite(runner, sock, backlog=4096)
+    await site.start()
+    if ready is not None:
+        ready(sock.getsockname()[1])
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        server = MockServer(config_from_args(args))
+    except ValueError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 2
+    sock = bind_socket(args.host, args.port, reuse_port=args.reuse_port)
+
+    def ready(port: int) -> None:
+        print(f"listening on http://{args.host}:{port} pid {os.getpid()}", flush=True)
+
+    if args.uvloop:
+        import uvloop
+
+        uvloop.install()
+    try:
+        asyncio.run(serve(server, sock, ready))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
