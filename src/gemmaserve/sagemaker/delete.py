@@ -1,0 +1,146 @@
+"""Delete an endpoint, then its config, then its model(s); wait (bounded) while it is Creating; idempotent.
+
+Missing pieces are fine: deleting twice, or after a partial deploy, succeeds.
+A ``Creating`` endpoint cannot be deleted, so we wait for it instead of giving up.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from gemmaserve.errors import AwsError, SageMakerTimedOut
+from gemmaserve.sagemaker.aws import call, is_not_found
+from gemmaserve.sagemaker.names import config_name_for, model_name_for, validate_name
+from gemmaserve.sagemaker.status import EndpointStatus, describe_endpoint_state
+from gemmaserve.sagemaker.watch import Progress, _quiet, utc_now
+
+
+class DeleteReport(BaseModel):
+    endpoint_name: str
+    region: str
+    dry_run: bool = False
+    deleted: list[str] = []  # "endpoint:NAME", "endpoint-config:NAME", "model:NAME"
+    absent: list[str] = []
+    waited_s: float = 0.0
+
+
+def delete_deployment(
+    sm: Any,
+    endpoint_name: str,
+    *,
+    region: str,
+    busy_timeout_s: float = 1800.0,
+    poll_s: float = 15.0,
+    dry_run: bool = False,
+    now: Callable[[], datetime] = utc_now,
+    sleep: Callable[[float], None] = time.sleep,
+    progress: Progress = _quiet,
+) -> DeleteReport:
+    """Delete the endpoint and every config and model it uses (plus the ones a deploy derives from its name)."""
+    validate_name(endpoint_name)
+    report = DeleteReport(endpoint_name=endpoint_name, region=region, dry_run=dry_run)
+    state = describe_endpoint_state(sm, endpoint_name, region=region, now=now())
+    configs = [config_name_for(endpoint_name)] if len(endpoint_name) <= 56 else []
+    if state.config_name and state.config_name not in configs:
+        configs.insert(0, state.config_name)
+    models: list[str] = []
+    for config in configs:
+        models.extend(model for model in _models_of_config(sm, config, region) if model not in models)
+    if len(endpoint_name) <= 56 and model_name_for(endpoint_name) not in models:
+        models.append(model_name_for(endpoint_name))
+    delete_resources(
+        sm, region=region, endpoint=endpoint_name if state.status is not EndpointStatus.NOT_FOUND else None,
+        configs=configs, models=models, report=report, busy_timeout_s=busy_timeout_s, poll_s=poll_s,
+        dry_run=dry_run, now=now, sleep=sleep, progress=progress,
+    )
+    if state.status is EndpointStatus.NOT_FOUND:
+        report.absent.insert(0, f"endpoint:{endpoint_name}")
+    return report
+
+
+def delete_resources(
+    sm: Any,
+    *,
+    region: str,
+    endpoint: str | None,
+    configs: list[str],
+    models: list[str],
+    report: DeleteReport,
+    busy_timeout_s: float = 1800.0,
+    poll_s: float = 15.0,
+    dry_run: bool = False,
+    now: Callable[[], datetime] = utc_now,
+    sleep: Callable[[float], None] = time.sleep,
+    progress: Progress = _quiet,
+) -> DeleteReport:
+    """Delete exactly these resources, endpoint first; used by delete and by a deploy's teardown."""
+    if endpoint is not None:
+        if dry_run:
+            report.deleted.append(f"endpoint:{endpoint}")
+        else:
+            _wait_until_deletable(sm, endpoint, region, report, busy_timeout_s, poll_s, now, sleep, progress)
+            _delete_one(report, f"endpoint:{endpoint}", region, sm.delete_endpoint, EndpointName=endpoint)
+    for config in configs:
+        if dry_run:
+            report.deleted.append(f"endpoint-config:{config}")
+        else:
+            _delete_one(report, f"endpoint-config:{config}", region, sm.delete_endpoint_config,
+                        EndpointConfigName=config)
+    for model in models:
+        if dry_run:
+            report.deleted.append(f"model:{model}")
+        else:
+            _delete_one(report, f"model:{model}", region, sm.delete_model, ModelName=model)
+    return report
+
+
+def _wait_until_deletable(
+    sm: Any, endpoint: str, region: str, report: DeleteReport, busy_timeout_s: float, poll_s: float,
+    now: Callable[[], datetime], sleep: Callable[[float], None], progress: Progress,
+) -> None:
+    started = now()
+    while True:
+        state = describe_endpoint_state(sm, endpoint, region=region, now=now())
+        if not state.status.busy:
+            return
+        waited = (now() - started).total_seconds()
+        report.waited_s = waited
+        if waited >= busy_timeout_s:
+            raise SageMakerTimedOut(
+                f"Endpoint {endpoint!r} is still {state.status.value} after {waited / 60:.0f} min; "
+                "SageMaker refuses to delete it until that ends.",
+                hint=f"Run again later: gemmaserve sagemaker delete {endpoint} --region {region} --yes",
+                endpoint_name=endpoint, region=region, status=state.status.value,
+            )
+        progress(f"{endpoint} is {state.status.value}; SageMaker cannot delete it yet — waiting ({waited / 60:.1f} min)")
+        sleep(poll_s)
+
+
+def _delete_one(report: DeleteReport, label: str, region: str, method: Any, **params: Any) -> None:
+    try:
+        call(region, method, **params)
+    except AwsError as error:
+        if is_not_found(error):
+            report.absent.append(label)
+            return
+        raise
+    report.deleted.append(label)
+
+
+def _models_of_config(sm: Any, config: str, region: str) -> list[str]:
+    try:
+        described = call(region, sm.describe_endpoint_config, EndpointConfigName=config)
+    except AwsError as error:
+        if is_not_found(error):
+            return []
+        raise
+    models: list[str] = []
+    for variant in described.get("ProductionVariants", []):
+        names = [variant.get("ModelName")] + [pool.get("ModelNameOverride") for pool in variant.get("InstancePools") or []]
+        models.extend(name for name in names if name and name not in models)
+    return models

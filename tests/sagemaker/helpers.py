@@ -1,0 +1,52 @@
+"""Shared test builders: a scripted clock, a DeploySpec, an IAM role in moto."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from gemmaserve.sagemaker.endpoint import DeploySpec
+from gemmaserve.sagemaker.env_mapping import serve_args_to_env
+
+START = datetime(2026, 12, 2, 17, 0, tzinfo=UTC)
+TRUST = {
+    "Version": "2012-10-17",
+    "Statement": [{"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+}
+
+
+@dataclass
+class ScriptedClock:
+    """now() and sleep() over a virtual time line: sleep advances it instantly."""
+
+    current: datetime = START
+    sleeps: list[float] = field(default_factory=list)
+
+    def now(self) -> datetime:
+        return self.current
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.current += timedelta(seconds=seconds)
+
+
+def make_role(iam: Any, name: str = "gemmaserve-exec") -> str:
+    return str(iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(TRUST))["Role"]["Arn"])
+
+
+def make_spec(role_arn: str, **overrides: Any) -> DeploySpec:
+    values: dict[str, Any] = {
+        "endpoint_name": "gemma4-e2b-t4",
+        "instance_types": ["ml.g4dn.xlarge"],
+        "role_arn": role_arn,
+        "environment": serve_args_to_env(
+            ["google/gemma-4-E2B-it", "--dtype", "float16", "--max-model-len", "8192", "--enforce-eager"]
+        ),
+        "model_label": "gemma-4-e2b/bf16",
+        "owner": "ana",
+        "ttl_s": 3600.0,
+    }
+    values.update(overrides)
+    return DeploySpec(**values)

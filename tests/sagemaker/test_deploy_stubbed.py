@@ -1,0 +1,209 @@
+"""What moto cannot do: InstancePools, current GPU types, Creating→Failed, quota and capacity errors.
+
+botocore's Stubber checks every request against the real service model
+(``expected_params``) and returns canned responses through botocore's parsers.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+
+from gemmaserve.errors import AwsError, CapacityUnavailable, EndpointFailed, QuotaExceeded, SageMakerTimedOut
+from gemmaserve.sagemaker.delete import delete_deployment
+from gemmaserve.sagemaker.endpoint import execute_deploy, plan_deploy
+from gemmaserve.sagemaker.status import EndpointStatus, describe_endpoint_state
+from gemmaserve.sagemaker.watch import wait_for_endpoint
+from tests.sagemaker.helpers import START, ScriptedClock, make_spec
+
+REGION = "us-east-1"
+ROLE = "arn:aws:iam::123456789012:role/gemmaserve-exec"
+NAME = "gemma4-e2b-l4"
+ARN = f"arn:aws:sagemaker:{REGION}:123456789012:endpoint/{NAME}"
+
+
+def sm_client() -> Any:
+    return boto3.client("sagemaker", region_name=REGION)
+
+
+def not_found(stub: Stubber, name: str = NAME) -> None:
+    stub.add_client_error("describe_endpoint", service_error_code="ValidationException",
+                          service_message=f'Could not find endpoint "{ARN}".', expected_params={"EndpointName": name})
+
+
+def described(status: str, *, minutes: float = 1, reason: str | None = None, pools: list[dict[str, Any]] | None = None
+              ) -> dict[str, Any]:
+    variant: dict[str, Any] = {"VariantName": "AllTraffic", "CurrentInstanceCount": 1,
+                               "DeployedImages": [{"SpecifiedImage": "img:tag", "ResolvedImage": "img@sha256:abc"}]}
+    if pools is not None:
+        variant["InstancePools"] = pools
+    response: dict[str, Any] = {
+        "EndpointName": NAME, "EndpointArn": ARN, "EndpointConfigName": f"{NAME}-config", "EndpointStatus": status,
+        "CreationTime": START - timedelta(minutes=minutes), "LastModifiedTime": START,
+        "ProductionVariants": [variant],
+    }
+    if reason:
+        response["FailureReason"] = reason
+    return response
+
+
+def pools_config() -> dict[str, Any]:
+    return {"EndpointConfigName": f"{NAME}-config", "EndpointConfigArn": ARN + "-config", "CreationTime": START,
+            "ProductionVariants": [{"VariantName": "AllTraffic", "ModelName": f"{NAME}-model", "InstancePools": [
+                {"InstanceType": "ml.g6.xlarge", "Priority": 1}, {"InstanceType": "ml.g6.2xlarge", "Priority": 2}]}]}
+
+
+def test_instance_pools_plan_is_accepted_by_the_service_model() -> None:
+    sm = sm_client()
+    spec = make_spec(ROLE, endpoint_name=NAME, instance_types=["ml.g6.xlarge", "ml.g6.2xlarge"])
+    plan = plan_deploy(spec, region=REGION, now=START)
+    variant = plan.calls[1].params["ProductionVariants"][0]
+    assert "InstanceType" not in variant
+    assert variant["InstancePools"] == [{"InstanceType": "ml.g6.xlarge", "Priority": 1},
+                                        {"InstanceType": "ml.g6.2xlarge", "Priority": 2}]
+    assert variant["InferenceAmiVersion"] == "al2023-ami-sagemaker-inference-gpu-4-1"
+    with Stubber(sm) as stub:
+        not_found(stub)
+        for planned in plan.calls:
+            op = {"CreateModel": "create_model", "CreateEndpointConfig": "create_endpoint_config",
+                  "CreateEndpoint": "create_endpoint"}[planned.operation]
+            key = {"create_model": "ModelArn", "create_endpoint_config": "EndpointConfigArn",
+                   "create_endpoint": "EndpointArn"}[op]
+            stub.add_response(op, {key: ARN}, expected_params=planned.params)
+        result = execute_deploy(sm, plan, now=lambda: START)
+        stub.assert_no_pending_responses()
+    assert result.created == ["model", "endpoint-config", "endpoint"]
+
+
+def test_status_reports_the_placed_pool_type_and_resolved_image() -> None:
+    sm = sm_client()
+    with Stubber(sm) as stub:
+        stub.add_response("describe_endpoint", described("InService", pools=[
+            {"InstanceType": "ml.g6.xlarge", "CurrentInstanceCount": 0},
+            {"InstanceType": "ml.g6.2xlarge", "CurrentInstanceCount": 1}]), {"EndpointName": NAME})
+        state = describe_endpoint_state(sm, NAME, region=REGION, now=START)
+    assert state.instance_type == "ml.g6.2xlarge"
+    assert state.pool_types == ["ml.g6.xlarge", "ml.g6.2xlarge"]
+    assert state.resolved_image == "img@sha256:abc" and state.elapsed_s == 60
+
+
+def test_quota_error_on_create_is_quota_exceeded_and_tears_down() -> None:
+    sm = sm_client()
+    plan = plan_deploy(make_spec(ROLE, endpoint_name=NAME, instance_types=["ml.g6.xlarge"]), region=REGION, now=START)
+    with Stubber(sm) as stub:
+        not_found(stub)
+        stub.add_response("create_model", {"ModelArn": ARN}, expected_params=plan.calls[0].params)
+        stub.add_response("create_endpoint_config", {"EndpointConfigArn": ARN}, expected_params=plan.calls[1].params)
+        stub.add_client_error("create_endpoint", service_error_code="ResourceLimitExceeded",
+                              service_message="The account-level service limit 'ml.g6.xlarge for endpoint usage' is 0",
+                              http_status_code=400, expected_params=plan.calls[2].params)
+        stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": f"{NAME}-config"})
+        stub.add_response("delete_model", {}, {"ModelName": f"{NAME}-model"})
+        with pytest.raises(QuotaExceeded) as info:
+            execute_deploy(sm, plan, now=lambda: START)
+        stub.assert_no_pending_responses()
+    assert info.value.fields["aws_error_code"] == "ResourceLimitExceeded"
+    assert info.value.fields["region"] == REGION
+
+
+def test_creating_then_failed_for_capacity_raises_capacity_unavailable() -> None:
+    sm = sm_client()
+    clock = ScriptedClock()
+    with Stubber(sm) as stub:
+        for minutes in (1, 10):
+            stub.add_response("describe_endpoint", described("Creating", minutes=minutes), {"EndpointName": NAME})
+            stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+        stub.add_response("describe_endpoint", described(
+            "Failed", minutes=31, reason="Unable to provision requested ML compute capacity due to "
+            "InsufficientInstanceCapacity error."), {"EndpointName": NAME})
+        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+        with pytest.raises(CapacityUnavailable) as info:
+            wait_for_endpoint(sm, None, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=60)
+    assert info.value.fields["diagnosis"] == "capacity"
+    assert clock.sleeps == [60, 60]
+
+
+def test_cannot_start_container_says_to_set_the_ami() -> None:
+    sm = sm_client()
+    with Stubber(sm) as stub:
+        stub.add_response("describe_endpoint", described("Failed", reason="CannotStartContainerError. Please ensure "
+                                                         "the model container is valid."), {"EndpointName": NAME})
+        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+        with pytest.raises(EndpointFailed) as info:
+            wait_for_endpoint(sm, None, NAME, region=REGION, now=lambda: START, sleep=lambda s: None)
+    assert "al2023-ami-sagemaker-inference-gpu-4-1" in (info.value.hint or "")
+
+
+def test_wait_times_out_with_a_bound() -> None:
+    sm = sm_client()
+    clock = ScriptedClock()
+    with Stubber(sm) as stub:
+        for _ in range(3):
+            stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
+            stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": ANY})
+        with pytest.raises(SageMakerTimedOut):
+            wait_for_endpoint(sm, None, NAME, region=REGION, now=clock.now, sleep=clock.sleep, timeout_s=100, poll_s=50)
+    assert clock.sleeps == [50, 50]
+
+
+def test_delete_waits_while_creating_then_deletes_everything() -> None:
+    sm = sm_client()
+    clock = ScriptedClock()
+    progress: list[str] = []
+    with Stubber(sm) as stub:
+        stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
+        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+        for status in ("Creating", "Creating", "InService"):
+            stub.add_response("describe_endpoint", described(status), {"EndpointName": NAME})
+            stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+        stub.add_response("delete_endpoint", {}, {"EndpointName": NAME})
+        stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": f"{NAME}-config"})
+        stub.add_client_error("delete_model", service_error_code="ValidationException",
+                              service_message='Could not find model "x".', expected_params={"ModelName": f"{NAME}-model"})
+        report = delete_deployment(sm, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=20,
+                                   progress=progress.append)
+        stub.assert_no_pending_responses()
+    assert report.deleted == [f"endpoint:{NAME}", f"endpoint-config:{NAME}-config"]
+    assert report.absent == [f"model:{NAME}-model"]
+    assert clock.sleeps == [20, 20] and len(progress) == 2
+
+
+def test_delete_gives_up_after_its_bound() -> None:
+    sm = sm_client()
+    clock = ScriptedClock()
+    with Stubber(sm) as stub:
+        stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
+        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": ANY})
+        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": ANY})
+        for _ in range(3):
+            stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
+            stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": ANY})
+        with pytest.raises(SageMakerTimedOut):
+            delete_deployment(sm, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=30, busy_timeout_s=60)
+
+
+def test_failure_midway_deletes_only_what_this_run_made() -> None:
+    sm = sm_client()
+    plan = plan_deploy(make_spec(ROLE, endpoint_name=NAME, instance_types=["ml.g6.xlarge"]), region=REGION, now=START)
+    with Stubber(sm) as stub:
+        not_found(stub)
+        stub.add_response("create_model", {"ModelArn": ARN}, expected_params=plan.calls[0].params)
+        stub.add_client_error("create_endpoint_config", service_error_code="ValidationException",
+                              service_message="Cannot create already existing endpoint configuration",
+                              expected_params=plan.calls[1].params)
+        stub.add_response("delete_model", {}, {"ModelName": f"{NAME}-model"})
+        with pytest.raises(AwsError, match="already existing"):
+            execute_deploy(sm, plan, now=lambda: START)
+        stub.assert_no_pending_responses()
+
+
+def test_not_found_is_a_state() -> None:
+    sm = sm_client()
+    with Stubber(sm) as stub:
+        not_found(stub)
+        assert describe_endpoint_state(sm, NAME, region=REGION, now=START).status is EndpointStatus.NOT_FOUND
