@@ -97,8 +97,8 @@ class ClientSettings(_Strict):
     load_output_tokens: int = 256
     quality_set: str | None = "published-40"
     quality_max_tokens: int = 2048
-    temperature: float = 0.0
-    ignore_eos: bool = True
+    temperature: float | None = Field(default=0.0, description="None when unknown (imported runs)")
+    ignore_eos: bool | None = True
     timeout_s: float = 600.0
     seed: int = 0
     transport: str | None = Field(default=None, description="e.g. 'aiohttp+uvloop'")
