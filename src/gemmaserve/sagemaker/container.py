@@ -77,8 +77,8 @@ def image_region(image_uri: str) -> str | None:
 def image_cuda_version(image_uri: str) -> tuple[int, int] | None:
     """The image's CUDA version from its tag (``cu130``, ``cu129``, ``cuda13.0``) or the pin; None if unknown."""
     tag = image_uri.rsplit(":", 1)[-1] if ":" in image_uri.rsplit("/", 1)[-1] else ""
-    if image_uri.endswith(f"/{DEFAULT_IMAGE_REPOSITORY}:{DEFAULT_IMAGE_TAG}"):
-        return DEFAULT_IMAGE_CUDA
+    if image_uri.endswith(f"/{DEFAULT_IMAGE_REPOSITORY}:{DEFAULT_IMAGE_TAG}") or tag.startswith(DEFAULT_IMAGE_TAG + "-"):
+        return DEFAULT_IMAGE_CUDA  # the pin, or an image derived from it (image.py keeps the base tag as prefix)
     match = re.search(r"cu(\d{2})(\d)(?!\d)", tag) or re.search(r"cuda-?(\d{2})\.(\d)", tag)
     if match:
         return int(match.group(1)), int(match.group(2))

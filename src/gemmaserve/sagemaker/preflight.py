@@ -1,0 +1,270 @@
+"""Preflight: will this deploy work, before SageMaker bills a minute? One typed report, each finding with its fix.
+
+Checks: the plan's memory fit per instance type (host RAM is hard: no swap on a
+SageMaker host), one GPU across the pool, image CUDA against the host AMI, the
+Turing clamp on T4, endpoint quota per region, the execution role, and the model
+id's reachability. Unknown is never ok: the report passes only when every finding is ok or warn.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel
+
+from gemmaserve.errors import AwsAccessDenied, AwsError, GemmaserveError
+from gemmaserve.sagemaker.aws import call, is_not_found
+from gemmaserve.sagemaker.clients import ClientFactory
+from gemmaserve.sagemaker.container import (
+    AMI_LEVELS,
+    CudaVerdict,
+    ami_for_cuda,
+    cuda_verdict,
+    host_cuda_version,
+    image_claims_turing_clamp,
+    image_cuda_version,
+    image_for_region,
+)
+from gemmaserve.sagemaker.quota import check_quotas
+
+
+class FindingStatus(StrEnum):
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "fail"
+    UNKNOWN = "unknown"
+
+
+class Finding(BaseModel):
+    check: str
+    status: FindingStatus
+    detail: str
+    fix: str | None = None
+    region: str | None = None
+
+
+class Reachability(StrEnum):
+    REACHABLE = "reachable"
+    GATED = "gated"  # exists; the container needs HF_TOKEN
+    MISSING = "missing"
+    UNKNOWN = "unknown"
+
+
+ModelChecker = Callable[[str], Reachability]
+
+
+class PreflightReport(BaseModel):
+    model: str
+    encoding: str
+    repo_id: str | None
+    instance_types: list[str]
+    regions: list[str]
+    image_uri: str | None
+    findings: list[Finding]
+
+    @property
+    def ok(self) -> bool:
+        return all(f.status in (FindingStatus.OK, FindingStatus.WARN) for f in self.findings)
+
+    def failures(self, *, accept_unknown: bool = False) -> list[Finding]:
+        bad = {FindingStatus.FAIL} if accept_unknown else {FindingStatus.FAIL, FindingStatus.UNKNOWN}
+        return [f for f in self.findings if f.status in bad]
+
+
+def run_preflight(
+    factory: ClientFactory,
+    *,
+    model: str,
+    encoding: str,
+    instance_types: list[str],
+    regions: list[str],
+    image_uri: str | None = None,
+    role_arn: str | None = None,
+    inference_ami_version: str | None = AMI_LEVELS["al2023-ami-sagemaker-inference-gpu-4-1"].name,
+    instance_count: int = 1,
+    max_model_len: int = 8192,
+    gpu_memory_utilization: float = 0.9,
+    check_model: ModelChecker | None = None,
+    image_labels: dict[str, str] | None = None,
+) -> PreflightReport:
+    """Run every check; AWS failures become findings (unknown), never exceptions, except bad usage."""
+    from gemmaserve.catalog import resolve_encoding, resolve_instance, resolve_model
+    from gemmaserve.plan import plan_deployment
+
+    model_obj = resolve_model(model)
+    checkpoint = resolve_encoding(model_obj, encoding)
+    instances = [resolve_instance(name) for name in instance_types]
+    findings: list[Finding] = []
+    needs_clamp = False
+    for instance in instances:
+        row = plan_deployment(model_obj, checkpoint, instance=instance, max_model_len=max_model_len,
+                              gpu_memory_utilization=gpu_memory_utilization)
+        needs_clamp = needs_clamp or row.needs_turing_clamp
+        findings.append(plan_finding(row.verdict, row.binding_term, instance.key, row.kv_cache_tokens,
+                                      row.max_concurrency, row.host_ram_needed_gib, row.host_ram_gib))
+    gpus = {instance.gpu for instance in instances}
+    if len(gpus) > 1:
+        findings.append(Finding(check="one-gpu", status=FindingStatus.FAIL,
+                                detail=f"The pool mixes GPUs {sorted(gpus)}; one plan cannot fit all of them.",
+                                fix="List only instance types with the same GPU in --instance."))
+    region0 = regions[0]
+    image = image_for_region(image_uri, region0)
+    findings.extend(_cuda_findings(image, instance_types, inference_ami_version))
+    if needs_clamp:
+        findings.append(_clamp_finding(image, image_labels))
+    for region in regions:
+        findings.extend(_quota_findings(factory, instance_types, instance_count, region))
+    findings.append(_role_finding(factory, role_arn, region0))
+    findings.append(_model_finding(checkpoint.repo_id, check_model))
+    return PreflightReport(model=model_obj.key, encoding=checkpoint.key, repo_id=checkpoint.repo_id,
+                           instance_types=instance_types, regions=regions, image_uri=image, findings=findings)
+
+
+def plan_finding(verdict: str, binding: str | None, instance: str, kv_tokens: int, concurrency: float,
+                  host_needed: float, host_ram: float | None) -> Finding:
+    detail = f"{instance}: {verdict}; KV cache {kv_tokens:,} tokens, max concurrency {concurrency:g}x; " \
+             f"loading needs {host_needed:g} GiB host RAM of {host_ram:g}" if host_ram else f"{instance}: {verdict}"
+    if verdict == "fits":
+        return Finding(check=f"memory-fit:{instance}", status=FindingStatus.OK, detail=detail)
+    if verdict == "fits-with-swap":
+        return Finding(check=f"memory-fit:{instance}", status=FindingStatus.FAIL,
+                       detail=f"{detail}. {binding}. A SageMaker host has no swap to add.",
+                       fix="Pick a larger host of the same GPU (e.g. the 2xlarge) or a 4-bit encoding.")
+    return Finding(check=f"memory-fit:{instance}", status=FindingStatus.FAIL, detail=f"{detail}: {binding}",
+                   fix="See `gemmaserve plan` for a model/encoding/GPU that fits.")
+
+
+def _cuda_findings(image: str, instance_types: list[str], ami: str | None) -> list[Finding]:
+    image_cuda = image_cuda_version(image)
+    findings = []
+    for instance_type in instance_types:
+        host = host_cuda_version(instance_type, ami)
+        verdict = cuda_verdict(image_cuda, host)
+        label = f"image CUDA {_v(image_cuda)} on {instance_type} with AMI {ami or 'default'} (CUDA {_v(host)})"
+        fix = f"Set InferenceAmiVersion={ami_for_cuda(image_cuda)} (deploy --ami)."
+        if verdict is CudaVerdict.OK:
+            findings.append(Finding(check=f"cuda:{instance_type}", status=FindingStatus.OK, detail=label))
+        elif verdict is CudaVerdict.MINOR_NEWER:
+            findings.append(Finding(check=f"cuda:{instance_type}", status=FindingStatus.WARN,
+                                    detail=label + ": runs through CUDA minor-version compatibility (no PTX JIT)",
+                                    fix=fix))
+        elif verdict is CudaVerdict.TOO_NEW:
+            findings.append(Finding(check=f"cuda:{instance_type}", status=FindingStatus.FAIL,
+                                    detail=label + ": the driver is too old; SageMaker reports "
+                                    "CannotStartContainerError with no log group", fix=fix))
+        else:
+            findings.append(Finding(check=f"cuda:{instance_type}", status=FindingStatus.UNKNOWN, detail=label,
+                                    fix="Use an image tag that names its CUDA (cu129, cu130) or the pinned default."))
+    return findings
+
+
+def _clamp_finding(image: str, labels: dict[str, str] | None) -> Finding:
+    claims = image_claims_turing_clamp(image, labels)
+    if claims is True:
+        return Finding(check="turing-clamp", status=FindingStatus.OK, detail=f"{image} carries the Turing clamp.")
+    fix = "Build the derived image: gemmaserve sagemaker image build --region … ; then deploy --image <its URI>."
+    if claims is False:
+        return Finding(check="turing-clamp", status=FindingStatus.FAIL,
+                       detail=f"{image} is stock vLLM: Gemma 4's head-512 attention tile needs 98,304 bytes of "
+                              "shared memory, a T4 allows 65,536 (OutOfResources).", fix=fix)
+    return Finding(check="turing-clamp", status=FindingStatus.UNKNOWN,
+                   detail=f"Cannot tell whether {image} carries the Turing clamp.", fix=fix)
+
+
+def _quota_findings(factory: ClientFactory, types: list[str], count: int, region: str) -> list[Finding]:
+    try:
+        checks = check_quotas(factory("service-quotas", region), factory("sagemaker", region), types, count,
+                              region=region)
+    except AwsAccessDenied as error:
+        return [Finding(check=f"quota:{region}", status=FindingStatus.UNKNOWN, region=region, detail=error.message,
+                        fix="Allow servicequotas:ListServiceQuotas, sagemaker:ListEndpoints/DescribeEndpoint*.")]
+    except AwsError as error:
+        return [Finding(check=f"quota:{region}", status=FindingStatus.UNKNOWN, region=region, detail=error.message)]
+    findings = []
+    for check in checks:
+        detail = f"{check.quota_name}: limit {check.limit if check.limit is not None else '?'}, " \
+                 f"held by endpoints {check.used}, this deploy needs {check.needed}"
+        status = {True: FindingStatus.OK, False: FindingStatus.FAIL, None: FindingStatus.UNKNOWN}[check.ok]
+        fix = None if check.ok else (f"Request an increase of '{check.quota_name}' in Service Quotas ({region}), "
+                                     "delete an endpoint that holds it, or try another region.")
+        findings.append(Finding(check=f"quota:{region}:{check.instance_type}", status=status, detail=detail, fix=fix,
+                                region=region))
+    return findings
+
+
+def _role_finding(factory: ClientFactory, role_arn: str | None, region: str) -> Finding:
+    fix = "Create a least-privilege one: gemmaserve sagemaker role create"
+    if not role_arn:
+        return Finding(check="execution-role", status=FindingStatus.FAIL, detail="No execution role given.", fix=fix)
+    name = role_arn.rsplit("/", 1)[-1]
+    try:
+        role = call(region, factory("iam", region).get_role, RoleName=name)["Role"]
+    except AwsError as error:
+        status = FindingStatus.FAIL if is_not_found(error) else FindingStatus.UNKNOWN
+        return Finding(check="execution-role", status=status, detail=f"Role {name}: {error.message}", fix=fix)
+    document = role.get("AssumeRolePolicyDocument", {})
+    if isinstance(document, str):
+        from urllib.parse import unquote
+
+        document = json.loads(unquote(document))
+    if _trusts_sagemaker(document):
+        return Finding(check="execution-role", status=FindingStatus.OK, detail=f"{role['Arn']} trusts sagemaker.")
+    return Finding(check="execution-role", status=FindingStatus.FAIL,
+                   detail=f"{role['Arn']} cannot be assumed by sagemaker.amazonaws.com.", fix=fix)
+
+
+def _trusts_sagemaker(document: dict[str, Any]) -> bool:
+    statements = document.get("Statement", [])
+    for statement in statements if isinstance(statements, list) else [statements]:
+        services = statement.get("Principal", {}).get("Service", [])
+        services = [services] if isinstance(services, str) else services
+        actions = statement.get("Action", [])
+        actions = [actions] if isinstance(actions, str) else actions
+        if statement.get("Effect") == "Allow" and "sagemaker.amazonaws.com" in services and \
+                any(a in ("sts:AssumeRole", "sts:*", "*") for a in actions):
+            return True
+    return False
+
+
+def _model_finding(repo_id: str, check_model: ModelChecker | None) -> Finding:
+    result = Reachability.UNKNOWN
+    if check_model is not None:
+        try:
+            result = check_model(repo_id)
+        except GemmaserveError:
+            result = Reachability.UNKNOWN
+    if result is Reachability.REACHABLE:
+        return Finding(check="model-id", status=FindingStatus.OK, detail=f"{repo_id} is on the Hugging Face Hub.")
+    if result is Reachability.GATED:
+        return Finding(check="model-id", status=FindingStatus.WARN, detail=f"{repo_id} is gated.",
+                       fix="Pass a token the container can use: deploy --env HF_TOKEN=…")
+    if result is Reachability.MISSING:
+        return Finding(check="model-id", status=FindingStatus.FAIL, detail=f"{repo_id} was not found on the Hub.",
+                       fix="Check the repository id, or serve from S3.")
+    return Finding(check="model-id", status=FindingStatus.UNKNOWN,
+                   detail=f"Could not check {repo_id} (offline or no checker).", fix="Run preflight with network.")
+
+
+def hub_reachability(repo_id: str) -> Reachability:
+    """The Hub's answer for ``repo_id`` (HF_HUB_OFFLINE or no network → unknown)."""
+    try:
+        from huggingface_hub import HfApi
+        from huggingface_hub.errors import GatedRepoError, OfflineModeIsEnabled, RepositoryNotFoundError
+    except ImportError:
+        return Reachability.UNKNOWN
+    try:
+        HfApi().model_info(repo_id, timeout=10)
+    except GatedRepoError:
+        return Reachability.GATED
+    except RepositoryNotFoundError:
+        return Reachability.MISSING
+    except (OfflineModeIsEnabled, Exception):  # offline, DNS, TLS, timeouts: all mean we do not know
+        return Reachability.UNKNOWN
+    return Reachability.REACHABLE
+
+
+def _v(version: tuple[int, int] | None) -> str:
+    return "?" if version is None else f"{version[0]}.{version[1]}"
