@@ -135,7 +135,10 @@ def chunk_of(delta: ChatDelta, arrival_s: float) -> Chunk:
 def loop_description() -> str:
     import asyncio
 
-    loop_module = type(asyncio.get_event_loop_policy()).__module__
+    try:
+        loop_module = type(asyncio.get_running_loop()).__module__
+    except RuntimeError:
+        loop_module = type(asyncio.get_event_loop_policy()).__module__
     return "aiohttp+uvloop" if loop_module.startswith("uvloop") else "aiohttp+asyncio"
 
 

@@ -1,0 +1,128 @@
+"""The async engine: send requests through a Transport, time their chunks, never stop on a failure.
+
+One request is one :class:`Outcome` (metrics, or the failure's reason); a batch runs
+many at a bounded concurrency. The clock is injected (tests script it); nothing
+here knows HTTP or SageMaker, and nothing here prints or writes files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from gemmaserve.bench.metrics import RequestMetrics, compute_request_metrics
+from gemmaserve.bench.transports import ChatRequest, Chunk, Clock, RequestFailed, Transport
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One request as the client saw it. ``reason`` is None on success."""
+
+    request_id: str
+    request: ChatRequest
+    sent_s: float
+    finished_s: float
+    metrics: RequestMetrics | None  # None when no chunk arrived before the failure
+    reason: str | None = None
+    detail: str = ""
+    chunks: int = 0
+
+    @property
+    def success(self) -> bool:
+        return self.reason is None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    outcomes: tuple[Outcome, ...]
+    started_s: float
+    finished_s: float
+    cpu_s: float  # client CPU time while the batch ran
+
+
+def verify_reply(request: ChatRequest, metrics: RequestMetrics) -> tuple[str, str] | None:
+    """Why a stream that ended is still a failure: no content, cut short, or fewer tokens than asked."""
+    if not metrics.done:
+        return "truncated_stream", "stream ended without finish_reason or [DONE]"
+    if metrics.content_chunks == 0:
+        return "empty_reply", "no chunk carried content"
+    if request.ignore_eos and metrics.output_tokens != request.max_tokens:
+        return (
+            "short_reply",
+            f"{metrics.output_tokens} of {request.max_tokens} tokens with ignore_eos"
+            f" (finish_reason={metrics.finish_reason})",
+        )
+    return None
+
+
+async def run_request(
+    transport: Transport, request_id: str, request: ChatRequest, *, clock: Clock, timeout_s: float
+) -> Outcome:
+    """Send one request and time it; every failure becomes an Outcome with a reason."""
+    chunks: list[Chunk] = []
+    append = chunks.append
+    sent_s = clock()
+    reason: str | None = None
+    detail = ""
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in transport.stream(request):
+                append(chunk)
+    except RequestFailed as exc:
+        reason, detail = exc.reason, exc.detail
+    except TimeoutError:
+        reason, detail = "timeout", f"no complete reply within {timeout_s:g} s"
+    except OSError as exc:
+        reason, detail = "connect_error", f"{type(exc).__name__}: {exc}"
+    finished_s = clock()
+    metrics = compute_request_metrics(sent_s, chunks) if chunks else None
+    if reason is None:
+        if metrics is None:
+            reason, detail = "empty_reply", "the stream carried no events"
+        else:
+            verdict = verify_reply(request, metrics)
+            if verdict is not None:
+                reason, detail = verdict
+    return Outcome(
+        request_id=request_id,
+        request=request,
+        sent_s=sent_s,
+        finished_s=finished_s,
+        metrics=metrics,
+        reason=reason,
+        detail=detail[:300],
+        chunks=len(chunks),
+    )
+
+
+async def run_batch(
+    transport: Transport,
+    requests: Sequence[tuple[str, ChatRequest]],
+    *,
+    concurrency: int,
+    clock: Clock,
+    timeout_s: float,
+    cpu_clock: Callable[[], float] = time.process_time,
+    on_done: Callable[[Outcome], None] | None = None,
+) -> BatchResult:
+    """Run ``requests`` with at most ``concurrency`` in flight; outcomes keep the input order."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(request_id: str, request: ChatRequest) -> Outcome:
+        async with gate:
+            outcome = await run_request(transport, request_id, request, clock=clock, timeout_s=timeout_s)
+        if on_done is not None:
+            on_done(outcome)
+        return outcome
+
+    cpu_started = cpu_clock()
+    started_s = clock()
+    outcomes = await asyncio.gather(*(one(request_id, request) for request_id, request in requests))
+    finished_s = clock()
+    return BatchResult(
+        outcomes=tuple(outcomes), started_s=started_s, finished_s=finished_s, cpu_s=cpu_clock() - cpu_started
+    )

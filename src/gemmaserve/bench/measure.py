@@ -1,0 +1,461 @@
+"""``bench measure``: run the planned steps on every target, interleaved, and save as it goes.
+
+Step i runs on targets A, B, … before step i+1 (drift falls on all of them). After
+every step the target's result file is rewritten atomically from its records, so
+an interrupted run leaves valid files that list what is missing. A failed request
+is a result; only bad usage raises. Returns a :class:`MeasureReport`; never prints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import platform
+import re
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from gemmaserve import __version__
+from gemmaserve.bench import results
+from gemmaserve.bench.client_overhead import OverheadMeter
+from gemmaserve.bench.engine import BatchResult, Outcome, run_batch
+from gemmaserve.bench.engine_facts import build_engine_facts, facts_from_log, facts_from_metrics
+from gemmaserve.bench.schema import (
+    ClientSettings,
+    Completeness,
+    HardwareInfo,
+    HostInfo,
+    QualityAnswer,
+    RequestKind,
+    RequestRecord,
+    ResultFile,
+    RunInfo,
+    TargetInfo,
+    TargetKind,
+    save_result,
+)
+from gemmaserve.bench.transports import Clock, TargetSpec, Transport, open_transport, parse_target
+from gemmaserve.bench.workloads import Step, plan_steps, planned_phases
+from gemmaserve.errors import UsageError
+
+
+class RunStatus(StrEnum):
+    SUCCESS = "success"  # every planned phase finished and every request succeeded
+    PARTIAL = "partial"  # some requests failed or some phases are missing, but results exist
+    FAILED = "failed"  # no measured request succeeded
+    INTERRUPTED = "interrupted"
+
+
+EXIT_CODES = {RunStatus.SUCCESS: 0, RunStatus.PARTIAL: 1, RunStatus.FAILED: 1, RunStatus.INTERRUPTED: 130}
+
+
+class TargetOptions(BaseModel):
+    """Per-target extras: a label for tables and file names, a vLLM log, hardware and price."""
+
+    label: str | None = None
+    log_path: str | None = None
+    hardware: HardwareInfo = Field(default_factory=HardwareInfo)
+
+
+class TargetSummary(BaseModel):
+    url: str
+    label: str
+    path: str
+    status: RunStatus
+    requests: int
+    failed: int
+    short_replies: int
+    failures_by_reason: dict[str, int]
+    finished: list[str]
+    missing: list[str]
+    decode_tokens_per_s: float | None
+    intercept_s: float | None
+    load_output_tokens_per_s: dict[str, float | None]
+    quality_correct: int | None
+    quality_total: int | None
+    client_warning: str | None
+    note: str | None = None
+
+
+class MeasureReport(BaseModel):
+    run_id: str
+    out_dir: str
+    status: RunStatus
+    exit_code: int
+    transport: str
+    targets: list[TargetSummary]
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressEvent:
+    done_requests: int
+    total_requests: int
+    description: str
+
+
+ProgressSink = Callable[[ProgressEvent], None]
+TransportFactory = Callable[[TargetSpec], Transport]
+
+
+@dataclass
+class _TargetRun:
+    index: int
+    spec: TargetSpec
+    options: TargetOptions
+    label: str
+    path: Path
+    info: RunInfo
+    settings: ClientSettings
+    planned: list[str]
+    transport: Transport | None = None
+    model: str | None = None
+    records: list[RequestRecord] = field(default_factory=list)
+    answers: list[QualityAnswer] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+    repeats_done: dict[str, int] = field(default_factory=dict)
+    meter: OverheadMeter = field(default_factory=OverheadMeter)
+    metrics_before: dict[str, Any] | None = None
+    metrics_after: dict[str, Any] | None = None
+    log_facts: dict[str, Any] | None = None
+    interrupted: bool = False
+    unreachable: str | None = None
+    quality_total: int = 0
+
+    def result(self) -> ResultFile:
+        settings = self.settings
+        measured = [r for r in self.records if r.kind != RequestKind.WARMUP]
+        load = [
+            results.load_level(
+                self.records, concurrency=level, settings=settings, repeats_finished=self.repeats_done[f"load:{level}"]
+            )
+            for level in settings.concurrency_levels
+            if self.repeats_done.get(f"load:{level}")
+        ]
+        return ResultFile(
+            target=TargetInfo(
+                url=self.spec.url, kind=TargetKind(self.spec.kind), label=self.label, model=self.model
+            ),
+            hardware=self.options.hardware,
+            run=self.info,
+            client=settings,
+            requests=self.records,
+            decode=results.decode_measurement(self.records, settings) if self.repeats_done.get("decode") else None,
+            load=load,
+            quality=results.quality_section(self.answers, settings, total=self.quality_total) if self.answers else None,
+            engine_facts=build_engine_facts(
+                self.metrics_before, self.metrics_after, self.log_facts, log_path=self.options.log_path
+            ),
+            client_overhead=self.meter.result() if self.meter.chunks else None,
+            completeness=Completeness(
+                planned=self.planned,
+                finished=list(self.finished),
+                missing=[p for p in self.planned if p not in self.finished],
+                interrupted=self.interrupted,
+            ),
+            failures=results.failure_summary(measured),
+        )
+
+    def save(self) -> ResultFile:
+        result = self.result()
+        save_result(result, self.path)
+        return result
+
+
+def default_label(spec: TargetSpec) -> str:
+    if spec.kind == "sagemaker":
+        return spec.endpoint_name or "sagemaker"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", (spec.base_url or spec.url).split("://", 1)[-1]).strip("-")
+
+
+def _labels(specs: Sequence[TargetSpec], options: Sequence[TargetOptions]) -> list[str]:
+    labels: list[str] = []
+    for spec, option in zip(specs, options, strict=True):
+        base = option.label or default_label(spec)
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", base):
+            raise UsageError(f"Label {base!r} may only use letters, digits, '.', '_' and '-'.")
+        label, n = base, 2
+        while label in labels:  # A-B-A: the same target twice gets a second file
+            label, n = f"{base}-{n}", n + 1
+        labels.append(label)
+    return labels
+
+
+def _host() -> HostInfo:
+    import os
+
+    return HostInfo(hostname=socket.gethostname(), platform=platform.platform(), python=sys.version.split()[0],
+                    cpu_count=os.cpu_count())
+
+
+def measure_targets(
+    targets: Sequence[str],
+    out_dir: str | Path,
+    *,
+    settings: ClientSettings | None = None,
+    target_options: Sequence[TargetOptions] | None = None,
+    transport_factory: TransportFactory | None = None,
+    clock: Clock = time.perf_counter,
+    cpu_clock: Callable[[], float] = time.process_time,
+    progress: ProgressSink | None = None,
+    command: Sequence[str] = (),
+    use_uvloop: bool = True,
+) -> MeasureReport:
+    """Measure every target into ``out_dir/<label>.json``; see the module docstring.
+
+    Args:
+        targets: ``http(s)://host:port`` or ``sagemaker://NAME?region=R``, in interleaving order;
+            the same target may appear twice (A-B-A).
+        transport_factory: builds a transport per target (tests inject one); called in the event loop.
+
+    Raises:
+        UsageError: a malformed target, label or setting (nothing is sent).
+    """
+    if not targets:
+        raise UsageError("No target given.", hint="gemmaserve bench measure http://127.0.0.1:8000 --out results/")
+    settings = settings or ClientSettings()
+    if any(level < 1 for level in settings.concurrency_levels):
+        raise UsageError("Concurrency levels must be >= 1.")
+    if settings.decode_long_tokens <= settings.decode_short_tokens:
+        raise UsageError("The long decode length must exceed the short one.")
+    specs = [parse_target(url) for url in targets]
+    options = list(target_options or [TargetOptions() for _ in specs])
+    if len(options) != len(specs):
+        raise UsageError(f"{len(options)} target option sets for {len(specs)} targets.")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    run_id = uuid.uuid4().hex[:12]
+    started_at = datetime.now(UTC)
+    planned = planned_phases(settings)
+    runs = [
+        _TargetRun(
+            index=index,
+            spec=spec,
+            options=option,
+            label=label,
+            path=out / f"{label}.json",
+            info=RunInfo(gemmaserve_version=__version__, started_at=started_at, host=_host(), command=list(command),
+                         run_id=run_id, target_order=index),
+            settings=settings,
+            planned=planned,
+        )
+        for index, (spec, option, label) in enumerate(zip(specs, options, _labels(specs, options), strict=True))
+    ]
+    for run in runs:
+        if run.options.log_path:
+            try:
+                run.log_facts = facts_from_log(run.options.log_path)
+            except OSError as exc:
+                raise UsageError(f"Cannot read engine log {run.options.log_path}: {exc}") from None
+        run.save()
+    factory = transport_factory or (lambda spec: open_transport(spec, timeout_s=settings.timeout_s, clock=clock))
+    coroutine = _measure(runs, settings, factory, clock=clock, cpu_clock=cpu_clock, progress=progress)
+    description = "aiohttp"
+    interrupted = False
+    try:
+        description = _run_loop(coroutine, use_uvloop=use_uvloop)
+    except KeyboardInterrupt:
+        interrupted = True
+        for run in runs:
+            if not run.interrupted:
+                run.interrupted = True
+                run.save()
+    return _report(runs, run_id, out, description, interrupted)
+
+
+def _run_loop(coroutine: Any, *, use_uvloop: bool) -> str:
+    loop_factory = None
+    if use_uvloop:
+        try:
+            import uvloop
+
+            loop_factory = uvloop.new_event_loop
+        except ImportError:  # pragma: no cover - uvloop is a base dependency off Windows
+            loop_factory = None
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        result: str = runner.run(coroutine)
+    return result
+
+
+async def _measure(
+    runs: list[_TargetRun],
+    settings: ClientSettings,
+    factory: TransportFactory,
+    *,
+    clock: Clock,
+    cpu_clock: Callable[[], float],
+    progress: ProgressSink | None,
+) -> str:
+    run_started_s = clock()
+    plans = [plan_steps(settings, target_index=run.index) for run in runs]
+    total = sum(len(step.requests) for plan in plans for step in plan)
+    done = 0
+    description = "aiohttp"
+    try:
+        for run in runs:
+            run.transport = factory(run.spec)
+            description = run.transport.description
+            await _open_target(run)
+        for step_index in range(len(plans[0])):
+            for run, plan in zip(runs, plans, strict=True):
+                step = plan[step_index]
+                if run.unreachable:
+                    continue
+                if progress is not None:
+                    progress(ProgressEvent(done, total, f"{run.label}: {step.label}"))
+
+                def on_done(_: Outcome, run: _TargetRun = run, step: Step = step) -> None:
+                    nonlocal done
+                    done += 1
+                    if progress is not None:
+                        progress(ProgressEvent(done, total, f"{run.label}: {step.label}"))
+
+                assert run.transport is not None
+                batch = await run_batch(
+                    run.transport,
+                    [(p.request_id, p.request) for p in step.requests],
+                    concurrency=step.concurrency,
+                    clock=clock,
+                    timeout_s=settings.timeout_s,
+                    cpu_clock=cpu_clock,
+                    on_done=on_done,
+                )
+                _account(run, step, batch, run_started_s)
+                run.save()
+        for run in runs:
+            await _close_target(run)
+            run.info = run.info.model_copy(update={"finished_at": datetime.now(UTC)})
+            run.save()
+    except BaseException:
+        for run in runs:
+            run.interrupted = True
+            run.save()
+        raise
+    return description
+
+
+async def _open_target(run: _TargetRun) -> None:
+    transport = run.transport
+    discover = getattr(transport, "discover_model", None)
+    if discover is not None:
+        run.model = await discover()
+    get_text = getattr(transport, "get_text", None)
+    if get_text is not None:
+        page = await get_text("/metrics")
+        run.metrics_before = facts_from_metrics(page) if page else None
+
+
+async def _close_target(run: _TargetRun) -> None:
+    if run.transport is None:
+        return
+    get_text = getattr(run.transport, "get_text", None)
+    if get_text is not None and not run.unreachable:
+        page = await get_text("/metrics")
+        run.metrics_after = facts_from_metrics(page) if page else None
+    await run.transport.aclose()
+
+
+def _account(run: _TargetRun, step: Step, batch: BatchResult, run_started_s: float) -> None:
+    for planned, outcome in zip(step.requests, batch.outcomes, strict=True):
+        run.records.append(
+            results.to_record(
+                outcome,
+                kind=step.kind,
+                concurrency=step.concurrency,
+                repeat=step.repeat,
+                run_started_s=run_started_s,
+                question_id=planned.question.id if planned.question else None,
+            )
+        )
+        if planned.question is not None:
+            run.answers.append(results.quality_answer(planned.question, outcome))
+    if step.kind == RequestKind.QUALITY:
+        run.quality_total += len(step.requests)
+    if step.kind != RequestKind.WARMUP:
+        chunks = sum(outcome.chunks for outcome in batch.outcomes)
+        run.meter.add(
+            step.label,
+            cpu_s=batch.cpu_s,
+            wall_s=batch.finished_s - batch.started_s,
+            chunks=chunks,
+            judged=step.kind in (RequestKind.DECODE, RequestKind.LOAD),
+        )
+        run.repeats_done[step.phase] = run.repeats_done.get(step.phase, 0) + 1
+        if step.last_of_phase:
+            run.finished.append(step.phase)
+    elif all(outcome.reason == "connect_error" for outcome in batch.outcomes):
+        # Nothing listens there: skip its remaining steps instead of failing each one slowly.
+        run.unreachable = batch.outcomes[0].detail or "connection refused"
+
+
+def _summary(run: _TargetRun, result: ResultFile) -> TargetSummary:
+    measured = [r for r in run.records if r.kind != RequestKind.WARMUP]
+    failures = result.failures
+    missing = result.completeness.missing
+    if run.interrupted:
+        status = RunStatus.INTERRUPTED
+    elif not any(r.success for r in measured):
+        status = RunStatus.FAILED
+    elif failures.failed or missing:
+        status = RunStatus.PARTIAL
+    else:
+        status = RunStatus.SUCCESS
+    note = f"target unreachable: {run.unreachable}" if run.unreachable else None
+    return TargetSummary(
+        url=run.spec.url,
+        label=run.label,
+        path=str(run.path),
+        status=status,
+        requests=failures.requests,
+        failed=failures.failed,
+        short_replies=failures.short_replies,
+        failures_by_reason=failures.by_reason,
+        finished=result.completeness.finished,
+        missing=missing,
+        decode_tokens_per_s=result.decode.rate_tokens_per_s if result.decode else None,
+        intercept_s=result.decode.intercept_s if result.decode else None,
+        load_output_tokens_per_s={f"c{level.concurrency}": level.median_output_tokens_per_s for level in result.load},
+        quality_correct=result.quality.correct if result.quality else None,
+        quality_total=result.quality.total if result.quality else None,
+        client_warning=result.client_overhead.warning if result.client_overhead else None,
+        note=note,
+    )
+
+
+def _report(runs: list[_TargetRun], run_id: str, out: Path, description: str, interrupted: bool) -> MeasureReport:
+    summaries = [_summary(run, run.result()) for run in runs]
+    statuses = {summary.status for summary in summaries}
+    if interrupted or RunStatus.INTERRUPTED in statuses:
+        status = RunStatus.INTERRUPTED
+    elif statuses == {RunStatus.SUCCESS}:
+        status = RunStatus.SUCCESS
+    elif statuses == {RunStatus.FAILED}:
+        status = RunStatus.FAILED
+    else:
+        status = RunStatus.PARTIAL
+    failed = sum(s.failed for s in summaries)
+    requests = sum(s.requests for s in summaries)
+    messages = {
+        RunStatus.SUCCESS: f"All {requests} requests on {len(runs)} target(s) succeeded; every phase finished.",
+        RunStatus.PARTIAL: f"{failed} of {requests} requests failed or phases are missing; results are partial.",
+        RunStatus.FAILED: f"No measured request succeeded ({failed} of {requests} failed).",
+        RunStatus.INTERRUPTED: "Interrupted: finished steps are saved; each file lists what is missing.",
+    }
+    return MeasureReport(
+        run_id=run_id,
+        out_dir=str(out),
+        status=status,
+        exit_code=EXIT_CODES[status],
+        transport=description,
+        targets=summaries,
+        message=messages[status],
+    )

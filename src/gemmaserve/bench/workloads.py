@@ -1,0 +1,133 @@
+"""What one run sends, as an ordered list of steps, identical in shape for every target.
+
+Phases: ``warmup`` (not scored), ``decode`` (short and long ``ignore_eos`` calls,
+alternating so drift hits both), ``load:<c>`` (``c`` distinct prompts at once, per
+repeat) and ``quality`` (a question set in batches). The measuring loop walks the
+steps and runs step i on every target before step i+1: A, B, A, B. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gemmaserve.bench.prompts import synthetic_prompt
+from gemmaserve.bench.questions import Question, get_question_set
+from gemmaserve.bench.schema import ClientSettings, RequestKind
+from gemmaserve.bench.transports import ChatRequest
+
+DECODE_PROMPT_WORDS = 24
+WARMUP_CALLS = 1
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    request_id: str
+    request: ChatRequest
+    question: Question | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    phase: str  # "warmup" | "decode" | "load:<c>" | "quality"
+    kind: RequestKind
+    concurrency: int
+    repeat: int
+    requests: tuple[PlannedRequest, ...] = field(default_factory=tuple)
+    last_of_phase: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.phase} #{self.repeat + 1}"
+
+
+def planned_phases(settings: ClientSettings) -> list[str]:
+    phases = ["decode"] if settings.decode_calls > 0 else []
+    if settings.load_repeats > 0:
+        phases += [f"load:{c}" for c in settings.concurrency_levels]
+    if settings.quality_set:
+        phases.append("quality")
+    return phases
+
+
+def _int_extra(settings: ClientSettings, key: str, default: int) -> int:
+    value = settings.extra.get(key, default)
+    return int(value) if value is not None else default
+
+
+def plan_steps(settings: ClientSettings, *, target_index: int = 0, model: str | None = None) -> list[Step]:
+    """Every step of one target's run. ``target_index`` salts the prompts so no two targets share one."""
+    seed = settings.seed
+    steps: list[Step] = []
+
+    def decode_request(tokens: int, salt: tuple[object, ...]) -> ChatRequest:
+        return ChatRequest(
+            prompt=synthetic_prompt(DECODE_PROMPT_WORDS, seed=seed, salt=(target_index, *salt)),
+            max_tokens=tokens,
+            temperature=settings.temperature,
+            ignore_eos=settings.ignore_eos,
+            model=model,
+        )
+
+    for call in range(_int_extra(settings, "warmup_calls", WARMUP_CALLS)):
+        planned = PlannedRequest(f"warmup-{call}", decode_request(settings.decode_short_tokens, ("warmup", call)))
+        steps.append(Step("warmup", RequestKind.WARMUP, 1, call, (planned,)))
+
+    decode_steps: list[Step] = []
+    for call in range(settings.decode_calls):
+        for tokens in (settings.decode_short_tokens, settings.decode_long_tokens):
+            planned = PlannedRequest(f"decode-{tokens}-{call}", decode_request(tokens, ("decode", tokens, call)))
+            decode_steps.append(Step("decode", RequestKind.DECODE, 1, call, (planned,)))
+    steps += _mark_last(decode_steps)
+
+    requests_per_stream = _int_extra(settings, "load_requests_per_stream", 1)
+    for level in settings.concurrency_levels:
+        level_steps = []
+        for repeat in range(settings.load_repeats):
+            batch = tuple(
+                PlannedRequest(
+                    f"load-{level}-{repeat}-{index}",
+                    ChatRequest(
+                        prompt=synthetic_prompt(
+                            settings.load_input_tokens, seed=seed, salt=(target_index, "load", level, repeat, index)
+                        ),
+                        max_tokens=settings.load_output_tokens,
+                        temperature=settings.temperature,
+                        ignore_eos=settings.ignore_eos,
+                        model=model,
+                    ),
+                )
+                for index in range(level * requests_per_stream)
+            )
+            level_steps.append(Step(f"load:{level}", RequestKind.LOAD, level, repeat, batch))
+        steps += _mark_last(level_steps)
+
+    if settings.quality_set:
+        question_set = get_question_set(settings.quality_set)
+        batch_size = _int_extra(settings, "quality_batch", 20)
+        concurrency = _int_extra(settings, "quality_concurrency", 8)
+        questions = question_set.questions
+        quality_steps = []
+        for batch_index, start in enumerate(range(0, len(questions), batch_size)):
+            batch = tuple(
+                PlannedRequest(
+                    f"quality-{question.id}",
+                    ChatRequest(
+                        prompt=question.prompt,
+                        max_tokens=settings.quality_max_tokens,
+                        temperature=settings.temperature,
+                        model=model,
+                    ),
+                    question,
+                )
+                for question in questions[start : start + batch_size]
+            )
+            quality_steps.append(Step("quality", RequestKind.QUALITY, concurrency, batch_index, batch))
+        steps += _mark_last(quality_steps)
+    return steps
+
+
+def _mark_last(steps: list[Step]) -> list[Step]:
+    if steps:
+        last = steps[-1]
+        steps[-1] = Step(last.phase, last.kind, last.concurrency, last.repeat, last.requests, last_of_phase=True)
+    return steps
