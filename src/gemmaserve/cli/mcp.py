@@ -1,0 +1,20 @@
+"""``gemmaserve mcp``: run the MCP server on stdio, for agents.
+
+stdout carries the protocol and nothing else: this command prints nothing itself,
+and the SDK points file descriptor 1 at stderr while it serves.
+"""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command(name="mcp")
+def cli() -> None:
+    """Run the MCP server on stdio (register it with an MCP client as: gemmaserve mcp).
+
+    Every tool wraps the same library function as the matching CLI command; see docs/mcp.md.
+    """
+    from gemmaserve.mcp_server import build_server
+
+    build_server().run("stdio")

@@ -1,0 +1,37 @@
+"""The seams the MCP tools reach the world through: AWS clients, the clock, sleeping.
+
+``gemmaserve mcp`` uses the defaults; tests pass a client factory pointed at moto's
+server and a fast sleep. Nothing is built at import: boto3 loads on first AWS tool call.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class ServerDeps:
+    """What the tools use instead of globals. ``aws_clients`` is a ``ClientFactory`` (service, region) → client."""
+
+    aws_clients: Any | None = None
+    now: Callable[[], datetime] = _utc_now
+    sleep: Callable[[float], None] = time.sleep
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def clients(self) -> Any:
+        """The AWS client factory, built on first use (honours GEMMASERVE_AWS_ENDPOINT_URL)."""
+        with self._lock:
+            if self.aws_clients is None:
+                from gemmaserve.sagemaker.clients import Boto3ClientFactory
+
+                self.aws_clients = Boto3ClientFactory()
+            return self.aws_clients

@@ -1,0 +1,180 @@
+"""Plumbing every MCP tool shares: errors as ``ToolError``, typed results, confirmation, progress, cancellation.
+
+A tool body calls one library function and hands its pydantic result to
+:func:`typed_result`; expected failures (:class:`GemmaserveError`) become a
+``ToolError`` whose text carries the message, the fix and the error's fields as
+JSON. Nothing here prints: on stdio, stdout belongs to the protocol.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import threading
+from collections.abc import Callable
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from gemmaserve.errors import ConfirmationRequired, GemmaserveError
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+# Annotations: what an agent's client may show or auto-approve. open_world: talks to AWS or a remote endpoint.
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+READ_ONLY_REMOTE = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True
+)
+DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
+DESTRUCTIVE_REMOTE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
+)
+# Creates something (a file, a process, an endpoint) without destroying anything that was there.
+ADDITIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+ADDITIVE_REMOTE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
+)
+
+Confirm = Annotated[
+    bool,
+    Field(description="Must be true, and only after the user has agreed to this change: the tool refuses otherwise."),
+]
+
+
+def format_error(exc: GemmaserveError) -> str:
+    """The text an agent reads: what failed, the fix, and the error's fields as JSON."""
+    lines = [exc.message]
+    if exc.hint:
+        lines.append(f"Fix: {exc.hint}")
+    lines.append("Details: " + json.dumps(exc.to_dict(), default=str, sort_keys=True))
+    return "\n".join(lines)
+
+
+def tool_error(exc: GemmaserveError) -> ToolError:
+    return ToolError(format_error(exc))
+
+
+def translate_errors(fn: Callable[P, T]) -> Callable[P, T]:
+    """Turn a :class:`GemmaserveError` raised by ``fn`` into a ``ToolError`` (sync or async ``fn``).
+
+    Any other exception is a bug: the SDK masks its text from the client and logs its traceback.
+    """
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except GemmaserveError as exc:
+                raise tool_error(exc) from exc
+
+        return async_wrapper  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except GemmaserveError as exc:
+            raise tool_error(exc) from exc
+
+    return wrapper
+
+
+def typed_result(result: BaseModel, summary: str) -> CallToolResult:
+    """The structured content is exactly what the CLI's ``--json`` prints; ``summary`` is for people."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=summary)],
+        structured_content=result.model_dump(mode="json"),
+    )
+
+
+def require_confirmation(confirm: bool, action: str) -> None:
+    """Refuse a destructive ``action`` unless the caller passed ``confirm=true``."""
+    if confirm is not True:
+        raise ConfirmationRequired(
+            f"Refused to {action}: this changes or deletes something and confirm was not true.",
+            hint="Ask the user, then call again with confirm=true (or dry_run=true to see what would happen).",
+            action=action,
+        )
+
+
+class OperationCancelled(Exception):
+    """Raised inside a worker thread when the MCP request that started it was cancelled.
+
+    Library functions treat it like Ctrl-C: whatever they created is cleaned up, then it propagates.
+    """
+
+
+class Cancellation:
+    """A flag the async side sets on cancellation; worker code polls it through :meth:`sleep`."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def check(self) -> None:
+        if self._event.is_set():
+            raise OperationCancelled("The request was cancelled.")
+
+    def sleep(self, seconds: float) -> None:
+        """A ``time.sleep`` replacement for wait loops: returns early, raising, once cancelled."""
+        if self._event.wait(max(seconds, 0.0)):
+            raise OperationCancelled("The request was cancelled.")
+
+
+ProgressSink = Callable[[float, float | None, str | None], None]
+
+
+async def run_blocking(ctx: Context, work: Callable[[Cancellation, ProgressSink], T]) -> T:
+    """Run sync ``work`` in a thread, relaying its progress; on cancellation let it clean up first.
+
+    When the request is cancelled the :class:`Cancellation` is set and this waits (shielded) for
+    ``work`` to return or raise, so a deploy's teardown finishes before the cancellation propagates.
+    """
+    token = anyio.lowlevel.current_token()
+    cancellation = Cancellation()
+    finished = anyio.Event()
+    outcome: dict[str, Any] = {}
+
+    def report(progress: float, total: float | None, message: str | None) -> None:
+        try:
+            anyio.from_thread.run(ctx.report_progress, progress, total, message, token=token)
+        except Exception:  # noqa: BLE001 - a lost progress message (closed session) must not fail the work
+            pass
+
+    def target() -> None:
+        try:
+            outcome["value"] = work(cancellation, report)
+        except BaseException as exc:  # noqa: BLE001 - carried back to the event loop and re-raised there
+            outcome["error"] = exc
+        finally:
+            try:
+                anyio.from_thread.run_sync(finished.set, token=token)
+            except RuntimeError:  # the event loop is gone: nobody is waiting
+                pass
+
+    threading.Thread(target=target, name="gemmaserve-mcp-work", daemon=True).start()
+    try:
+        await finished.wait()
+    except anyio.get_cancelled_exc_class():
+        cancellation.cancel()
+        with anyio.CancelScope(shield=True):
+            await finished.wait()
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]  # type: ignore[no-any-return]

@@ -1,0 +1,79 @@
+"""MCP fixtures: the real SDK client talking to the server in memory, and the CLI's ``--json`` for comparison."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import pytest
+from click.testing import CliRunner
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+from mcp_types import CallToolResult
+
+from gemmaserve.mcp_server import ServerDeps, build_server
+
+
+@dataclass
+class ProgressLog:
+    updates: list[tuple[float, float | None, str | None]] = field(default_factory=list)
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        self.updates.append((progress, total, message))
+
+
+def call_tool(server: MCPServer, name: str, arguments: dict[str, Any], progress: ProgressLog | None = None) -> CallToolResult:
+    """One tool call through the SDK's real client, connected in memory."""
+
+    async def go() -> CallToolResult:
+        async with Client(server) as client:
+            return await client.call_tool(name, arguments, progress_callback=progress)
+
+    return anyio.run(go)
+
+
+def list_tools(server: MCPServer) -> list[Any]:
+    async def go() -> list[Any]:
+        async with Client(server) as client:
+            return list((await client.list_tools()).tools)
+
+    return anyio.run(go)
+
+
+def cli_json(*args: str) -> Any:
+    """What ``gemmaserve ARGS --json`` prints, parsed (the CLI must succeed)."""
+    from gemmaserve.cli import app
+
+    result = CliRunner().invoke(app, [*args, "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def error_text(result: CallToolResult) -> str:
+    assert result.is_error, result
+    assert result.structured_content is None
+    return "\n".join(block.text for block in result.content if block.type == "text")
+
+
+def error_details(result: CallToolResult) -> dict[str, Any]:
+    """The JSON after ``Details:`` in an error result: the GemmaserveError's fields."""
+    text = error_text(result)
+    line = next(line for line in text.splitlines() if line.startswith("Details: "))
+    details: dict[str, Any] = json.loads(line.removeprefix("Details: "))
+    return details
+
+
+@pytest.fixture
+def server_factory() -> Callable[..., MCPServer]:
+    def make(**deps: Any) -> MCPServer:
+        return build_server(ServerDeps(**deps))
+
+    return make
+
+
+@pytest.fixture
+def server() -> MCPServer:
+    return build_server(ServerDeps())
