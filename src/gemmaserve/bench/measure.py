@@ -133,7 +133,6 @@ class _TargetRun:
 
     def result(self) -> ResultFile:
         settings = self.settings
-        measured = [r for r in self.records if r.kind != RequestKind.WARMUP]
         load = [
             results.load_level(
                 self.records, concurrency=level, settings=settings, repeats_finished=self.repeats_done[f"load:{level}"]
@@ -162,7 +161,7 @@ class _TargetRun:
                 missing=[p for p in self.planned if p not in self.finished],
                 interrupted=self.interrupted,
             ),
-            failures=results.failure_summary(measured),
+            failures=results.failure_summary(self.records),
         )
 
     def save(self) -> ResultFile:
@@ -409,7 +408,7 @@ def _summary(run: _TargetRun, result: ResultFile) -> TargetSummary:
         status = RunStatus.PARTIAL
     else:
         status = RunStatus.SUCCESS
-    note = f"target unreachable: {run.unreachable}" if run.unreachable else None
+    note = f"target unreachable, its steps were skipped: {run.unreachable}" if run.unreachable else None
     return TargetSummary(
         url=run.spec.url,
         label=run.label,
@@ -459,3 +458,31 @@ def _report(runs: list[_TargetRun], run_id: str, out: Path, description: str, in
         targets=summaries,
         message=messages[status],
     )
+
+
+def hardware_info(
+    *, instance: str | None = None, gpu: str | None = None, price_usd_per_hour: float | None = None
+) -> HardwareInfo:
+    """Hardware and list price from the catalog; an explicit price overrides the catalog's.
+
+    Raises:
+        UnknownName: an instance or GPU the catalog does not know (exit 2).
+    """
+    from gemmaserve.catalog import resolve_gpu, resolve_instance
+
+    values: dict[str, Any] = {}
+    if instance:
+        entry = resolve_instance(instance)
+        values.update(instance=entry.key, gpu=entry.gpu, gpu_count=entry.gpu_count)
+        if entry.price is not None:
+            values.update(
+                price_usd_per_hour=entry.price.usd_per_hour,
+                price_region=entry.price.region,
+                price_date=entry.price.date,
+                price_source=entry.price.source,
+            )
+    if gpu:
+        values["gpu"] = resolve_gpu(gpu).key
+    if price_usd_per_hour is not None:
+        values.update(price_usd_per_hour=price_usd_per_hour, price_source="user", price_date=None, price_region=None)
+    return HardwareInfo(**values)
