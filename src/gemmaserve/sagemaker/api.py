@@ -96,6 +96,7 @@ def deploy(
     download_timeout_s: int = 1800,
     skip_preflight: bool = False,
     accept_unknown: bool = False,
+    live_prices: bool = True,
     check_model: ModelChecker | None = hub_reachability,
     thresholds: WatchThresholds = WatchThresholds(),
     factory: ClientFactory | None = None,
@@ -124,7 +125,7 @@ def deploy(
         extra_env=env, inference_ami_version=inference_ami_version, startup_health_check_timeout_s=startup_timeout_s,
         model_download_timeout_s=download_timeout_s,
     )
-    price_lookup = make_price_lookup(clients, today=date.today())
+    price_lookup = make_price_lookup(clients if live_prices else None, today=date.today())
     first_plan = plan_deploy(spec, region=regions[0], now=now(), price_lookup=price_lookup)
     if dry_run:
         return DeployOutcome(dry_run=True, plan=first_plan)

@@ -1,0 +1,358 @@
+"""``gemmaserve sagemaker …``: parse arguments, call one function of :mod:`gemmaserve.sagemaker.api`, render.
+
+Every command takes ``--region`` (or ``--regions`` where it can sweep or fall back)
+and ``--json``. Destructive ones need ``--yes`` off a terminal; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from gemmaserve.cli.output import emit, json_option
+from gemmaserve.errors import ConfirmationRequired, UsageError
+
+region_option = click.option("--region", help="AWS region (default: the AWS profile's, else us-east-1).")
+
+
+def _region(region: str | None) -> str:
+    from gemmaserve.sagemaker.clients import default_region
+
+    return default_region(region)
+
+
+def _regions(regions: str | None, region: str | None = None, *, sweep: bool = False) -> list[str]:
+    if sweep:
+        from gemmaserve.sagemaker.inventory import SWEEP_REGIONS
+
+        return list(SWEEP_REGIONS)
+    if regions:
+        return [item.strip() for item in regions.split(",") if item.strip()]
+    return [_region(region)]
+
+
+def _progress(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _confirm(action: str, yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise ConfirmationRequired(f"Refusing to {action} without confirmation on a non-terminal.", hint="Add --yes.")
+    if not click.confirm(f"{action}?", err=True):
+        raise click.exceptions.Abort()
+
+
+def _env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--env {pair!r} is not KEY=VALUE.", hint="For example: --env HF_TOKEN=hf_…")
+        env[key] = value
+    return env
+
+
+@click.group(name="sagemaker")
+def cli() -> None:
+    """SageMaker endpoints that cannot leak money, and the derived T4 image."""
+
+
+def _deployment_options(func: Any) -> Any:
+    for option in reversed([
+        click.option("--model", required=True, help="Catalog model, e.g. gemma-4-e2b."),
+        click.option("--encoding", default="qat-w4a16", show_default=True, help="bf16, qat-w4a16, …"),
+        click.option("--instance", "instances", required=True, multiple=True,
+                     help="Instance type; repeat for an InstancePools fallback (same GPU, priority order)."),
+        click.option("--image", help="Container image URI ({region} is filled in). Default: the pinned AWS vLLM image."),
+        click.option("--role-arn", help="Execution role (create one: gemmaserve sagemaker role create)."),
+        click.option("--ami", default=None, help="InferenceAmiVersion (default al2023-ami-sagemaker-inference-gpu-4-1)."),
+        click.option("--max-model-len", type=click.IntRange(min=16), default=8192, show_default=True),
+        click.option("--gpu-memory-utilization", type=click.FloatRange(0.05, 0.99), default=0.9, show_default=True),
+    ]):
+        func = option(func)
+    return func
+
+
+@cli.command()
+@_deployment_options
+@click.option("--regions", help="Comma-separated candidate regions (default: --region).")
+@region_option
+@json_option
+def preflight(model: str, encoding: str, instances: tuple[str, ...], image: str | None, role_arn: str | None,
+              ami: str | None, max_model_len: int, gpu_memory_utilization: float, regions: str | None,
+              region: str | None, as_json: bool) -> None:
+    """Will this deploy work? Quota, memory fit, CUDA vs AMI, Turing clamp, role, model id — each with its fix."""
+    from gemmaserve.sagemaker import api
+    from gemmaserve.sagemaker.container import DEFAULT_AMI
+
+    report = api.preflight(model, encoding, list(instances), regions=_regions(regions, region), image_uri=image,
+                           role_arn=role_arn, inference_ami_version=ami or DEFAULT_AMI, max_model_len=max_model_len,
+                           gpu_memory_utilization=gpu_memory_utilization)
+    emit(report, as_json=as_json, render=_render_preflight)
+    if not report.ok:
+        sys.exit(1)
+
+
+def _render_preflight(report: Any) -> None:
+    marks = {"ok": "ok  ", "warn": "warn", "fail": "FAIL", "unknown": "?   "}
+    click.echo(f"Preflight {report.model}/{report.encoding} on {', '.join(report.instance_types)} "
+               f"in {', '.join(report.regions)} with {report.image_uri}")
+    for finding in report.findings:
+        click.echo(f"  {marks[finding.status.value]} {finding.check}: {finding.detail}")
+        if finding.fix and finding.status.value != "ok":
+            click.echo(f"       fix: {finding.fix}")
+    click.echo("Result: " + ("ready to deploy" if report.ok else "not ready (fail or unknown above)"))
+
+
+@cli.command()
+@_deployment_options
+@click.option("--name", "endpoint_name", help="Endpoint name (default: <model>-<gpu>).")
+@click.option("--regions", help="Comma-separated regions to try in order when capacity or quota is short.")
+@region_option
+@click.option("--ttl-hours", type=click.FloatRange(min=0, min_open=True), default=4.0, show_default=True,
+              help="After this, `cleanup --expired` deletes it.")
+@click.option("--keep", is_flag=True, help="Never expire, and keep what was created if the deploy is interrupted.")
+@click.option("--vllm-arg", "vllm_args", multiple=True, help="Extra vllm serve flag tokens, e.g. --vllm-arg=--enforce-eager.")
+@click.option("--env", "env_pairs", multiple=True, help="Extra container environment KEY=VALUE (e.g. HF_TOKEN=…).")
+@click.option("--max-num-seqs", type=click.IntRange(min=1))
+@click.option("--startup-timeout-s", type=click.IntRange(60, 3600), default=1800, show_default=True)
+@click.option("--download-timeout-s", type=click.IntRange(60, 3600), default=1800, show_default=True)
+@click.option("--timeout-s", type=click.FloatRange(min=60), default=3600, show_default=True, help="Wait bound.")
+@click.option("--no-wait", is_flag=True, help="Return once the endpoint is being created.")
+@click.option("--skip-preflight", is_flag=True)
+@click.option("--accept-unknown", is_flag=True, help="Deploy even when preflight could not check something.")
+@click.option("--list-prices", is_flag=True, help="Use the catalog's dated list prices, not the Pricing API.")
+@click.option("--dry-run", is_flag=True, help="Print the planned AWS calls and $/hour; create nothing.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+def deploy(model: str, encoding: str, instances: tuple[str, ...], image: str | None, role_arn: str | None,
+           ami: str | None, max_model_len: int, gpu_memory_utilization: float, endpoint_name: str | None,
+           regions: str | None, region: str | None, ttl_hours: float, keep: bool, vllm_args: tuple[str, ...],
+           env_pairs: tuple[str, ...], max_num_seqs: int | None, startup_timeout_s: int, download_timeout_s: int,
+           timeout_s: float, no_wait: bool, skip_preflight: bool, accept_unknown: bool, list_prices: bool, dry_run: bool,
+           yes: bool,
+           as_json: bool) -> None:
+    """Create Model → EndpointConfig → Endpoint (tagged, with TTL) and wait for InService."""
+    from gemmaserve.sagemaker import api
+    from gemmaserve.sagemaker.container import DEFAULT_AMI
+
+    if not role_arn and not dry_run:
+        raise UsageError("deploy needs --role-arn.", hint="Create one: gemmaserve sagemaker role create")
+    kwargs = dict(
+        regions=_regions(regions, region), role_arn=role_arn or "arn:aws:iam::000000000000:role/DRY-RUN",
+        endpoint_name=endpoint_name, image_uri=image, ttl_hours=None if keep else ttl_hours, keep=keep,
+        max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
+        vllm_args=list(vllm_args) or None, env=_env_pairs(env_pairs), inference_ami_version=ami or DEFAULT_AMI,
+        startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s, timeout_s=timeout_s,
+        wait=not no_wait, skip_preflight=skip_preflight, accept_unknown=accept_unknown, progress=_progress,
+        live_prices=not list_prices,
+    )
+    if not dry_run:
+        plan = api.deploy(model, encoding, list(instances), dry_run=True, **kwargs).plan  # type: ignore[arg-type]
+        price = f"${plan.usd_per_hour:.3f}/hour" if plan.usd_per_hour is not None else "an unknown price"
+        _confirm(f"Create endpoint {plan.endpoint_name} in {plan.region} at {price}", yes)
+    outcome = api.deploy(model, encoding, list(instances), dry_run=dry_run, **kwargs)  # type: ignore[arg-type]
+    emit(outcome, as_json=as_json, render=_render_deploy)
+
+
+def _render_deploy(outcome: Any) -> None:
+    plan = outcome.plan
+    price = f"${plan.usd_per_hour:.3f}/hour ({plan.price.source}, {plan.price.date})" if plan.price else "unknown"
+    click.echo(f"Endpoint {plan.endpoint_name} in {plan.region} on {', '.join(plan.instance_types)} at {price}")
+    click.echo(f"Image: {plan.image_uri}")
+    click.echo("The container will run: vllm serve " + " ".join(plan.serve_args))
+    if outcome.dry_run:
+        click.echo("Dry run — these calls would be made:")
+        for call in plan.calls:
+            click.echo(f"  {call.service}:{call.operation} " + _short_params(call.params))
+        return
+    for attempt in outcome.attempts:
+        click.echo(f"  {attempt.region}: {attempt.outcome} ({attempt.detail})")
+    state = outcome.result.state if outcome.result else None
+    if state is not None:
+        click.echo(f"{state.endpoint_name}: {state.status.value} on {state.instance_type}")
+
+
+def _short_params(params: dict[str, Any]) -> str:
+    import json
+
+    shown = {key: value for key, value in params.items() if key != "Tags"}
+    return json.dumps(shown, sort_keys=True)
+
+
+@cli.command()
+@click.argument("endpoint_name")
+@region_option
+@json_option
+def status(endpoint_name: str, region: str | None, as_json: bool) -> None:
+    """Creating / InService / Failed / NotFound, placed instance type, image, elapsed time."""
+    from gemmaserve.sagemaker import api
+
+    state = api.status(endpoint_name, region=_region(region))
+    emit(state, as_json=as_json, render=_render_state)
+
+
+def _render_state(state: Any) -> None:
+    click.echo(f"{state.endpoint_name} ({state.region}): {state.status.value}")
+    for label, value in (("instance", state.instance_type), ("pool", ", ".join(state.pool_types) or None),
+                         ("image", state.resolved_image or state.image),
+                         ("elapsed", f"{state.elapsed_s / 60:.1f} min" if state.elapsed_s is not None else None),
+                         ("reason", state.failure_reason)):
+        if value:
+            click.echo(f"  {label:<9}{value}")
+
+
+@cli.command(name="wait")
+@click.argument("endpoint_name")
+@region_option
+@click.option("--timeout-s", type=click.FloatRange(min=1), default=3600, show_default=True)
+@click.option("--poll-s", type=click.FloatRange(min=1), default=30, show_default=True)
+@json_option
+def wait_command(endpoint_name: str, region: str | None, timeout_s: float, poll_s: float, as_json: bool) -> None:
+    """Wait for InService; fail early on CannotStartContainerError, crashes, capacity waits and /ping stalls."""
+    from gemmaserve.sagemaker import api
+
+    state = api.wait(endpoint_name, region=_region(region), timeout_s=timeout_s, poll_s=poll_s, progress=_progress)
+    emit(state, as_json=as_json, render=_render_state)
+
+
+@cli.command()
+@click.argument("endpoint_name")
+@region_option
+@click.option("--since-min", type=click.FloatRange(min=0, min_open=True), default=180, show_default=True)
+@click.option("--contains", help="Only lines containing this text.")
+@click.option("--grep", "pattern", help="Only lines matching this regular expression.")
+@click.option("--tail", type=click.IntRange(min=0), default=200, show_default=True)
+@json_option
+def logs(endpoint_name: str, region: str | None, since_min: float, contains: str | None, pattern: str | None,
+         tail: int, as_json: bool) -> None:
+    """The endpoint's CloudWatch log, filtered, with the engine facts parsed from it."""
+    from gemmaserve.sagemaker import api
+
+    result = api.logs(endpoint_name, region=_region(region), since_s=since_min * 60, contains=contains,
+                      pattern=pattern, tail=tail)
+    emit(result, as_json=as_json, render=_render_logs)
+
+
+def _render_logs(result: Any) -> None:
+    if not result.log_group_exists:
+        click.echo(f"No log group {result.log_group} yet (capacity wait, or the container cannot start).", err=True)
+    for line in result.lines:
+        click.echo(f"{line.timestamp:%H:%M:%S} {line.message}")
+    facts = {k: v for k, v in result.facts.model_dump(mode="json").items() if v not in (None, [], "not_started")}
+    click.echo("Engine facts: " + (", ".join(f"{k}={v}" for k, v in facts.items()) or "none yet"), err=True)
+
+
+@cli.command(name="invoke")
+@click.argument("endpoint_name")
+@click.argument("prompt")
+@region_option
+@click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True)
+@click.option("--temperature", type=click.FloatRange(min=0), default=0.0, show_default=True)
+@click.option("--stream", is_flag=True, help="Stream through invoke_endpoint_with_response_stream.")
+@json_option
+def invoke_command(endpoint_name: str, prompt: str, region: str | None, max_tokens: int, temperature: float,
+                   stream: bool, as_json: bool) -> None:
+    """One chat request (OpenAI body); --stream prints text as it arrives."""
+    from gemmaserve.sagemaker import api
+
+    if stream and not as_json:
+        for text in api.invoke_chat_stream(endpoint_name, prompt, region=_region(region), max_tokens=max_tokens,
+                                           temperature=temperature):
+            click.echo(text, nl=False)
+        click.echo()
+        return
+    result = api.invoke_chat(endpoint_name, prompt, region=_region(region), max_tokens=max_tokens,
+                             temperature=temperature)
+    emit(result, as_json=as_json, render=lambda r: click.echo(r.text))
+
+
+@cli.command()
+@click.argument("endpoint_name")
+@region_option
+@click.option("--busy-timeout-s", type=click.FloatRange(min=0), default=1800, show_default=True,
+              help="How long to wait while the endpoint is Creating/Updating.")
+@click.option("--dry-run", is_flag=True)
+@click.option("--yes", is_flag=True)
+@json_option
+def delete(endpoint_name: str, region: str | None, busy_timeout_s: float, dry_run: bool, yes: bool,
+           as_json: bool) -> None:
+    """Delete the endpoint, then its config, then its model(s). Missing pieces are fine."""
+    from gemmaserve.sagemaker import api
+
+    if not dry_run:
+        _confirm(f"Delete endpoint {endpoint_name} and its config and model", yes)
+    report = api.delete(endpoint_name, region=_region(region), dry_run=dry_run, busy_timeout_s=busy_timeout_s,
+                        progress=_progress)
+    emit(report, as_json=as_json, render=_render_delete)
+
+
+def _render_delete(report: Any) -> None:
+    verb = "Would delete" if report.dry_run else "Deleted"
+    click.echo(f"{verb}: {', '.join(report.deleted) or 'nothing'}")
+    if report.absent:
+        click.echo(f"Already absent: {', '.join(report.absent)}")
+
+
+@cli.command(name="list")
+@click.option("--regions", help="Comma-separated regions.")
+@click.option("--all-regions", is_flag=True, help="Sweep every region with SageMaker GPU hosting.")
+@region_option
+@click.option("--list-prices", is_flag=True, help="Use the catalog's dated list prices, not the Pricing API.")
+@json_option
+def list_command(regions: str | None, all_regions: bool, region: str | None, list_prices: bool,
+                 as_json: bool) -> None:
+    """Every endpoint gemmaserve created, with age, status and hourly cost."""
+    from gemmaserve.sagemaker import api
+
+    inventory = api.list_endpoints(regions=_regions(regions, region, sweep=all_regions), live_prices=not list_prices)
+    emit(inventory, as_json=as_json, render=_render_inventory)
+
+
+def _render_inventory(inventory: Any) -> None:
+    click.echo(f"{'ENDPOINT':<32} {'REGION':<14} {'STATUS':<12} {'INSTANCE':<16} {'AGE':>7} {'$/H':>7} EXPIRES")
+    for item in inventory.endpoints:
+        age = f"{item.age_s / 3600:.1f}h" if item.age_s is not None else "?"
+        usd = f"{item.usd_per_hour:.3f}" if item.usd_per_hour is not None else "?"
+        expires = "keep" if item.keep else (f"{item.expires_at:%Y-%m-%d %H:%M}Z" if item.expires_at else "?")
+        if item.expired:
+            expires += " EXPIRED"
+        click.echo(f"{item.endpoint_name:<32} {item.region:<14} {item.status.value:<12} "
+                   f"{item.instance_type or '?':<16} {age:>7} {usd:>7} {expires}")
+    click.echo(f"Total: ${inventory.total_usd_per_hour:.3f}/hour")
+    for error in inventory.errors:
+        click.echo(f"Warning: {error.region} not listed: {error.message}", err=True)
+
+
+@cli.command()
+@click.option("--expired", is_flag=True, required=True, help="Delete endpoints past their TTL (required).")
+@click.option("--regions", help="Comma-separated regions.")
+@click.option("--all-regions", is_flag=True)
+@region_option
+@click.option("--dry-run", is_flag=True)
+@click.option("--yes", is_flag=True)
+@json_option
+def cleanup(expired: bool, regions: str | None, all_regions: bool, region: str | None, dry_run: bool, yes: bool,
+            as_json: bool) -> None:
+    """Delete every endpoint of ours whose TTL has passed."""
+    from gemmaserve.sagemaker import api
+
+    chosen = _regions(regions, region, sweep=all_regions)
+    if not dry_run:
+        _confirm(f"Delete every expired gemmaserve endpoint in {', '.join(chosen)}", yes)
+    report = api.cleanup(regions=chosen, dry_run=dry_run)
+    emit(report, as_json=as_json, render=_render_cleanup)
+
+
+def _render_cleanup(report: Any) -> None:
+    click.echo(("Would delete" if report.dry_run else "Expired") + ": "
+               + (", ".join(f"{e.endpoint_name} ({e.region})" for e in report.expired) or "none"))
+    for deleted in report.deleted:
+        click.echo(f"Deleted {', '.join(deleted.deleted)}")
+    for error in report.errors:
+        click.echo(f"Warning: {error.region}: {error.message}", err=True)
+

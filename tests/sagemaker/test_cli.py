@@ -1,0 +1,83 @@
+"""The CLI front end against moto's HTTP server: exit codes, --json parsed, confirmation refused off a terminal."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from gemmaserve.cli import app
+from gemmaserve.cli.errors import run_with_error_mapping
+from tests.sagemaker.helpers import make_role
+
+REGION = "us-east-1"
+
+
+@pytest.fixture
+def aws_env(moto_factory: Any, moto_server_url: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("GEMMASERVE_AWS_ENDPOINT_URL", moto_server_url)
+    return moto_factory
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = run_with_error_mapping(app, args, debug=False)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_deploy_dry_run_prints_calls_and_price_without_aws(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["sagemaker", "deploy", "--model", "gemma-4-e2b", "--instance", "ml.g6.xlarge",
+                        "--instance", "ml.g6.2xlarge", "--dry-run", "--json"], capsys)
+    assert code == 0
+    outcome = json.loads(out)
+    plan = outcome["plan"]
+    assert [c["operation"] for c in plan["calls"]] == ["CreateModel", "CreateEndpointConfig", "CreateEndpoint"]
+    assert plan["endpoint_name"] == "gemma-4-e2b-l4"
+    assert "--served-model-name" in plan["serve_args"] and plan["usd_per_hour"] > 0
+    variant = plan["calls"][1]["params"]["ProductionVariants"][0]
+    assert [p["InstanceType"] for p in variant["InstancePools"]] == ["ml.g6.xlarge", "ml.g6.2xlarge"]
+
+
+def test_deploy_status_list_delete_through_the_cli(aws_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    role = make_role(aws_env("iam", REGION))
+    code, out, err = run(["sagemaker", "deploy", "--model", "gemma-4-e2b", "--instance", "ml.g4dn.xlarge",
+                          "--role-arn", role, "--name", "cli-e2b", "--region", REGION, "--skip-preflight", "--list-prices",
+                          "--yes", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["result"]["state"]["status"] == "InService"
+    code, out, _ = run(["sagemaker", "status", "cli-e2b", "--region", REGION, "--json"], capsys)
+    assert code == 0 and json.loads(out)["instance_type"] == "ml.g4dn.xlarge"
+    code, out, _ = run(["sagemaker", "list", "--region", REGION, "--list-prices", "--json"], capsys)
+    assert [e["endpoint_name"] for e in json.loads(out)["endpoints"]] == ["cli-e2b"]
+    code, out, err = run(["sagemaker", "delete", "cli-e2b", "--region", REGION], capsys)
+    assert code == 2 and "--yes" in err  # stdin is not a terminal: refuse to prompt
+    code, out, _ = run(["sagemaker", "delete", "cli-e2b", "--region", REGION, "--yes", "--json"], capsys)
+    assert code == 0 and "endpoint:cli-e2b" in json.loads(out)["deleted"]
+    code, out, _ = run(["sagemaker", "status", "cli-e2b", "--region", REGION, "--json"], capsys)
+    assert json.loads(out)["status"] == "NotFound"
+
+
+def test_preflight_refusal_blocks_deploy_with_exit_1(aws_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(["sagemaker", "deploy", "--model", "gemma-4-e2b", "--instance", "ml.g4dn.xlarge",
+                          "--role-arn", "arn:aws:iam::123456789012:role/missing", "--region", REGION, "--yes"], capsys)
+    assert code == 1 and "Preflight found problems" in err
+    assert aws_env("sagemaker", REGION).list_models()["Models"] == []
+
+
+def test_unknown_model_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["sagemaker", "deploy", "--model", "gemma-9", "--instance", "ml.g4dn.xlarge",
+                        "--dry-run"], capsys)
+    assert code == 2 and "Unknown model" in err
+
+
+def test_bad_endpoint_name_is_refused_before_any_call(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["sagemaker", "status", "bad_name", "--region", REGION], capsys)
+    assert code == 2 and "not valid" in err
+
+
+def test_help_lists_every_command() -> None:
+    result = CliRunner().invoke(app, ["sagemaker", "--help"])
+    for name in ["preflight", "deploy", "status", "wait", "logs", "invoke", "delete", "list", "cleanup"]:
+        assert name in result.output
