@@ -1,0 +1,26 @@
+"""No test can reach real AWS: a client built without an endpoint override fails at once."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from gemmaserve.sagemaker.clients import Boto3ClientFactory
+from tests.conftest import NetworkAccessBlocked
+
+
+def test_a_client_without_endpoint_override_fails_fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GEMMASERVE_AWS_ENDPOINT_URL", raising=False)
+    factory = Boto3ClientFactory()
+    assert factory.endpoint_url is None
+    started = time.monotonic()
+    with pytest.raises(NetworkAccessBlocked):
+        factory("sagemaker", "us-east-1").list_endpoints()
+    assert time.monotonic() - started < 5.0  # refused at name resolution, not after retries and timeouts
+
+
+def test_the_runtime_client_is_refused_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GEMMASERVE_AWS_ENDPOINT_URL", raising=False)
+    with pytest.raises(NetworkAccessBlocked):
+        Boto3ClientFactory()("sagemaker-runtime", "eu-west-1").invoke_endpoint(EndpointName="e", Body=b"{}")
