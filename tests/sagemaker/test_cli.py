@@ -81,3 +81,39 @@ def test_help_lists_every_command() -> None:
     result = CliRunner().invoke(app, ["sagemaker", "--help"])
     for name in ["preflight", "deploy", "status", "wait", "logs", "invoke", "delete", "list", "cleanup"]:
         assert name in result.output
+
+
+def test_role_create_prints_the_policy_and_is_idempotent(aws_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["sagemaker", "role", "create", "--region", REGION, "--json"], capsys)
+    first = json.loads(out)
+    assert code == 0 and first["created"] and first["role_arn"].endswith(":role/gemmaserve-endpoint")
+    code, out, _ = run(["sagemaker", "role", "create", "--region", REGION], capsys)
+    assert code == 0 and out.startswith("Updated role gemmaserve-endpoint") and '"ecr:BatchGetImage"' in out
+
+
+def test_image_render_is_offline(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["sagemaker", "image", "render", "--region", "eu-west-1"], capsys)
+    assert code == 0 and out.startswith("FROM 763104351884.dkr.ecr.eu-west-1.amazonaws.com/vllm:")
+    code, out, _ = run(["sagemaker", "image", "render", "--region", "eu-west-1", "--buildspec"], capsys)
+    assert code == 0 and out.startswith("version: 0.2")
+
+
+def test_autoscale_through_the_cli(aws_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["sagemaker", "autoscale", "e2b", "--region", REGION, "--max", "3", "--target-invocations",
+                        "60", "--json"], capsys)
+    assert code == 0 and json.loads(out)["resource_id"] == "endpoint/e2b/variant/AllTraffic"
+    code, _, err = run(["sagemaker", "autoscale", "e2b", "--region", REGION, "--min", "4", "--max", "3",
+                        "--target-invocations", "60"], capsys)
+    assert code == 2 and "--min" in err
+
+
+def test_invoke_stream_through_the_cli(fake_runtime: Any, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.sagemaker.eventstream_fake import Script, payload_part, sse_chunk
+
+    monkeypatch.setenv("GEMMASERVE_AWS_ENDPOINT_URL", fake_runtime.url)
+    fake_runtime.script = lambda name, body: Script(pieces=[payload_part(sse_chunk("Paris")),
+                                                            payload_part(b"data: [DONE]\n\n")])
+    code, out, _ = run(["sagemaker", "invoke", "e2b", "Capital of France?", "--region", REGION, "--stream"], capsys)
+    assert code == 0 and out == "Paris\n"
+    assert fake_runtime.requests[0]["body"]["messages"][0]["content"] == "Capital of France?"

@@ -356,3 +356,130 @@ def _render_cleanup(report: Any) -> None:
     for error in report.errors:
         click.echo(f"Warning: {error.region}: {error.message}", err=True)
 
+
+
+@cli.command()
+@click.argument("endpoint_name")
+@region_option
+@click.option("--min", "min_instances", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--max", "max_instances", type=click.IntRange(min=1), required=True)
+@click.option("--target-invocations", type=click.FloatRange(min=0, min_open=True), required=True,
+              help="Target invocations per instance per minute (SageMakerVariantInvocationsPerInstance).")
+@click.option("--scale-in-cooldown-s", type=click.IntRange(min=0), default=300, show_default=True)
+@click.option("--scale-out-cooldown-s", type=click.IntRange(min=0), default=60, show_default=True)
+@click.option("--dry-run", is_flag=True)
+@json_option
+def autoscale(endpoint_name: str, region: str | None, min_instances: int, max_instances: int,
+              target_invocations: float, scale_in_cooldown_s: int, scale_out_cooldown_s: int, dry_run: bool,
+              as_json: bool) -> None:
+    """Register the endpoint's variant with Application Auto Scaling (target tracking)."""
+    from gemmaserve.sagemaker import api
+
+    result = api.autoscale(endpoint_name, region=_region(region), min_instances=min_instances,
+                           max_instances=max_instances, target_invocations_per_instance=target_invocations,
+                           scale_in_cooldown_s=scale_in_cooldown_s, scale_out_cooldown_s=scale_out_cooldown_s,
+                           dry_run=dry_run)
+    emit(result, as_json=as_json, render=lambda r: click.echo(
+        f"{'Would register' if r.dry_run else 'Registered'} {r.resource_id}: {r.min_instances}–{r.max_instances} "
+        f"instances, target {r.target_invocations_per_instance:g} invocations/instance/min ({r.policy_name})"))
+
+
+@cli.command()
+@region_option
+@click.option("--filter", "name_filter", default="gemma", show_default=True, help="NameContains for the hub search.")
+@json_option
+def jumpstart(region: str | None, name_filter: str, as_json: bool) -> None:
+    """The public JumpStart hub's Gemma 4 entries and the instance types each supports."""
+    from gemmaserve.sagemaker import api
+
+    listing = api.jumpstart(region=_region(region), name_filter=name_filter)
+
+    def render(result: Any) -> None:
+        if not result.models:
+            click.echo(f"No Gemma 4 entries in {result.hub} ({result.region}).")
+        for model in result.models:
+            click.echo(f"{model.hub_content_name} {model.version or ''} (default {model.default_instance_type})")
+            click.echo(f"  instances: {', '.join(model.supported_instance_types) or 'not listed'}")
+
+    emit(listing, as_json=as_json, render=render)
+
+
+@cli.group()
+def role() -> None:
+    """The least-privilege endpoint execution role."""
+
+
+@role.command(name="create")
+@region_option
+@click.option("--name", "role_name", default="gemmaserve-endpoint", show_default=True)
+@click.option("--image", "images", multiple=True, help="Image URIs the role may pull (default: the pinned AWS image).")
+@click.option("--model-s3", help="s3://bucket/prefix the endpoint may read model files from.")
+@click.option("--dry-run", is_flag=True)
+@json_option
+def role_create(region: str | None, role_name: str, images: tuple[str, ...], model_s3: str | None, dry_run: bool,
+                as_json: bool) -> None:
+    """Create (or update) the execution role and print the policy it carries."""
+    import json
+
+    from gemmaserve.sagemaker import api
+
+    result = api.create_execution_role(region=_region(region), role_name=role_name, image_uris=list(images),
+                                       s3_model_uri=model_s3, dry_run=dry_run)
+
+    def render(r: Any) -> None:
+        verb = ("Would create" if r.created else "Would update") if r.dry_run else ("Created" if r.created else "Updated")
+        click.echo(f"{verb} role {r.role_name} {r.role_arn or ''} with inline policy {r.policy_name}:")
+        click.echo(json.dumps(r.policy, indent=2))
+
+    emit(result, as_json=as_json, render=render)
+
+
+@cli.group()
+def image() -> None:
+    """The derived T4 image: the pinned AWS vLLM image plus the Turing clamp, built in CodeBuild."""
+
+
+@image.command(name="render")
+@region_option
+@click.option("--account", default="ACCOUNT", show_default=True, help="Account of the target ECR repository.")
+@click.option("--base-image", help="Base image (default: the pinned AWS vLLM SageMaker image of the region).")
+@click.option("--requirement", help="pip requirement for gemmaserve (default: this version from PyPI).")
+@click.option("--buildspec", "show_buildspec", is_flag=True, help="Print the buildspec instead of the Dockerfile.")
+@json_option
+def image_render(region: str | None, account: str, base_image: str | None, requirement: str | None,
+                 show_buildspec: bool, as_json: bool) -> None:
+    """Print the Dockerfile (or the CodeBuild buildspec); offline."""
+    from gemmaserve.sagemaker import api
+
+    plan = api.image_render(region=_region(region), account=account, base_image=base_image, requirement=requirement)
+    emit(plan, as_json=as_json,
+         render=lambda p: click.echo(p.buildspec if show_buildspec else p.dockerfile, nl=False))
+
+
+@image.command(name="build")
+@region_option
+@click.option("--base-image")
+@click.option("--requirement")
+@click.option("--no-follow", is_flag=True, help="Return once the build has started.")
+@click.option("--timeout-s", type=click.FloatRange(min=60), default=5400, show_default=True)
+@click.option("--dry-run", is_flag=True, help="Show the role, policy and target image; create nothing.")
+@click.option("--yes", is_flag=True)
+@json_option
+def image_build(region: str | None, base_image: str | None, requirement: str | None, no_follow: bool,
+                timeout_s: float, dry_run: bool, yes: bool, as_json: bool) -> None:
+    """Create the ECR repository, CodeBuild project and role (idempotent), build, push, follow."""
+    from gemmaserve.sagemaker import api
+
+    chosen = _region(region)
+    if not dry_run:
+        _confirm(f"Create/update the CodeBuild project and run a build in {chosen} (billed per build minute)", yes)
+    result = api.image_build(region=chosen, base_image=base_image, requirement=requirement, dry_run=dry_run,
+                             follow=not no_follow, timeout_s=timeout_s, progress=_progress)
+
+    def render(r: Any) -> None:
+        click.echo(f"Target image: {r.plan.target_image}")
+        click.echo(f"Build: {r.build_id or '(dry run)'} {r.status or ''}")
+        if r.image_uri:
+            click.echo(f"Deploy with: gemmaserve sagemaker deploy --image {r.image_uri} …")
+
+    emit(result, as_json=as_json, render=render)

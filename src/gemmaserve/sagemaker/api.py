@@ -16,6 +16,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from gemmaserve.errors import InterlockRefused
+from gemmaserve.sagemaker.autoscale import AutoscaleResult
+from gemmaserve.sagemaker.codebuild import ImageBuildPlan, ImageBuildResult
+from gemmaserve.sagemaker.iam import RoleResult
+from gemmaserve.sagemaker.jumpstart import JumpStartListing
 from gemmaserve.sagemaker.clients import Boto3ClientFactory, ClientFactory
 from gemmaserve.sagemaker.container import DEFAULT_AMI
 from gemmaserve.sagemaker.delete import DeleteReport, delete_deployment
@@ -283,3 +287,77 @@ def cleanup(
     clients = _factory(factory)
     lookup = make_price_lookup(clients if live_prices else None, today=date.today())
     return cleanup_expired(clients, regions, now=now(), dry_run=dry_run, price_lookup=lookup)
+
+
+def autoscale(
+    endpoint_name: str,
+    *,
+    region: str,
+    min_instances: int,
+    max_instances: int,
+    target_invocations_per_instance: float,
+    scale_in_cooldown_s: int = 300,
+    scale_out_cooldown_s: int = 60,
+    dry_run: bool = False,
+    factory: ClientFactory | None = None,
+) -> AutoscaleResult:
+    from gemmaserve.sagemaker.autoscale import configure_autoscaling
+
+    aas = _factory(factory)("application-autoscaling", region) if not dry_run else None
+    return configure_autoscaling(
+        aas, endpoint_name, region=region, min_instances=min_instances, max_instances=max_instances,
+        target_invocations_per_instance=target_invocations_per_instance, scale_in_cooldown_s=scale_in_cooldown_s,
+        scale_out_cooldown_s=scale_out_cooldown_s, dry_run=dry_run,
+    )
+
+
+def jumpstart(*, region: str, name_filter: str = "gemma", factory: ClientFactory | None = None) -> JumpStartListing:
+    from gemmaserve.sagemaker.jumpstart import list_gemma4_models
+
+    return list_gemma4_models(_factory(factory)("sagemaker", region), region=region, name_filter=name_filter)
+
+
+def image_render(*, region: str, account: str = "ACCOUNT", base_image: str | None = None,
+                 requirement: str | None = None) -> ImageBuildPlan:
+    """The Dockerfile and buildspec, offline (``account`` only names the target repository)."""
+    from gemmaserve.sagemaker.codebuild import plan_image_build
+
+    return plan_image_build(region=region, account=account, base_image=base_image, requirement=requirement)
+
+
+def image_build(
+    *,
+    region: str,
+    base_image: str | None = None,
+    requirement: str | None = None,
+    dry_run: bool = False,
+    follow: bool = True,
+    timeout_s: float = 5400.0,
+    factory: ClientFactory | None = None,
+    progress: Progress = _quiet,
+    now: Clock = _now,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ImageBuildResult:
+    from gemmaserve.sagemaker.codebuild import build_image
+
+    return build_image(_factory(factory), region=region, base_image=base_image, requirement=requirement,
+                       dry_run=dry_run, follow=follow, timeout_s=timeout_s, now=now, sleep=sleep, progress=progress)
+
+
+def create_execution_role(
+    *,
+    region: str,
+    role_name: str = "gemmaserve-endpoint",
+    image_uris: list[str] | None = None,
+    s3_model_uri: str | None = None,
+    dry_run: bool = False,
+    factory: ClientFactory | None = None,
+) -> RoleResult:
+    """The least-privilege execution role (pull of the pinned image and any given ones, logs, the S3 prefix)."""
+    from gemmaserve.sagemaker.container import default_image_uri
+    from gemmaserve.sagemaker.iam import ensure_execution_role
+
+    clients = _factory(factory)
+    images = list(image_uris or []) or [default_image_uri(region)]
+    return ensure_execution_role(clients("iam", region), clients("sts", region), region=region, role_name=role_name,
+                                 image_uris=images, s3_model_uri=s3_model_uri, dry_run=dry_run)
