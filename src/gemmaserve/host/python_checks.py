@@ -1,0 +1,465 @@
+"""Verdicts on the target interpreter: torch, its CUDA build and arch list, an fp16 matmul, vLLM (pure).
+
+The named broken-install states are recognised from the probe's own evidence and
+each comes with the exact pip command that repairs it:
+  * ``cpu-torch-under-cuda-vllm`` — a ``+cpu`` torch under a CUDA vLLM: ``libcudart.so.13``
+    import error, empty arch list;
+  * ``no-deps-cuda-torch`` — a CUDA torch installed with ``--no-deps``: ``libcudnn.so.9`` missing;
+  * ``torch-outside-vllm-pin`` — a torch that the installed vLLM's ``Requires-Dist`` rejects.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
+from gemmaserve.host.gpu import GpuInfo
+from gemmaserve.host.interpreter import InterpreterFacts
+from gemmaserve.host.probed import Probed
+from gemmaserve.host.verdicts import Check, CheckStatus
+
+# The PyPI Linux wheels of torch are the CUDA builds (cu130 for 2.9+, carrying sm_75 up);
+# naming the index overrides a pip.conf that points at the CPU index.
+PYPI_INDEX = "https://pypi.org/simple"
+# Smallest driver each CUDA major runs on (CUDA release notes, "minor version compatibility").
+MIN_DRIVER_FOR_CUDA = {13: "580", 12: "525", 11: "450"}
+FP16_RELATIVE_TOLERANCE = 1e-2
+
+STATE_CPU_TORCH = "cpu-torch-under-cuda-vllm"
+STATE_NO_DEPS_TORCH = "no-deps-cuda-torch"
+STATE_TORCH_PIN = "torch-outside-vllm-pin"
+
+
+def pinned_torch(facts: InterpreterFacts) -> str | None:
+    """The torch requirement the installed vLLM declares, e.g. ``torch==2.13.0``."""
+    for text in facts.vllm.torch_requirements:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if requirement.marker is None or requirement.marker.evaluate():
+            return (
+                f"torch{requirement.specifier}"
+                if str(requirement.specifier)
+                else "torch"
+            )
+    return None
+
+
+def torch_install_command(python: str, facts: InterpreterFacts) -> str:
+    """Reinstall the CUDA torch vLLM asks for, with its dependencies (never --no-deps)."""
+    spec = pinned_torch(facts) or (
+        f"torch=={_public(facts.torch.version)}" if facts.torch.version else "torch"
+    )
+    return f"{shlex.quote(python)} -m pip install --force-reinstall {shlex.quote(spec)} --index-url {PYPI_INDEX}"
+
+
+def _public(version: str | None) -> str:
+    return (version or "").split("+")[0]
+
+
+def _is_cpu_torch(facts: InterpreterFacts) -> bool:
+    version = facts.torch.version or ""
+    return facts.torch.imported and (
+        facts.torch.cuda_build is None or version.endswith("+cpu")
+    )
+
+
+def _unknown(check_id: str, title: str, why: str) -> Check:
+    return Check(
+        id=check_id,
+        title=title,
+        status=CheckStatus.UNKNOWN,
+        evidence=f"not checked: {why}",
+    )
+
+
+def check_probe(probe: Probed[InterpreterFacts], python: str) -> Check:
+    title = "The target interpreter runs"
+    if probe.value is None:
+        return Check(
+            id="python.probe",
+            title=title,
+            status=CheckStatus.FAIL,
+            evidence=f"{python}: {probe.error}",
+            fix="Pass the interpreter vLLM runs under: gemmaserve doctor --python /path/to/venv/bin/python",
+        )
+    info = probe.value.python
+    return Check(
+        id="python.probe",
+        title=title,
+        status=CheckStatus.OK,
+        evidence=f"{info.executable} (Python {info.version}, prefix {info.prefix})",
+    )
+
+
+def check_torch_import(facts: InterpreterFacts, python: str) -> Check:
+    title = "torch imports"
+    torch = facts.torch
+    if torch.imported:
+        return Check(
+            id="torch.import",
+            title=title,
+            status=CheckStatus.OK,
+            evidence=f"torch {torch.version}",
+        )
+    error = torch.import_error or torch.probe_error or "unknown error"
+    if "libcudnn.so" in error:
+        return Check(
+            id="torch.import",
+            title=title,
+            status=CheckStatus.FAIL,
+            broken_state=STATE_NO_DEPS_TORCH,
+            evidence=f"{error} — a CUDA torch installed without its nvidia-* dependencies (pip --no-deps)",
+            fix=torch_install_command(python, facts),
+        )
+    if error.startswith("ModuleNotFoundError"):
+        return Check(
+            id="torch.import",
+            title=title,
+            status=CheckStatus.FAIL,
+            evidence=error,
+            fix=f"{shlex.quote(python)} -m pip install vllm   (it pulls the torch it is built for)",
+        )
+    return Check(
+        id="torch.import",
+        title=title,
+        status=CheckStatus.FAIL,
+        evidence=error,
+        fix=torch_install_command(python, facts),
+    )
+
+
+def check_torch_cuda_build(facts: InterpreterFacts, python: str) -> Check:
+    title = "torch is a CUDA build"
+    if _is_cpu_torch(facts):
+        vllm_present = facts.vllm.distribution_version is not None
+        return Check(
+            id="torch.cuda_build",
+            title=title,
+            status=CheckStatus.FAIL,
+            broken_state=STATE_CPU_TORCH if vllm_present else None,
+            evidence=f"torch {facts.torch.version} has no CUDA (torch.version.cuda is None)"
+            + (
+                f", under vLLM {facts.vllm.distribution_version}, which needs CUDA"
+                if vllm_present
+                else ""
+            ),
+            fix=torch_install_command(python, facts),
+        )
+    return Check(
+        id="torch.cuda_build",
+        title=title,
+        status=CheckStatus.OK,
+        evidence=f"torch {facts.torch.version} built for CUDA {facts.torch.cuda_build}",
+    )
+
+
+def check_cuda_available(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]]) -> Check:
+    title = "torch sees the GPU (torch.cuda.is_available())"
+    torch = facts.torch
+    if torch.cuda_available:
+        return Check(
+            id="torch.cuda",
+            title=title,
+            status=CheckStatus.OK,
+            evidence=f"{torch.device_count} device(s)",
+        )
+    driver = gpus.value[0].driver_version if gpus.value else None
+    major = (
+        int(torch.cuda_build.split(".")[0])
+        if torch.cuda_build and torch.cuda_build[0].isdigit()
+        else None
+    )
+    needed = MIN_DRIVER_FOR_CUDA.get(major) if major is not None else None
+    evidence = f"is_available() is {torch.cuda_available}" + (
+        f" ({torch.cuda_available_error})" if torch.cuda_available_error else ""
+    )
+    evidence += (
+        f"; torch built for CUDA {torch.cuda_build}; driver {driver or 'not found'}"
+    )
+    fix = (
+        f"CUDA {major} needs NVIDIA driver {needed} or newer: upgrade the driver, or install a torch built for an older CUDA"
+        if needed
+        else "Check that the driver loads (nvidia-smi) and that CUDA_VISIBLE_DEVICES is not empty"
+    )
+    return Check(
+        id="torch.cuda",
+        title=title,
+        status=CheckStatus.FAIL,
+        evidence=evidence,
+        fix=fix,
+    )
+
+
+def gpu_sm(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]]) -> int | None:
+    if gpus.value and gpus.value[0].sm is not None:
+        return gpus.value[0].sm
+    if facts.torch.capability and len(facts.torch.capability) == 2:
+        return facts.torch.capability[0] * 10 + facts.torch.capability[1]
+    return None
+
+
+def check_arch_list(
+    facts: InterpreterFacts, gpus: Probed[list[GpuInfo]], python: str
+) -> Check:
+    title = "torch's arch list contains the GPU's sm"
+    arch_list = facts.torch.arch_list
+    sm = gpu_sm(facts, gpus)
+    if arch_list is None:
+        return Check(
+            id="torch.arch_list",
+            title=title,
+            status=CheckStatus.UNKNOWN,
+            evidence=facts.torch.arch_list_error or "not reported",
+        )
+    if not arch_list:
+        return Check(
+            id="torch.arch_list",
+            title=title,
+            status=CheckStatus.FAIL,
+            broken_state=STATE_CPU_TORCH if facts.vllm.distribution_version else None,
+            evidence="torch.cuda.get_arch_list() is empty: this torch carries no GPU kernels",
+            fix=torch_install_command(python, facts),
+        )
+    if sm is None:
+        return Check(
+            id="torch.arch_list",
+            title=title,
+            status=CheckStatus.UNKNOWN,
+            evidence=f"{arch_list}; the GPU's sm is unknown",
+        )
+    if f"sm_{sm}" in arch_list:
+        return Check(
+            id="torch.arch_list",
+            title=title,
+            status=CheckStatus.OK,
+            evidence=f"sm_{sm} in {arch_list}",
+        )
+    ptx = [int(a.split("_")[1]) for a in arch_list if re.fullmatch(r"compute_\d+", a)]
+    if any(p <= sm for p in ptx):
+        return Check(
+            id="torch.arch_list",
+            title=title,
+            status=CheckStatus.WARN,
+            evidence=f"sm_{sm} not in {arch_list}; PTX will be JIT-compiled (slow first start)",
+        )
+    return Check(
+        id="torch.arch_list",
+        title=title,
+        status=CheckStatus.FAIL,
+        evidence=f"sm_{sm} not in {arch_list}",
+        fix=f"Install a torch that carries sm_{sm} (the PyPI CUDA wheels do): {torch_install_command(python, facts)}",
+    )
+
+
+def check_capability(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]]) -> Check:
+    title = "torch and nvidia-smi agree on the device"
+    cap = facts.torch.capability
+    smi = gpus.value[0] if gpus.value else None
+    if cap is None or smi is None or smi.sm is None:
+        return Check(
+            id="torch.capability",
+            title=title,
+            status=CheckStatus.UNKNOWN,
+            required=False,
+            evidence=facts.torch.capability_error or "capability not reported",
+        )
+    torch_sm = cap[0] * 10 + cap[1]
+    evidence = f"torch: {facts.torch.device_name} sm_{torch_sm}; nvidia-smi: {smi.name} sm_{smi.sm}"
+    if torch_sm == smi.sm:
+        return Check(
+            id="torch.capability",
+            title=title,
+            status=CheckStatus.OK,
+            required=False,
+            evidence=evidence,
+        )
+    return Check(
+        id="torch.capability",
+        title=title,
+        status=CheckStatus.WARN,
+        required=False,
+        evidence=evidence + " (CUDA_VISIBLE_DEVICES or device order differs)",
+        fix="Set CUDA_DEVICE_ORDER=PCI_BUS_ID so both number devices alike",
+    )
+
+
+def check_fp16_matmul(facts: InterpreterFacts) -> Check:
+    title = "An fp16 matmul on the GPU matches the CPU"
+    result = facts.torch.fp16_matmul
+    if result is None:
+        return Check(
+            id="torch.fp16_matmul",
+            title=title,
+            status=CheckStatus.FAIL
+            if facts.torch.fp16_matmul_error
+            else CheckStatus.UNKNOWN,
+            evidence=facts.torch.fp16_matmul_error or "not run",
+            fix="The GPU cannot run torch kernels; see the error (often 'no kernel image': a torch without this sm)"
+            if facts.torch.fp16_matmul_error
+            else None,
+        )
+    tolerance = FP16_RELATIVE_TOLERANCE * max(result.max_abs_value, 1.0)
+    evidence = f"{result.shape[0]}×{result.shape[1]} fp16: max |GPU − CPU| = {result.max_abs_error:.3g} (tolerance {tolerance:.3g})"
+    if math.isfinite(result.max_abs_error) and result.max_abs_error <= tolerance:
+        return Check(
+            id="torch.fp16_matmul",
+            title=title,
+            status=CheckStatus.OK,
+            evidence=evidence,
+        )
+    return Check(
+        id="torch.fp16_matmul",
+        title=title,
+        status=CheckStatus.FAIL,
+        evidence=evidence,
+        fix="The GPU computes wrong results: check nvidia-smi -q for ECC/Xid errors, or move to another instance",
+    )
+
+
+def check_vllm_import(facts: InterpreterFacts, python: str) -> Check:
+    title = "vLLM imports"
+    vllm = facts.vllm
+    if vllm.distribution_version is None:
+        return Check(
+            id="vllm.import",
+            title=title,
+            status=CheckStatus.FAIL,
+            evidence=f"vLLM is not installed in {python}"
+            + (f" ({vllm.metadata_error})" if vllm.metadata_error else ""),
+            fix=f"{shlex.quote(python)} -m pip install vllm",
+        )
+    if vllm.imported:
+        return Check(
+            id="vllm.import",
+            title=title,
+            status=CheckStatus.OK,
+            evidence=f"vllm {vllm.version or vllm.distribution_version}",
+        )
+    error = vllm.import_error or vllm.probe_error or "unknown error"
+    if re.search(r"libcudart\.so[.\d]*", error) and _is_cpu_torch(facts):
+        state, why = (
+            STATE_CPU_TORCH,
+            f"a CUDA vLLM on torch {facts.torch.version}, which ships no CUDA runtime",
+        )
+    elif "libcudnn.so" in error:
+        state, why = (
+            STATE_NO_DEPS_TORCH,
+            "a CUDA torch installed without its nvidia-* dependencies (pip --no-deps)",
+        )
+    elif "libcudart.so" in error:
+        state, why = (
+            None,
+            f"vLLM was built for another CUDA than torch's {facts.torch.cuda_build}",
+        )
+    elif "undefined symbol" in error:
+        state, why = (
+            STATE_TORCH_PIN,
+            f"vLLM's compiled ops do not match torch {facts.torch.version}",
+        )
+    else:
+        return Check(
+            id="vllm.import",
+            title=title,
+            status=CheckStatus.FAIL,
+            evidence=error,
+            fix=f"{shlex.quote(python)} -m pip install --force-reinstall vllm",
+        )
+    return Check(
+        id="vllm.import",
+        title=title,
+        status=CheckStatus.FAIL,
+        broken_state=state,
+        evidence=f"{error} — {why}",
+        fix=torch_install_command(python, facts),
+    )
+
+
+def check_torch_pin(facts: InterpreterFacts, python: str) -> Check:
+    title = "torch satisfies vLLM's pin"
+    if facts.vllm.distribution_version is None:
+        return _unknown("vllm.torch_pin", title, "vLLM is not installed")
+    spec_text = pinned_torch(facts)
+    if spec_text is None:
+        return Check(
+            id="vllm.torch_pin",
+            title=title,
+            status=CheckStatus.UNKNOWN,
+            evidence=f"vLLM {facts.vllm.distribution_version} declares no torch requirement in its metadata"
+            + (f" ({facts.vllm.metadata_error})" if facts.vllm.metadata_error else ""),
+        )
+    if not facts.torch.version:
+        return _unknown(
+            "vllm.torch_pin",
+            title,
+            f"torch's version is unknown; vLLM wants {spec_text}",
+        )
+    try:
+        installed = Version(_public(facts.torch.version))
+    except InvalidVersion:
+        return _unknown(
+            "vllm.torch_pin",
+            title,
+            f"torch version {facts.torch.version!r} does not parse",
+        )
+    accepted = Requirement(spec_text).specifier.contains(installed, prereleases=True)
+    evidence = f"vLLM {facts.vllm.distribution_version} requires {spec_text}; installed torch {facts.torch.version}"
+    if accepted:
+        return Check(
+            id="vllm.torch_pin", title=title, status=CheckStatus.OK, evidence=evidence
+        )
+    return Check(
+        id="vllm.torch_pin",
+        title=title,
+        status=CheckStatus.FAIL,
+        broken_state=STATE_TORCH_PIN,
+        evidence=evidence,
+        fix=torch_install_command(python, facts),
+    )
+
+
+def check_shared_libraries(facts: InterpreterFacts) -> Check:
+    """Advisory: which CUDA libraries load. The import checks above decide; this names the files."""
+    title = "CUDA runtime libraries load"
+    if not facts.shared_libraries:
+        return Check(
+            id="cuda.libraries",
+            title=title,
+            status=CheckStatus.UNKNOWN,
+            required=False,
+            evidence="not probed",
+        )
+    parts = []
+    for lib in facts.shared_libraries:
+        where = lib.loaded_from or "not loadable"
+        parts.append(f"{lib.name}: {where}")
+    cuda_major = (
+        facts.torch.cuda_build.split(".")[0] if facts.torch.cuda_build else None
+    )
+    wanted = [f"libcudart.so.{cuda_major}", "libcudnn.so.9"] if cuda_major else []
+    missing = [
+        name
+        for name in wanted
+        if not ((lib := facts.library(name)) and lib.loaded_from)
+    ]
+    if missing:
+        return Check(
+            id="cuda.libraries",
+            title=title,
+            status=CheckStatus.WARN,
+            required=False,
+            evidence="; ".join(parts)
+            + f" — torch's CUDA {facts.torch.cuda_build} needs {', '.join(missing)}",
+        )
+    return Check(
+        id="cuda.libraries",
+        title=title,
+        status=CheckStatus.OK,
+        required=False,
+        evidence="; ".join(parts),
+    )

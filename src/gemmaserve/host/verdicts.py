@@ -1,0 +1,85 @@
+"""Typed verdicts: one :class:`Check` per question doctor asks, and the report they make.
+
+Pure data. ``unknown`` is never ok: a required check that is unknown makes the
+report not ok, exactly like a failure.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class CheckStatus(StrEnum):
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "fail"
+    UNKNOWN = "unknown"
+
+
+class Check(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    title: str
+    status: CheckStatus
+    evidence: str
+    fix: str | None = None
+    required: bool = True
+    broken_state: str | None = Field(
+        default=None,
+        description="A named broken-install state this check recognised, e.g. 'cpu-torch-under-cuda-vllm'.",
+    )
+
+    @property
+    def passed(self) -> bool:
+        return self.status in (CheckStatus.OK, CheckStatus.WARN)
+
+    @property
+    def blocks(self) -> bool:
+        """Whether this check makes the whole report not ok."""
+        return self.required and not self.passed
+
+
+class HostNeeds(BaseModel):
+    """What the planned deployment asks of this host, from ``gemmaserve.plan``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    encoding: str
+    gpu: str | None = None  # catalog key of the GPU the plan was made for
+    host_ram_needed_gib: float
+    checkpoint_gib: float
+    install_disk_gib: float
+    temp_disk_gib: float
+    fits: bool | None = None  # None when this host's GPU is not in the catalog
+    verdict: str | None = None
+    binding_term: str | None = None
+    dtype: str | None = None
+    needs_turing_clamp: bool | None = None
+
+
+class DoctorReport(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    ok: bool
+    python: str
+    model: str
+    encoding: str
+    gpu: str | None
+    checks: list[Check]
+
+    @property
+    def blocking(self) -> list[Check]:
+        return [check for check in self.checks if check.blocks]
+
+
+def make_report(
+    *, python: str, model: str, encoding: str, gpu: str | None, checks: list[Check]
+) -> DoctorReport:
+    ok = bool(checks) and not any(check.blocks for check in checks)
+    return DoctorReport(
+        ok=ok, python=python, model=model, encoding=encoding, gpu=gpu, checks=checks
+    )
