@@ -77,3 +77,47 @@ def server_factory() -> Callable[..., MCPServer]:
 @pytest.fixture
 def server() -> MCPServer:
     return build_server(ServerDeps())
+
+
+# --- SageMaker: moto's real HTTP server, with Service Quotas (which moto lacks) answered by Stubber ----------
+
+from tests.sagemaker.conftest import moto_factory, moto_server_url  # noqa: E402,F401 - re-exported fixtures
+
+REGION = "us-east-1"
+
+
+class QuotaStubbedFactory:
+    """moto for every service but service-quotas, which answers from a Stubber with real botocore parsing."""
+
+    def __init__(self, moto: Any, quotas: dict[str, float], calls: int = 8) -> None:
+        import boto3
+        from botocore.stub import Stubber
+
+        self.moto = moto
+        self.sq = boto3.client("service-quotas", region_name=REGION)
+        self.stub = Stubber(self.sq)
+        for _ in range(calls):
+            self.stub.add_response("list_service_quotas", {"Quotas": [
+                {"ServiceCode": "sagemaker", "QuotaName": name, "Value": value} for name, value in quotas.items()
+            ]})
+        self.stub.activate()
+
+    def __call__(self, service: str, region: str) -> Any:
+        return self.sq if service == "service-quotas" else self.moto(service, region)
+
+
+@pytest.fixture
+def aws_cli_env(moto_factory: Any, moto_server_url: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Points the CLI (which builds its own clients) at the same moto server the MCP server uses."""
+    monkeypatch.setenv("GEMMASERVE_AWS_ENDPOINT_URL", moto_server_url)
+    monkeypatch.setenv("AWS_REGION", REGION)
+    return moto_factory
+
+
+def without(document: Any, keys: set[str]) -> Any:
+    """``document`` with the named keys dropped at every depth (wall-clock fields that differ between two calls)."""
+    if isinstance(document, dict):
+        return {k: without(v, keys) for k, v in document.items() if k not in keys}
+    if isinstance(document, list):
+        return [without(item, keys) for item in document]
+    return document

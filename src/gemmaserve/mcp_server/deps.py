@@ -7,11 +7,12 @@ server and a fast sleep. Nothing is built at import: boto3 loads on first AWS to
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from gemmaserve.mcp_server.framework import Cancellation
 
 
 def _utc_now() -> datetime:
@@ -24,7 +25,10 @@ class ServerDeps:
 
     aws_clients: Any | None = None
     now: Callable[[], datetime] = _utc_now
-    sleep: Callable[[float], None] = time.sleep
+    # None: real time, interruptible by cancellation. Tests pass a scripted sleep.
+    sleep: Callable[[float], None] | None = None
+    # How sagemaker preflight checks a model id on the Hub (None: the real HTTP check).
+    check_model: Any | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def clients(self) -> Any:
@@ -35,3 +39,22 @@ class ServerDeps:
 
                 self.aws_clients = Boto3ClientFactory()
             return self.aws_clients
+
+    def sleeper(self, cancellation: Cancellation) -> Callable[[float], None]:
+        """The ``sleep`` for a wait loop: it raises :class:`OperationCancelled` once the request is cancelled."""
+        scripted = self.sleep
+        if scripted is None:
+            return cancellation.sleep
+
+        def sleep(seconds: float) -> None:
+            cancellation.check()
+            scripted(seconds)
+
+        return sleep
+
+    def model_checker(self) -> Any:
+        if self.check_model is not None:
+            return self.check_model
+        from gemmaserve.sagemaker.preflight import hub_reachability
+
+        return hub_reachability

@@ -45,7 +45,8 @@ ADDITIVE_REMOTE = ToolAnnotations(
 
 Confirm = Annotated[
     bool,
-    Field(description="Must be true, and only after the user has agreed to this change: the tool refuses otherwise."),
+    Field(description="Must be true, and only after the user has agreed to this change: the tool refuses "
+                      "otherwise (false is fine together with dry_run=true)."),
 ]
 
 
@@ -137,6 +138,27 @@ class Cancellation:
 
 
 ProgressSink = Callable[[float, float | None, str | None], None]
+
+
+def message_progress(report: ProgressSink, cancellation: Cancellation | None = None) -> Callable[[str], None]:
+    """Adapt the library's ``progress(message)`` callbacks to MCP progress (a running count, no total).
+
+    With ``cancellation``, a progress call is also a cancellation point: the first call after the
+    request was cancelled raises :class:`OperationCancelled` (inside the library's own try block, so
+    what it created is torn down); later calls, made while it cleans up, pass.
+    """
+    count = 0
+    raised = False
+
+    def progress(message: str) -> None:
+        nonlocal count, raised
+        count += 1
+        report(count, None, message)
+        if cancellation is not None and cancellation.cancelled and not raised:
+            raised = True
+            raise OperationCancelled("The request was cancelled.")
+
+    return progress
 
 
 async def run_blocking(ctx: Context, work: Callable[[Cancellation, ProgressSink], T]) -> T:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from mcp.server.mcpserver import MCPServer
 
 from gemmaserve import __version__
-from gemmaserve.mcp_server import tools_plan
+from gemmaserve.mcp_server import tools_plan, tools_sagemaker
 from gemmaserve.mcp_server.deps import ServerDeps
 
 SERVER_NAME = "gemmaserve"
@@ -45,4 +45,5 @@ def build_server(deps: ServerDeps | None = None) -> MCPServer:
         log_level="WARNING",
     )
     tools_plan.register(server, deps)
+    tools_sagemaker.register(server, deps)
     return server
