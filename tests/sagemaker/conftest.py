@@ -35,7 +35,7 @@ def moto_server_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def moto_factory(moto_server_url: str) -> Any:
+def moto_factory(moto_server_url: str) -> Iterator[Any]:
     """A ClientFactory pointed at the moto server."""
     import urllib.request
 
@@ -43,4 +43,8 @@ def moto_factory(moto_server_url: str) -> Any:
 
     # One server for the session: wipe its state so each test starts from an empty account.
     urllib.request.urlopen(urllib.request.Request(moto_server_url + "/moto-api/reset", method="POST"), timeout=10)
-    return Boto3ClientFactory(endpoint_url=moto_server_url)
+    factory = Boto3ClientFactory(endpoint_url=moto_server_url)
+    try:
+        yield factory
+    finally:
+        factory.close()

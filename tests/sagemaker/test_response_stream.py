@@ -160,6 +160,7 @@ def test_sync_stream_through_boto3_parses_the_same_frames(fake_runtime: FakeRunt
     fake_runtime.script = good_script
     client = boto3.client("sagemaker-runtime", region_name=REGION, endpoint_url=fake_runtime.url)
     parts = list(invoke_stream(client, "gemma4-t4", chat_body("hi"), region=REGION))
+    client.close()
     assert "".join(iter_stream_text(parts)) == "Hello, world"
     assert json.loads(json.dumps(fake_runtime.requests[0]["body"]))["stream"] is True
 
@@ -169,6 +170,7 @@ def test_sync_stream_error_event_raises(fake_runtime: FakeRuntime) -> None:
     client = boto3.client("sagemaker-runtime", region_name=REGION, endpoint_url=fake_runtime.url)
     with pytest.raises(ModelStreamFailed, match="boom"):
         list(invoke_stream(client, "gemma4-t4", chat_body("hi"), region=REGION))
+    client.close()
 
 
 def test_sse_parsing_is_independent_of_chunking() -> None:

@@ -42,8 +42,21 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+_DEFAULT_FACTORIES: dict[str | None, Boto3ClientFactory] = {}
+
+
 def _factory(factory: ClientFactory | None) -> ClientFactory:
-    return factory if factory is not None else Boto3ClientFactory()
+    """The caller's factory, or one per process (per endpoint override) so connections are reused, not leaked."""
+    if factory is not None:
+        return factory
+    import os
+
+    from gemmaserve.sagemaker.clients import ENDPOINT_URL_ENV
+
+    key = os.environ.get(ENDPOINT_URL_ENV) or None
+    if key not in _DEFAULT_FACTORIES:
+        _DEFAULT_FACTORIES[key] = Boto3ClientFactory(endpoint_url=key)
+    return _DEFAULT_FACTORIES[key]
 
 
 class DeployOutcome(BaseModel):

@@ -51,6 +51,13 @@ class Boto3ClientFactory:
                 self._clients[key] = client
             return client
 
+    def close(self) -> None:
+        """Close every client's connection pool (long-lived processes and tests)."""
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
+
     def credentials_provider(self) -> Any:
         """A zero-argument callable returning current (refreshed) frozen credentials, for SigV4 signing."""
         from gemmaserve.sagemaker.aws import credentials_provider_from_session

@@ -106,8 +106,9 @@ def invoke_stream(runtime: Any, endpoint_name: str, body: dict[str, Any], *, reg
         ContentType="application/json",
         Accept="application/json",
     )
+    body_stream = response["Body"]
     try:
-        for event in response["Body"]:
+        for event in body_stream:
             if "PayloadPart" in event:
                 yield event["PayloadPart"].get("Bytes", b"")
             else:
@@ -124,6 +125,8 @@ def invoke_stream(runtime: Any, endpoint_name: str, body: dict[str, Any], *, reg
             hint="Read the container log: gemmaserve sagemaker logs " + endpoint_name,
             **error.fields,
         ) from exc
+    finally:
+        body_stream.close()
 
 
 def iter_sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
