@@ -127,7 +127,8 @@ def _levels(result: ResultFile) -> dict[int, LoadLevel]:
     return {level.concurrency: level for level in result.load if level.output_tokens_per_s}
 
 
-def _summary(result: ResultFile, path: str) -> TargetSummary:
+def summarize_target(result: ResultFile, path: str) -> TargetSummary:
+    """The headline figures of one result file (decode rate and CI, throughput per level, accuracy)."""
     rate, interval = _decode(result)
     quality = result.quality
     quality_ci = None
@@ -289,7 +290,7 @@ def _pair(a: ResultFile, b: ResultFile, warnings: list[str]) -> PairComparison:
     sentences = []
     decode = next((row for row in rows if row.metric == "decode rate"), None)
     if decode and decode.ratio is not None:
-        ci = f" (95% CI {decode.ci_low:.2f}–{decode.ci_high:.2f})" if decode.ci_low is not None else ""
+        ci = f" (95% CI {decode.ci_low:.3f}–{decode.ci_high:.3f})" if decode.ci_low is not None and decode.ci_high is not None else ""
         sentences.append(f"{b.target.label} decodes at {decode.ratio:.2f}x the rate of {a.target.label}{ci}.")
     if quality:
         sentences.append(quality.sentence)
@@ -350,7 +351,8 @@ def _drift_row(label: str, metric: str, first: float, second: float, ratio: floa
                     sentence=f"{label} {metric}: second run {change:+.1f}% vs first ({tail}).")
 
 
-def _settings_warnings(results: list[ResultFile]) -> list[str]:
+def result_warnings(results: Sequence[ResultFile]) -> list[str]:
+    """What a reader must know before trusting the figures: unlike settings, gaps, failures, no price."""
     warnings = []
     base = results[0]
     for result in results[1:]:
@@ -378,7 +380,7 @@ def combine_loaded(results: Sequence[ResultFile], paths: Sequence[str], *, utili
         raise UsageError("bench combine needs at least two result files.",
                          hint="gemmaserve bench combine A.json B.json [C.json …]")
     results = list(results)
-    warnings = _settings_warnings(results)
+    warnings = result_warnings(results)
     first_of: dict[tuple[str, str | None, str], ResultFile] = {}
     drift: list[DriftRow] = []
     for result in results:
@@ -395,7 +397,7 @@ def combine_loaded(results: Sequence[ResultFile], paths: Sequence[str], *, utili
     costs = [table for table in (cost_table(r, utilisation=utilisation) for r in distinct) if table is not None]
     return Comparison(
         files=list(paths), baseline=baseline.target.label,
-        targets=[_summary(r, p) for r, p in zip(results, paths, strict=True)],
+        targets=[summarize_target(r, p) for r, p in zip(results, paths, strict=True)],
         pairs=pairs, drift=drift, costs=costs, warnings=warnings,
     )
 

@@ -1,0 +1,205 @@
+"""PNG charts of benchmark results with matplotlib's Agg backend (the optional ``report`` extra).
+
+matplotlib is imported only through :func:`load_pyplot`, which turns its absence
+into MissingExtra with the install command. Figures are drawn from saved results
+only; each chart is one file in the output directory.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from gemmaserve.bench import stats
+from gemmaserve.bench.cost import cost_table, level_throughput
+from gemmaserve.bench.schema import ResultFile
+from gemmaserve.errors import MissingExtra
+from gemmaserve.fileio import write_atomic
+
+_DPI = 110
+
+
+def load_pyplot(import_module: Callable[[str], ModuleType]) -> Any:
+    """matplotlib.pyplot on the Agg backend, or MissingExtra naming the extra."""
+    try:
+        matplotlib = import_module("matplotlib")
+        matplotlib.use("Agg")
+        return import_module("matplotlib.pyplot")
+    except ImportError:
+        raise MissingExtra("matplotlib", "report", "The HTML report and its charts") from None
+
+
+def _save(pyplot: Any, figure: Any, path: Path) -> str:
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=_DPI, metadata={"Software": None})  # no version stamp
+    pyplot.close(figure)
+    write_atomic(path, buffer.getvalue())
+    return str(path)
+
+
+def _concurrency_axis(axes: Any, levels: set[int]) -> None:
+    """Log-2 x axis labelled with the measured levels themselves (1, 4, 16), not powers of two."""
+    axes.set_xscale("log", base=2)
+    ticks = sorted(levels)
+    axes.set_xticks(ticks)
+    axes.set_xticklabels([str(tick) for tick in ticks])
+    axes.minorticks_off()
+    axes.set_xlabel("concurrent requests")
+
+
+def _decode(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str | None:
+    bars = []
+    for result in results:
+        decode = result.decode
+        if decode is None:
+            continue
+        try:
+            rate = stats.decode_rate(decode.short_e2el_s, decode.long_e2el_s,
+                                     short_tokens=decode.short_tokens, long_tokens=decode.long_tokens)
+        except ValueError:
+            continue
+        interval = stats.decode_rate_ci(decode.short_e2el_s, decode.long_e2el_s,
+                                        short_tokens=decode.short_tokens, long_tokens=decode.long_tokens)
+        high = interval.high if math.isfinite(interval.high) else rate.rate_tokens_per_s
+        bars.append((result.target.label, rate.rate_tokens_per_s, rate.rate_tokens_per_s - interval.low,
+                     high - rate.rate_tokens_per_s))
+    if not bars:
+        return None
+    figure, axes = pyplot.subplots(figsize=(6.4, 0.6 + 0.55 * len(bars)))
+    labels = [b[0] for b in bars]
+    axes.barh(labels, [b[1] for b in bars], xerr=[[b[2] for b in bars], [b[3] for b in bars]], color="#4C72B0",
+              capsize=4)
+    for index, bar in enumerate(bars):
+        axes.text(bar[1] + bar[3], index, f"  {bar[1]:.1f}", va="center", ha="left", fontsize=9)
+    axes.invert_yaxis()
+    axes.set_xlabel("decode rate, one stream (tok/s), 95% CI")
+    axes.set_title("Decode rate (differencing method)")
+    axes.margins(x=0.15)
+    return _save(pyplot, figure, path)
+
+
+def _throughput(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str | None:
+    figure, axes = pyplot.subplots(figsize=(6.4, 4.0))
+    drawn = False
+    levels: set[int] = set()
+    for result in results:
+        points = []
+        for level in sorted(result.load, key=lambda lv: lv.concurrency):
+            value = level_throughput(level.output_tokens_per_s)
+            if value is None:
+                continue
+            low = high = value
+            if len(level.output_tokens_per_s) >= 2:
+                interval = stats.bootstrap_ci(level.output_tokens_per_s)
+                low, high = interval.low, interval.high
+            points.append((level.concurrency, value, value - low, high - value))
+        if points:
+            drawn = True
+            levels.update(p[0] for p in points)
+            axes.errorbar([p[0] for p in points], [p[1] for p in points],
+                          yerr=[[p[2] for p in points], [p[3] for p in points]], marker="o", capsize=3,
+                          label=result.target.label)
+    if not drawn:
+        pyplot.close(figure)
+        return None
+    _concurrency_axis(axes, levels)
+    axes.set_ylabel("aggregate output tok/s")
+    axes.set_title("Throughput vs concurrency (median of repeats, 95% CI)")
+    axes.grid(True, alpha=0.3)
+    axes.legend()
+    return _save(pyplot, figure, path)
+
+
+def _latency(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str | None:
+    figure, (ttft_axes, tpot_axes) = pyplot.subplots(1, 2, figsize=(9.6, 4.0))
+    drawn = False
+    seen: set[int] = set()
+    for result in results:
+        levels = sorted((lv for lv in result.load if lv.ttft_s and lv.ttft_s.p50 is not None),
+                        key=lambda lv: lv.concurrency)
+        if not levels:
+            continue
+        drawn = True
+        x = [lv.concurrency for lv in levels]
+        seen.update(x)
+        for axes, attr in ((ttft_axes, "ttft_s"), (tpot_axes, "tpot_s")):
+            p50 = [getattr(lv, attr).p50 * 1000 if getattr(lv, attr) and getattr(lv, attr).p50 is not None
+                   else math.nan for lv in levels]
+            p99 = [getattr(lv, attr).p99 * 1000 if getattr(lv, attr) and getattr(lv, attr).p99 is not None
+                   else math.nan for lv in levels]
+            line = axes.plot(x, p50, marker="o", label=f"{result.target.label} p50")[0]
+            axes.plot(x, p99, marker="^", linestyle="--", color=line.get_color(), label=f"{result.target.label} p99")
+    if not drawn:
+        pyplot.close(figure)
+        return None
+    for axes, title in ((ttft_axes, "TTFT (ms)"), (tpot_axes, "TPOT (ms, first token excluded)")):
+        _concurrency_axis(axes, seen)
+        axes.set_title(title)
+        axes.grid(True, alpha=0.3)
+        axes.legend(fontsize=8)
+    return _save(pyplot, figure, path)
+
+
+def _cost(pyplot: Any, results: Sequence[ResultFile], path: Path, utilisation: float) -> str | None:
+    figure, axes = pyplot.subplots(figsize=(6.4, 4.0))
+    drawn = False
+    levels: set[int] = set()
+    for result in results:
+        table = cost_table(result, utilisation=utilisation)
+        if table is None:
+            continue
+        points = [p for p in table.points if p.concurrency > 0]
+        if points:
+            drawn = True
+            levels.update(p.concurrency for p in points)
+            axes.plot([p.concurrency for p in points], [p.usd_per_million_output_tokens for p in points], marker="o",
+                      label=f"{table.label} (${table.price_usd_per_hour:.3f}/h)")
+    if not drawn:
+        pyplot.close(figure)
+        return None
+    _concurrency_axis(axes, levels)
+    axes.set_yscale("log")  # after the x axis: set_yscale brings back the y minor ticks
+    axes.yaxis.set_major_formatter(lambda value, _pos: f"${value:,.2f}")
+    axes.yaxis.set_minor_formatter(lambda value, _pos: f"${value:,.2f}")
+    axes.tick_params(axis="y", which="minor", labelsize=7)
+    axes.set_ylabel("$ per million output tokens")
+    axes.set_title(f"Cost per token at {utilisation:.0%} utilisation")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend()
+    return _save(pyplot, figure, path)
+
+
+def _quality(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str | None:
+    rows = [(r.target.label, r.quality.correct, r.quality.total) for r in results if r.quality and r.quality.total]
+    if not rows:
+        return None
+    figure, axes = pyplot.subplots(figsize=(6.4, 0.6 + 0.55 * len(rows)))
+    shares = [c / t * 100 for _, c, t in rows]
+    intervals = [stats.wilson_interval(c, t) for _, c, t in rows]
+    errors = [[s - i.low * 100 for s, i in zip(shares, intervals, strict=True)],
+              [i.high * 100 - s for s, i in zip(shares, intervals, strict=True)]]
+    axes.barh([r[0] for r in rows], shares, xerr=errors, color="#55A868", capsize=4)
+    for index, (_, correct, total) in enumerate(rows):
+        axes.text(1, index, f" {correct}/{total}", va="center", ha="left", fontsize=9, color="white")
+    axes.invert_yaxis()
+    axes.set_xlim(0, 100)
+    axes.set_xlabel("answers correct (%), 95% Wilson interval")
+    axes.set_title("Answer quality")
+    return _save(pyplot, figure, path)
+
+
+def draw_all(pyplot: Any, results: Sequence[ResultFile], out_dir: Path, *, utilisation: float = 1.0) -> list[str]:
+    """Draw every chart the results have data for; returns the PNG paths written."""
+    drawn = [
+        _decode(pyplot, results, out_dir / "decode.png"),
+        _throughput(pyplot, results, out_dir / "throughput.png"),
+        _latency(pyplot, results, out_dir / "latency.png"),
+        _cost(pyplot, results, out_dir / "cost.png", utilisation),
+        _quality(pyplot, results, out_dir / "quality.png"),
+    ]
+    return [path for path in drawn if path is not None]
