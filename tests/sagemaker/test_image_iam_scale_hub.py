@@ -42,7 +42,8 @@ def test_dockerfile_keeps_the_base_and_fails_without_sm_75() -> None:
 
 def test_the_arch_check_fails_on_a_torch_without_sm_75() -> None:
     # The CPU torch of this machine has no CUDA kernels at all: the build step must refuse it.
-    completed = subprocess.run([sys.executable, "-c", ARCH_CHECK], capture_output=True, text=True, timeout=120)
+    completed = subprocess.run([sys.executable, "-c", ARCH_CHECK], capture_output=True, text=True, timeout=120,
+                               check=False)
     assert completed.returncode != 0 and "no sm_75" in completed.stderr
 
 

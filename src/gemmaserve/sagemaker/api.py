@@ -17,16 +17,16 @@ from pydantic import BaseModel
 
 from gemmaserve.errors import InterlockRefused
 from gemmaserve.sagemaker.autoscale import AutoscaleResult
-from gemmaserve.sagemaker.codebuild import ImageBuildPlan, ImageBuildResult
-from gemmaserve.sagemaker.iam import RoleResult
-from gemmaserve.sagemaker.jumpstart import JumpStartListing
 from gemmaserve.sagemaker.clients import Boto3ClientFactory, ClientFactory
+from gemmaserve.sagemaker.codebuild import ImageBuildPlan, ImageBuildResult
 from gemmaserve.sagemaker.container import DEFAULT_AMI
 from gemmaserve.sagemaker.delete import DeleteReport, delete_deployment
-from gemmaserve.sagemaker.diagnosis import WatchThresholds
+from gemmaserve.sagemaker.diagnosis import DEFAULT_THRESHOLDS, WatchThresholds
 from gemmaserve.sagemaker.endpoint import DeployPlan, DeployResult, plan_deploy
 from gemmaserve.sagemaker.fallback import RegionAttempt, deploy_across_regions, quota_checker_for
+from gemmaserve.sagemaker.iam import RoleResult
 from gemmaserve.sagemaker.inventory import CleanupReport, Inventory, cleanup_expired, list_deployments
+from gemmaserve.sagemaker.jumpstart import JumpStartListing
 from gemmaserve.sagemaker.logs import EndpointLogs, read_endpoint_logs
 from gemmaserve.sagemaker.preflight import ModelChecker, PreflightReport, hub_reachability, run_preflight
 from gemmaserve.sagemaker.pricing import make_price_lookup
@@ -115,7 +115,7 @@ def deploy(
     accept_unknown: bool = False,
     live_prices: bool = True,
     check_model: ModelChecker | None = hub_reachability,
-    thresholds: WatchThresholds = WatchThresholds(),
+    thresholds: WatchThresholds = DEFAULT_THRESHOLDS,
     factory: ClientFactory | None = None,
     progress: Progress = _quiet,
     now: Clock = _now,
@@ -208,7 +208,7 @@ def wait(
     region: str,
     timeout_s: float = 3600.0,
     poll_s: float = 30.0,
-    thresholds: WatchThresholds = WatchThresholds(),
+    thresholds: WatchThresholds = DEFAULT_THRESHOLDS,
     factory: ClientFactory | None = None,
     progress: Progress = _quiet,
     now: Clock = _now,

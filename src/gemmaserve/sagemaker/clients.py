@@ -46,7 +46,7 @@ class Boto3ClientFactory:
                     service,
                     region_name=region,
                     endpoint_url=self.endpoint_url,
-                    config=Config(retries=_RETRIES, connect_timeout=10, read_timeout=70),  # type: ignore[arg-type]
+                    config=Config(retries=_RETRIES, connect_timeout=10, read_timeout=70),
                 )
                 self._clients[key] = client
             return client

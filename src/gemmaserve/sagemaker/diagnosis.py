@@ -50,6 +50,9 @@ class LogEvent:
     message: str
 
 
+DEFAULT_THRESHOLDS = WatchThresholds()
+
+
 def crash_lines(messages: Sequence[str]) -> list[str]:
     """Lines that mean the container or engine died (our patterns plus the engine log parser's fatal ones)."""
     from gemmaserve.engine_log import parse_engine_log
@@ -70,7 +73,7 @@ def diagnose(
     now_s: float,
     log_group_exists: bool | None,
     events: Sequence[LogEvent],
-    thresholds: WatchThresholds = WatchThresholds(),
+    thresholds: WatchThresholds = DEFAULT_THRESHOLDS,
 ) -> list[Diagnosis]:
     """Everything wrong or suspicious right now, fatal first."""
     name = state.endpoint_name

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+
 from pydantic import BaseModel
 
 from gemmaserve.errors import CapacityUnavailable, QuotaExceeded

@@ -261,7 +261,7 @@ def hub_reachability(repo_id: str) -> Reachability:
         return Reachability.GATED
     except RepositoryNotFoundError:
         return Reachability.MISSING
-    except (OfflineModeIsEnabled, Exception):  # offline, DNS, TLS, timeouts: all mean we do not know
+    except (OfflineModeIsEnabled, Exception):  # noqa: BLE001 - offline, DNS, TLS, timeouts: all mean we do not know
         return Reachability.UNKNOWN
     return Reachability.REACHABLE
 

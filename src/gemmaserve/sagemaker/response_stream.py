@@ -94,9 +94,9 @@ async def stream_invoke(
                     part = payload_of(message, endpoint_name=endpoint_name, region=region, request_id=request_id)
                     if part is not None:
                         yield part
-            if buffer._data:  # noqa: SLF001 - botocore exposes no public "bytes pending" accessor
+            if buffer._data:
                 raise ModelStreamFailed(
-                    f"Endpoint {endpoint_name!r} stream ended inside a frame ({len(buffer._data)} bytes pending).",  # noqa: SLF001
+                    f"Endpoint {endpoint_name!r} stream ended inside a frame ({len(buffer._data)} bytes pending).",
                     aws_error_code="TruncatedEventStream",
                     request_id=request_id,
                     region=region,

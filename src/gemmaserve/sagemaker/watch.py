@@ -12,7 +12,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gemmaserve.errors import CapacityUnavailable, EndpointFailed, EndpointNotFound, SageMakerTimedOut
-from gemmaserve.sagemaker.diagnosis import Diagnosis, LogEvent, Severity, WatchThresholds, diagnose
+from gemmaserve.sagemaker.diagnosis import (
+    DEFAULT_THRESHOLDS,
+    Diagnosis,
+    LogEvent,
+    Severity,
+    WatchThresholds,
+    diagnose,
+)
 from gemmaserve.sagemaker.logs import fetch_log_events, log_group_exists
 from gemmaserve.sagemaker.status import EndpointState, EndpointStatus, describe_endpoint_state
 
@@ -35,7 +42,7 @@ def wait_for_endpoint(
     region: str,
     timeout_s: float = 3600.0,
     poll_s: float = 30.0,
-    thresholds: WatchThresholds = WatchThresholds(),
+    thresholds: WatchThresholds = DEFAULT_THRESHOLDS,
     now: Callable[[], datetime] = utc_now,
     sleep: Callable[[float], None] = time.sleep,
     progress: Progress = _quiet,
