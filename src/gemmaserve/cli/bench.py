@@ -182,10 +182,11 @@ def _render(report: object) -> None:
 
 
 try:  # the analysis commands live in their own module; measure must work without it
-    from gemmaserve.cli.bench_analysis import combine, report
+    from gemmaserve.cli.bench_analysis import combine, import_vllm, report
 
     cli.add_command(combine)
     cli.add_command(report)
+    cli.add_command(import_vllm)
 except ImportError as _exc:  # pragma: no cover - only while that module is missing
     if getattr(_exc, "name", None) != "gemmaserve.cli.bench_analysis":
         raise
