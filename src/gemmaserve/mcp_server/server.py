@@ -9,7 +9,7 @@ from __future__ import annotations
 from mcp.server.mcpserver import MCPServer
 
 from gemmaserve import __version__
-from gemmaserve.mcp_server import tools_plan, tools_sagemaker, tools_sagemaker_setup
+from gemmaserve.mcp_server import tools_bench, tools_plan, tools_sagemaker, tools_sagemaker_setup
 from gemmaserve.mcp_server.deps import ServerDeps
 
 SERVER_NAME = "gemmaserve"
@@ -47,4 +47,5 @@ def build_server(deps: ServerDeps | None = None) -> MCPServer:
     tools_plan.register(server, deps)
     tools_sagemaker.register(server, deps)
     tools_sagemaker_setup.register(server, deps)
+    tools_bench.register(server, deps)
     return server

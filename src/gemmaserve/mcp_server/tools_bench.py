@@ -1,0 +1,121 @@
+"""MCP tools over the benchmark: ``bench_measure`` (same function as ``gemmaserve bench measure``).
+
+Measuring reports progress per finished request and can be cancelled: the library's own
+interruption path then marks every result file interrupted and saves it, so the finished
+steps survive. A failed request is a result, not an error; only bad usage fails the call.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import Field
+
+from gemmaserve.bench.measure import MeasureReport
+from gemmaserve.errors import UsageError
+from gemmaserve.mcp_server.deps import ServerDeps
+from gemmaserve.mcp_server.framework import Cancellation, ProgressSink, run_blocking, translate_errors, typed_result
+
+# Sends requests to the targets and writes <label>.json files into out_dir (replacing same-named ones).
+MEASURE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
+
+PerTarget = Annotated[list[str] | None, Field(description="One per target, in target order (may be shorter).")]
+
+
+def _per_target(values: list[str] | list[float] | None, count: int, name: str) -> list:  # type: ignore[type-arg]
+    """The CLI's rule for per-target options: at most one per target, missing ones None."""
+    values = list(values or [])
+    if len(values) > count:
+        raise UsageError(f"{name} was given {len(values)} values for {count} target(s).",
+                         hint=f"Give {name} once per target, in target order.")
+    return values + [None] * (count - len(values))
+
+
+def summarise_measure(report: MeasureReport) -> str:
+    lines = [f"{report.status.value}: {report.message} (files in {report.out_dir})"]
+    for target in report.targets:
+        decode = f"{target.decode_tokens_per_s:.1f} tok/s decode" if target.decode_tokens_per_s else "no decode rate"
+        quality = f", quality {target.quality_correct}/{target.quality_total}" if target.quality_total else ""
+        lines.append(f"- {target.label}: {target.status.value}, {decode}{quality}, "
+                     f"{target.failed}/{target.requests} failed → {target.path}")
+    return "\n".join(lines)
+
+
+def register(server: MCPServer, deps: ServerDeps) -> None:
+    @server.tool(name="bench_measure", title="Measure endpoints", annotations=MEASURE)
+    @translate_errors
+    async def bench_measure(
+        targets: Annotated[
+            list[str],
+            Field(min_length=1, description="http://HOST:PORT or sagemaker://NAME?region=R, measured interleaved; "
+                                            "repeat one for A-B-A."),
+        ],
+        out_dir: Annotated[str, Field(min_length=1, description="Directory for the <label>.json result files.")],
+        ctx: Context,
+        labels: PerTarget = None,
+        decode_calls: Annotated[int, Field(ge=0, description="Calls at each decode length (0 skips).")] = 5,
+        decode_short: Annotated[int, Field(ge=1)] = 16,
+        decode_long: Annotated[int, Field(ge=2)] = 512,
+        concurrency: Annotated[list[int], Field(min_length=1, description="Load levels.")] = [1, 4, 16],  # noqa: B006
+        repeats: Annotated[int, Field(ge=0, description="Repeats per load level (0 skips load).")] = 3,
+        input_tokens: Annotated[int, Field(ge=1)] = 128,
+        output_tokens: Annotated[int, Field(ge=1)] = 256,
+        requests_per_stream: Annotated[int, Field(ge=1)] = 1,
+        quality_set: Annotated[str, Field(description="Question set, or 'none' to skip.")] = "published-40",
+        quality_max_tokens: Annotated[int, Field(ge=1)] = 2048,
+        quality_concurrency: Annotated[int, Field(ge=1)] = 8,
+        temperature: Annotated[float, Field(ge=0)] = 0.0,
+        ignore_eos: bool = True,
+        timeout_s: Annotated[float, Field(gt=0, description="Seconds one request may take.")] = 600.0,
+        seed: int = 0,
+        warmup: Annotated[int, Field(ge=0)] = 1,
+        logs: PerTarget = None,
+        instances: PerTarget = None,
+        gpus: PerTarget = None,
+        prices_usd_per_hour: Annotated[list[float] | None, Field(description="Hourly price per target.")] = None,
+    ) -> Annotated[CallToolResult, MeasureReport]:
+        """Decode rate, TTFT/ITL, throughput under concurrency, answer quality and cost, for each target.
+
+        Steps are interleaved across targets and every result file is saved after each step.
+        Reports progress per request; cancelling keeps what finished (files marked interrupted).
+        Same as `gemmaserve bench measure --json`; the files feed bench combine / report.
+        """
+        from gemmaserve.bench.measure import TargetOptions, hardware_info, measure_targets
+        from gemmaserve.bench.questions import get_question_set
+        from gemmaserve.bench.schema import ClientSettings
+
+        if any(level < 1 for level in concurrency):
+            raise UsageError(f"concurrency {concurrency}: each level must be an integer >= 1.")
+        quality = None if quality_set.lower() == "none" else get_question_set(quality_set).name
+        settings = ClientSettings(
+            decode_short_tokens=decode_short, decode_long_tokens=decode_long, decode_calls=decode_calls,
+            concurrency_levels=list(concurrency), load_repeats=repeats, load_input_tokens=input_tokens,
+            load_output_tokens=output_tokens, quality_set=quality, quality_max_tokens=quality_max_tokens,
+            temperature=temperature, ignore_eos=ignore_eos, timeout_s=timeout_s, seed=seed,
+            extra={"warmup_calls": warmup, "quality_concurrency": quality_concurrency,
+                   "load_requests_per_stream": requests_per_stream},
+        )
+        count = len(targets)
+        options = [
+            TargetOptions(label=label, log_path=log,
+                          hardware=hardware_info(instance=instance, gpu=gpu, price_usd_per_hour=price))
+            for label, log, instance, gpu, price in zip(
+                _per_target(labels, count, "labels"), _per_target(logs, count, "logs"),
+                _per_target(instances, count, "instances"), _per_target(gpus, count, "gpus"),
+                _per_target(prices_usd_per_hour, count, "prices_usd_per_hour"), strict=True)
+        ]
+
+        def work(cancellation: Cancellation, report: ProgressSink) -> MeasureReport:
+            def progress(event: object) -> None:
+                report(event.done_requests, event.total_requests, event.description)  # type: ignore[attr-defined]
+                if cancellation.cancelled:
+                    # measure_targets' interruption path: it marks every file interrupted and saves it.
+                    raise KeyboardInterrupt
+
+            return measure_targets(list(targets), out_dir, settings=settings, target_options=options,
+                                   progress=progress, command=["gemmaserve", "mcp", "bench_measure"])
+
+        result = await run_blocking(ctx, work)
+        return typed_result(result, summarise_measure(result))
