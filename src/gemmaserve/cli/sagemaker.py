@@ -41,7 +41,10 @@ def _confirm(action: str, yes: bool) -> None:
     if yes:
         return
     if not sys.stdin.isatty():
-        raise ConfirmationRequired(f"Refusing to {action} without confirmation on a non-terminal.", hint="Add --yes.")
+        raise ConfirmationRequired(
+            f"Refusing to {action[:1].lower() + action[1:]} without confirmation on a non-terminal.",
+            hint="Add --yes.",
+        )
     if not click.confirm(f"{action}?", err=True):
         raise click.exceptions.Abort()
 
@@ -161,7 +164,10 @@ def deploy(model: str, encoding: str, instances: tuple[str, ...], image: str | N
 
 def _render_deploy(outcome: Any) -> None:
     plan = outcome.plan
-    price = f"${plan.usd_per_hour:.3f}/hour ({plan.price.source}, {plan.price.date})" if plan.price else "unknown"
+    price = "unknown"
+    if plan.price:
+        estimated = ", estimated" if plan.price.estimated else ""
+        price = f"${plan.usd_per_hour:.3f}/hour ({plan.price.source}, {plan.price.date}{estimated})"
     click.echo(f"Endpoint {plan.endpoint_name} in {plan.region} on {', '.join(plan.instance_types)} at {price}")
     click.echo(f"Image: {plan.image_uri}")
     click.echo("The container will run: vllm serve " + " ".join(plan.serve_args))

@@ -79,6 +79,10 @@ def translate_error_response(
     fields = error_fields(response, region)
     code = fields["aws_error_code"] or ""
     message = response.get("Error", {}).get("Message") or default_message or code
+    if message.lstrip().startswith("<"):  # an HTML error page (a proxy, or a local fake) says nothing useful
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        message = f"the service answered HTTP {status or code} with an HTML page"
+    message = message if len(message) <= 500 else message[:500] + "…"
     where = f" ({operation}, {region})" if operation else f" ({region})"
     lowered = message.lower()
     if code == "ResourceLimitExceeded":
