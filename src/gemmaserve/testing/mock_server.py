@@ -285,6 +285,7 @@ class MockServer:
         )
         await response.prepare(request)
         record = self._start_record(number, received_s)
+        record["signed"] = request.headers.get("Authorization", "").startswith("AWS4-HMAC-SHA256")
         try:
             async for data, tokens in self._events(body, fault, received_s):
                 await response.write(payload_part(b"data: " + data + b"\n\n"))
@@ -435,7 +436,7 @@ def bind_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.soc
 
 async def serve(server: MockServer, sock: socket.socket, ready: Callable[[int], None] | None = None) -> None:
     """Serve on an already bound socket until cancelled."""
-    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False, shutdown_timeout=0.5)
     await runner.setup()
     site = web.SockSite(runner, sock, backlog=4096)
     await site.start()

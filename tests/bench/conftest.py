@@ -1,0 +1,67 @@
+"""Fixtures for the measuring engine: the mock streaming server on 127.0.0.1, a scripted clock."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+
+import pytest
+
+from gemmaserve.bench.transports import ChatRequest, Chunk
+from gemmaserve.testing.mock_server import MockConfig
+from gemmaserve.testing.runner import MockProcess, ThreadedMockServer, start_mock_process, start_mock_thread
+
+
+@pytest.fixture
+def mock_server() -> Iterator[ThreadedMockServer]:
+    """A fast in-process server (functional tests: faults, shapes, saving)."""
+    with start_mock_thread(MockConfig(ttft_s=0.002, itl_s=0.0005, natural_tokens=8)) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def timed_server() -> Iterator[MockProcess]:
+    """A server in its own process streaming at a known rate (2 ms per token), for timing checks."""
+    with start_mock_process(MockConfig(ttft_s=0.002, itl_s=0.002, fixed_cost_s=0.004)) as server:
+        yield server
+
+
+class ScriptedClock:
+    """A clock that reads what the scripted transport sets."""
+
+    def __init__(self, start_s: float = 100.0) -> None:
+        self.now_s = start_s
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+class ScriptedTransport:
+    """Yields a fixed script of (seconds after send, chunk fields) per request; no socket."""
+
+    kind = "http"
+    url = "http://scripted"
+    description = "scripted"
+
+    def __init__(self, clock: ScriptedClock, script: Sequence[tuple[float, dict[str, object]]],
+                 error: Exception | None = None) -> None:
+        self.clock = clock
+        self.script = script
+        self.error = error
+        self.requests: list[ChatRequest] = []
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Chunk]:
+        self.requests.append(request)
+        sent_s = self.clock.now_s
+        for offset_s, values in self.script:
+            self.clock.now_s = sent_s + offset_s
+            yield Chunk(arrival_s=self.clock.now_s, **values)  # type: ignore[arg-type]
+        if self.error is not None:
+            raise self.error
+
+    async def aclose(self) -> None:
+        return None
+
+
+@pytest.fixture
+def scripted_clock() -> ScriptedClock:
+    return ScriptedClock()
