@@ -13,7 +13,13 @@ from collections.abc import Sequence
 from pydantic import BaseModel
 
 from gemmaserve.bench import stats
-from gemmaserve.bench.cost import BreakEven, CostTable, break_even, cost_table, level_throughput
+from gemmaserve.bench.cost import (
+    BreakEven,
+    CostTable,
+    break_even,
+    cost_table,
+    level_throughput,
+)
 from gemmaserve.bench.schema import LoadLevel, QualitySection, ResultFile, load_result
 from gemmaserve.errors import UsageError
 

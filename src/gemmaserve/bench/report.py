@@ -18,7 +18,12 @@ from types import ModuleType
 from pydantic import BaseModel
 
 from gemmaserve.bench import charts, html
-from gemmaserve.bench.combine import Comparison, combine_loaded, result_warnings, summarize_target
+from gemmaserve.bench.combine import (
+    Comparison,
+    combine_loaded,
+    result_warnings,
+    summarize_target,
+)
 from gemmaserve.bench.cost import cost_table
 from gemmaserve.bench.schema import ResultFile, parse_result
 from gemmaserve.bench.vllm_import import import_vllm_result, looks_like_vllm_result
@@ -99,8 +104,8 @@ def comparison_markdown(comparison: Comparison) -> str:
             rows.append([row.metric, row.unit, _fmt(row.a, digits), _fmt(row.b, digits), _fmt(row.ratio, 3), ci])
         lines += _table(["metric", "unit", pair.a, pair.b, "B/A", "95% CI of B/A"], rows)
         if pair.quality and pair.quality.disagreements:
-            lines += [f"Answers that differ ({len(pair.quality.disagreements)} of {pair.quality.paired}; "
-                      f"{pair.quality.identical_answers} identical):", ""]
+            lines += [(f"Answers that differ ({len(pair.quality.disagreements)} of {pair.quality.paired}; "
+                      f"{pair.quality.identical_answers} identical):"), ""]
             lines += _table(
                 ["question", "expected", pair.a, pair.b],
                 [[d.question_id, d.expected, f"{d.a_extracted or '—'} {'✓' if d.a_correct else '✗'}",
@@ -139,8 +144,8 @@ def render_markdown(
     )
     charts_by_name = {Path(name).stem: Path(name).name for name in chart_files}
     lines += ["## Decode rate (one stream)", "",
-              "Rate = (long − short) / (median wall at long − median wall at short); the per-call fixed cost is "
-              "the line's value at 0 tokens.", ""]
+              ("Rate = (long − short) / (median wall at long − median wall at short); the per-call fixed cost is "
+              "the line's value at 0 tokens."), ""]
     lines += _table(["target", "tok/s", "95% CI", "per-call fixed cost (ms)"],
                     [[s.label, _fmt(s.decode_tokens_per_s, 2),
                       _interval(s.decode_ci.low, s.decode_ci.high) if s.decode_ci else "—", _ms(s.intercept_s)]

@@ -14,7 +14,7 @@ import os
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -22,7 +22,7 @@ from gemmaserve.engine_log import EngineFacts
 from gemmaserve.errors import ResultFileInvalid
 from gemmaserve.fileio import write_atomic
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 """Bump on any change that an older reader could misread; readers accept exactly this."""
 
 

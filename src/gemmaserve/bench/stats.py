@@ -321,7 +321,7 @@ def minimum_detectable_difference(
     """
     if n <= 0:
         return None
-    steps = int(round(1 / step))
+    steps = round(1 / step)
     low, high = 1, steps
     if mcnemar_power(n, 1.0, 1.0, alpha=alpha) < power:
         return None
