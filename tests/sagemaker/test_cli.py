@@ -117,3 +117,25 @@ def test_invoke_stream_through_the_cli(fake_runtime: Any, monkeypatch: pytest.Mo
     code, out, _ = run(["sagemaker", "invoke", "e2b", "Capital of France?", "--region", REGION, "--stream"], capsys)
     assert code == 0 and out == "Paris\n"
     assert fake_runtime.requests[0]["body"]["messages"][0]["content"] == "Capital of France?"
+
+
+def test_logs_and_wait_through_the_cli(aws_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    role = make_role(aws_env("iam", REGION))
+    sm = aws_env("sagemaker", REGION)
+    sm.create_model(ModelName="w-model", ExecutionRoleArn=role, PrimaryContainer={"Image": "x"})
+    sm.create_endpoint_config(EndpointConfigName="w-config", ProductionVariants=[
+        {"VariantName": "AllTraffic", "ModelName": "w-model", "InitialInstanceCount": 1,
+         "InstanceType": "ml.g4dn.xlarge"}])
+    sm.create_endpoint(EndpointName="w", EndpointConfigName="w-config")
+    logs = aws_env("logs", REGION)
+    logs.create_log_group(logGroupName="/aws/sagemaker/Endpoints/w")
+    logs.create_log_stream(logGroupName="/aws/sagemaker/Endpoints/w", logStreamName="AllTraffic/i-1")
+    logs.put_log_events(logGroupName="/aws/sagemaker/Endpoints/w", logStreamName="AllTraffic/i-1", logEvents=[
+        {"timestamp": int(time.time() * 1000), "message": "GPU KV cache size: 146,525 tokens"}])
+    code, out, _ = run(["sagemaker", "wait", "w", "--region", REGION, "--json"], capsys)
+    assert code == 0 and json.loads(out)["status"] == "InService"
+    code, out, _ = run(["sagemaker", "logs", "w", "--region", REGION, "--json"], capsys)
+    result = json.loads(out)
+    assert code == 0 and result["facts"]["kv_cache_tokens"] == 146525 and len(result["lines"]) == 1

@@ -207,3 +207,19 @@ def test_not_found_is_a_state() -> None:
     with Stubber(sm) as stub:
         not_found(stub)
         assert describe_endpoint_state(sm, NAME, region=REGION, now=START).status is EndpointStatus.NOT_FOUND
+
+
+def test_a_failing_teardown_still_raises_the_original_error_and_says_how_to_finish() -> None:
+    sm = sm_client()
+    plan = plan_deploy(make_spec(ROLE, endpoint_name=NAME, instance_types=["ml.g6.xlarge"]), region=REGION, now=START)
+    progress: list[str] = []
+    with Stubber(sm) as stub:
+        not_found(stub)
+        stub.add_response("create_model", {"ModelArn": ARN}, expected_params=plan.calls[0].params)
+        stub.add_client_error("create_endpoint_config", service_error_code="ThrottlingException",
+                              service_message="Rate exceeded", expected_params=plan.calls[1].params)
+        stub.add_client_error("delete_model", service_error_code="AccessDeniedException", http_status_code=400,
+                              expected_params={"ModelName": f"{NAME}-model"})
+        with pytest.raises(AwsError, match="Rate exceeded"):
+            execute_deploy(sm, plan, now=lambda: START, progress=progress.append)
+    assert f"gemmaserve sagemaker delete {NAME} --region {REGION} --yes" in progress[-1]

@@ -164,7 +164,11 @@ def execute_deploy(
             progress(f"Keeping what was created ({', '.join(created) or 'nothing'}) because --keep was given.")
         elif created:
             progress(f"Deploy interrupted: deleting what this run created in {region}: {', '.join(reversed(created))}")
-            teardown(sm, plan, created, timeout_s=teardown_timeout_s, now=now, sleep=sleep, progress=progress)
+            try:
+                teardown(sm, plan, created, timeout_s=teardown_timeout_s, now=now, sleep=sleep, progress=progress)
+            except Exception as teardown_error:  # noqa: BLE001 - the original failure is the one to raise
+                progress(f"Teardown incomplete ({teardown_error}); finish it with: gemmaserve sagemaker delete "
+                         f"{plan.endpoint_name} --region {region} --yes")
         raise
     return DeployResult(plan=plan, created=created, state=state)
 
