@@ -14,7 +14,7 @@ from gemmaserve.cli import app
 from gemmaserve.mcp_server import build_server
 from gemmaserve.testing.mock_server import MockConfig
 from gemmaserve.testing.runner import ThreadedMockServer, start_mock_thread
-from tests.mcp.conftest import ProgressLog, call_tool, error_details, error_text
+from tests.mcp.conftest import ProgressLog, call_tool, cli_json, error_details, error_text
 
 SMALL = {"decode_calls": 2, "decode_short": 4, "decode_long": 12, "concurrency": [1, 2], "repeats": 1,
          "input_tokens": 8, "output_tokens": 8, "quality_set": "none", "warmup": 0}
@@ -70,3 +70,37 @@ def test_measure_rejects_bad_usage(tmp_path: Path) -> None:
                       {"targets": ["http://127.0.0.1:9"], "out_dir": str(tmp_path), "concurrency": [0]}):
         text = error_text(call_tool(server, "bench_measure", arguments))
         assert "validation error" in text or "UsageError" in text, arguments
+
+
+def test_combine_and_report_agree_with_the_cli(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
+    server = build_server()
+    measured = call_tool(server, "bench_measure", {
+        "targets": [mock_server.url, mock_server.url], "labels": ["a", "b"], "out_dir": str(tmp_path), **SMALL,
+    })
+    assert measured.structured_content["status"] == "success"  # type: ignore[index]
+    files = [str(tmp_path / "a.json"), str(tmp_path / "b.json")]
+
+    missing_dir = call_tool(server, "bench_combine", {"files": files, "out_file": str(tmp_path / "no" / "cmp.md")})
+    assert error_details(missing_dir)["error"] == "FileNotFoundError"
+    assert "Fix: Check that the path exists" in error_text(missing_dir)
+
+    (tmp_path / "out").mkdir()
+    combined = call_tool(server, "bench_combine", {"files": files, "out_file": str(tmp_path / "out" / "cmp.md")})
+    assert not combined.is_error, combined.content
+    assert combined.structured_content == cli_json("bench", "combine", *files)
+    assert combined.structured_content["baseline"] == "a"  # type: ignore[index]
+    text = combined.content[0].text  # type: ignore[union-attr]
+    assert text.startswith("# Comparison (baseline: a)")
+    assert (tmp_path / "out" / "cmp.md").read_text() == text
+
+    report = call_tool(server, "bench_report", {"directory": str(tmp_path), "markdown_only": True})
+    assert not report.is_error, report.content
+    assert report.structured_content == cli_json("bench", "report", str(tmp_path), "--markdown-only")
+    assert Path(report.structured_content["markdown_path"]).is_file()  # type: ignore[index]
+
+
+def test_combine_of_a_missing_file_is_an_error_with_the_fix(tmp_path: Path) -> None:
+    result = call_tool(build_server(), "bench_combine", {"files": [str(tmp_path / "nope.json")]})
+    details = error_details(result)
+    assert details["error"] in {"ResultFileInvalid", "UsageError", "BenchError"}, details
+    assert "nope.json" in error_text(result)

@@ -63,9 +63,21 @@ def tool_error(exc: GemmaserveError) -> ToolError:
     return ToolError(format_error(exc))
 
 
+def os_error(exc: OSError) -> ToolError:
+    """A file-system failure on a path the caller named (its text names the path, never internals)."""
+    message = f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)
+    details = {"error": type(exc).__name__, "message": message, "errno": exc.errno, "path": exc.filename}
+    return ToolError("\n".join([
+        message,
+        "Fix: Check that the path exists, is the right kind (file or directory) and is writable.",
+        "Details: " + json.dumps(details, default=str, sort_keys=True),
+    ]))
+
+
 def translate_errors(fn: Callable[P, T]) -> Callable[P, T]:
     """Turn a :class:`GemmaserveError` raised by ``fn`` into a ``ToolError`` (sync or async ``fn``).
 
+    An ``OSError`` (a path the caller named is missing or not writable) is reported the same way.
     Any other exception is a bug: the SDK masks its text from the client and logs its traceback.
     """
     if inspect.iscoroutinefunction(fn):
@@ -76,6 +88,8 @@ def translate_errors(fn: Callable[P, T]) -> Callable[P, T]:
                 return await fn(*args, **kwargs)
             except GemmaserveError as exc:
                 raise tool_error(exc) from exc
+            except OSError as exc:
+                raise os_error(exc) from exc
 
         return async_wrapper  # type: ignore[return-value]
 
@@ -85,6 +99,8 @@ def translate_errors(fn: Callable[P, T]) -> Callable[P, T]:
             return fn(*args, **kwargs)
         except GemmaserveError as exc:
             raise tool_error(exc) from exc
+        except OSError as exc:
+            raise os_error(exc) from exc
 
     return wrapper
 

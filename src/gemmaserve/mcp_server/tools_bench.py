@@ -1,4 +1,4 @@
-"""MCP tools over the benchmark: ``bench_measure`` (same function as ``gemmaserve bench measure``).
+"""MCP tools over the benchmark: ``bench_measure``, ``bench_combine``, ``bench_report`` (as ``gemmaserve bench …``).
 
 Measuring reports progress per finished request and can be cancelled: the library's own
 interruption path then marks every result file interrupted and saves it, so the finished
@@ -13,13 +13,21 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
+from gemmaserve.bench.combine import Comparison
 from gemmaserve.bench.measure import MeasureReport
+from gemmaserve.bench.report import ReportOutput
 from gemmaserve.errors import UsageError
 from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import Cancellation, ProgressSink, run_blocking, translate_errors, typed_result
 
 # Sends requests to the targets and writes <label>.json files into out_dir (replacing same-named ones).
 MEASURE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
+
+# Reads result files and (re)writes derived files: repeating the call gives the same files.
+DERIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+Utilisation = Annotated[
+    float, Field(gt=0, le=1, description="Share of billed hours the endpoint is busy; cost/token scales by 1/u.")
+]
 
 PerTarget = Annotated[list[str] | None, Field(description="One per target, in target order (may be shorter).")]
 
@@ -119,3 +127,50 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
 
         result = await run_blocking(ctx, work)
         return typed_result(result, summarise_measure(result))
+
+    @server.tool(name="bench_combine", title="Compare result files", annotations=DERIVE)
+    @translate_errors
+    def bench_combine(
+        files: Annotated[list[str], Field(min_length=1, description="Result files; the first is the baseline A.")],
+        out_file: Annotated[
+            str | None, Field(description="Also write the comparison: FILE.md as Markdown, else JSON.")
+        ] = None,
+        utilisation: Utilisation = 1.0,
+    ) -> Annotated[CallToolResult, Comparison]:
+        """Ratios B/A with 95% intervals, paired quality test, A-B-A drift and cost, from saved result files.
+
+        Never measures. Same as `gemmaserve bench combine --json`; the text is the Markdown comparison.
+        """
+        from gemmaserve.bench.combine import combine_results
+        from gemmaserve.bench.report import comparison_markdown
+        from gemmaserve.fileio import write_atomic
+
+        comparison = combine_results(list(files), utilisation=utilisation)
+        markdown = f"# Comparison (baseline: {comparison.baseline})\n\n" + comparison_markdown(comparison)
+        if out_file:
+            write_atomic(out_file, markdown if out_file.endswith(".md") else comparison.model_dump_json(indent=2) + "\n")
+        return typed_result(comparison, markdown)
+
+    @server.tool(name="bench_report", title="Write the benchmark report", annotations=DERIVE)
+    @translate_errors
+    def bench_report(
+        directory: Annotated[str, Field(min_length=1, description="Directory of result files.")],
+        out_dir: Annotated[str | None, Field(description="Where to write (default DIR/report).")] = None,
+        markdown_only: Annotated[bool, Field(description="Skip the HTML page and charts (no matplotlib).")] = False,
+        utilisation: Utilisation = 1.0,
+    ) -> Annotated[CallToolResult, ReportOutput]:
+        """Write report.md and a standalone report.html with PNG charts from every result file in the directory.
+
+        `vllm bench serve --save-result` files there are imported into the same tables. Same as
+        `gemmaserve bench report --json`.
+        """
+        from gemmaserve.bench.report import build_report
+
+        output = build_report(directory, out_dir=out_dir, utilisation=utilisation, html_page=not markdown_only)
+        lines = [f"Markdown: {output.markdown_path}"]
+        if output.html_path:
+            lines.append(f"HTML: {output.html_path}")
+        lines += [f"Chart: {chart}" for chart in output.charts]
+        lines += [f"Skipped (not a result file): {path}" for path in output.skipped]
+        lines += [f"Warning: {warning}" for warning in output.warnings]
+        return typed_result(output, "\n".join(lines))
