@@ -177,3 +177,31 @@ def test_sse_parsing_is_independent_of_chunking() -> None:
     raw = b"data: a\n\n: comment\ndata: b\r\n\ndata: [DONE]\n\n"
     for cut in range(len(raw)):
         assert list(iter_sse_data([raw[:cut], raw[cut:]])) == ["a", "b", "[DONE]"]
+
+
+def test_session_provider_refreshes_expiring_credentials(fake_runtime: FakeRuntime) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    import botocore.session
+    from botocore.credentials import RefreshableCredentials
+
+    from gemmaserve.sagemaker.aws import credentials_provider_from_session
+
+    issued: list[str] = []
+
+    def refresh() -> dict[str, str]:
+        key = f"AKIDREFRESH{len(issued)}"
+        issued.append(key)
+        # Each set expires at once, so the next signing must fetch a new one.
+        return {"access_key": key, "secret_key": "s", "token": "t",
+                "expiry_time": (datetime.now(UTC) + timedelta(seconds=1)).isoformat()}
+
+    session = botocore.session.Session()
+    session._credentials = RefreshableCredentials.create_from_metadata(  # noqa: SLF001 - inject a refreshing source
+        metadata=refresh(), refresh_using=refresh, method="test")
+    provider = credentials_provider_from_session(session)
+    fake_runtime.script = good_script
+    collect(fake_runtime, credentials=provider())
+    collect(fake_runtime, credentials=provider())
+    used = [r["headers"]["Authorization"].split("Credential=")[1].split("/")[0] for r in fake_runtime.requests]
+    assert used[0] != used[1] and all(key.startswith("AKIDREFRESH") for key in used)
