@@ -154,3 +154,12 @@ def test_comparison_round_trips_as_json(tmp_path: Path) -> None:
     comparison = combine.combine_loaded([a, b], ["a", "b"])
     again = combine.Comparison.model_validate_json(comparison.model_dump_json())
     assert again == comparison
+
+
+def test_a_resolved_but_small_drift_is_called_small() -> None:
+    first = build_result(label="t4", load_tok_s={1: [100.0, 100.1, 99.9, 100.0]})
+    second = build_result(label="t4", load_tok_s={1: [101.0, 101.1, 100.9, 101.0]}, seed=5)
+    middle = build_result(label="l4", url="http://x:1")
+    (row,) = [r for r in combine.combine_loaded([first, middle, second], ["1", "2", "3"]).drift
+              if r.metric == "throughput c=1"]
+    assert row.significant and "detectable but under 2%" in row.sentence

@@ -24,6 +24,7 @@ from gemmaserve.bench.schema import LoadLevel, QualitySection, ResultFile, load_
 from gemmaserve.errors import UsageError
 
 ALPHA = 0.05
+DRIFT_NOTABLE_PERCENT = 2.0  # a drift the interval resolves but smaller than this is called small
 POWER = 0.8
 
 
@@ -351,7 +352,11 @@ def _drift_row(label: str, metric: str, first: float, second: float, ratio: floa
     if low is None or high is None:
         tail = "one repeat each: no interval"
     else:
-        tail = f"95% CI {low:.3f}–{high:.3f}" + (": a real drift" if significant else ": within noise")
+        verdict = ": within noise"
+        if significant:
+            verdict = ": a real drift" if abs(change) >= DRIFT_NOTABLE_PERCENT else (
+                f": detectable but under {DRIFT_NOTABLE_PERCENT:.0f}%")
+        tail = f"95% CI {low:.3f}–{high:.3f}{verdict}"
     return DriftRow(label=label, metric=metric, first=first, second=second, ratio=ratio, ci_low=low, ci_high=high,
                     significant=significant,
                     sentence=f"{label} {metric}: second run {change:+.1f}% vs first ({tail}).")

@@ -99,9 +99,12 @@ def comparison_markdown(comparison: Comparison) -> str:
         lines += [f"- {sentence}" for sentence in pair.sentences] + [""]
         rows = []
         for row in pair.ratios:
-            digits = {"s": 3, "": 3, "tokens": 0}.get(row.unit, 1)
+            digits = {"s": 2, "": 3, "tokens": 0}.get(row.unit, 1)
+            scale, unit = (1000.0, "ms") if row.unit == "s" else (1.0, row.unit)
+            a = row.a * scale if row.a is not None else None
+            b = row.b * scale if row.b is not None else None
             ci = f"{row.ci_low:.3f}–{row.ci_high:.3f}" if row.ci_low is not None and row.ci_high is not None else "—"
-            rows.append([row.metric, row.unit, _fmt(row.a, digits), _fmt(row.b, digits), _fmt(row.ratio, 3), ci])
+            rows.append([row.metric, unit, _fmt(a, digits), _fmt(b, digits), _fmt(row.ratio, 3), ci])
         lines += _table(["metric", "unit", pair.a, pair.b, "B/A", "95% CI of B/A"], rows)
         if pair.quality and pair.quality.disagreements:
             lines += [(f"Answers that differ ({len(pair.quality.disagreements)} of {pair.quality.paired}; "
