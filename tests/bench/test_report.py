@@ -140,3 +140,13 @@ def test_cli_report(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["bench", "report", str(directory), "--markdown-only", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["markdown_path"].endswith("report.md")
+
+
+def test_a_target_measured_twice_is_told_apart_and_its_drift_reported(tmp_path: Path) -> None:
+    directory = _directory(tmp_path)
+    schema.save_result(build_result(label="t4-bf16", seed=7), directory / "c.json")
+    output = report.build_report(directory, html_page=False)
+    markdown = Path(output.markdown_path).read_text()
+    assert "| t4-bf16 (run 2) |" in markdown
+    assert output.comparison is not None and output.comparison.drift
+    assert "### Drift (the same target measured twice)" in markdown

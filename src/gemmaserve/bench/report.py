@@ -201,6 +201,20 @@ def render_markdown(
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _distinct_labels(results: Sequence[ResultFile]) -> list[ResultFile]:
+    """The second and later runs of a label become 'label (run 2)' for display."""
+    seen: dict[str, int] = {}
+    shown = []
+    for result in results:
+        label = result.target.label
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            target = result.target.model_copy(update={"label": f"{label} (run {seen[label]})"})
+            result = result.model_copy(update={"target": target})
+        shown.append(result)
+    return shown
+
+
 def build_report(
     directory: str | os.PathLike[str],
     *,
@@ -225,6 +239,8 @@ def build_report(
     target = Path(out_dir) if out_dir is not None else Path(directory) / "report"
     target.mkdir(parents=True, exist_ok=True)
     comparison = combine_loaded(results, paths, utilisation=utilisation) if len(results) >= 2 else None
+    # Drift needs the shared label; tables and charts need to tell the runs apart.
+    results = _distinct_labels(results)
     markdown_path = target / "report.md"
     chart_files: list[str] = []
     html_path: str | None = None
