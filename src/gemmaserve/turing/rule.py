@@ -1,0 +1,134 @@
+"""The pure tile rule: which TILE_SIZE / BLOCK_M / num_stages the unified-attention kernel may use.
+
+No I/O. ``kernel_smem_bytes`` and ``clamp_tile_size`` use builtins only, because the file patch
+embeds their source verbatim in the vLLM file (one rule, two deliveries). The shared-memory model
+was fitted to Triton's own compile of the real kernel for sm_75 (see smem.py and docs/turing.md).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+#: Bytes kept free under the device limit. Zero, because the model equals what the compiler
+#: allocates (checked by ``gemmaserve turing smem``) and the opt-in limit is inclusive: Triton
+#: launches a kernel whose shared memory is exactly ``shared_memory_per_block_optin``.
+SMEM_MARGIN_BYTES = 0
+#: The kernel's ``tl.dot`` needs at least 16 along the KV tile; tile 8 does not compile.
+MIN_TILE_SIZE = 16
+#: First compute capability (major) with asynchronous copies, whose smem grows with stages.
+AMPERE_MAJOR = 8
+#: BLOCK_M that ``unified_attention`` uses when at most 16 query heads share a KV head
+#: (every Gemma 4 model); ``_get_tile_size`` is not told BLOCK_M, so the wrapper assumes it.
+DEFAULT_BLOCK_M = 16
+
+
+def kernel_smem_bytes(head_size_padded: int, tile_size: int, block_m: int, element_size: int) -> int:
+    """Shared memory of one unified-attention block below sm_80 (no pipelining, so no stages term)."""
+    return 2 * element_size * head_size_padded * (tile_size + block_m)
+
+
+def clamp_tile_size(
+    capability_major: int,
+    smem_limit_bytes: int,
+    head_size_padded: int,
+    element_size: int,
+    stock_tile: int,
+    block_m: int = 16,
+    margin_bytes: int = 0,
+    min_tile: int = 16,
+) -> int:
+    """The stock tile on sm >= 80 or when it fits; else the largest power-of-two tile that fits.
+
+    Never returns a tile larger than the stock one (so a BLOCK_SIZE % TILE_SIZE == 0 constraint that
+    held for stock still holds), nor one below ``min_tile``: when even that does not fit, returns
+    ``min_tile`` and the caller must treat the launch as not fitting.
+    """
+    if capability_major >= 8:
+        return stock_tile
+    budget = smem_limit_bytes - margin_bytes
+    tile = stock_tile
+    while tile > min_tile and 2 * element_size * head_size_padded * (tile + block_m) > budget:
+        tile //= 2
+    return max(tile, min(min_tile, stock_tile))
+
+
+class LaunchParams(BaseModel):
+    """What the kernel is launched with."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tile_size: int
+    block_m: int
+    num_stages: int
+
+
+class LaunchChoice(BaseModel):
+    """The rule's answer: the launch to use, its modelled shared memory, and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    launch: LaunchParams
+    stock: LaunchParams
+    smem_bytes: int | None  # None on sm >= 80: the launch is stock and the model does not apply
+    smem_limit_bytes: int
+    margin_bytes: int
+    changed: bool
+    fits: bool
+    reason: str
+
+
+def next_power_of_2(value: int) -> int:
+    return 1 if value <= 1 else 1 << (value - 1).bit_length()
+
+
+def choose_launch(
+    *,
+    capability: tuple[int, int],
+    smem_limit_bytes: int,
+    head_size_padded: int,
+    element_size: int,
+    block_size: int,
+    stock: LaunchParams,
+    margin_bytes: int = SMEM_MARGIN_BYTES,
+) -> LaunchChoice:
+    """Stock launch, unchanged, on sm >= 80 or when it fits; else the largest tile, then most stages, that fits.
+
+    Raises:
+        ValueError: on inputs that no launch can have (non-power-of-two head or tile, sizes <= 0).
+    """
+    _check_inputs(head_size_padded, element_size, block_size, stock)
+    common = {"stock": stock, "smem_limit_bytes": smem_limit_bytes, "margin_bytes": margin_bytes}
+    if capability[0] >= AMPERE_MAJOR:
+        return LaunchChoice(launch=stock, smem_bytes=None, changed=False, fits=True,
+                            reason=f"sm_{capability[0]}{capability[1]} >= sm_80: stock launch, untouched", **common)
+    budget = smem_limit_bytes - margin_bytes
+    stock_need = kernel_smem_bytes(head_size_padded, stock.tile_size, stock.block_m, element_size)
+    if stock_need <= budget:
+        return LaunchChoice(launch=stock, smem_bytes=stock_need, changed=False, fits=True,
+                            reason=f"stock tile {stock.tile_size} needs {stock_need:,} B <= {budget:,} B", **common)
+    tile = stock.tile_size
+    while tile > MIN_TILE_SIZE:
+        tile //= 2
+        # Below sm_80 the need does not depend on stages, so the most stages (stock's) always go with it.
+        need = kernel_smem_bytes(head_size_padded, tile, stock.block_m, element_size)
+        if need <= budget:
+            launch = LaunchParams(tile_size=tile, block_m=stock.block_m, num_stages=stock.num_stages)
+            return LaunchChoice(
+                launch=launch, smem_bytes=need, changed=True, fits=True,
+                reason=(f"stock tile {stock.tile_size} needs {stock_need:,} B > {budget:,} B; "
+                        f"tile {tile} needs {need:,} B"), **common)
+    return LaunchChoice(launch=stock, smem_bytes=stock_need, changed=False, fits=False,
+                        reason=(f"no tile >= {MIN_TILE_SIZE} fits: tile {MIN_TILE_SIZE} needs "
+                                f"{kernel_smem_bytes(head_size_padded, MIN_TILE_SIZE, stock.block_m, element_size):,} B "
+                                f"> {budget:,} B"), **common)
+
+
+def _check_inputs(head_size_padded: int, element_size: int, block_size: int, stock: LaunchParams) -> None:
+    for name, value in (("head_size_padded", head_size_padded), ("tile_size", stock.tile_size),
+                        ("block_m", stock.block_m)):
+        if value <= 0 or value & (value - 1):
+            raise ValueError(f"{name} must be a positive power of two, not {value}")
+    if element_size not in (1, 2, 4):
+        raise ValueError(f"element_size must be 1, 2 or 4 bytes, not {element_size}")
+    if block_size <= 0 or stock.num_stages <= 0:
+        raise ValueError("block_size and num_stages must be positive")
