@@ -338,6 +338,8 @@ async def _measure(
         for run in runs:
             run.interrupted = True
             run.save()
+            if run.transport is not None:
+                await run.transport.aclose()
         raise
     return description
 

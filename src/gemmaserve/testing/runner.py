@@ -88,6 +88,8 @@ class MockProcess:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
 
     def __enter__(self) -> MockProcess:
         return self

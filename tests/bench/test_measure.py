@@ -1,0 +1,200 @@
+"""``measure_targets`` end to end against the mock server: files, interleaving, faults, interruption."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from gemmaserve.bench.measure import RunStatus, TargetOptions, measure_targets
+from gemmaserve.bench.schema import ClientSettings, RequestKind, load_result
+from gemmaserve.bench.transports import ChatRequest, Chunk, TargetSpec
+from gemmaserve.bench.workloads import plan_steps
+from gemmaserve.testing.mock_server import MockConfig, MockServer
+from gemmaserve.testing.runner import MockProcess, ThreadedMockServer
+
+
+def _small(**changes: object) -> ClientSettings:
+    values: dict[str, object] = dict(decode_calls=2, decode_long_tokens=48, concurrency_levels=[1, 3], load_repeats=2,
+                                     load_input_tokens=20, load_output_tokens=12, quality_set=None)
+    values.update(changes)
+    return ClientSettings(**values)  # type: ignore[arg-type]
+
+
+def test_small_run_writes_a_valid_complete_file(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
+    report = measure_targets([mock_server.url], tmp_path, settings=_small(), use_uvloop=False)
+    assert report.status == RunStatus.SUCCESS and report.exit_code == 0
+    result = load_result(report.targets[0].path)
+    assert result.completeness.finished == ["decode", "load:1", "load:3"] and not result.completeness.missing
+    assert result.run.finished_at is not None and result.target.model == "mock-model"
+    assert [level.concurrency for level in result.load] == [1, 3]
+    assert all(len(level.output_tokens_per_s) == 2 for level in result.load)
+    assert result.decode is not None and result.decode.rate_tokens_per_s is not None
+    assert result.failures.requests == 1 + 4 + 2 + 6 and result.failures.failed == 0
+    assert result.engine_facts is not None and result.engine_facts.kv_cache_tokens == 4096 * 16
+    facts = result.engine_facts.model_dump()
+    assert facts["generation_tokens_during_run"] == sum(r.output_tokens or 0 for r in result.requests)
+    assert result.client_overhead is not None and result.client_overhead.chunks > 0
+
+
+def test_decode_rate_recovers_the_servers_rate(timed_server: MockProcess, tmp_path: Path) -> None:
+    settings = _small(decode_calls=3, decode_long_tokens=256, load_repeats=0)
+    report = measure_targets([timed_server.url], tmp_path, settings=settings)
+    result = load_result(report.targets[0].path)
+    assert result.decode is not None and result.decode.rate_tokens_per_s is not None
+    assert result.decode.rate_tokens_per_s == pytest.approx(500, rel=0.03)  # itl 2 ms
+    # fixed 4 ms + ttft 2 ms − one itl: the line's value at zero tokens
+    assert result.decode.intercept_s == pytest.approx(0.004, abs=0.003)
+
+
+def test_prompts_are_distinct_across_requests_and_targets() -> None:
+    settings = _small(concurrency_levels=[1, 4, 16], load_repeats=3)
+    prompts = [p.request.prompt for index in (0, 1) for step in plan_steps(settings, target_index=index)
+               for p in step.requests]
+    assert len(prompts) == len(set(prompts))
+    # the nonce opens the prompt, so a block-wise prefix cache misses from the first token
+    assert len({p.split()[1] for p in prompts}) == len(prompts)
+
+
+class _Recorder:
+    """Transports that log (target, prompt) in one shared list and answer instantly."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def factory(self, spec: TargetSpec) -> _RecordingTransport:
+        return _RecordingTransport(spec.url, self.calls)
+
+
+class _RecordingTransport:
+    kind = "http"
+    description = "recording"
+
+    def __init__(self, url: str, calls: list[tuple[str, str]]) -> None:
+        self.url = url
+        self.calls = calls
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Chunk]:
+        self.calls.append((self.url, request.prompt))
+        for k in range(request.max_tokens):
+            yield Chunk(float(k), content="x")
+        yield Chunk(float(request.max_tokens), finish_reason="length", completion_tokens=request.max_tokens)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_targets_are_interleaved_step_by_step(tmp_path: Path) -> None:
+    recorder = _Recorder()
+    a, b = "http://127.0.0.1:1", "http://127.0.0.1:2"
+    settings = _small(concurrency_levels=[2], load_repeats=2)
+    report = measure_targets([a, b, a], tmp_path, settings=settings, transport_factory=recorder.factory,
+                             use_uvloop=False)
+    order = [url for url, _ in recorder.calls]
+    # warmup, 4 decode calls: one request per step, A B A each time; then 2 load repeats of 2 requests
+    assert order[:15] == [a, b, a] * 5
+    assert order[15:] == [a, a, b, b, a, a] * 2
+    assert [t.label for t in report.targets] == ["127.0.0.1-1", "127.0.0.1-2", "127.0.0.1-1-2"]
+    assert {load_result(t.path).run.run_id for t in report.targets} == {report.run_id}
+
+
+def test_failures_are_results_and_the_run_goes_on(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
+    mock_server.configure(fault="http_500", fault_every=4)
+    report = measure_targets([mock_server.url], tmp_path, settings=_small(), use_uvloop=False)
+    assert report.status == RunStatus.PARTIAL and report.exit_code == 1
+    result = load_result(report.targets[0].path)
+    assert not result.completeness.missing  # every phase still ran
+    failed = [r for r in result.requests if not r.success]
+    assert result.failures.failed == len(failed) == 13 // 4
+    assert result.failures.by_reason == {"http_500": len(failed)}
+    assert all(r.error and r.error.startswith("http_500") for r in failed)
+
+
+def test_short_replies_are_counted(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
+    mock_server.configure(fault="short_reply", fault_every=2)
+    report = measure_targets([mock_server.url], tmp_path, settings=_small(), use_uvloop=False)
+    result = load_result(report.targets[0].path)
+    assert result.failures.short_replies == result.failures.failed > 0
+    short = [r for r in result.requests if not r.success]
+    assert all(r.output_tokens is not None and r.output_tokens < r.requested_output_tokens for r in short)
+
+
+def test_unreachable_target_is_recorded_and_the_others_measured(mock_server: ThreadedMockServer,
+                                                               tmp_path: Path) -> None:
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    sock.close()
+    report = measure_targets([dead, mock_server.url], tmp_path, settings=_small(), use_uvloop=False)
+    down, up = report.targets
+    assert down.status == RunStatus.FAILED and down.failures_by_reason == {"connect_error": 1}
+    assert down.missing == ["decode", "load:1", "load:3"] and down.note and "unreachable" in down.note
+    assert up.status == RunStatus.SUCCESS
+    assert report.status == RunStatus.PARTIAL and report.exit_code == 1
+
+
+def test_interruption_keeps_finished_steps_and_says_what_is_missing(mock_server: ThreadedMockServer,
+                                                                    tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    def progress(event: object) -> None:
+        seen.append(event.description)  # type: ignore[attr-defined]
+        if "load:3" in event.description:  # type: ignore[attr-defined]
+            raise KeyboardInterrupt
+
+    report = measure_targets([mock_server.url], tmp_path, settings=_small(), progress=progress, use_uvloop=False)
+    assert report.status == RunStatus.INTERRUPTED and report.exit_code == 130
+    result = load_result(report.targets[0].path)
+    assert result.completeness.interrupted and result.run.finished_at is None
+    assert result.completeness.finished == ["decode", "load:1"]
+    assert result.completeness.missing == ["load:3"]
+    assert {r.kind for r in result.requests} == {RequestKind.WARMUP, RequestKind.DECODE, RequestKind.LOAD}
+
+
+def test_file_is_rewritten_after_every_step(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
+    sizes: list[int] = []
+
+    def progress(event: object) -> None:
+        path = tmp_path / "t.json"
+        if path.exists():
+            sizes.append(len(load_result(path).requests))
+
+    measure_targets([mock_server.url], tmp_path, settings=_small(), progress=progress,
+                    target_options=[TargetOptions(label="t")], use_uvloop=False)
+    assert sizes[0] == 0 and sizes[-1] > 0 and sizes == sorted(sizes) and len(set(sizes)) >= 6
+
+
+def test_quality_answers_are_scored_and_stored(tmp_path: Path) -> None:
+    from gemmaserve.bench.questions import get_question_set
+    from gemmaserve.testing.runner import ThreadedMockServer as Threaded
+
+    questions = {q.prompt: q for q in get_question_set("published-40").questions}
+
+    def reply(prompt: str) -> str:  # right on products, wrong elsewhere
+        question = questions[prompt]
+        answer = question.expected if question.kind == "product" else "nothing"
+        return f"Let me think. Answer: {answer}"
+
+    server = MockServer(MockConfig(ttft_s=0.001, itl_s=0.0002), reply_for=reply)
+    with Threaded(server).start() as running:
+        report = measure_targets([running.url], tmp_path, settings=_small(decode_calls=0, load_repeats=0,
+                                                                          quality_set="published-40"),
+                                 use_uvloop=False)
+    result = load_result(report.targets[0].path)
+    assert result.quality is not None and result.quality.total == 40 and len(result.quality.answers) == 40
+    assert result.quality.correct == sum(1 for q in questions.values() if q.kind == "product") == 15
+    assert all(a.answer_text and a.answer_text.startswith("Let me think.") for a in result.quality.answers)
+
+
+def test_engine_log_facts_are_read(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text("INFO Model loading took 8.01 GiB memory and 66.190265 seconds\n"
+                   "INFO GPU KV cache size: 867,999 tokens\n")
+    report = measure_targets([mock_server.url], tmp_path / "out", settings=_small(decode_calls=0, load_repeats=0),
+                             target_options=[TargetOptions(log_path=str(log))], use_uvloop=False)
+    facts = load_result(report.targets[0].path).engine_facts
+    assert facts is not None and facts.kv_cache_tokens == 867_999 and facts.weights_gib == pytest.approx(8.01)
+    assert facts.source == f"metrics+log:{log}"

@@ -1,0 +1,94 @@
+"""``gemmaserve bench measure`` through click: exit codes and the --json document."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gemmaserve.cli import app
+from gemmaserve.testing.runner import ThreadedMockServer
+
+SMALL = ["--decode-calls", "1", "--decode-long", "32", "--concurrency", "1,2", "--repeats", "1",
+         "--output-tokens", "8", "--quality-set", "none"]
+
+
+def _invoke(args: list[str]):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(app, ["bench", "measure", *args], catch_exceptions=False)
+
+
+def test_success_exits_0_with_one_json_document(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
+    result = _invoke([mock_server.url, "--out", str(tmp_path), "--label", "a", *SMALL, "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["status"] == "success" and document["targets"][0]["path"] == str(tmp_path / "a.json")
+
+
+def test_partial_exits_1(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
+    mock_server.configure(fault="http_429", fault_every=2)
+    result = _invoke([mock_server.url, "--out", str(tmp_path), *SMALL, "--json"])
+    assert result.exit_code == 1
+    document = json.loads(result.stdout)
+    assert document["status"] == "partial" and document["targets"][0]["failures_by_reason"]["http_429"] >= 1
+
+
+def test_table_mode_renders(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
+    result = _invoke([mock_server.url, "--out", str(tmp_path), "--label", "t4-qat", *SMALL])
+    assert result.exit_code == 0 and "t4-qat" in result.stdout and "success" in result.stdout
+
+
+@pytest.mark.parametrize("args", [["ftp://nowhere"], ["http://127.0.0.1:1", "--concurrency", "0"],
+                                  ["http://127.0.0.1:1", "--label", "a", "--label", "b"],
+                                  ["http://127.0.0.1:1", "--quality-set", "nope"]])
+def test_bad_usage_exits_2(args: list[str], tmp_path: Path) -> None:
+    from gemmaserve.cli.errors import run_with_error_mapping
+
+    code = run_with_error_mapping(app, ["bench", "measure", *args, "--out", str(tmp_path)], debug=False)
+    assert code == 2
+
+
+def test_combine_and_report_are_registered_when_present() -> None:
+    from gemmaserve.cli.bench import cli
+
+    try:
+        import gemmaserve.cli.bench_analysis  # noqa: F401
+    except ImportError:
+        pytest.skip("bench_analysis not present yet")
+    assert {"measure", "combine", "report"} <= set(cli.commands)
+
+
+def test_sigint_saves_and_exits_130(tmp_path: Path) -> None:
+    from gemmaserve.bench.schema import load_result
+
+    server = subprocess.Popen([sys.executable, "-m", "gemmaserve.testing.mock_server", "--port", "0",
+                               "--ttft-ms", "1", "--itl-ms", "5"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().split()[2]
+        client = subprocess.Popen([sys.executable, "-m", "gemmaserve", "bench", "measure", url, "--out", str(tmp_path),
+                                   "--label", "x", "--decode-calls", "1", "--decode-long", "20", "--concurrency", "1",
+                                   "--repeats", "50", "--output-tokens", "40", "--quality-set", "none"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        path = tmp_path / "x.json"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if path.exists() and "decode" in load_result(path).completeness.finished:
+                break
+            time.sleep(0.05)
+        client.send_signal(signal.SIGINT)
+        client.communicate(timeout=20)
+        assert client.returncode == 130
+        result = load_result(path)
+        assert result.completeness.interrupted and "load:1" in result.completeness.missing
+        assert "decode" in result.completeness.finished
+    finally:
+        server.terminate()
+        server.wait(10)
+        if server.stdout is not None:
+            server.stdout.close()

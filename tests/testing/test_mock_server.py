@@ -1,0 +1,118 @@
+"""The shipped mock server: its timeline, its /metrics page, its steering routes, its CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import pytest
+
+from gemmaserve.bench.engine_facts import facts_from_metrics, parse_prometheus
+from gemmaserve.testing.eventstream import payload_part
+from gemmaserve.testing.mock_server import FAULTS, MockConfig
+from gemmaserve.testing.runner import fetch_json, start_mock_thread
+
+
+def _chat(url: str, body: dict[str, object]) -> bytes:
+    request = urllib.request.Request(url + "/v1/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.read()
+
+
+def test_server_side_timeline_follows_the_schedule() -> None:
+    config = MockConfig(ttft_s=0.03, itl_s=0.01, fixed_cost_s=0.02, record=True)
+    with start_mock_thread(config) as server:
+        _chat(server.url, {"messages": [{"role": "user", "content": "x"}], "max_tokens": 20, "ignore_eos": True,
+                           "stream": True})
+        record = fetch_json(server.url + "/mock/requests")[0]
+    times = record["token_times_s"]
+    assert len(times) == 20
+    # sleeps only overshoot; two of them (fixed cost, ttft) come before the first token
+    assert 0.05 <= times[0] - record["received_s"] < 0.06
+    # absolute deadlines: overshoot does not accumulate over the reply
+    assert times[-1] - times[0] == pytest.approx(19 * 0.01, abs=0.004)
+
+
+def test_stream_shape_role_first_usage_last_done() -> None:
+    with start_mock_thread(MockConfig(ttft_s=0, itl_s=0, tokens_per_chunk=3)) as server:
+        raw = _chat(server.url, {"messages": [{"role": "user", "content": "a b"}], "max_tokens": 7,
+                                 "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}})
+    events = [line[6:] for line in raw.decode().split("\n\n") if line]
+    assert events[-1] == "[DONE]"
+    first, *middle, usage = (json.loads(e) for e in events[:-1])
+    assert first["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    contents = [c["choices"][0]["delta"].get("content") for c in middle if c["choices"][0]["delta"]]
+    assert contents == ["t1 t2 t3 ", "t4 t5 t6 ", "t7 "]
+    assert usage["usage"] == {"prompt_tokens": 2, "completion_tokens": 7, "total_tokens": 9}
+
+
+def test_non_streaming_reply_and_natural_length() -> None:
+    with start_mock_thread(MockConfig(ttft_s=0, itl_s=0, reply_text="Answer: 42")) as server:
+        document = json.loads(_chat(server.url, {"messages": [{"role": "user", "content": "q"}], "max_tokens": 50}))
+    assert document["choices"][0]["message"]["content"] == "Answer: 42 "
+
+
+def test_metrics_page_speaks_vllm_names() -> None:
+    with start_mock_thread(MockConfig(ttft_s=0, itl_s=0, kv_blocks=100, block_size=16)) as server:
+        _chat(server.url, {"messages": [{"role": "user", "content": "x"}], "max_tokens": 5, "ignore_eos": True,
+                           "stream": True})
+        with urllib.request.urlopen(server.url + "/metrics", timeout=5) as response:
+            page = response.read().decode()
+    names = {name for name, _, _ in parse_prometheus(page)}
+    assert {"vllm:num_requests_running", "vllm:generation_tokens_total", "vllm:cache_config_info"} <= names
+    facts = facts_from_metrics(page)
+    assert facts["kv_cache_tokens"] == 1600 and facts["generation_tokens_total"] == 5
+
+
+def test_config_route_changes_settings_and_refuses_unknown_ones() -> None:
+    with start_mock_thread() as server:
+        assert fetch_json(server.url + "/mock/config", method="POST", body={"fault": "http_500"})["fault"] == "http_500"
+        with pytest.raises(urllib.error.HTTPError) as error:
+            _chat(server.url, {"messages": [], "max_tokens": 2, "stream": True})
+        assert error.value.code == 500
+        error.value.close()
+        for bad in ({"fault": "nonsense"}, {"colour": "red"}):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                fetch_json(server.url + "/mock/config", method="POST", body=bad)
+            assert refused.value.code == 400
+            refused.value.close()
+
+
+def test_unknown_fault_is_refused() -> None:
+    with pytest.raises(ValueError):
+        MockConfig(fault="gremlins")
+    assert "http_500" in FAULTS and "malformed_frame" in FAULTS
+
+
+def test_event_stream_frames_parse_with_botocore() -> None:
+    from botocore.eventstream import EventStreamBuffer
+
+    buffer = EventStreamBuffer()
+    buffer.add_data(payload_part(b"data: x\n\n") + payload_part(b"data: y\n\n"))
+    messages = list(buffer)
+    assert [bytes(m.payload) for m in messages] == [b"data: x\n\n", b"data: y\n\n"]
+    assert messages[0].headers[":event-type"] == "PayloadPart"
+
+
+def test_module_runs_as_a_command() -> None:
+    process = subprocess.Popen([sys.executable, "-m", "gemmaserve.testing.mock_server", "--port", "0",
+                                "--ttft-ms", "0", "--itl-ms", "0"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("listening on http://127.0.0.1:")
+        url = line.split()[2]
+        assert fetch_json(url + "/v1/models")["data"][0]["id"] == "mock-model"
+        with urllib.request.urlopen(url + "/health", timeout=5) as response:
+            assert response.status == 200
+    finally:
+        process.terminate()
+        process.wait(10)
+        if process.stdout is not None:
+            process.stdout.close()
+    assert subprocess.run([sys.executable, "-m", "gemmaserve.testing.mock_server", "--fault", "x"],
+                          capture_output=True).returncode == 2
