@@ -29,6 +29,8 @@ class ServerDeps:
     sleep: Callable[[float], None] | None = None
     # How sagemaker preflight checks a model id on the Hub (None: the real HTTP check).
     check_model: Any | None = None
+    # Where doctor (and the serve interlock) read the host from: a ``DoctorSources`` (None: this host).
+    doctor_sources: Any | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def clients(self) -> Any:

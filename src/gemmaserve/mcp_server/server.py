@@ -9,7 +9,7 @@ from __future__ import annotations
 from mcp.server.mcpserver import MCPServer
 
 from gemmaserve import __version__
-from gemmaserve.mcp_server import tools_bench, tools_plan, tools_sagemaker, tools_sagemaker_setup
+from gemmaserve.mcp_server import tools_bench, tools_host, tools_plan, tools_sagemaker, tools_sagemaker_setup
 from gemmaserve.mcp_server.deps import ServerDeps
 
 SERVER_NAME = "gemmaserve"
@@ -45,6 +45,7 @@ def build_server(deps: ServerDeps | None = None) -> MCPServer:
         log_level="WARNING",
     )
     tools_plan.register(server, deps)
+    tools_host.register(server, deps)
     tools_sagemaker.register(server, deps)
     tools_sagemaker_setup.register(server, deps)
     tools_bench.register(server, deps)
