@@ -7,6 +7,7 @@ twice (A-B-A) is compared with itself as drift. Statistics come from :mod:`.stat
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 
@@ -254,7 +255,8 @@ def compare_quality(a: QualitySection, b: QualitySection, a_label: str, b_label:
         better = b_label if b_right > a_right else a_label
         verdict = f"{better} is better (McNemar exact p = {test.p_value:.3g})"
     power_clause = (
-        f"this set can detect a gap of ≥ {gap * 100:.1f} points ({POWER:.0%} power, α = {ALPHA})"
+        # Rounded up: a "≥" claim must not promise a smaller gap than computed.
+        f"this set can detect a gap of ≥ {math.ceil(gap * 1000 - 1e-9) / 10:.1f} points ({POWER:.0%} power, α = {ALPHA})"
         if gap is not None else "this set is too small to detect any gap"
     )
     sentence = f"{head}: {verdict}; {power_clause}."
