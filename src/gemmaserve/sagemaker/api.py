@@ -123,7 +123,7 @@ def deploy(
 ) -> DeployOutcome:
     """Plan, preflight, then deploy in the first region with quota and capacity; wait for InService.
 
-    ``dry_run`` makes no AWS call beyond none at all: it returns the planned calls and $/hour.
+    ``dry_run`` makes no AWS call: it returns the planned calls and $/hour (catalog price).
     Raises InterlockRefused when preflight finds a failure (or an unknown, unless ``accept_unknown``).
     """
     from gemmaserve.catalog import resolve_instance, resolve_model
