@@ -1,0 +1,335 @@
+"""Google's QAT q4_0 grid, in pure numpy: recover each group's step, pack, unpack, compare.
+
+The grid: groups of ``GROUP_SIZE`` weights along the input axis, each weight an
+integer level in -8..7 times the group's (signed) step. The step of a group is
+normally (signed element of largest |x|) / -8, exactly; when the peak sits at
+another level the step is searched among peak/m for every level m, rounded to
+the scale dtype (plus one ulp either side), and accepted only if every value of
+the group reconstructs exactly as dtype(q * step). No I/O here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+GROUP_SIZE = 32
+LEVEL_MIN, LEVEL_MAX = -8, 7
+# Fallback levels for the peak, largest |m| (smallest step) first.
+_PEAK_LEVELS = (7, -7, 6, -6, 5, -5, 4, -4, 3, -3, 2, -2, 1, -1)
+FLOAT_DTYPES = ("BF16", "F16", "F32")
+
+
+def bf16_bits_to_f32(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def f32_to_bf16_bits(values: np.ndarray) -> np.ndarray:
+    """Round float32 to bfloat16 (nearest, ties to even), as torch does; NaN stays NaN."""
+    u = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    rounded = ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
+    nan = np.isnan(values)
+    if nan.any():
+        rounded[nan] = ((u[nan] >> np.uint32(16)) | np.uint32(0x40)).astype(np.uint16)
+    return rounded
+
+
+def decode_values(raw: np.ndarray, dtype: str) -> np.ndarray:
+    """Stored values (BF16 as uint16 bits, F16, F32) as float32, exactly."""
+    if dtype == "BF16":
+        return bf16_bits_to_f32(raw)
+    if dtype in ("F16", "F32"):
+        return raw.astype(np.float32)
+    raise ValueError(f"not a floating dtype for weights: {dtype}")
+
+
+def encode_values(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 values (already representable) in their stored form."""
+    if dtype == "BF16":
+        return f32_to_bf16_bits(values)
+    if dtype == "F16":
+        return values.astype("<f2")
+    if dtype == "F32":
+        return values.astype("<f4")
+    raise ValueError(f"not a floating dtype: {dtype}")
+
+
+def round_to_dtype(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 -> nearest value of ``dtype``, back in float32."""
+    if dtype == "BF16":
+        return bf16_bits_to_f32(f32_to_bf16_bits(values))
+    if dtype == "F16":
+        return values.astype(np.float16).astype(np.float32)
+    return values.astype(np.float32)
+
+
+def _next_value(values: np.ndarray, dtype: str, direction: int) -> np.ndarray:
+    """The neighbouring value of ``dtype`` (one ulp away in magnitude, ``direction`` = +1 or -1)."""
+    if dtype == "BF16":
+        bits = f32_to_bf16_bits(values).astype(np.int32)
+        return bf16_bits_to_f32(np.clip(bits + direction, 0, 0xFFFF).astype(np.uint16))
+    if dtype == "F16":
+        bits16 = values.astype(np.float16).view(np.uint16).astype(np.int32)
+        return np.clip(bits16 + direction, 0, 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float32)
+    bits32 = values.astype(np.float32).view(np.uint32).astype(np.int64)
+    return np.clip(bits32 + direction, 0, 0xFFFFFFFF).astype(np.uint32).view(np.float32)
+
+
+def reconstruct(levels: np.ndarray, steps: np.ndarray, model_dtype: str) -> np.ndarray:
+    """dtype(q * step): the value a W4A16 kernel (or compressed-tensors) computes.
+
+    The product is taken in float32 (exact for a 16-bit step; for a float32 step
+    it rounds as torch's float32 multiply would) and rounded once to the model dtype.
+    """
+    return round_to_dtype(levels.astype(np.float32) * steps[..., None], model_dtype)
+
+
+def _fit(groups: np.ndarray, steps: np.ndarray, model_dtype: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Levels for ``steps``; whether each group reconstructs exactly (numerically); bitwise per value."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        safe = np.where(steps == 0, np.float32(1), steps)
+        q = np.rint(groups / safe[..., None])
+    q = np.where(steps[..., None] == 0, 0, q)
+    finite = np.isfinite(q)
+    q = np.where(finite, q, 0)
+    clipped = np.clip(q, LEVEL_MIN, LEVEL_MAX)
+    recon = reconstruct(clipped, steps, model_dtype)
+    ok = (q == clipped) & finite & (recon == groups)
+    return clipped.astype(np.int8), ok.all(axis=-1), recon.view(np.uint32) == groups.view(np.uint32)
+
+
+def _fit_peak_at_minus_8(columns: np.ndarray, steps: np.ndarray, model_dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """The hot path, on groups laid out as columns [group_size, n]: levels and bitwise equality.
+
+    Columns, not rows, because numpy reduces and broadcasts along a leading axis
+    an order of magnitude faster than along a short trailing one. Out-of-range
+    levels need no separate test: a clipped level cannot reconstruct the stored
+    value, so the equality check rejects it.
+    """
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        q = columns * (np.float32(1) / steps)
+    np.rint(q, out=q)
+    np.clip(q, LEVEL_MIN, LEVEL_MAX, out=q)
+    product = q * steps
+    if model_dtype == "BF16":
+        u = product.view(np.uint32)
+        carry = (u >> np.uint32(16)) & np.uint32(1)
+        u += carry
+        u += np.uint32(0x7FFF)
+        u &= np.uint32(0xFFFF0000)
+    elif model_dtype == "F16":
+        product = product.astype(np.float16).astype(np.float32)
+    same = product.view(np.uint32) == columns.view(np.uint32)
+    return q, same
+
+
+@dataclass(frozen=True, slots=True)
+class GridFit:
+    """The grid recovered for a block of rows.
+
+    ``levels`` int8 [rows, cols]; ``steps`` float32 [rows, groups] (values of the
+    scale dtype); ``on_grid`` [rows, groups]: every value reconstructs exactly as
+    a number; ``peak_elsewhere`` marks on-grid groups whose step is not peak/-8;
+    ``bit_exact`` [rows, cols] compares bits (a -0.0 stored where the step gives
+    +0.0 is on the grid but not bit-exact).
+    """
+
+    levels: np.ndarray
+    steps: np.ndarray
+    on_grid: np.ndarray
+    peak_elsewhere: np.ndarray
+    bit_exact: np.ndarray
+
+
+# Rows per pass, so that a pass's temporaries stay in the CPU cache.
+_BLOCK_ELEMENTS = 1 << 17
+
+
+def recover_grid(
+    values: np.ndarray, *, model_dtype: str, scale_dtype: str | None = None, group_size: int = GROUP_SIZE
+) -> GridFit:
+    """Recover levels and per-group steps for float32 ``values`` [rows, cols] (cols % group_size == 0)."""
+    rows, cols = values.shape
+    if cols % group_size:
+        raise ValueError(f"{cols} columns are not a multiple of the group size {group_size}")
+    block = max(1, _BLOCK_ELEMENTS // max(cols, 1))
+    if rows <= block:
+        return _recover_block(values, model_dtype, scale_dtype or model_dtype, group_size)
+    parts = [
+        _recover_block(values[r : r + block], model_dtype, scale_dtype or model_dtype, group_size)
+        for r in range(0, rows, block)
+    ]
+    return GridFit(*(np.concatenate([getattr(p, f) for p in parts]) for f in GridFit.__slots__))
+
+
+def _recover_block(values: np.ndarray, model_dtype: str, scale_dtype: str, group_size: int) -> GridFit:
+    rows, cols = values.shape
+    n_groups = rows * (cols // group_size)
+    columns = np.ascontiguousarray(np.asarray(values, dtype=np.float32).reshape(n_groups, group_size).T)
+    top, bottom = columns.max(axis=0), columns.min(axis=0)
+    peaks = np.where(-bottom >= top, bottom, top)
+    steps = round_to_dtype(peaks * np.float32(-0.125), scale_dtype)
+    zero = steps == 0
+    if zero.any():  # an all-zero group: level 0, step 0 (the peak is 0, so every value is 0)
+        q, same = _fit_peak_at_minus_8(columns, np.where(zero, np.float32(1), steps), model_dtype)
+        q[:, zero] = 0
+        same[:, zero] = columns[:, zero].view(np.uint32) == 0  # a -0.0 is on the grid, not bit-exact
+        ok = same.all(axis=0) | zero
+    else:
+        q, same = _fit_peak_at_minus_8(columns, steps, model_dtype)
+        ok = same.all(axis=0)
+    levels = np.ascontiguousarray(q.astype(np.int8).T)
+    same = np.ascontiguousarray(same.T)
+    peak_elsewhere = np.zeros_like(ok)
+    todo = np.flatnonzero(~ok)
+    if len(todo):
+        groups = columns.T
+        _search_steps(groups, peaks, steps, levels, ok, peak_elsewhere, same, todo, model_dtype, scale_dtype)
+    shape = (rows, cols // group_size)
+    return GridFit(
+        levels.reshape(rows, cols),
+        steps.reshape(shape),
+        ok.reshape(shape),
+        peak_elsewhere.reshape(shape),
+        same.reshape(rows, cols),
+    )
+
+
+def _search_steps(
+    groups: np.ndarray,
+    peaks: np.ndarray,
+    steps: np.ndarray,
+    levels: np.ndarray,
+    ok: np.ndarray,
+    peak_elsewhere: np.ndarray,
+    same: np.ndarray,
+    todo: np.ndarray,
+    model_dtype: str,
+    scale_dtype: str,
+) -> None:
+    """For groups whose step is not peak/-8: try peak/m for every level m, nearest values first.
+
+    A candidate that reconstructs every value bit for bit wins; failing that, one
+    that reconstructs them as numbers (zeros of the other sign). Updates in place.
+    """
+    sub, sub_peaks = groups[todo], peaks[todo].astype(np.float64)
+    exact = np.zeros(len(todo), dtype=bool)
+    numeric = np.zeros(len(todo), dtype=bool)
+    best_steps, best_levels, best_same = steps[todo].copy(), levels[todo].copy(), same[todo].copy()
+    for level in _PEAK_LEVELS:
+        if exact.all():
+            break
+        base = round_to_dtype((sub_peaks / level).astype(np.float32), scale_dtype)
+        for candidate in (base, _next_value(base, scale_dtype, -1), _next_value(base, scale_dtype, 1)):
+            open_ = np.flatnonzero(~exact)
+            cand_levels, cand_ok, cand_same = _fit(sub[open_], candidate[open_], model_dtype)
+            cand_exact = cand_ok & cand_same.all(axis=-1)
+            take = cand_exact | (cand_ok & ~numeric[open_])
+            hit = open_[take]
+            best_steps[hit] = candidate[hit]
+            best_levels[hit] = cand_levels[take]
+            best_same[hit] = cand_same[take]
+            numeric[hit] = True
+            exact[open_[cand_exact]] = True
+    steps[todo], levels[todo], same[todo] = best_steps, best_levels, best_same
+    ok[todo] = numeric
+    peak_elsewhere[todo] = numeric
+
+
+# --- compressed-tensors pack-quantized ---------------------------------------------
+
+
+def pack_int4(levels: np.ndarray) -> np.ndarray:
+    """int8 levels [rows, cols] -> int32 [rows, cols/8]; column 8j+k in bits 4k..4k+3 as q+8."""
+    rows, cols = levels.shape
+    nibbles = (levels.astype(np.int16) + 8).astype(np.uint32).reshape(rows, cols // 8, 8)
+    shifts = np.arange(0, 32, 4, dtype=np.uint32)
+    return np.bitwise_or.reduce(nibbles << shifts, axis=-1).view(np.int32)
+
+
+def unpack_int4(packed: np.ndarray, cols: int) -> np.ndarray:
+    """int32 [rows, cols/8] -> int8 levels [rows, cols]; the inverse of ``pack_int4``."""
+    rows = packed.shape[0]
+    words = np.ascontiguousarray(packed).astype("<i4").view(np.uint32)
+    shifts = np.arange(0, 32, 4, dtype=np.uint32)
+    nibbles = (words[..., None] >> shifts) & np.uint32(0xF)
+    return (nibbles.reshape(rows, -1)[:, :cols].astype(np.int16) - 8).astype(np.int8)
+
+
+def dequantize_pack_quantized(
+    packed: np.ndarray, scales: np.ndarray, *, cols: int, group_size: int, model_dtype: str
+) -> np.ndarray:
+    """W4A16 pack-quantized rows -> float32 values: dtype(q * scale). ``scales`` float32 [rows, cols/group]."""
+    levels = unpack_int4(packed, cols).reshape(packed.shape[0], cols // group_size, group_size)
+    return reconstruct(levels.astype(np.float32), scales, model_dtype).reshape(packed.shape[0], cols)
+
+
+# --- AutoAWQ GEMM -------------------------------------------------------------------
+
+# AutoAWQ packs output columns 8j + [0, 2, 4, 6, 1, 3, 5, 7] into nibbles 0..7 of word j.
+AWQ_PACK_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
+_AWQ_NIBBLE_OF_COLUMN = np.argsort(np.array(AWQ_PACK_ORDER))
+
+
+def unpack_awq(packed: np.ndarray) -> np.ndarray:
+    """AutoAWQ GEMM int32 [k, n/8] -> uint8 nibbles [k, n] in column order."""
+    words = np.ascontiguousarray(packed).astype("<i4").view(np.uint32)
+    shifts = np.arange(0, 32, 4, dtype=np.uint32)
+    nibbles = ((words[..., None] >> shifts) & np.uint32(0xF)).astype(np.uint8)
+    return nibbles[..., _AWQ_NIBBLE_OF_COLUMN].reshape(packed.shape[0], -1)
+
+
+def pack_awq(nibbles: np.ndarray) -> np.ndarray:
+    """uint8 [k, n] (values 0..15) -> AutoAWQ GEMM int32 [k, n/8] (for building test builds)."""
+    k, n = nibbles.shape
+    ordered = nibbles.reshape(k, n // 8, 8)[..., list(AWQ_PACK_ORDER)].astype(np.uint32)
+    shifts = np.arange(0, 32, 4, dtype=np.uint32)
+    return np.bitwise_or.reduce(ordered << shifts, axis=-1).view(np.int32)
+
+
+def dequantize_awq(qweight: np.ndarray, qzeros: np.ndarray, scales: np.ndarray, *, group_size: int) -> np.ndarray:
+    """AutoAWQ GEMM (in-features rows) -> float32 [out, in] values: fp16((q - z) * s).
+
+    ``scales`` float32 [in/group, out]; AutoAWQ computes in float16.
+    """
+    q = unpack_awq(qweight).astype(np.float32)
+    z = np.repeat(unpack_awq(qzeros).astype(np.float32), group_size, axis=0)[: q.shape[0]]
+    s = np.repeat(scales, group_size, axis=0)[: q.shape[0]]
+    return round_to_dtype((q - z) * s, "F16").T.copy()
+
+
+# --- comparison ---------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class GridComparison:
+    """Running counts of a build against the reference, accumulated block by block."""
+
+    values: int = 0
+    values_bit_identical: int = 0
+    groups: int = 0
+    groups_bit_identical: int = 0
+    values_off_by_a_level_or_more: int = 0
+    max_abs_diff: float = 0.0
+    sum_abs_diff: float = 0.0
+
+    def add(self, build: np.ndarray, reference: np.ndarray, reference_steps: np.ndarray, group_size: int) -> None:
+        rows, cols = reference.shape
+        same = build.view(np.uint32) == reference.view(np.uint32)
+        diff = np.abs(build.astype(np.float64) - reference.astype(np.float64))
+        step = np.repeat(np.abs(reference_steps.astype(np.float64)), group_size, axis=1)
+        # A zero step (all-zero group): any change at all is off the grid.
+        off = np.where(step > 0, diff >= step * (1 - 1e-9), diff > 0)
+        self.values += same.size
+        self.values_bit_identical += int(same.sum())
+        self.groups += rows * (cols // group_size)
+        self.groups_bit_identical += int(same.reshape(rows, -1, group_size).all(axis=-1).sum())
+        self.values_off_by_a_level_or_more += int(off.sum())
+        if diff.size:
+            self.max_abs_diff = max(self.max_abs_diff, float(np.nanmax(diff)))
+            self.sum_abs_diff += float(np.nansum(diff))
+
+    @property
+    def mean_abs_diff(self) -> float:
+        return self.sum_abs_diff / self.values if self.values else 0.0
