@@ -104,3 +104,30 @@ def test_combine_of_a_missing_file_is_an_error_with_the_fix(tmp_path: Path) -> N
     details = error_details(result)
     assert details["error"] in {"ResultFileInvalid", "UsageError", "BenchError"}, details
     assert "nope.json" in error_text(result)
+
+
+def test_cancelled_measure_saves_its_files_marked_interrupted(tmp_path: Path) -> None:
+    import anyio
+    from mcp import Client
+
+    server = build_server()
+    events: list[float] = []
+    with start_mock_thread(MockConfig(ttft_s=0.005, itl_s=0.002, natural_tokens=8)) as slow:
+
+        async def go() -> None:
+            async with Client(server) as client, anyio.create_task_group() as group:
+
+                async def cancel_after_two(progress: float, total: float | None, message: str | None) -> None:
+                    events.append(progress)
+                    if len(events) == 2:
+                        group.cancel_scope.cancel()
+
+                arguments = {"targets": [slow.url], "out_dir": str(tmp_path), "labels": ["slow"], **SMALL}
+                group.start_soon(lambda: client.call_tool("bench_measure", arguments,
+                                                          progress_callback=cancel_after_two))
+
+        anyio.run(go)
+    saved = json.loads((tmp_path / "slow.json").read_text())
+    assert saved["completeness"]["interrupted"] is True
+    assert saved["completeness"]["missing"], saved["completeness"]
+    assert saved["completeness"]["finished"] != saved["completeness"]["planned"]  # it stopped early
