@@ -31,7 +31,7 @@ def test_small_run_writes_a_valid_complete_file(mock_server: ThreadedMockServer,
     assert [level.concurrency for level in result.load] == [1, 3]
     assert all(len(level.output_tokens_per_s) == 2 for level in result.load)
     assert result.decode is not None and result.decode.rate_tokens_per_s is not None
-    assert result.failures.requests == 1 + 4 + 2 + 6 and result.failures.failed == 0
+    assert result.failures.requests == 1 + 4 + (1 + 2) + (3 + 6) and result.failures.failed == 0
     assert result.engine_facts is not None and result.engine_facts.kv_cache_tokens == 4096 * 16
     facts = result.engine_facts.model_dump()
     assert facts["generation_tokens_during_run"] == sum(r.output_tokens or 0 for r in result.requests)
@@ -92,9 +92,10 @@ def test_targets_are_interleaved_step_by_step(tmp_path: Path) -> None:
     report = measure_targets([a, b, a], tmp_path, settings=settings, transport_factory=recorder.factory,
                              use_uvloop=False)
     order = [url for url, _ in recorder.calls]
-    # warmup, 4 decode calls: one request per step, A B A each time; then 2 load repeats of 2 requests
+    # warmup, 4 decode calls: one request per step, A B A each time; then the connection
+    # warm-up of the load level and its 2 repeats, 2 requests each
     assert order[:15] == [a, b, a] * 5
-    assert order[15:] == [a, a, b, b, a, a] * 2
+    assert order[15:] == [a, a, b, b, a, a] * 3
     assert [t.label for t in report.targets] == ["127.0.0.1-1", "127.0.0.1-2", "127.0.0.1-1-2"]
     assert {load_result(t.path).run.run_id for t in report.targets} == {report.run_id}
 
@@ -106,7 +107,7 @@ def test_failures_are_results_and_the_run_goes_on(mock_server: ThreadedMockServe
     result = load_result(report.targets[0].path)
     assert not result.completeness.missing  # every phase still ran
     failed = [r for r in result.requests if not r.success]
-    assert result.failures.failed == len(failed) == 13 // 4
+    assert result.failures.failed == len(failed) == 17 // 4
     assert result.failures.by_reason == {"http_500": len(failed)}
     assert all(r.error and r.error.startswith("http_500") for r in failed)
 

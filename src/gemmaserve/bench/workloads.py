@@ -80,7 +80,14 @@ def plan_steps(settings: ClientSettings, *, target_index: int = 0, model: str | 
     steps += _mark_last(decode_steps)
 
     requests_per_stream = _int_extra(settings, "load_requests_per_stream", 1)
-    for level in settings.concurrency_levels:
+    for level in settings.concurrency_levels if settings.load_repeats > 0 else ():
+        # Open `level` keep-alive connections first: otherwise the first repeat pays for TCP
+        # set-up inside its TTFT and the burst of connects delays every stream's first token.
+        warm = tuple(
+            PlannedRequest(f"warmup-pool-{level}-{index}", decode_request(2, ("pool", level, index)))
+            for index in range(level)
+        )
+        steps.append(Step("warmup", RequestKind.WARMUP, level, 0, warm))
         level_steps = []
         for repeat in range(settings.load_repeats):
             batch = tuple(

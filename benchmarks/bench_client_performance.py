@@ -1,0 +1,162 @@
+"""How exact is gemmaserve's benchmark client? Measure it against a server whose timing is known.
+
+The mock server (its own process) streams at a configured inter-token interval
+and records when it really wrote each token; the client's figures are compared
+with both. Checks: decode rate within 1% of the true rate, fixed per-call cost
+within 1 ms, TTFT/ITL medians within 0.5 ms at concurrency 1 and 256, 512
+concurrent streams sustained. Optionally the same against GuideLLM (own venv).
+
+    python benchmarks/bench_client_performance.py [--quick] [--guidellm VENV] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+from gemmaserve.bench import stats
+from gemmaserve.bench.engine import run_batch
+from gemmaserve.bench.prompts import synthetic_prompt
+from gemmaserve.bench.transports import ChatRequest, HttpTransport
+from gemmaserve.testing.mock_server import MockConfig
+from gemmaserve.testing.runner import fetch_json, start_mock_process
+
+
+def _server_truth(url: str) -> dict[str, float]:
+    """Medians of what the server really did (TTFT from arrival, gaps between token writes)."""
+    records = fetch_json(url + "/mock/requests")
+    fetch_json(url + "/mock/requests", method="DELETE")
+    ttfts = [r["token_times_s"][0] - r["received_s"] for r in records if r["token_times_s"]]
+    gaps = [b - a for r in records for a, b in zip(r["token_times_s"], r["token_times_s"][1:], strict=False)]
+    return {"ttft_p50_s": statistics.median(ttfts), "itl_p50_s": statistics.median(gaps) if gaps else float("nan"),
+            "requests": len(records)}
+
+
+async def _batch(url: str, *, concurrency: int, tokens: int, requests: int, salt: str,
+                 warm: bool = False) -> dict[str, Any]:
+    transport = HttpTransport(url, timeout_s=120)
+    try:
+        if warm:  # open every keep-alive connection first, as `bench measure` does before a load level
+            await run_batch(transport, [(f"w{i}", ChatRequest(f"warm {salt} {i}", 2)) for i in range(concurrency)],
+                            concurrency=concurrency, clock=time.perf_counter, timeout_s=120)
+            await asyncio.to_thread(fetch_json, url + "/mock/requests", method="DELETE")
+        batch = await run_batch(
+            transport,
+            [(f"{salt}-{i}", ChatRequest(synthetic_prompt(32, seed=1, salt=(salt, i)), tokens, ignore_eos=True))
+             for i in range(requests)],
+            concurrency=concurrency, clock=time.perf_counter, timeout_s=120,
+        )
+    finally:
+        await transport.aclose()
+    ok = [o for o in batch.outcomes if o.success and o.metrics]
+    wall = batch.finished_s - batch.started_s
+    chunks = sum(o.chunks for o in batch.outcomes)
+    itl = [g for o in ok for g in o.metrics.itl_s]  # type: ignore[union-attr]
+    return {
+        "requests": len(batch.outcomes), "failed": len(batch.outcomes) - len(ok),
+        "ttft_p50_s": stats.median([o.metrics.ttft_s for o in ok]),  # type: ignore[union-attr,misc]
+        "itl_p50_s": stats.median(itl), "itl_p99_s": stats.percentile(itl, 99),
+        "e2el_s": [o.metrics.e2el_s for o in ok],  # type: ignore[union-attr]
+        "cpu_s": batch.cpu_s, "wall_s": wall, "cpu_share": batch.cpu_s / wall,
+        "cpu_us_per_chunk": 1e6 * batch.cpu_s / chunks if chunks else None,
+        "output_tokens_per_s": sum(o.metrics.output_tokens for o in ok) / wall,  # type: ignore[union-attr]
+    }
+
+
+def _run(coroutine: Any) -> Any:
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coroutine)
+
+
+def decode_check(calls: int) -> dict[str, Any]:
+    itl_s, fixed_s = 0.004, 0.010
+    # ttft = itl, so the line's value at 0 tokens is exactly the fixed cost the server adds.
+    config = MockConfig(ttft_s=itl_s, itl_s=itl_s, fixed_cost_s=fixed_s, record=True)
+    with start_mock_process(config) as server:
+        short, long = [], []
+        for call in range(calls):
+            short += _run(_batch(server.url, concurrency=1, tokens=16, requests=1, salt=f"s{call}"))["e2el_s"]
+            long += _run(_batch(server.url, concurrency=1, tokens=512, requests=1, salt=f"l{call}"))["e2el_s"]
+        line = stats.decode_rate(short, long)
+        truth = _server_truth(server.url)
+    true_rate = 1 / itl_s
+    return {
+        "true_rate_tokens_per_s": true_rate, "rate_tokens_per_s": line.rate_tokens_per_s,
+        "rate_error_share": line.rate_tokens_per_s / true_rate - 1,
+        "configured_fixed_cost_s": fixed_s, "intercept_s": line.intercept_s,
+        "intercept_error_s": line.intercept_s - fixed_s,
+        "server_recorded_ttft_p50_s": truth["ttft_p50_s"],
+    }
+
+
+def latency_check(concurrency: int, tokens: int, itl_s: float, ttft_s: float) -> dict[str, Any]:
+    config = MockConfig(ttft_s=ttft_s, itl_s=itl_s, record=True)
+    with start_mock_process(config) as server:
+        client = _run(_batch(server.url, concurrency=concurrency, tokens=tokens, requests=concurrency, salt="m",
+                             warm=True))
+        truth = _server_truth(server.url)
+    client.pop("e2el_s")
+    return {
+        "concurrency": concurrency, "tokens": tokens, "configured_ttft_s": ttft_s, "configured_itl_s": itl_s,
+        "server": truth, "client": client,
+        "ttft_error_vs_configured_s": client["ttft_p50_s"] - ttft_s,
+        "ttft_error_vs_server_s": client["ttft_p50_s"] - truth["ttft_p50_s"],
+        "itl_error_vs_configured_s": client["itl_p50_s"] - itl_s,
+        "itl_error_vs_server_s": client["itl_p50_s"] - truth["itl_p50_s"],
+    }
+
+
+def guidellm_check(venv: Path, concurrency: int, tokens: int, itl_s: float, ttft_s: float) -> dict[str, Any]:
+    """Run GuideLLM (installed in its own venv) against the same server; None figures when it cannot run."""
+    exe = venv / "bin" / "guidellm"
+    if not exe.exists():
+        return {"skipped": f"{exe} not found"}
+    config = MockConfig(ttft_s=ttft_s, itl_s=itl_s, record=True)
+    with start_mock_process(config) as server:
+        out = Path("/tmp/guidellm-result.json")
+        command = [str(exe), "benchmark", "--target", server.url, "--rate-type", "concurrent",
+                   "--rate", str(concurrency), "--max-requests", str(concurrency),
+                   "--data", f"prompt_tokens=32,output_tokens={tokens}", "--output-path", str(out)]
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        truth = _server_truth(server.url)
+    if completed.returncode != 0:
+        return {"failed": completed.stderr[-1500:], "command": command}
+    return {"command": command, "server": truth, "raw_path": str(out)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer calls (about a minute)")
+    parser.add_argument("--guidellm", type=Path, help="a venv with guidellm installed")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/client_performance.json"))
+    args = parser.parse_args()
+    results: dict[str, Any] = {"python": sys.version.split()[0], "loop": "uvloop"}
+    started = time.perf_counter()
+    results["decode"] = decode_check(3 if args.quick else 5)
+    print(json.dumps(results["decode"], indent=1), flush=True)
+    results["latency"] = []
+    for concurrency, tokens, itl_s in ((1, 256, 0.02), (256, 256, 0.02), (512, 128, 0.05)):
+        row = latency_check(concurrency, tokens, itl_s, ttft_s=0.03)
+        print(json.dumps(row, indent=1), flush=True)
+        results["latency"].append(row)
+    if args.guidellm:
+        results["guidellm"] = [guidellm_check(args.guidellm, c, 256, 0.02, 0.03) for c in (1, 256)]
+        print(json.dumps(results["guidellm"], indent=1)[:4000], flush=True)
+    results["elapsed_s"] = time.perf_counter() - started
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
