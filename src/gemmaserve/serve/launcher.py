@@ -1,0 +1,296 @@
+"""``start_server``: launch ``vllm serve`` detached, behind an interlock that fails closed.
+
+Start refuses (``InterlockRefused`` with every reason) unless doctor passed, and on a
+pre-Ampere GPU (sm < 80) unless the Turing clamp is verified present. Seams: the
+doctor runner, the clamp verifier, the Popen factory, the clock, the health probe.
+The server runs in its own session; its pid, start time, argv and log are recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from gemmaserve.engine_log import EngineStage, parse_engine_log
+from gemmaserve.errors import InterlockRefused, ServerAlreadyRunning, ServerDied
+from gemmaserve.host.verdicts import DoctorReport
+from gemmaserve.serve import records
+from gemmaserve.serve.records import ServerRecord
+
+DEFAULT_PORT = 8000
+READY_TIMEOUT_S = (
+    1800.0  # a first start on a T4 compiles kernels and loads weights through swap
+)
+POLL_INTERVAL_S = 1.0
+HEALTH_TIMEOUT_S = 2.0
+LAST_LINES = 20
+
+
+class ClampVerdict(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    verified: bool
+    evidence: str
+
+
+DoctorRunner = Callable[[], DoctorReport]
+ClampVerifier = Callable[[], ClampVerdict]
+PopenFactory = Callable[..., "subprocess.Popen[bytes]"]
+HealthProbe = Callable[[int], bool]
+ProgressSink = Callable[[EngineStage, float], None]
+
+
+def verify_turing_clamp() -> ClampVerdict:
+    """The Turing clamp's own verdict, when ``gemmaserve.turing`` offers one; else not verified."""
+    try:
+        from gemmaserve.turing import status as turing_status  # type: ignore[attr-defined]
+    except ImportError:
+        return ClampVerdict(
+            verified=False,
+            evidence="the Turing clamp cannot be verified: gemmaserve.turing.status is not available in this build",
+        )
+    verdict: Any = turing_status.clamp_status()
+    return ClampVerdict(
+        verified=bool(getattr(verdict, "ok", False)),
+        evidence=str(getattr(verdict, "evidence", verdict)),
+    )
+
+
+def interlock_reasons(
+    report: DoctorReport, *, gpu_sm: int | None, clamp: ClampVerdict | None
+) -> list[str]:
+    """Every reason start must refuse (pure). Empty means go."""
+    reasons = [
+        f"doctor {check.id} is {check.status.value}: {check.evidence}"
+        + (f" — fix: {check.fix}" if check.fix else "")
+        for check in report.blocking
+    ]
+    if not report.checks:
+        reasons.append("doctor ran no checks")
+    if gpu_sm is None:
+        reasons.append(
+            "the GPU's compute capability is unknown, so the Turing clamp requirement cannot be decided"
+        )
+    elif gpu_sm < 80:
+        if clamp is None or not clamp.verified:
+            why = clamp.evidence if clamp else "no clamp verdict"
+            reasons.append(
+                f"sm_{gpu_sm} is pre-Ampere: stock vLLM fails with OutOfResources on Gemma 4's head-512 "
+                f"attention unless the Turing clamp is present, and it is not verified ({why}). "
+                "Run: gemmaserve turing apply"
+            )
+    return reasons
+
+
+def vllm_serve_argv(
+    vllm_command: Sequence[str],
+    vllm_args: Sequence[str],
+    *,
+    port: int,
+    served_model_name: str,
+    host: str = "127.0.0.1",
+    extra_args: Sequence[str] = (),
+) -> list[str]:
+    """``vllm serve MODEL <plan flags> --served-model-name … --host … --port …`` (pure)."""
+    return [
+        *vllm_command,
+        "serve",
+        *vllm_args,
+        "--served-model-name",
+        served_model_name,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        *extra_args,
+    ]
+
+
+def vllm_command_for(python: str) -> list[str]:
+    """The ``vllm`` console script next to ``python``, else ``python -m vllm.entrypoints.cli.main``."""
+    script = Path(python).parent / "vllm"
+    return (
+        [str(script)]
+        if script.exists()
+        else [python, "-m", "vllm.entrypoints.cli.main"]
+    )
+
+
+def http_health(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{port}/health", timeout=HEALTH_TIMEOUT_S
+        ) as response:  # noqa: S310
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def tail_lines(path: Path, count: int) -> list[str]:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 256 * 1024))
+            data = handle.read().decode(errors="replace")
+    except FileNotFoundError:
+        return []
+    return data.splitlines()[-count:] if count > 0 else []
+
+
+@dataclass(frozen=True)
+class LaunchSeams:
+    doctor: DoctorRunner
+    clamp: ClampVerifier = verify_turing_clamp
+    popen: PopenFactory = subprocess.Popen
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    health: HealthProbe = http_health
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+class StartResult(BaseModel):
+    record: ServerRecord
+    ready: bool
+    waited_s: float
+    stage: EngineStage
+
+
+def start_server(
+    vllm_args: Sequence[str],
+    *,
+    model: str,
+    seams: LaunchSeams,
+    gpu_sm: int | None,
+    vllm_command: Sequence[str] | None = None,
+    port: int = DEFAULT_PORT,
+    gpu_index: int = 0,
+    served_model_name: str | None = None,
+    extra_args: Sequence[str] = (),
+    wait: bool = True,
+    ready_timeout_s: float = READY_TIMEOUT_S,
+    on_progress: ProgressSink | None = None,
+) -> StartResult:
+    """Start vLLM with the plan's ``vllm_args`` (``MODEL --dtype … --max-num-seqs …``).
+
+    Raises:
+        InterlockRefused: doctor did not pass, or the Turing clamp is not verified on sm < 80.
+        ServerAlreadyRunning: the port or the GPU is taken by a server gemmaserve started.
+        ServerDied: the process exited before ``/health`` answered (the log's fatal lines attached).
+    """
+    report = seams.doctor()
+    clamp = seams.clamp() if gpu_sm is not None and gpu_sm < 80 else None
+    reasons = interlock_reasons(report, gpu_sm=gpu_sm, clamp=clamp)
+    if reasons:
+        raise InterlockRefused(
+            f"serve start refused: {len(reasons)} check(s) did not pass.\n  - "
+            + "\n  - ".join(reasons),
+            hint="Fix each reason above, then run gemmaserve doctor until it passes.",
+            reasons=reasons,
+        )
+    port_fd = records.acquire_lock("port", port)
+    try:
+        gpu_fd = records.acquire_lock("gpu", gpu_index)
+    except ServerAlreadyRunning:
+        os.close(port_fd)
+        raise
+    try:
+        name = served_model_name or model
+        command = (
+            list(vllm_command) if vllm_command else vllm_command_for(report.python)
+        )
+        argv = vllm_serve_argv(
+            command, vllm_args, port=port, served_model_name=name, extra_args=extra_args
+        )
+        log_path = records.server_dir(port) / records.LOG_NAME
+        env = {
+            **seams.env,
+            "CUDA_VISIBLE_DEVICES": str(gpu_index),
+            "PYTHONUNBUFFERED": "1",
+        }
+        with log_path.open("ab") as log:
+            process = seams.popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: stop signals the whole tree
+                pass_fds=(
+                    port_fd,
+                    gpu_fd,
+                ),  # the server holds the locks for as long as it lives
+                env=env,
+            )
+        ticks = records.process_start_ticks(process.pid)
+        record = ServerRecord(
+            port=port,
+            gpu_index=gpu_index,
+            pid=process.pid,
+            start_ticks=ticks if ticks is not None else -1,
+            argv=argv,
+            log_path=str(log_path),
+            started_at=time.time(),
+            model=model,
+            served_model_name=name,
+        )
+        records.save_record(record)
+        holder = {"pid": process.pid, "port": port, "gpu": gpu_index}
+        records.note_lock_holder(port_fd, holder)
+        records.note_lock_holder(gpu_fd, holder)
+    finally:
+        os.close(port_fd)
+        os.close(gpu_fd)
+    if not wait:
+        return StartResult(
+            record=record, ready=False, waited_s=0.0, stage=EngineStage.NOT_STARTED
+        )
+    return wait_until_ready(
+        record, process, seams=seams, timeout_s=ready_timeout_s, on_progress=on_progress
+    )
+
+
+def wait_until_ready(
+    record: ServerRecord,
+    process: subprocess.Popen[bytes],
+    *,
+    seams: LaunchSeams,
+    timeout_s: float,
+    on_progress: ProgressSink | None = None,
+) -> StartResult:
+    """Poll ``/health`` until it answers 200, the process dies, or ``timeout_s`` passes."""
+    started = seams.clock()
+    log_path = Path(record.log_path)
+    while True:
+        waited = seams.clock() - started
+        lines = tail_lines(log_path, 2000)
+        stage = parse_engine_log(lines).stage
+        if process.poll() is not None:
+            facts = parse_engine_log(
+                lines
+            )  # the record stays: status then says dead, with the log
+            raise ServerDied(
+                f"vLLM exited with code {process.returncode} after {waited:.0f} s, before it served."
+                + (f" Fatal: {facts.errors[-1]}" if facts.errors else ""),
+                hint=f"Last log lines: gemmaserve serve logs --port {record.port} (log: {record.log_path})",
+                returncode=process.returncode,
+                errors=facts.errors,
+                last_lines=lines[-LAST_LINES:],
+            )
+        if seams.health(record.port):
+            return StartResult(
+                record=record, ready=True, waited_s=waited, stage=EngineStage.SERVING
+            )
+        if on_progress:
+            on_progress(stage, waited)
+        if waited >= timeout_s:
+            return StartResult(record=record, ready=False, waited_s=waited, stage=stage)
+        seams.sleep(POLL_INTERVAL_S)

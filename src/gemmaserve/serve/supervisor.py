@@ -1,0 +1,271 @@
+"""``server_status``, ``stop_server``, ``read_logs``: the life of a server after start.
+
+Status reads the process (through the record's pid + start-time identity), ``/health``
+and the engine log. Stop signals the process group only after checking the pid is
+still the process gemmaserve started, and escalates SIGTERM → SIGKILL.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from gemmaserve.engine_log import EngineFacts, EngineStage, parse_engine_log
+from gemmaserve.errors import ServerNotRunning
+from gemmaserve.host.runner import CommandRunner, run_command
+from gemmaserve.serve import records
+from gemmaserve.serve.launcher import (
+    DEFAULT_PORT,
+    LAST_LINES,
+    HealthProbe,
+    http_health,
+    tail_lines,
+)
+from gemmaserve.serve.records import ServerRecord
+
+STOP_TIMEOUT_S = 30.0
+
+
+class ServerState(StrEnum):
+    STARTING = "starting"
+    LOADING = "loading"
+    COMPILING = "compiling"
+    SERVING = "serving"
+    DEAD = "dead"
+
+
+class ServerStatus(BaseModel):
+    port: int
+    state: ServerState
+    pid: int
+    alive: bool
+    healthy: bool
+    model: str
+    served_model_name: str
+    log_path: str
+    uptime_s: float
+    engine: EngineFacts
+    last_lines: list[str]
+    oom_hint: str | None = None
+
+
+class StopResult(BaseModel):
+    port: int
+    pid: int
+    was_running: bool
+    signal_sent: str | None  # "SIGTERM", "SIGKILL", or None when nothing was signalled
+    waited_s: float
+    note: str
+
+
+def _require_record(port: int) -> ServerRecord:
+    record = records.load_record(port)
+    if record is None:
+        raise ServerNotRunning(
+            f"No server started by gemmaserve on port {port}.",
+            hint="gemmaserve serve start --model … (or pass the --port it was started on)",
+            port=port,
+        )
+    return record
+
+
+def oom_kill_hint(pid: int, runner: CommandRunner = run_command) -> str:
+    """What the kernel log says about an OOM kill of ``pid`` (or why it could not be read)."""
+    failures = []
+    for argv in (
+        ["dmesg", "--ctime"],
+        ["journalctl", "-k", "--no-pager", "-n", "2000"],
+    ):
+        try:
+            result = runner(argv, 10.0)
+        except (FileNotFoundError, OSError) as exc:
+            failures.append(f"{argv[0]}: {exc}")
+            continue
+        if result.returncode != 0 or not result.stdout.strip():
+            failures.append(
+                f"{argv[0]}: {(result.stderr or 'no output').strip().splitlines()[-1:] or ''}"
+            )
+            continue
+        kills = [
+            line
+            for line in result.stdout.splitlines()
+            if re.search(rf"(Out of memory|oom-kill|Killed process).*\b{pid}\b", line)
+        ]
+        if kills:
+            return f"The kernel's OOM killer stopped it: {kills[-1].strip()} — add swap (gemmaserve doctor names the size)"
+        any_oom = [
+            line
+            for line in result.stdout.splitlines()
+            if "Out of memory: Killed process" in line
+        ]
+        if any_oom:
+            return f"No OOM kill of pid {pid}, but the kernel killed others: {any_oom[-1].strip()}"
+        return f"No OOM kill of pid {pid} in the kernel log ({argv[0]})."
+    return (
+        "Could not check for an OOM kill: the kernel log is not readable ("
+        + "; ".join(failures)
+        + ")."
+    )
+
+
+def server_status(
+    port: int = DEFAULT_PORT,
+    *,
+    health: HealthProbe = http_health,
+    runner: CommandRunner = run_command,
+    clock: Callable[[], float] = time.time,
+    last_lines: int = LAST_LINES,
+) -> ServerStatus:
+    """compiling / loading / serving / dead, with the engine facts from the log.
+
+    Raises:
+        ServerNotRunning: gemmaserve started no server on ``port``.
+    """
+    record = _require_record(port)
+    alive = records.process_matches(record)
+    lines = tail_lines(Path(record.log_path), 5000)
+    facts = parse_engine_log(lines)
+    healthy = alive and health(port)
+    if not alive:
+        state = ServerState.DEAD
+    elif healthy:
+        state = ServerState.SERVING
+    elif facts.stage is EngineStage.COMPILING:
+        state = ServerState.COMPILING
+    elif facts.stage is EngineStage.LOADING:
+        state = ServerState.LOADING
+    else:
+        state = ServerState.STARTING
+    return ServerStatus(
+        port=port,
+        state=state,
+        pid=record.pid,
+        alive=alive,
+        healthy=healthy,
+        model=record.model,
+        served_model_name=record.served_model_name,
+        log_path=record.log_path,
+        uptime_s=max(0.0, clock() - record.started_at),
+        engine=facts,
+        last_lines=lines[-last_lines:] if last_lines > 0 else [],
+        oom_hint=oom_kill_hint(record.pid, runner) if not alive else None,
+    )
+
+
+def list_statuses(
+    *, health: HealthProbe = http_health, runner: CommandRunner = run_command
+) -> list[ServerStatus]:
+    return [
+        server_status(record.port, health=health, runner=runner, last_lines=0)
+        for record in records.list_records()
+    ]
+
+
+def _wait_gone(
+    record: ServerRecord,
+    timeout_s: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> bool:
+    deadline = clock() + timeout_s
+    while clock() < deadline:
+        if not records.process_matches(record):
+            return True
+        sleep(0.05)
+    return not records.process_matches(record)
+
+
+def stop_server(
+    port: int = DEFAULT_PORT,
+    *,
+    timeout_s: float = STOP_TIMEOUT_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    kill_group: Callable[[int, int], None] = os.killpg,
+) -> StopResult:
+    """SIGTERM the server's process group, wait ``timeout_s``, then SIGKILL.
+
+    A pid whose start time or command line no longer match the record is some other
+    process (pid reuse): it is never signalled, and the stale record is removed.
+
+    Raises:
+        ServerNotRunning: gemmaserve started no server on ``port``.
+    """
+    record = _require_record(port)
+    started = clock()
+    if not records.process_matches(record):
+        records.remove_record(port)
+        reused = records.process_running(record.pid)
+        note = (
+            f"pid {record.pid} is now a different process (start time or command line differ): not signalled"
+            if reused
+            else f"pid {record.pid} had already exited"
+        )
+        return StopResult(
+            port=port,
+            pid=record.pid,
+            was_running=False,
+            signal_sent=None,
+            waited_s=0.0,
+            note=note,
+        )
+    kill_group(record.pid, signal.SIGTERM)
+    sent = "SIGTERM"
+    if not _wait_gone(record, timeout_s, clock, sleep):
+        kill_group(record.pid, signal.SIGKILL)
+        sent = "SIGKILL"
+        _wait_gone(record, 10.0, clock, sleep)
+    gone = not records.process_matches(record)
+    if gone:
+        records.remove_record(port)
+    waited = clock() - started
+    note = (
+        f"stopped after {sent} in {waited:.1f} s"
+        if gone
+        else f"pid {record.pid} survived {sent}"
+    )
+    return StopResult(
+        port=port,
+        pid=record.pid,
+        was_running=True,
+        signal_sent=sent,
+        waited_s=waited,
+        note=note,
+    )
+
+
+def read_logs(port: int = DEFAULT_PORT, lines: int = 100) -> list[str]:
+    """The last ``lines`` lines of the server's engine log.
+
+    Raises:
+        ServerNotRunning: no record and no log for ``port``.
+    """
+    record = records.load_record(port)
+    path = (
+        Path(record.log_path)
+        if record
+        else records.serve_root() / str(port) / records.LOG_NAME
+    )
+    if not path.exists():
+        raise ServerNotRunning(
+            f"No engine log for port {port}.",
+            hint="gemmaserve serve start first",
+            port=port,
+        )
+    return tail_lines(path, lines)
+
+
+def log_path_for(port: int) -> Path:
+    record = records.load_record(port)
+    return (
+        Path(record.log_path)
+        if record
+        else records.serve_root() / str(port) / records.LOG_NAME
+    )

@@ -1,0 +1,93 @@
+"""Serve fixtures: a free port, a passing/failing doctor report, and the dummy vLLM command."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from gemmaserve.host.verdicts import Check, CheckStatus, DoctorReport, make_report
+from gemmaserve.serve.launcher import ClampVerdict, LaunchSeams
+
+DUMMY = Path(__file__).with_name("dummy_vllm.py")
+DUMMY_COMMAND = [sys.executable, str(DUMMY)]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def report(*checks: Check) -> DoctorReport:
+    default = (
+        Check(
+            id="gpu.driver",
+            title="GPU",
+            status=CheckStatus.OK,
+            evidence="GPU 0: NVIDIA L4, sm_89",
+        ),
+    )
+    return make_report(
+        python=sys.executable,
+        model="gemma-4-e2b",
+        encoding="qat-w4a16",
+        gpu="l4",
+        checks=list(checks or default),
+    )
+
+
+def seams_for(
+    doctor_report: DoctorReport,
+    spawned: Spawned,
+    *,
+    mode: str = "ok",
+    clamp: ClampVerdict | None = None,
+    ready_after_s: float = 0.4,
+) -> LaunchSeams:
+    env = {**os.environ, "DUMMY_MODE": mode, "DUMMY_READY_AFTER_S": str(ready_after_s)}
+    return LaunchSeams(
+        doctor=lambda: doctor_report,
+        clamp=lambda: clamp or ClampVerdict(verified=False, evidence="not verified"),
+        env=env,
+        popen=spawned,
+        sleep=lambda _s: time.sleep(0.05),
+    )
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
+
+
+class Spawned:
+    """A Popen factory that remembers what it started, so teardown can kill and reap it."""
+
+    def __init__(self) -> None:
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        process: subprocess.Popen[bytes] = subprocess.Popen(*args, **kwargs)  # noqa: S603
+        self.processes.append(process)
+        return process
+
+
+@pytest.fixture
+def spawned() -> Iterator[Spawned]:
+    factory = Spawned()
+    yield factory
+    for process in factory.processes:
+        if process.poll() is None:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        process.wait(timeout=10)

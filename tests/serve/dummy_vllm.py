@@ -1,0 +1,74 @@
+"""A stand-in for ``vllm serve``: writes vLLM-shaped log lines, serves /health after a delay, or crashes.
+
+Behaviour comes from the environment: DUMMY_MODE = ok | crash | ignore-term | never-ready,
+DUMMY_READY_AFTER_S (default 0.5). Arguments are read like ``vllm serve MODEL … --port N``.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import signal
+import sys
+import threading
+import time
+
+
+def log(text: str) -> None:
+    print(
+        f"(EngineCore_DP0 pid={os.getpid()}) INFO 12-02 10:00:00 [dummy.py:1] {text}",
+        flush=True,
+    )
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    port = int(args[args.index("--port") + 1])
+    mode = os.environ.get("DUMMY_MODE", "ok")
+    ready_after_s = float(os.environ.get("DUMMY_READY_AFTER_S", "0.5"))
+    print(
+        f"(APIServer pid={os.getpid()}) INFO 12-02 10:00:00 [api_server.py:1851] vLLM API server version 0.29.0",
+        flush=True,
+    )
+    log(
+        f"Initializing a V1 LLM engine (v0.29.0) with config: model='{args[1]}', dtype=torch.float16, max_seq_len=8192, quantization=compressed-tensors"
+    )
+    log(f"Starting to load model {args[1]}...")
+    if mode == "ignore-term":
+        signal.signal(signal.SIGTERM, lambda *_: log("SIGTERM received and ignored"))
+    time.sleep(ready_after_s / 2)
+    if mode == "crash":
+        print(
+            "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 98304, Hardware limit: 65536.",
+            flush=True,
+        )
+        sys.exit(1)
+    log("Model loading took 8.01 GiB memory and 66.190265 seconds")
+    log("GPU KV cache size: 867,999 tokens")
+    log("Maximum concurrency for 8,192 tokens per request: 105.96x")
+    ready = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            ok = self.path == "/health" and ready.is_set()
+            self.send_response(200 if ok else 503)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    time.sleep(ready_after_s / 2)
+    if mode != "never-ready":
+        ready.set()
+        print(
+            f"(APIServer pid={os.getpid()}) INFO:     Application startup complete.",
+            flush=True,
+        )
+    while True:
+        time.sleep(0.1)
+
+
+if __name__ == "__main__":
+    main()
