@@ -1,0 +1,322 @@
+"""Doctor's verdicts on captured outputs of healthy and broken installs (pure: no probes run)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gemmaserve.host.disk import DiskFacts, DiskRole, FilesystemSpace, PathSpace
+from gemmaserve.host.doctor import judge
+from gemmaserve.host.gpu import GpuInfo
+from gemmaserve.host.host_checks import check_host_memory, swapfile_size_gib
+from gemmaserve.host.interpreter import InterpreterFacts
+from gemmaserve.host.memory import GIB, MemoryFacts, parse_meminfo
+from gemmaserve.host.probed import Probed
+from gemmaserve.host.python_checks import (
+    STATE_CPU_TORCH,
+    STATE_NO_DEPS_TORCH,
+    STATE_TORCH_PIN,
+)
+from gemmaserve.host.verdicts import Check, CheckStatus, HostNeeds, make_report
+from tests.host.conftest import data_text, gpus_from, probe_facts
+
+PY = "/home/ubuntu/venv/bin/python"
+FIX_TORCH = f"{PY} -m pip install --force-reinstall torch==2.13.0 --index-url https://pypi.org/simple"
+
+
+def needs(**update: object) -> Probed[HostNeeds]:
+    base = HostNeeds(
+        model="gemma-4-e2b",
+        encoding="bf16",
+        gpu="t4",
+        host_ram_needed_gib=13.3,
+        checkpoint_gib=9.5,
+        install_disk_gib=1.0,
+        temp_disk_gib=2.0,
+        fits=True,
+        verdict="fits",
+        dtype="float16",
+        needs_turing_clamp=True,
+    )
+    return Probed[HostNeeds](value=base.model_copy(update=update))
+
+
+def roomy_memory() -> Probed[MemoryFacts]:
+    return Probed[MemoryFacts](
+        value=MemoryFacts(
+            mem_total_bytes=64 * GIB,
+            mem_available_bytes=60 * GIB,
+            swap_total_bytes=0,
+            swap_free_bytes=0,
+        )
+    )
+
+
+def roomy_disk() -> DiskFacts:
+    spaces = [
+        PathSpace(
+            role=role,
+            path=f"/{role.value}",
+            resolved_path=f"/{role.value}",
+            measured_path="/",
+            device=1,
+            free_bytes=100 * GIB,
+            total_bytes=200 * GIB,
+        )
+        for role in DiskRole
+    ]
+    return DiskFacts(
+        paths=spaces,
+        filesystems=[
+            FilesystemSpace(
+                device=1,
+                measured_path="/",
+                free_bytes=100 * GIB,
+                total_bytes=200 * GIB,
+                roles=list(DiskRole),
+            )
+        ],
+    )
+
+
+def verdicts(probe: str, gpus: str = "nvidia_smi_t4.csv") -> dict[str, Check]:
+    checks = judge(
+        python=PY,
+        memory=roomy_memory(),
+        disk=roomy_disk(),
+        gpus=gpus_from(gpus),
+        interpreter=Probed[InterpreterFacts](value=probe_facts(probe)),
+        needs=needs(),
+    )
+    return {check.id: check for check in checks}
+
+
+def test_healthy_t4_passes_every_check() -> None:
+    checks = verdicts("probe_healthy_t4.txt")
+    assert {
+        c.id: c.status for c in checks.values() if c.status is not CheckStatus.OK
+    } == {}
+    report = make_report(
+        python=PY,
+        model="gemma-4-e2b",
+        encoding="bf16",
+        gpu="t4",
+        checks=list(checks.values()),
+    )
+    assert report.ok
+    assert "sm_75 in" in checks["torch.arch_list"].evidence
+
+
+def test_cpu_torch_under_cuda_vllm_is_named_with_the_fix() -> None:
+    checks = verdicts("probe_cpu_torch_cuda_vllm.txt")
+    for check_id in ("torch.cuda_build", "torch.arch_list", "vllm.import"):
+        assert checks[check_id].status is CheckStatus.FAIL
+        assert checks[check_id].broken_state == STATE_CPU_TORCH
+        assert checks[check_id].fix == FIX_TORCH
+    assert "libcudart.so.13" in checks["vllm.import"].evidence
+    assert (
+        checks["torch.cuda"].status is CheckStatus.UNKNOWN
+    )  # not checked: the CUDA build failed first
+    assert checks["torch.fp16_matmul"].status is CheckStatus.UNKNOWN
+
+
+def test_no_deps_cuda_torch_is_named_with_the_fix() -> None:
+    checks = verdicts("probe_no_deps_torch.txt")
+    torch_import = checks["torch.import"]
+    assert (
+        torch_import.status is CheckStatus.FAIL
+        and torch_import.broken_state == STATE_NO_DEPS_TORCH
+    )
+    assert torch_import.fix == FIX_TORCH
+    assert "--no-deps" not in torch_import.fix
+    assert checks["vllm.import"].broken_state == STATE_NO_DEPS_TORCH
+    assert all(
+        checks[c].status is CheckStatus.UNKNOWN
+        for c in ("torch.cuda_build", "torch.cuda", "torch.arch_list")
+    )
+
+
+def test_torch_outside_vllms_pin_is_named_with_the_fix() -> None:
+    checks = verdicts("probe_torch_outside_pin.txt")
+    pin = checks["vllm.torch_pin"]
+    assert pin.status is CheckStatus.FAIL and pin.broken_state == STATE_TORCH_PIN
+    assert "requires torch==2.13.0; installed torch 2.12.1+cu130" in pin.evidence
+    assert pin.fix == FIX_TORCH
+    assert (
+        checks["vllm.import"].broken_state == STATE_TORCH_PIN
+    )  # undefined symbol in vllm/_C.abi3.so
+    assert checks["torch.fp16_matmul"].status is CheckStatus.OK
+
+
+def test_arch_list_without_the_gpus_sm_fails() -> None:
+    facts = probe_facts("probe_healthy_t4.txt")
+    torch = facts.torch.model_copy(
+        update={"arch_list": ["sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]}
+    )
+    checks = judge(
+        python=PY,
+        memory=roomy_memory(),
+        disk=roomy_disk(),
+        gpus=gpus_from("nvidia_smi_t4.csv"),
+        interpreter=Probed[InterpreterFacts](
+            value=facts.model_copy(update={"torch": torch})
+        ),
+        needs=needs(),
+    )
+    by_id = {c.id: c for c in checks}
+    assert (
+        by_id["torch.arch_list"].status is CheckStatus.FAIL
+        and "sm_75 not in" in by_id["torch.arch_list"].evidence
+    )
+    assert by_id["torch.fp16_matmul"].status is CheckStatus.UNKNOWN
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [(0.0156, CheckStatus.OK), (3.5, CheckStatus.FAIL), (math.nan, CheckStatus.FAIL)],
+)
+def test_fp16_matmul_tolerance_and_nan(error: float, status: CheckStatus) -> None:
+    facts = probe_facts("probe_healthy_t4.txt")
+    matmul = facts.torch.fp16_matmul.model_copy(update={"max_abs_error": error})  # type: ignore[union-attr]
+    torch = facts.torch.model_copy(update={"fp16_matmul": matmul})
+    checks = judge(
+        python=PY,
+        memory=roomy_memory(),
+        disk=roomy_disk(),
+        gpus=gpus_from("nvidia_smi_t4.csv"),
+        interpreter=Probed[InterpreterFacts](
+            value=facts.model_copy(update={"torch": torch})
+        ),
+        needs=needs(),
+    )
+    assert {c.id: c for c in checks}["torch.fp16_matmul"].status is status
+
+
+def test_old_driver_for_a_cuda_13_torch() -> None:
+    facts = probe_facts("probe_healthy_t4.txt")
+    torch = facts.torch.model_copy(
+        update={"cuda_available": False, "fp16_matmul": None, "capability": None}
+    )
+    gpus = Probed[list[GpuInfo]](
+        value=[
+            GpuInfo(
+                index=0,
+                name="Tesla T4",
+                compute_capability="7.5",
+                memory_total_mib=15360,
+                driver_version="535.183.01",
+            )
+        ]
+    )
+    checks = judge(
+        python=PY,
+        memory=roomy_memory(),
+        disk=roomy_disk(),
+        gpus=gpus,
+        interpreter=Probed[InterpreterFacts](
+            value=facts.model_copy(update={"torch": torch})
+        ),
+        needs=needs(),
+    )
+    cuda = {c.id: c for c in checks}["torch.cuda"]
+    assert cuda.status is CheckStatus.FAIL
+    assert "driver 535.183.01" in cuda.evidence and "580 or newer" in (cuda.fix or "")
+
+
+def test_published_7_8_gb_host_without_swap_fails_and_names_the_swapfile() -> None:
+    memory = Probed[MemoryFacts](
+        value=parse_meminfo(data_text("meminfo_published_7_8gb_no_swap.txt"))
+    )
+    check = check_host_memory(memory, needs(host_ram_needed_gib=13.3))
+    assert check.status is CheckStatus.FAIL
+    shortfall = 13.3 - 7391240 * 1024 / GIB
+    size = swapfile_size_gib(shortfall)
+    assert size == 8 and size >= shortfall + 1
+    assert check.fix is not None
+    assert f"Add a {size} GiB swapfile" in check.fix
+    for command in (
+        f"sudo fallocate -l {size}G /swapfile",
+        "sudo mkswap /swapfile",
+        "sudo swapon /swapfile",
+    ):
+        assert command in check.fix
+
+
+def test_the_published_16_gb_swapfile_makes_it_load_through_swap() -> None:
+    facts = parse_meminfo(data_text("meminfo_published_7_8gb_no_swap.txt")).model_copy(
+        update={"swap_total_bytes": 16 * GIB, "swap_free_bytes": 16 * GIB}
+    )
+    check = check_host_memory(
+        Probed[MemoryFacts](value=facts), needs(host_ram_needed_gib=13.3)
+    )
+    assert check.status is CheckStatus.WARN and check.passed
+
+
+def test_unknown_memory_or_plan_is_unknown_and_blocks() -> None:
+    unknown = check_host_memory(
+        Probed[MemoryFacts](error="PermissionError: denied"), needs()
+    )
+    assert unknown.status is CheckStatus.UNKNOWN and unknown.blocks
+    no_plan = check_host_memory(
+        roomy_memory(), Probed[HostNeeds](error="ImportError: no plan")
+    )
+    assert no_plan.status is CheckStatus.UNKNOWN
+    assert not make_report(
+        python=PY, model="m", encoding="e", gpu=None, checks=[no_plan]
+    ).ok
+    assert not make_report(python=PY, model="m", encoding="e", gpu=None, checks=[]).ok
+
+
+def test_disk_shared_filesystem_sums_the_needs() -> None:
+    # 20 GiB free, each need alone fits (9.5, 12, 2) but together they do not.
+    spaces = [
+        PathSpace(
+            role=r,
+            path=f"/{r.value}",
+            resolved_path=f"/{r.value}",
+            measured_path="/",
+            device=1,
+            free_bytes=20 * GIB,
+            total_bytes=50 * GIB,
+        )
+        for r in DiskRole
+    ]
+    disk = DiskFacts(
+        paths=spaces,
+        filesystems=[
+            FilesystemSpace(
+                device=1,
+                measured_path="/",
+                free_bytes=20 * GIB,
+                total_bytes=50 * GIB,
+                roles=list(DiskRole),
+            )
+        ],
+    )
+    from gemmaserve.host.host_checks import check_disk
+
+    check = check_disk(disk, needs(install_disk_gib=12.0))
+    assert check.status is CheckStatus.FAIL
+    assert "needs 23.5 GiB, 20.0 GiB free" in check.evidence
+
+
+def test_no_gpu_fails_first_and_downstream_is_unknown() -> None:
+    checks = judge(
+        python=PY,
+        memory=roomy_memory(),
+        disk=roomy_disk(),
+        gpus=Probed[list[GpuInfo]](error="nvidia-smi not found on PATH"),
+        interpreter=Probed[InterpreterFacts](value=probe_facts("probe_healthy_t4.txt")),
+        needs=needs(gpu=None, fits=None),
+    )
+    by_id = {c.id: c for c in checks}
+    assert by_id["gpu.driver"].status is CheckStatus.FAIL and by_id["gpu.driver"].fix
+    assert by_id["torch.cuda"].status is CheckStatus.UNKNOWN
+    assert [c.id for c in checks][:5] == [
+        "host.memory",
+        "host.disk",
+        "gpu.driver",
+        "gpu.plan",
+        "python.probe",
+    ]
