@@ -3,33 +3,15 @@ print captured outputs of a real T4; /proc/meminfo is the published 7.8 GB host 
 
 from __future__ import annotations
 
-import stat
 from pathlib import Path
 
-from gemmaserve.host.doctor import DoctorSources, run_doctor
+from gemmaserve.host.doctor import run_doctor
 from gemmaserve.mcp_server import ServerDeps, build_server
 from tests.mcp.conftest import call_tool, error_details
-
-HOST_DATA = Path(__file__).parent.parent / "host" / "data"
-
-
-def scripted_t4_host(tmp_path: Path, meminfo: str = "meminfo_published_7_8gb_no_swap.txt") -> tuple[DoctorSources, str]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    for name, data in (("nvidia-smi", "nvidia_smi_t4.csv"), ("python-vllm", "probe_healthy_t4.txt")):
-        path = bin_dir / name
-        path.write_text(f"#!/bin/sh\ncat '{HOST_DATA / data}'\n")
-        path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    text = (HOST_DATA / meminfo).read_text()
-    sources = DoctorSources(
-        read_meminfo=lambda: text, which=lambda name: str(bin_dir / name) if (bin_dir / name).exists() else None,
-        env={}, home=tmp_path,
-    )
-    return sources, str(bin_dir / "python-vllm")
-
+from tests.mcp.fake_hosts import HOST_DATA, scripted_host
 
 def test_doctor_reports_the_no_swap_host_with_fixes(tmp_path: Path) -> None:
-    sources, python = scripted_t4_host(tmp_path)
+    sources, python = scripted_host(tmp_path, meminfo=(HOST_DATA / "meminfo_published_7_8gb_no_swap.txt").read_text())
     server = build_server(ServerDeps(doctor_sources=sources))
     result = call_tool(server, "doctor", {"python": python, "model": "gemma-4-e2b", "encoding": "bf16"})
     assert not result.is_error, result.content
@@ -46,6 +28,6 @@ def test_doctor_reports_the_no_swap_host_with_fixes(tmp_path: Path) -> None:
 
 
 def test_doctor_unknown_model_is_an_error_before_any_probe(tmp_path: Path) -> None:
-    sources, python = scripted_t4_host(tmp_path)
+    sources, python = scripted_host(tmp_path)
     result = call_tool(build_server(ServerDeps(doctor_sources=sources)), "doctor", {"model": "gemma-5"})
     assert error_details(result)["error"] == "UnknownName"

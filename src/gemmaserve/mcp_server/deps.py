@@ -19,6 +19,10 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def _doctor_supplied_by_start() -> Any:
+    raise AssertionError("serve.api.start replaces the launch seams' doctor with its own run")
+
+
 @dataclass
 class ServerDeps:
     """What the tools use instead of globals. ``aws_clients`` is a ``ClientFactory`` (service, region) → client."""
@@ -31,6 +35,9 @@ class ServerDeps:
     check_model: Any | None = None
     # Where doctor (and the serve interlock) read the host from: a ``DoctorSources`` (None: this host).
     doctor_sources: Any | None = None
+    # serve_start: the ``vllm`` command (None: next to the target interpreter) and the launch seams.
+    vllm_command: list[str] | None = None
+    launch: Any | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def clients(self) -> Any:
@@ -53,6 +60,14 @@ class ServerDeps:
             scripted(seconds)
 
         return sleep
+
+    def launch_seams(self) -> Any:
+        """A ``LaunchSeams`` (its doctor is replaced by ``serve.api.start`` with the real check)."""
+        if self.launch is not None:
+            return self.launch
+        from gemmaserve.serve.launcher import LaunchSeams
+
+        return LaunchSeams(doctor=_doctor_supplied_by_start)
 
     def model_checker(self) -> Any:
         if self.check_model is not None:
