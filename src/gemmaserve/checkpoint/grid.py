@@ -93,7 +93,7 @@ def _fit(groups: np.ndarray, steps: np.ndarray, model_dtype: str) -> tuple[np.nd
     q = np.where(steps[..., None] == 0, 0, q)
     finite = np.isfinite(q)
     q = np.where(finite, q, 0)
-    clipped = np.clip(q, LEVEL_MIN, LEVEL_MAX)
+    clipped = np.clip(q, LEVEL_MIN, LEVEL_MAX) + np.float32(0)  # no -0.0 levels (see above)
     recon = reconstruct(clipped, steps, model_dtype)
     ok = (q == clipped) & finite & (recon == groups)
     return clipped.astype(np.int8), ok.all(axis=-1), recon.view(np.uint32) == groups.view(np.uint32)
@@ -111,6 +111,7 @@ def _fit_peak_at_minus_8(columns: np.ndarray, steps: np.ndarray, model_dtype: st
         q = columns * (np.float32(1) / steps)
     np.rint(q, out=q)
     np.clip(q, LEVEL_MIN, LEVEL_MAX, out=q)
+    q += np.float32(0)  # -0.0 -> +0.0: the stored int8 level has no sign, so the check must not either
     product = q * steps
     if model_dtype == "BF16":
         u = product.view(np.uint32)
@@ -176,6 +177,7 @@ def _recover_block(values: np.ndarray, model_dtype: str, scale_dtype: str, group
         q[:, zero] = 0
         same[:, zero] = columns[:, zero].view(np.uint32) == 0  # a -0.0 is on the grid, not bit-exact
         ok = same.all(axis=0) | zero
+        steps[zero] = 0  # +0.0, so that 0 * step reconstructs +0.0
     else:
         q, same = _fit_peak_at_minus_8(columns, steps, model_dtype)
         ok = same.all(axis=0)

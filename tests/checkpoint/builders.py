@@ -1,0 +1,103 @@
+"""Small real Gemma-4-shaped checkpoints, generated at test time with numpy, torch and safetensors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+
+from gemmaserve.checkpoint import grid
+
+HIDDEN, LAYERS, VOCAB, PLE, INTER = 64, 2, 96, 32, 128
+PREFIX = "model.language_model"
+
+
+def qat_values(rows: int, cols: int, rng: np.random.Generator, *, peak_elsewhere: bool = False) -> np.ndarray:
+    """bf16 values on the q4_0 grid: levels -8..7 times a signed bf16 step per group of 32."""
+    groups = cols // 32
+    levels = rng.integers(-8, 8, size=(rows, groups, 32))
+    if peak_elsewhere:
+        levels = rng.integers(-5, 6, size=(rows, groups, 32))
+    else:
+        levels[..., 0] = -8
+    steps = grid.round_to_dtype(
+        (rng.uniform(0.002, 0.05, size=(rows, groups)) * rng.choice([-1, 1], size=(rows, groups))).astype(np.float32),
+        "BF16",
+    )
+    return grid.reconstruct(levels.astype(np.float32), steps, "BF16").reshape(rows, cols)
+
+
+def to_bf16(values: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(grid.f32_to_bf16_bits(values).view(np.int16).copy()).view(torch.bfloat16)
+
+
+def linear_shapes() -> dict[str, tuple[int, int]]:
+    shapes = {}
+    for layer in range(LAYERS):
+        base = f"{PREFIX}.layers.{layer}"
+        shapes.update({
+            f"{base}.self_attn.q_proj": (HIDDEN, HIDDEN), f"{base}.self_attn.k_proj": (32, HIDDEN),
+            f"{base}.self_attn.v_proj": (32, HIDDEN), f"{base}.self_attn.o_proj": (HIDDEN, HIDDEN),
+            f"{base}.mlp.gate_proj": (INTER, HIDDEN), f"{base}.mlp.up_proj": (INTER, HIDDEN),
+            f"{base}.mlp.down_proj": (HIDDEN, INTER), f"{base}.per_layer_input_gate": (PLE, HIDDEN),
+        })  # fmt: skip
+    return shapes
+
+
+def config(*, tied: bool = True) -> dict:
+    return {
+        "architectures": ["Gemma4ForConditionalGeneration"],
+        "model_type": "gemma4",
+        "torch_dtype": "bfloat16",
+        "image_token_id": 5,
+        "audio_token_id": 6,
+        "vision_config": {"hidden_size": 32},
+        "audio_config": {"hidden_size": 32},
+        "text_config": {
+            "model_type": "gemma4_text", "hidden_size": HIDDEN, "num_hidden_layers": LAYERS, "vocab_size": VOCAB,
+            "hidden_size_per_layer_input": PLE // LAYERS * LAYERS // LAYERS, "vocab_size_per_layer_input": VOCAB,
+            "intermediate_size": INTER, "tie_word_embeddings": tied, "torch_dtype": "bfloat16",
+        },
+        "google_field": "kept",
+    }  # fmt: skip
+
+
+def write_unquantized(root: Path, seed: int = 0, *, zero_groups: bool = True, peak_elsewhere: bool = True) -> Path:
+    """A -qat-q4_0-unquantized-style directory: 3 shards (body, embeddings, towers) and an index."""
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    body: dict[str, torch.Tensor] = {}
+    for i, (module, (rows, cols)) in enumerate(sorted(linear_shapes().items())):
+        values = qat_values(rows, cols, rng, peak_elsewhere=peak_elsewhere and i == 1)
+        if zero_groups and i == 0:
+            values[0, :32] = 0.0
+        body[f"{module}.weight"] = to_bf16(values)
+    for layer in range(LAYERS):
+        body[f"{PREFIX}.layers.{layer}.input_layernorm.weight"] = to_bf16(rng.standard_normal(HIDDEN).astype(np.float32))
+    body[f"{PREFIX}.norm.weight"] = to_bf16(np.ones(HIDDEN, np.float32))
+    body[f"{PREFIX}.per_layer_model_projection.weight"] = to_bf16(rng.standard_normal((PLE, HIDDEN)).astype(np.float32))
+    embeddings = {
+        f"{PREFIX}.embed_tokens.weight": to_bf16(rng.standard_normal((VOCAB, HIDDEN)).astype(np.float32)),
+        f"{PREFIX}.embed_tokens_per_layer.weight": to_bf16(qat_values(VOCAB, PLE * 1, rng)),
+    }
+    towers = {
+        "model.vision_tower.encoder.layers.0.mlp.fc1.weight": to_bf16(rng.standard_normal((64, 32)).astype(np.float32)),
+        "model.embed_vision.embedding_projection.weight": to_bf16(rng.standard_normal((HIDDEN, 32)).astype(np.float32)),
+        "model.audio_tower.conformer.0.ffw.weight": to_bf16(rng.standard_normal((64, 32)).astype(np.float32)),
+        "model.embed_audio.embedding_projection.weight": to_bf16(rng.standard_normal((HIDDEN, 32)).astype(np.float32)),
+    }
+    shards = {"model-00001-of-00003.safetensors": body, "model-00002-of-00003.safetensors": embeddings,
+              "model-00003-of-00003.safetensors": towers}  # fmt: skip
+    weight_map = {}
+    for shard, tensors in shards.items():
+        save_file(tensors, str(root / shard), metadata={"format": "pt"})
+        weight_map.update({name: shard for name in tensors})
+    (root / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    cfg = config()
+    cfg["text_config"]["hidden_size_per_layer_input"] = PLE // LAYERS
+    (root / "config.json").write_text(json.dumps(cfg))
+    (root / "tokenizer.json").write_text("{}")
+    return root
