@@ -9,7 +9,14 @@ from __future__ import annotations
 from mcp.server.mcpserver import MCPServer
 
 from gemmaserve import __version__
-from gemmaserve.mcp_server import tools_bench, tools_host, tools_plan, tools_sagemaker, tools_sagemaker_setup
+from gemmaserve.mcp_server import (
+    tools_bench,
+    tools_host,
+    tools_plan,
+    tools_sagemaker,
+    tools_sagemaker_setup,
+    tools_serve,
+)
 from gemmaserve.mcp_server.deps import ServerDeps
 
 SERVER_NAME = "gemmaserve"
@@ -46,6 +53,7 @@ def build_server(deps: ServerDeps | None = None) -> MCPServer:
     )
     tools_plan.register(server, deps)
     tools_host.register(server, deps)
+    tools_serve.register(server, deps)
     tools_sagemaker.register(server, deps)
     tools_sagemaker_setup.register(server, deps)
     tools_bench.register(server, deps)

@@ -105,11 +105,13 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
 
     @server.tool(name="serve_status", title="Status of vLLM on this host", annotations=READ_ONLY)
     @translate_errors
-    def serve_status(port: Port = DEFAULT_PORT) -> Annotated[CallToolResult, ServerStatus]:
+    def serve_status(
+        port: Port = DEFAULT_PORT, lines: Annotated[int, Field(ge=0, le=1000, description="Log lines to include.")] = 10
+    ) -> Annotated[CallToolResult, ServerStatus]:
         """starting / compiling / loading / serving / dead, pid, uptime, engine facts from the log, OOM hint."""
         from gemmaserve.serve import api
 
-        status = api.server_status(port)
+        status = api.server_status(port, last_lines=lines)
         return typed_result(status, summarise_status(status))
 
     @server.tool(name="serve_stop", title="Stop vLLM on this host", annotations=STOP)

@@ -1,0 +1,100 @@
+"""serve_start / status / logs / stop on a scripted host with a fake ``vllm serve`` on 127.0.0.1:
+the interlock refuses a T4 without a verified clamp, an L4 starts, and a cancelled start stops its server."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from gemmaserve.mcp_server import ServerDeps, build_server
+from gemmaserve.serve.records import load_record, process_matches
+from tests.mcp.conftest import ProgressLog, call_tool, cli_json, error_details, error_text
+from tests.mcp.fake_hosts import fake_vllm_command, scripted_host
+
+
+# The launcher detaches vLLM and drops its Popen object on purpose (the record tracks the process);
+# Python reports that as a ResourceWarning when the object is collected.
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning", "ignore::ResourceWarning")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _server(tmp_path: Path, gpu: str) -> tuple[Any, str]:
+    sources, python = scripted_host(tmp_path, gpu=gpu)
+    deps = ServerDeps(doctor_sources=sources, vllm_command=fake_vllm_command(tmp_path))
+    return build_server(deps), python
+
+
+def test_t4_without_a_verified_clamp_is_refused_and_nothing_starts(tmp_path: Path) -> None:
+    server, python = _server(tmp_path, "t4")
+    port = free_port()
+    result = call_tool(server, "serve_start", {"python": python, "port": port, "ready_timeout_s": 20})
+    details = error_details(result)
+    assert details["error"] == "InterlockRefused"
+    assert any("Turing clamp" in reason for reason in details["reasons"]), details["reasons"]
+    assert "Fix:" in error_text(result)
+    assert load_record(port) is None
+    assert error_details(call_tool(server, "serve_status", {"port": port}))["error"] == "ServerNotRunning"
+
+
+def test_l4_starts_serves_and_stops_with_confirmation(tmp_path: Path) -> None:
+    server, python = _server(tmp_path, "l4")
+    port = free_port()
+    progress = ProgressLog()
+    started = call_tool(server, "serve_start", {"python": python, "port": port, "ready_timeout_s": 30},
+                        progress=progress)
+    assert not started.is_error, started.content
+    assert started.structured_content["ready"] is True  # type: ignore[index]
+    try:
+        status = call_tool(server, "serve_status", {"port": port})
+        assert status.structured_content["state"] == "serving"  # type: ignore[index]
+        expected = cli_json("serve", "status", "--port", str(port))
+        volatile = {"uptime_s"}
+        assert {k: v for k, v in status.structured_content.items() if k not in volatile} == {  # type: ignore[union-attr]
+            k: v for k, v in expected.items() if k not in volatile}
+        logs = call_tool(server, "serve_logs", {"port": port})
+        assert any("Model loading took" in line for line in logs.structured_content["lines"])  # type: ignore[index]
+        refused = call_tool(server, "serve_stop", {"port": port, "confirm": False})
+        assert error_details(refused)["error"] == "ConfirmationRequired"
+    finally:
+        stopped = call_tool(server, "serve_stop", {"port": port, "confirm": True})
+    assert stopped.structured_content["was_running"] is True  # type: ignore[index]
+    assert load_record(port) is None
+
+
+def test_cancelled_start_stops_the_server_it_launched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_VLLM_NEVER_READY", "1")
+    server, python = _server(tmp_path, "l4")
+    port = free_port()
+    records: list[Any] = []
+
+    async def go() -> None:
+        async with Client(server) as client, anyio.create_task_group() as group:
+
+            async def cancel_when_waiting(progress: float, total: float | None, message: str | None) -> None:
+                record = load_record(port)
+                if record is not None and not records:
+                    records.append(record)
+                    group.cancel_scope.cancel()
+
+            group.start_soon(lambda: client.call_tool(
+                "serve_start", {"python": python, "port": port, "ready_timeout_s": 60},
+                progress_callback=cancel_when_waiting))
+
+    anyio.run(go)
+    assert records, "the server never launched"
+    deadline = time.monotonic() + 10
+    while process_matches(records[0]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not process_matches(records[0]), "the launched vLLM is still running after the cancellation"
+    assert load_record(port) is None
