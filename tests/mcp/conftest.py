@@ -43,12 +43,12 @@ def list_tools(server: MCPServer) -> list[Any]:
     return anyio.run(go)
 
 
-def cli_json(*args: str) -> Any:
-    """What ``gemmaserve ARGS --json`` prints, parsed (the CLI must succeed)."""
+def cli_json(*args: str, exit_code: int = 0) -> Any:
+    """What ``gemmaserve ARGS --json`` prints, parsed (the CLI must exit with ``exit_code``)."""
     from gemmaserve.cli import app
 
     result = CliRunner().invoke(app, [*args, "--json"], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == exit_code, result.output
     return json.loads(result.stdout)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gemmaserve.host.doctor import run_doctor
 from gemmaserve.mcp_server import ServerDeps, build_server
-from tests.mcp.conftest import call_tool, error_details
+from tests.mcp.conftest import call_tool, cli_json, error_details
 from tests.mcp.fake_hosts import HOST_DATA, scripted_host
 
 def test_doctor_reports_the_no_swap_host_with_fixes(tmp_path: Path) -> None:
@@ -31,3 +31,18 @@ def test_doctor_unknown_model_is_an_error_before_any_probe(tmp_path: Path) -> No
     sources, python = scripted_host(tmp_path)
     result = call_tool(build_server(ServerDeps(doctor_sources=sources)), "doctor", {"model": "gemma-5"})
     assert error_details(result)["error"] == "UnknownName"
+
+
+def test_doctor_on_this_host_equals_the_cli(tmp_path: Path) -> None:
+    _, python = scripted_host(tmp_path)  # only the interpreter is scripted: /proc, nvidia-smi, disks are real
+    result = call_tool(build_server(), "doctor", {"python": python, "encoding": "bf16"})
+    expected = cli_json("doctor", "--python", python, "--encoding", "bf16", exit_code=0 if result.structured_content[
+        "ok"] else 1)  # type: ignore[index]
+
+    def stable(report: dict) -> dict:  # type: ignore[type-arg]
+        # Free RAM and disk move between two runs a second apart; everything else must agree.
+        checks = [{k: v for k, v in check.items() if not (check["id"] in {"host.memory", "host.disk"} and k == "evidence")}
+                  for check in report["checks"]]
+        return {**report, "checks": checks}
+
+    assert stable(result.structured_content) == stable(expected)  # type: ignore[arg-type]
