@@ -1,0 +1,236 @@
+"""``gemmaserve serve start|status|stop|logs``: vLLM on this host, behind doctor's interlock."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from gemmaserve.cli.output import console, emit, json_option
+from gemmaserve.engine_log import EngineStage
+
+_PORT = click.option(
+    "--port", type=click.IntRange(1, 65535), default=8000, show_default=True
+)
+
+
+@click.group(name="serve")
+def cli() -> None:
+    """Run vLLM on this host behind an interlock: start, status, stop, logs."""
+
+
+@cli.command(name="start", context_settings={"ignore_unknown_options": True})
+@click.option("--model", default="gemma-4-e2b", show_default=True)
+@click.option("--encoding", default="qat-w4a16", show_default=True)
+@click.option(
+    "--python",
+    "python",
+    help="The interpreter vLLM runs under (default: the `vllm` on PATH's).",
+)
+@click.option(
+    "--gpu", help="Catalog GPU to plan for when nvidia-smi's is not in the catalog."
+)
+@click.option(
+    "--gpu-index",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Which GPU (CUDA_VISIBLE_DEVICES).",
+)
+@_PORT
+@click.option(
+    "--max-model-len", type=click.IntRange(min=16), default=8192, show_default=True
+)
+@click.option(
+    "--gpu-memory-utilization",
+    type=click.FloatRange(0.05, 0.99),
+    default=0.9,
+    show_default=True,
+)
+@click.option("--max-num-seqs", type=click.IntRange(min=1))
+@click.option(
+    "--served-model-name", help="The name clients ask for (default: the model key)."
+)
+@click.option(
+    "--no-wait",
+    is_flag=True,
+    help="Return once the process is started; do not wait for /health.",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=1),
+    default=1800,
+    show_default=True,
+    help="Seconds to wait for /health.",
+)
+@json_option
+@click.argument("extra_args", nargs=-1, type=click.UNPROCESSED)
+def start_command(
+    model: str,
+    encoding: str,
+    python: str | None,
+    gpu: str | None,
+    gpu_index: int,
+    port: int,
+    max_model_len: int,
+    gpu_memory_utilization: float,
+    max_num_seqs: int | None,
+    served_model_name: str | None,
+    no_wait: bool,
+    timeout_s: float,
+    as_json: bool,
+    extra_args: tuple[str, ...],
+) -> None:
+    """Plan, check and start `vllm serve`; extra arguments after `--` go to vLLM unchanged."""
+    from gemmaserve.serve.api import start
+
+    result = start(
+        model=model,
+        encoding=encoding,
+        python=python,
+        gpu=gpu,
+        port=port,
+        gpu_index=gpu_index,
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_num_seqs=max_num_seqs,
+        served_model_name=served_model_name,
+        extra_args=list(extra_args),
+        wait=not no_wait,
+        ready_timeout_s=timeout_s,
+        on_progress=_progress_sink(),
+    )
+    emit(
+        result,
+        as_json=as_json,
+        render=lambda r: console().print(
+            f"{'serving' if r.ready else 'started (not serving yet)'}: pid {r.record.pid} on port {r.record.port}, "
+            f"log {r.record.log_path}"
+        ),
+    )
+    if not no_wait and not result.ready:
+        raise SystemExit(1)
+
+
+def _progress_sink():  # type: ignore[no-untyped-def]
+    """A one-line stage display on stderr, only on a terminal."""
+    if not sys.stderr.isatty():
+        return None
+    last: list[str] = []
+
+    def show(stage: EngineStage, waited_s: float) -> None:
+        line = f"\r vLLM {stage.value:<11} {waited_s:5.0f} s"
+        last[:] = [line]
+        click.echo(line, nl=False, err=True)
+
+    return show
+
+
+@cli.command(name="status")
+@_PORT
+@click.option(
+    "--all",
+    "all_servers",
+    is_flag=True,
+    help="Every server gemmaserve started on this host.",
+)
+@click.option(
+    "-n",
+    "lines",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="Log lines to show.",
+)
+@json_option
+def status_command(port: int, all_servers: bool, lines: int, as_json: bool) -> None:
+    """compiling / loading / serving / dead, with the engine facts from its log."""
+    from gemmaserve.serve.api import list_statuses, server_status
+
+    if all_servers:
+        emit(
+            list_statuses(),
+            as_json=as_json,
+            render=lambda rows: [_render_status(row) for row in rows],
+        )
+        return
+    status = server_status(port, last_lines=lines)
+    emit(status, as_json=as_json, render=_render_status)
+    if status.state.value == "dead":
+        raise SystemExit(1)
+
+
+def _render_status(status) -> None:  # type: ignore[no-untyped-def]
+    out = console()
+    e = status.engine
+    out.print(
+        f"port {status.port}: [bold]{status.state.value}[/] (pid {status.pid}, {status.model}, up {status.uptime_s:.0f} s)"
+    )
+    facts = {
+        "vLLM": e.vllm_version,
+        "dtype": e.dtype,
+        "quantization": e.quantization,
+        "weights GiB": e.weights_gib,
+        "load s": e.load_seconds,
+        "KV tokens": e.kv_cache_tokens,
+        "max concurrency": f"{e.max_concurrency}x at {e.max_concurrency_context_tokens} tokens"
+        if e.max_concurrency
+        else None,
+    }
+    out.print("  " + ", ".join(f"{k} {v}" for k, v in facts.items() if v is not None))
+    for error in e.errors:
+        out.print(f"  [red]{error}[/]", markup=True, highlight=False)
+    if status.oom_hint:
+        out.print(f"  {status.oom_hint}", highlight=False)
+    for line in status.last_lines:
+        out.print(f"  | {line}", markup=False, highlight=False)
+
+
+@cli.command(name="stop")
+@_PORT
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0),
+    default=30,
+    show_default=True,
+    help="Seconds after SIGTERM before SIGKILL.",
+)
+@json_option
+def stop_command(port: int, timeout_s: float, as_json: bool) -> None:
+    """SIGTERM the server's process group, then SIGKILL after --timeout; never a reused pid."""
+    from gemmaserve.serve.api import stop_server
+
+    result = stop_server(port, timeout_s=timeout_s)
+    emit(
+        result,
+        as_json=as_json,
+        render=lambda r: console().print(f"port {r.port} pid {r.pid}: {r.note}"),
+    )
+
+
+@cli.command(name="logs")
+@_PORT
+@click.option("-n", "lines", type=click.IntRange(min=0), default=100, show_default=True)
+@click.option(
+    "--follow", "-f", is_flag=True, help="Keep printing new lines until interrupted."
+)
+def logs_command(port: int, lines: int, follow: bool) -> None:
+    """The engine log of the server on --port."""
+    from gemmaserve.serve.supervisor import log_path_for, read_logs
+
+    for line in read_logs(port, lines):
+        click.echo(line)
+    if not follow:
+        return
+    path = log_path_for(port)
+    with path.open("r", errors="replace") as handle:
+        handle.seek(0, 2)
+        while True:
+            chunk = handle.readline()
+            if chunk:
+                click.echo(chunk, nl=False)
+            else:
+                time.sleep(0.5)

@@ -1,0 +1,78 @@
+"""``gemmaserve serve`` through the real CLI entry, against the dummy vLLM process."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from gemmaserve.cli import app
+from gemmaserve.cli.errors import run_with_error_mapping
+from gemmaserve.serve.launcher import start_server
+from tests.serve.conftest import DUMMY_COMMAND, Spawned, report, seams_for
+
+
+def invoke(args: list[str]) -> tuple[int, str, str]:
+    runner = CliRunner()
+    with runner.isolation() as (out, err, _):
+        try:
+            code = run_with_error_mapping(app, args, debug=False)
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return code, out.getvalue().decode(), err.getvalue().decode()
+
+
+def test_start_on_this_gpu_less_machine_is_refused_with_reasons() -> None:
+    code, out, err = invoke(["serve", "start", "--port", "8123", "--json"])
+    assert code == 1
+    document = json.loads(out)
+    assert document["error"] == "InterlockRefused"
+    assert any("gpu.driver" in reason for reason in document["reasons"])
+    assert "Error: serve start refused" in err
+
+
+def test_status_stop_logs_json_for_a_running_server(
+    port: int, spawned: Spawned
+) -> None:
+    start_server(
+        ["m", "--dtype", "float16"],
+        model="gemma-4-e2b",
+        seams=seams_for(report(), spawned),
+        gpu_sm=89,
+        vllm_command=DUMMY_COMMAND,
+        port=port,
+        ready_timeout_s=20,
+    )
+    code, out, _ = invoke(["serve", "status", "--port", str(port), "--json"])
+    status = json.loads(out)
+    assert code == 0 and status["state"] == "serving"
+    assert (
+        status["engine"]["weights_gib"] == 8.01
+        and status["engine"]["kv_cache_tokens"] == 867999
+    )
+    code, out, _ = invoke(["serve", "logs", "--port", str(port), "-n", "1"])
+    assert code == 0 and "Application startup complete" in out
+    code, out, _ = invoke(["serve", "stop", "--port", str(port), "--json"])
+    assert code == 0 and json.loads(out)["signal_sent"] == "SIGTERM"
+    code, out, err = invoke(["serve", "status", "--port", str(port)])
+    assert code == 1 and "No server started by gemmaserve on port" in err
+
+
+def test_status_of_a_dead_server_exits_1(port: int, spawned: Spawned) -> None:
+    import pytest
+
+    from gemmaserve.errors import ServerDied
+
+    with pytest.raises(ServerDied):
+        start_server(
+            ["m"],
+            model="m",
+            seams=seams_for(report(), spawned, mode="crash"),
+            gpu_sm=89,
+            vllm_command=DUMMY_COMMAND,
+            port=port,
+            ready_timeout_s=20,
+        )
+    spawned.processes[0].wait(timeout=5)
+    code, out, _ = invoke(["serve", "status", "--port", str(port), "--json"])
+    assert code == 1 and json.loads(out)["state"] == "dead"
