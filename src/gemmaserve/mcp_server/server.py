@@ -11,6 +11,7 @@ from mcp.server.mcpserver import MCPServer
 from gemmaserve import __version__
 from gemmaserve.mcp_server import (
     tools_bench,
+    tools_checkpoint,
     tools_host,
     tools_plan,
     tools_sagemaker,
@@ -57,4 +58,5 @@ def build_server(deps: ServerDeps | None = None) -> MCPServer:
     tools_sagemaker.register(server, deps)
     tools_sagemaker_setup.register(server, deps)
     tools_bench.register(server, deps)
+    tools_checkpoint.register(server, deps)
     return server
