@@ -8,7 +8,12 @@ import pytest
 
 from gemmaserve.bench.transports import ChatRequest, Chunk
 from gemmaserve.testing.mock_server import MockConfig
-from gemmaserve.testing.runner import MockProcess, ThreadedMockServer, start_mock_process, start_mock_thread
+from gemmaserve.testing.runner import (
+    MockProcess,
+    ThreadedMockServer,
+    start_mock_process,
+    start_mock_thread,
+)
 
 
 @pytest.fixture

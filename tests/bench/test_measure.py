@@ -16,8 +16,9 @@ from gemmaserve.testing.runner import MockProcess, ThreadedMockServer
 
 
 def _small(**changes: object) -> ClientSettings:
-    values: dict[str, object] = dict(decode_calls=2, decode_long_tokens=48, concurrency_levels=[1, 3], load_repeats=2,
-                                     load_input_tokens=20, load_output_tokens=12, quality_set=None)
+    values: dict[str, object] = {"decode_calls": 2, "decode_long_tokens": 48, "concurrency_levels": [1, 3],
+                                 "load_repeats": 2, "load_input_tokens": 20, "load_output_tokens": 12,
+                                 "quality_set": None}
     values.update(changes)
     return ClientSettings(**values)  # type: ignore[arg-type]
 

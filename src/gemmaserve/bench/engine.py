@@ -13,7 +13,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gemmaserve.bench.metrics import RequestMetrics, compute_request_metrics
-from gemmaserve.bench.transports import ChatRequest, Chunk, Clock, RequestFailed, Transport
+from gemmaserve.bench.transports import (
+    ChatRequest,
+    Chunk,
+    Clock,
+    RequestFailed,
+    Transport,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +57,8 @@ def verify_reply(request: ChatRequest, metrics: RequestMetrics) -> tuple[str, st
     if request.ignore_eos and metrics.output_tokens != request.max_tokens:
         return (
             "short_reply",
-            f"{metrics.output_tokens} of {request.max_tokens} tokens with ignore_eos"
-            f" (finish_reason={metrics.finish_reason})",
+            f"{metrics.output_tokens} of {request.max_tokens} tokens with ignore_eos "
+            + f"(finish_reason={metrics.finish_reason})",
         )
     return None
 

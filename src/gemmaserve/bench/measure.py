@@ -28,7 +28,11 @@ from gemmaserve import __version__
 from gemmaserve.bench import results
 from gemmaserve.bench.client_overhead import OverheadMeter
 from gemmaserve.bench.engine import BatchResult, Outcome, run_batch
-from gemmaserve.bench.engine_facts import build_engine_facts, facts_from_log, facts_from_metrics
+from gemmaserve.bench.engine_facts import (
+    build_engine_facts,
+    facts_from_log,
+    facts_from_metrics,
+)
 from gemmaserve.bench.schema import (
     ClientSettings,
     Completeness,
@@ -43,7 +47,13 @@ from gemmaserve.bench.schema import (
     TargetKind,
     save_result,
 )
-from gemmaserve.bench.transports import Clock, TargetSpec, Transport, open_transport, parse_target
+from gemmaserve.bench.transports import (
+    Clock,
+    TargetSpec,
+    Transport,
+    open_transport,
+    parse_target,
+)
 from gemmaserve.bench.workloads import Step, plan_steps, planned_phases
 from gemmaserve.errors import UsageError
 
@@ -146,7 +156,7 @@ class _TargetRun:
             ),
             hardware=self.options.hardware,
             run=self.info,
-            client=settings,
+            client=settings.model_copy(update={"transport": self.transport.description if self.transport else None}),
             requests=self.records,
             decode=results.decode_measurement(self.records, settings) if self.repeats_done.get("decode") else None,
             load=load,

@@ -31,7 +31,7 @@ class ChatDelta:
 class SseDecoder:
     """Feed bytes, get complete ``data:`` payloads; multi-line ``data`` fields are joined by "\\n"."""
 
-    __slots__ = ("_pending", "_data_lines")
+    __slots__ = ("_data_lines", "_pending")
 
     def __init__(self) -> None:
         self._pending = b""

@@ -15,7 +15,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from gemmaserve.bench.sse import ChatDelta, MalformedStream, SseDecoder, decode_chat_event
+from gemmaserve.bench.sse import (
+    ChatDelta,
+    MalformedStream,
+    SseDecoder,
+    decode_chat_event,
+)
 from gemmaserve.errors import UsageError
 
 Clock = Callable[[], float]
@@ -102,7 +107,7 @@ def parse_target(url: str) -> TargetSpec:
         return TargetSpec(url=url, kind="http", base_url=f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}")
     if parts.scheme == "sagemaker":
         query = parse_qs(parts.query)
-        region = (query.get("region") or [None])[0]
+        region = query.get("region", [""])[0]
         if not parts.netloc or not region:
             raise UsageError(
                 f"Target {url!r} needs an endpoint name and a region.",
@@ -113,7 +118,7 @@ def parse_target(url: str) -> TargetSpec:
             kind="sagemaker",
             endpoint_name=parts.netloc,
             region=region,
-            endpoint_url=(query.get("endpoint_url") or [None])[0],
+            endpoint_url=query.get("endpoint_url", [""])[0] or None,
         )
     raise UsageError(
         f"Target {url!r} is neither http(s):// nor sagemaker://.",

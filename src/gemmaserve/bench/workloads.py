@@ -57,14 +57,16 @@ def _int_extra(settings: ClientSettings, key: str, default: int) -> int:
 def plan_steps(settings: ClientSettings, *, target_index: int = 0, model: str | None = None) -> list[Step]:
     """Every step of one target's run. ``target_index`` salts the prompts so no two targets share one."""
     seed = settings.seed
+    temperature = settings.temperature if settings.temperature is not None else 0.0
+    ignore_eos = settings.ignore_eos if settings.ignore_eos is not None else True
     steps: list[Step] = []
 
     def decode_request(tokens: int, salt: tuple[object, ...]) -> ChatRequest:
         return ChatRequest(
             prompt=synthetic_prompt(DECODE_PROMPT_WORDS, seed=seed, salt=(target_index, *salt)),
             max_tokens=tokens,
-            temperature=settings.temperature,
-            ignore_eos=settings.ignore_eos,
+            temperature=temperature,
+            ignore_eos=ignore_eos,
             model=model,
         )
 
@@ -98,8 +100,8 @@ def plan_steps(settings: ClientSettings, *, target_index: int = 0, model: str | 
                             settings.load_input_tokens, seed=seed, salt=(target_index, "load", level, repeat, index)
                         ),
                         max_tokens=settings.load_output_tokens,
-                        temperature=settings.temperature,
-                        ignore_eos=settings.ignore_eos,
+                        temperature=temperature,
+                        ignore_eos=ignore_eos,
                         model=model,
                     ),
                 )
@@ -121,7 +123,7 @@ def plan_steps(settings: ClientSettings, *, target_index: int = 0, model: str | 
                     ChatRequest(
                         prompt=question.prompt,
                         max_tokens=settings.quality_max_tokens,
-                        temperature=settings.temperature,
+                        temperature=temperature,
                         model=model,
                     ),
                     question,

@@ -145,7 +145,13 @@ def _progress() -> Iterator[Callable[..., None] | None]:
     if not sys.stderr.isatty():
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from gemmaserve.cli.output import err_console
 

@@ -40,7 +40,7 @@ def payload_part(payload: bytes, *, corrupt_crc: bool = False) -> bytes:
 def model_stream_error(message: str, error_code: str = "424") -> bytes:
     """An exception event as SageMaker sends when the container fails mid-stream."""
     headers = {":exception-type": "ModelStreamError", ":content-type": "application/json", ":message-type": "exception"}
-    payload = ('{"Message": %s, "ErrorCode": "%s"}' % (_json_string(message), error_code)).encode()
+    payload = ('{"Message": %s, "ErrorCode": "%s"}' % (_json_string(message), error_code)).encode()  # noqa: UP031
     return encode_frame(headers, payload)
 
 

@@ -142,7 +142,7 @@ class MockServer:
         config = self.config
         request_id = f"chatcmpl-{uuid.uuid4().hex[:16]}"
         model = json.dumps(body.get("model") or config.model)
-        head = '{"id":"%s","object":"chat.completion.chunk","created":%d,"model":%s,"choices":' % (
+        head = '{"id":"%s","object":"chat.completion.chunk","created":%d,"model":%s,"choices":' % (  # noqa: UP031 - JSON braces
             request_id,
             int(time.time()),
             model,
@@ -167,7 +167,7 @@ class MockServer:
                 await asyncio.sleep(delay_s)
             sent += len(group)
             content = json.dumps("".join(group))
-            yield (head + '[{"index":0,"delta":{"content":%s},"finish_reason":null}]}' % content).encode(), len(group)
+            yield (head + '[{"index":0,"delta":{"content":%s},"finish_reason":null}]}' % content).encode(), len(group)  # noqa: UP031 - JSON braces
         if fault in ("stall",):
             await asyncio.sleep(config.hang_s)
         if fault == "disconnect":
@@ -185,13 +185,13 @@ class MockServer:
         if fault == "malformed_frame":
             raise _CorruptFrame
         finish = "length" if sent >= max_tokens else "stop"
-        yield (head + '[{"index":0,"delta":{},"finish_reason":"%s"}]}' % finish).encode(), 0
+        yield (head + '[{"index":0,"delta":{},"finish_reason":"%s"}]}' % finish).encode(), 0  # noqa: UP031
         stream_options = body.get("stream_options") or {}
         if stream_options.get("include_usage") and fault != "no_usage":
             if config.usage_delay_s:
                 await asyncio.sleep(config.usage_delay_s)
             usage = {"prompt_tokens": prompt_tokens, "completion_tokens": sent, "total_tokens": prompt_tokens + sent}
-            yield (head + "[],\"usage\":%s}" % json.dumps(usage)).encode(), 0
+            yield (head + "[],\"usage\":%s}" % json.dumps(usage)).encode(), 0  # noqa: UP031
         yield b"[DONE]", 0
 
     # --- routes ----------------------------------------------------------------
@@ -379,9 +379,11 @@ def render_metrics(config: MockConfig, stats: _Stats) -> str:
             f'vllm:request_success_total{{finished_reason="length",{label}}} {float(stats.finished)}',
             "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
             "# TYPE vllm:cache_config_info gauge",
-            f'vllm:cache_config_info{{block_size="{config.block_size}",cache_dtype="auto",'
-            f'enable_prefix_caching="True",gpu_memory_utilization="0.9",'
-            f'num_gpu_blocks="{config.kv_blocks}"}} 1.0',
+            (
+                f'vllm:cache_config_info{{block_size="{config.block_size}",cache_dtype="auto",'
+                f'enable_prefix_caching="True",gpu_memory_utilization="0.9",'
+                f'num_gpu_blocks="{config.kv_blocks}"}} 1.0'
+            ),
             "",
         ]
     )

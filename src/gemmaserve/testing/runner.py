@@ -15,7 +15,7 @@ import sys
 import threading
 import urllib.request
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Self
 
 from gemmaserve.testing.mock_server import MockConfig, MockServer, bind_socket, serve
 
@@ -61,8 +61,9 @@ class ThreadedMockServer:
             self._loop.call_soon_threadsafe(self._task.cancel)
         self._thread.join(10)
 
-    def __enter__(self) -> ThreadedMockServer:
-        return self.start()
+    def __enter__(self) -> Self:
+        self.start()
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
@@ -91,7 +92,7 @@ class MockProcess:
             if process.stdout is not None:
                 process.stdout.close()
 
-    def __enter__(self) -> MockProcess:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -146,5 +147,5 @@ def fetch_json(url: str, *, method: str = "GET", body: Any = None) -> Any:
     """A tiny blocking JSON call for test set-up (stdlib only, loopback only)."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback test helper
+    with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())
