@@ -8,9 +8,9 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,7 +75,7 @@ class Spawned:
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def __call__(self, *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
-        process: subprocess.Popen[bytes] = subprocess.Popen(*args, **kwargs)  # noqa: S603
+        process: subprocess.Popen[bytes] = subprocess.Popen(*args, **kwargs)
         self.processes.append(process)
         return process
 

@@ -49,7 +49,7 @@ def main() -> None:
     ready = threading.Event()
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             ok = self.path == "/health" and ready.is_set()
             self.send_response(200 if ok else 503)
             self.end_headers()

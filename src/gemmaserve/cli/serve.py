@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -114,7 +116,7 @@ def start_command(
         raise SystemExit(1)
 
 
-def _progress_sink():  # type: ignore[no-untyped-def]
+def _progress_sink() -> Callable[[EngineStage, float], None] | None:
     """A one-line stage display on stderr, only on a terminal."""
     if not sys.stderr.isatty():
         return None
@@ -153,7 +155,7 @@ def status_command(port: int, all_servers: bool, lines: int, as_json: bool) -> N
         emit(
             list_statuses(),
             as_json=as_json,
-            render=lambda rows: [_render_status(row) for row in rows],
+            render=_render_statuses,
         )
         return
     status = server_status(port, last_lines=lines)
@@ -162,7 +164,14 @@ def status_command(port: int, all_servers: bool, lines: int, as_json: bool) -> N
         raise SystemExit(1)
 
 
-def _render_status(status) -> None:  # type: ignore[no-untyped-def]
+def _render_statuses(rows: list[Any]) -> None:
+    if not rows:
+        console().print("no servers started by gemmaserve on this host")
+    for row in rows:
+        _render_status(row)
+
+
+def _render_status(status: Any) -> None:
     out = console()
     e = status.engine
     out.print(

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gemmaserve.host import host_checks, python_checks
-from gemmaserve.host.disk import default_disk_paths, probe_disk
+from gemmaserve.host.disk import DiskFacts, default_disk_paths, probe_disk
 from gemmaserve.host.gpu import GpuInfo, probe_gpus
 from gemmaserve.host.interpreter import (
     InterpreterFacts,
     default_target_python,
     probe_interpreter,
 )
-from gemmaserve.host.memory import MEMINFO_PATH, probe_memory
+from gemmaserve.host.memory import MEMINFO_PATH, MemoryFacts, probe_memory
 from gemmaserve.host.probed import Probed, describe_exception
 from gemmaserve.host.runner import CommandRunner, run_command
 from gemmaserve.host.verdicts import (
@@ -124,8 +124,8 @@ PREREQUISITES: dict[str, tuple[str, ...]] = {
 def judge(
     *,
     python: str,
-    memory: Probed[host_checks.MemoryFacts],
-    disk: host_checks.DiskFacts,
+    memory: Probed[MemoryFacts],
+    disk: DiskFacts,
     gpus: Probed[list[GpuInfo]],
     interpreter: Probed[InterpreterFacts],
     needs: Probed[HostNeeds],
@@ -272,7 +272,7 @@ def run_doctor(
     except UsageError:
         raise
     except (
-        Exception
+        Exception  # noqa: BLE001
     ) as exc:  # a plan that cannot be made is an unknown, reported with its reason
         needs = Probed[HostNeeds](error=describe_exception(exc))
     checks = judge(

@@ -112,12 +112,12 @@ def probe_interpreter(
     except FileNotFoundError:
         return Probed[InterpreterFacts](error=f"no interpreter at {python}")
     except (
-        Exception
+        Exception  # noqa: BLE001
     ) as exc:  # TimeoutExpired, PermissionError: the interpreter could not be run
         return Probed[InterpreterFacts](error=describe_exception(exc))
     try:
         return Probed[InterpreterFacts](value=parse_probe_output(result.stdout))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
         tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-5:])
         return Probed[InterpreterFacts](
             error=f"{describe_exception(exc)} (exit {result.returncode}){': ' + tail if tail else ''}"

@@ -1,3 +1,5 @@
+# mypy: ignore-errors
+# ruff: noqa: BLE001, UP031
 """Standalone probe run inside the TARGET interpreter (``python -c <this file's text>``).
 
 It must run on any Python 3.8+ with nothing but the standard library installed,

@@ -445,7 +445,7 @@ def check_shared_libraries(facts: InterpreterFacts) -> Check:
     missing = [
         name
         for name in wanted
-        if not ((lib := facts.library(name)) and lib.loaded_from)
+        if not ((found := facts.library(name)) and found.loaded_from)
     ]
     if missing:
         return Check(

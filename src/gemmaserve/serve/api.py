@@ -31,7 +31,7 @@ from gemmaserve.serve.supervisor import (
     stop_server,
 )
 
-__all__ = ["start", "server_status", "stop_server", "read_logs", "list_statuses"]
+__all__ = ["list_statuses", "read_logs", "server_status", "start", "stop_server"]
 
 
 def start(

@@ -80,7 +80,7 @@ def interlock_reasons(
         reasons.append(
             "the GPU's compute capability is unknown, so the Turing clamp requirement cannot be decided"
         )
-    elif gpu_sm < 80:
+    elif gpu_sm < 80:  # noqa: SIM102
         if clamp is None or not clamp.verified:
             why = clamp.evidence if clamp else "no clamp verdict"
             reasons.append(
@@ -129,7 +129,7 @@ def http_health(port: int) -> bool:
     try:
         with urllib.request.urlopen(
             f"http://127.0.0.1:{port}/health", timeout=HEALTH_TIMEOUT_S
-        ) as response:  # noqa: S310
+        ) as response:
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError, ValueError):
         return False

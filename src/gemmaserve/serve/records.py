@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -100,7 +101,7 @@ def process_start_ticks(pid: int) -> int | None:
 def process_running(pid: int) -> bool:
     """True for a live process; a zombie (exited, not yet reaped) counts as gone."""
     fields = _stat_fields(pid)
-    return bool(fields) and fields[0] not in ("Z", "X")
+    return fields is not None and bool(fields) and fields[0] not in ("Z", "X")
 
 
 def process_cmdline(pid: int) -> list[str] | None:
@@ -148,6 +149,6 @@ def acquire_lock(kind: str, key: int) -> int:
     return fd
 
 
-def note_lock_holder(fd: int, holder: dict[str, object]) -> None:
+def note_lock_holder(fd: int, holder: Mapping[str, object]) -> None:
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(holder).encode(), 0)
