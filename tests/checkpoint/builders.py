@@ -101,3 +101,62 @@ def write_unquantized(root: Path, seed: int = 0, *, zero_groups: bool = True, pe
     (root / "config.json").write_text(json.dumps(cfg))
     (root / "tokenizer.json").write_text("{}")
     return root
+
+
+def _reference_linears(reference: Path) -> dict[str, np.ndarray]:
+    from safetensors.torch import load_file
+
+    found = {}
+    for shard in sorted(reference.glob("*.safetensors")):
+        for name, tensor in load_file(str(shard)).items():
+            if name[: -len(".weight")] in linear_shapes() and name.endswith(".weight"):
+                bits = tensor.view(torch.int16).numpy().view(np.uint16)
+                found[name[: -len(".weight")]] = grid.bf16_bits_to_f32(bits)
+    return found
+
+
+def write_awq_build(reference: Path, root: Path, *, clip_ratio: float = 0.7) -> Path:
+    """An AutoAWQ-GEMM-layout build of the reference: asymmetric min-max groups with AWQ's range clipping."""
+    root.mkdir(parents=True, exist_ok=True)
+    tensors: dict[str, torch.Tensor] = {}
+    for module, weight in _reference_linears(reference).items():
+        w_t = weight.T.astype(np.float32)  # AutoAWQ stores [in, out]
+        k, n = w_t.shape
+        g = w_t.reshape(k // 32, 32, n)
+        hi, lo = g.max(axis=1) * clip_ratio, g.min(axis=1) * clip_ratio
+        scale = np.maximum(((hi - lo) / 15).astype(np.float16).astype(np.float32), np.float32(2**-14))
+        zero = np.clip(np.rint(-lo / scale), 0, 15)
+        q = np.clip(np.rint(g / scale[:, None, :]) + zero[:, None, :], 0, 15).reshape(k, n).astype(np.uint8)
+        tensors[f"{module}.qweight"] = torch.from_numpy(grid.pack_awq(q))
+        tensors[f"{module}.qzeros"] = torch.from_numpy(grid.pack_awq(zero.astype(np.uint8)))
+        tensors[f"{module}.scales"] = torch.from_numpy(np.ascontiguousarray(scale, dtype=np.float16))
+    save_file(tensors, str(root / "model.safetensors"))
+    cfg = config()
+    cfg["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 32, "zero_point": True, "version": "gemm"}
+    (root / "config.json").write_text(json.dumps(cfg))
+    return root
+
+
+def write_observer_build(reference: Path, root: Path) -> Path:
+    """A compressed-tensors pack-quantized build whose scales come from its absmax/7.5 observer rule."""
+    from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor
+    from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
+
+    scheme = QuantizationScheme(
+        targets=["Linear"], weights=QuantizationArgs(num_bits=4, type="int", symmetric=True, strategy="group", group_size=32)
+    )
+    root.mkdir(parents=True, exist_ok=True)
+    tensors: dict[str, torch.Tensor] = {}
+    for module, weight in _reference_linears(reference).items():
+        absmax = np.abs(weight.reshape(weight.shape[0], -1, 32)).max(axis=-1)
+        scale = to_bf16(grid.round_to_dtype((absmax / 7.5).astype(np.float32), "BF16"))
+        state = PackedQuantizationCompressor.compress({"weight": to_bf16(weight), "weight_scale": scale}, scheme)
+        tensors.update({f"{module}.{k}": v for k, v in state.items()})
+    save_file(tensors, str(root / "model.safetensors"))
+    cfg = config()
+    cfg["quantization_config"] = {
+        "quant_method": "compressed-tensors", "format": "pack-quantized",
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": scheme.weights.model_dump()}}, "ignore": ["lm_head"],
+    }  # fmt: skip
+    (root / "config.json").write_text(json.dumps(cfg))
+    return root

@@ -247,7 +247,7 @@ def pack_int4(levels: np.ndarray) -> np.ndarray:
     rows, cols = levels.shape
     nibbles = (levels.astype(np.int16) + 8).astype(np.uint32).reshape(rows, cols // 8, 8)
     shifts = np.arange(0, 32, 4, dtype=np.uint32)
-    return np.bitwise_or.reduce(nibbles << shifts, axis=-1).view(np.int32)
+    return np.ascontiguousarray(np.bitwise_or.reduce(nibbles << shifts, axis=-1)).view(np.int32)
 
 
 def unpack_int4(packed: np.ndarray, cols: int) -> np.ndarray:
@@ -287,7 +287,7 @@ def pack_awq(nibbles: np.ndarray) -> np.ndarray:
     k, n = nibbles.shape
     ordered = nibbles.reshape(k, n // 8, 8)[..., list(AWQ_PACK_ORDER)].astype(np.uint32)
     shifts = np.arange(0, 32, 4, dtype=np.uint32)
-    return np.bitwise_or.reduce(ordered << shifts, axis=-1).view(np.int32)
+    return np.ascontiguousarray(np.bitwise_or.reduce(ordered << shifts, axis=-1)).view(np.int32)
 
 
 def dequantize_awq(qweight: np.ndarray, qzeros: np.ndarray, scales: np.ndarray, *, group_size: int) -> np.ndarray:

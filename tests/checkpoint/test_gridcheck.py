@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gemmaserve.checkpoint import grid_check, repack_checkpoint
+from gemmaserve.errors import UsageError
+from tests.checkpoint.builders import PREFIX, write_awq_build, write_observer_build
+
+
+def test_a_faithful_repack_is_bit_identical(unquantized_dir: Path, tmp_path: Path) -> None:
+    repack_checkpoint(unquantized_dir, tmp_path / "ct")
+    report = grid_check(str(tmp_path / "ct"), str(unquantized_dir))
+    assert report.verdict == "bit-identical"
+    assert report.values == report.values_bit_identical == 77824
+    assert report.groups_bit_identical == report.groups and report.values_off_by_a_level_or_more == 0
+    assert report.max_abs_diff == 0.0
+    assert all(t.reference_groups_on_grid == t.groups for t in report.tensors)
+
+
+def test_an_awq_build_moves_weights_off_the_grid(unquantized_dir: Path, tmp_path: Path) -> None:
+    build = write_awq_build(unquantized_dir, tmp_path / "awq")
+    report = grid_check(str(build), str(unquantized_dir), tensor=f"{PREFIX}.layers.0.self_attn.q_proj")
+    [only] = report.tensors
+    assert only.build_format == "awq-gemm" and only.values == 64 * 64
+    assert report.verdict == "off-grid"
+    assert 0.02 < report.share_off_by_a_level_or_more < 0.9
+    assert report.values_bit_identical < report.values and report.mean_abs_diff > 0
+
+
+def test_the_compressed_tensors_observer_rule_is_not_the_qat_grid(unquantized_dir: Path, tmp_path: Path) -> None:
+    build = write_observer_build(unquantized_dir, tmp_path / "observer")
+    report = grid_check(str(build), str(unquantized_dir), layers="1")
+    assert {t.tensor.split(".layers.")[1][0] for t in report.tensors} == {"1"}
+    # absmax/7.5 stretches the step by 8/7.5: most values move, but by less than one level.
+    assert report.values_bit_identical < 0.9 * report.values
+    assert report.values_off_by_a_level_or_more == 0 and report.verdict == "on-grid-rounding"
+    assert 0 < report.max_abs_diff
+
+
+def test_selection_errors_are_usage_errors(unquantized_dir: Path, tmp_path: Path) -> None:
+    repack_checkpoint(unquantized_dir, tmp_path / "ct")
+    with pytest.raises(UsageError, match="no tensor"):
+        grid_check(str(tmp_path / "ct"), str(unquantized_dir), tensor="model.nothing")
+    with pytest.raises(UsageError, match="--layers"):
+        grid_check(str(tmp_path / "ct"), str(unquantized_dir), layers="a-b")
