@@ -4,7 +4,9 @@ the interlock refuses a T4 without a verified clamp, an L4 starts, and a cancell
 from __future__ import annotations
 
 import socket
+import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +15,39 @@ import pytest
 from mcp import Client
 
 from gemmaserve.mcp_server import ServerDeps, build_server
+from gemmaserve.serve.launcher import LaunchSeams
 from gemmaserve.serve.records import load_record, process_matches
 from tests.mcp.conftest import ProgressLog, call_tool, cli_json, error_details, error_text
 from tests.mcp.fake_hosts import fake_vllm_command, scripted_host
 
 
-# The launcher detaches vLLM and drops its Popen object on purpose (the record tracks the process);
-# Python reports that as a ResourceWarning when the object is collected.
-pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning", "ignore::ResourceWarning")
+class KeptPopen:
+    """The real ``subprocess.Popen``, with each object kept so the test reaps it.
+
+    The launcher detaches vLLM and drops its Popen object on purpose (the record tracks the process);
+    collected while the child runs, Python would report a ResourceWarning in some later test.
+    """
+
+    def __init__(self) -> None:
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        process = subprocess.Popen(*args, **kwargs)  # noqa: S603 - the launcher's own argv
+        self.processes.append(process)
+        return process
+
+    def reap(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait(10)
+
+
+@pytest.fixture
+def popen() -> Iterator[KeptPopen]:
+    kept = KeptPopen()
+    yield kept
+    kept.reap()
 
 
 def free_port() -> int:
@@ -29,14 +56,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _server(tmp_path: Path, gpu: str) -> tuple[Any, str]:
+def _server(tmp_path: Path, gpu: str, popen: KeptPopen) -> tuple[Any, str]:
     sources, python = scripted_host(tmp_path, gpu=gpu)
-    deps = ServerDeps(doctor_sources=sources, vllm_command=fake_vllm_command(tmp_path))
+    launch = LaunchSeams(doctor=lambda: None, popen=popen)  # type: ignore[arg-type,return-value]
+    deps = ServerDeps(doctor_sources=sources, vllm_command=fake_vllm_command(tmp_path), launch=launch)
     return build_server(deps), python
 
 
-def test_t4_without_a_verified_clamp_is_refused_and_nothing_starts(tmp_path: Path) -> None:
-    server, python = _server(tmp_path, "t4")
+def test_t4_without_a_verified_clamp_is_refused_and_nothing_starts(tmp_path: Path, popen: KeptPopen) -> None:
+    server, python = _server(tmp_path, "t4", popen)
     port = free_port()
     result = call_tool(server, "serve_start", {"python": python, "port": port, "ready_timeout_s": 20})
     details = error_details(result)
@@ -47,8 +75,8 @@ def test_t4_without_a_verified_clamp_is_refused_and_nothing_starts(tmp_path: Pat
     assert error_details(call_tool(server, "serve_status", {"port": port}))["error"] == "ServerNotRunning"
 
 
-def test_l4_starts_serves_and_stops_with_confirmation(tmp_path: Path) -> None:
-    server, python = _server(tmp_path, "l4")
+def test_l4_starts_serves_and_stops_with_confirmation(tmp_path: Path, popen: KeptPopen) -> None:
+    server, python = _server(tmp_path, "l4", popen)
     port = free_port()
     progress = ProgressLog()
     started = call_tool(server, "serve_start", {"python": python, "port": port, "ready_timeout_s": 30},
@@ -72,9 +100,11 @@ def test_l4_starts_serves_and_stops_with_confirmation(tmp_path: Path) -> None:
     assert load_record(port) is None
 
 
-def test_cancelled_start_stops_the_server_it_launched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cancelled_start_stops_the_server_it_launched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, popen: KeptPopen
+) -> None:
     monkeypatch.setenv("FAKE_VLLM_NEVER_READY", "1")
-    server, python = _server(tmp_path, "l4")
+    server, python = _server(tmp_path, "l4", popen)
     port = free_port()
     records: list[Any] = []
 
