@@ -66,7 +66,7 @@ class FakeHub:
                     self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
                 self.end_headers()
                 self.wfile.write(body)
-                hub.bytes_sent[file.name] += len(body)
+                hub.bytes_sent[self.path.split("?")[0].lstrip("/").replace("/resolve/main", "")] += len(body)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"

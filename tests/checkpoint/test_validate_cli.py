@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gemmaserve.checkpoint import repack_checkpoint, validate_checkpoint
+from gemmaserve.cli import app
+from tests.checkpoint.builders import PREFIX
+
+
+@pytest.fixture
+def ct_dir(unquantized_dir: Path, tmp_path: Path) -> Path:
+    repack_checkpoint(unquantized_dir, tmp_path / "ct")
+    copy = tmp_path / "copy"
+    shutil.copytree(tmp_path / "ct", copy)  # a real copy: the tests edit it
+    return copy
+
+
+def _edit_config(root: Path, edit) -> None:  # type: ignore[no-untyped-def]
+    config = json.loads((root / "config.json").read_text())
+    edit(config)
+    (root / "config.json").write_text(json.dumps(config))
+
+
+def test_a_repacked_checkpoint_validates(ct_dir: Path, unquantized_dir: Path) -> None:
+    assert validate_checkpoint(str(ct_dir)).findings == []
+    assert validate_checkpoint(str(unquantized_dir)).ok
+
+
+def test_a_linear_missing_from_the_ignore_list_is_an_error_with_the_fix(ct_dir: Path) -> None:
+    _edit_config(ct_dir, lambda c: c["quantization_config"]["ignore"].remove(f"{PREFIX}.per_layer_model_projection"))
+    report = validate_checkpoint(str(ct_dir))
+    assert not report.ok
+    [finding] = [f for f in report.findings if f.check == "ignore"]
+    assert "per_layer_model_projection" in finding.message and "Add" in finding.fix
+
+
+def test_packed_module_in_ignore_list_and_wrong_group_size(ct_dir: Path) -> None:
+    def edit(c: dict) -> None:
+        c["quantization_config"]["ignore"].append(f"{PREFIX}.layers.0.mlp.up_proj")
+        c["quantization_config"]["config_groups"]["group_0"]["weights"]["group_size"] = 64
+
+    _edit_config(ct_dir, edit)
+    checks = [(f.check, f.message) for f in validate_checkpoint(str(ct_dir)).findings]
+    assert any(c == "ignore" and "up_proj is stored packed" in m for c, m in checks)
+    assert sum(c == "packed" for c, _ in checks) == 16
+
+
+def test_index_and_layer_count_mismatches(ct_dir: Path) -> None:
+    index = json.loads((ct_dir / "model.safetensors.index.json").read_text())
+    index["weight_map"]["model.ghost.weight"] = "model-00001-of-00003.safetensors"
+    (ct_dir / "model.safetensors.index.json").write_text(json.dumps(index))
+    _edit_config(ct_dir, lambda c: c["text_config"].update(num_hidden_layers=3))
+    messages = [f.message for f in validate_checkpoint(str(ct_dir)).findings]
+    assert any("model.ghost.weight" in m for m in messages)
+    assert any("[2]" in m and "num_hidden_layers=3" in m for m in messages)
+
+
+def test_cli_json_and_exit_codes(ct_dir: Path, unquantized_dir: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["checkpoint", "inspect", str(ct_dir), "--json"])
+    assert result.exit_code == 0, result.output
+    parts = {p["part"]: p for p in json.loads(result.stdout)["parts"]}
+    assert parts["transformer_body"]["storage"]["packed int4"] > 0
+    result = runner.invoke(app, ["checkpoint", "grid-check", str(ct_dir), "--reference", str(unquantized_dir), "--layers", "0", "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["verdict"] == "bit-identical"
+    result = runner.invoke(app, ["checkpoint", "repack", str(unquantized_dir), str(tmp_path / "cli-out"), "--text-only", "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["tensors_dropped"] == 4
+    for mode in ([], ["--json"]):
+        assert runner.invoke(app, ["checkpoint", "validate", str(ct_dir), *mode]).exit_code == 0
+    _edit_config(ct_dir, lambda c: c["quantization_config"].update(ignore=[]))
+    assert runner.invoke(app, ["checkpoint", "validate", str(ct_dir)]).exit_code == 1
+
+
+def test_cli_errors_are_messages_not_tracebacks(tmp_path: Path) -> None:
+    from gemmaserve.cli import main
+
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\xff" * 8 + b"{}")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["checkpoint", "inspect", str(bad)])
+    assert exit_info.value.code == 1
+    with pytest.raises(SystemExit) as exit_info:
+        main(["checkpoint", "inspect", "not a path or repo"])
+    assert exit_info.value.code == 1
