@@ -81,7 +81,7 @@ def server() -> MCPServer:
 
 # --- SageMaker: moto's real HTTP server, with Service Quotas (which moto lacks) answered by Stubber ----------
 
-from tests.sagemaker.conftest import moto_factory, moto_server_url  # noqa: E402,F401 - re-exported fixtures
+from tests.sagemaker.conftest import moto_factory, moto_server_url  # noqa: F401 - re-exported fixtures
 
 REGION = "us-east-1"
 
@@ -107,7 +107,7 @@ class QuotaStubbedFactory:
 
 
 @pytest.fixture
-def aws_cli_env(moto_factory: Any, moto_server_url: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+def aws_cli_env(moto_factory: Any, moto_server_url: str, monkeypatch: pytest.MonkeyPatch) -> Any:  # noqa: F811
     """Points the CLI (which builds its own clients) at the same moto server the MCP server uses."""
     monkeypatch.setenv("GEMMASERVE_AWS_ENDPOINT_URL", moto_server_url)
     monkeypatch.setenv("AWS_REGION", REGION)

@@ -25,7 +25,13 @@ from gemmaserve.mcp_server.framework import (
     translate_errors,
     typed_result,
 )
-from tests.mcp.conftest import ProgressLog, call_tool, error_details, error_text, list_tools
+from tests.mcp.conftest import (
+    ProgressLog,
+    call_tool,
+    error_details,
+    error_text,
+    list_tools,
+)
 
 
 class Counted(BaseModel):

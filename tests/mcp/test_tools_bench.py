@@ -14,7 +14,13 @@ from gemmaserve.cli import app
 from gemmaserve.mcp_server import build_server
 from gemmaserve.testing.mock_server import MockConfig
 from gemmaserve.testing.runner import ThreadedMockServer, start_mock_thread
-from tests.mcp.conftest import ProgressLog, call_tool, cli_json, error_details, error_text
+from tests.mcp.conftest import (
+    ProgressLog,
+    call_tool,
+    cli_json,
+    error_details,
+    error_text,
+)
 
 SMALL = {"decode_calls": 2, "decode_short": 4, "decode_long": 12, "concurrency": [1, 2], "repeats": 1,
          "input_tokens": 8, "output_tokens": 8, "quality_set": "none", "warmup": 0}

@@ -10,6 +10,7 @@ from gemmaserve.mcp_server import ServerDeps, build_server
 from tests.mcp.conftest import call_tool, cli_json, error_details
 from tests.mcp.fake_hosts import HOST_DATA, scripted_host
 
+
 def test_doctor_reports_the_no_swap_host_with_fixes(tmp_path: Path) -> None:
     sources, python = scripted_host(tmp_path, meminfo=(HOST_DATA / "meminfo_published_7_8gb_no_swap.txt").read_text())
     server = build_server(ServerDeps(doctor_sources=sources))
@@ -28,7 +29,7 @@ def test_doctor_reports_the_no_swap_host_with_fixes(tmp_path: Path) -> None:
 
 
 def test_doctor_unknown_model_is_an_error_before_any_probe(tmp_path: Path) -> None:
-    sources, python = scripted_host(tmp_path)
+    sources, _ = scripted_host(tmp_path)
     result = call_tool(build_server(ServerDeps(doctor_sources=sources)), "doctor", {"model": "gemma-5"})
     assert error_details(result)["error"] == "UnknownName"
 

@@ -91,7 +91,7 @@ def test_t4_deploy_with_the_stock_image_is_refused_by_the_interlock(aws_server: 
 def test_deploy_status_logs_invoke_list_delete_agree_with_the_cli(
     aws_server: tuple[MCPServer, Any, str], moto_server_url: str
 ) -> None:
-    server, moto, role = aws_server
+    server, _, role = aws_server
     progress = ProgressLog()
     deployed = call_tool(server, "sagemaker_deploy", _deploy_args(role, "mcp-t4ok"), progress=progress)
     assert not deployed.is_error, deployed.content[0].text  # type: ignore[union-attr]

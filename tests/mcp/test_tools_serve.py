@@ -17,7 +17,13 @@ from mcp import Client
 from gemmaserve.mcp_server import ServerDeps, build_server
 from gemmaserve.serve.launcher import LaunchSeams
 from gemmaserve.serve.records import load_record, process_matches
-from tests.mcp.conftest import ProgressLog, call_tool, cli_json, error_details, error_text
+from tests.mcp.conftest import (
+    ProgressLog,
+    call_tool,
+    cli_json,
+    error_details,
+    error_text,
+)
 from tests.mcp.fake_hosts import fake_vllm_command, scripted_host
 
 
@@ -32,7 +38,7 @@ class KeptPopen:
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def __call__(self, *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
-        process = subprocess.Popen(*args, **kwargs)  # noqa: S603 - the launcher's own argv
+        process = subprocess.Popen(*args, **kwargs)
         self.processes.append(process)
         return process
 

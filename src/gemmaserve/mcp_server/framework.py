@@ -8,6 +8,7 @@ JSON. Nothing here prints: on stdio, stdout belongs to the protocol.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
@@ -189,10 +190,9 @@ async def run_blocking(ctx: Context, work: Callable[[Cancellation, ProgressSink]
     outcome: dict[str, Any] = {}
 
     def report(progress: float, total: float | None, message: str | None) -> None:
-        try:
+        # A lost progress message (the session closed meanwhile) must not fail the work.
+        with contextlib.suppress(Exception):
             anyio.from_thread.run(ctx.report_progress, progress, total, message, token=token)
-        except Exception:  # noqa: BLE001 - a lost progress message (closed session) must not fail the work
-            pass
 
     def target() -> None:
         try:

@@ -7,7 +7,8 @@ steps survive. A failed request is a result, not an error; only bad usage fails 
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Sequence
+from typing import Annotated, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
@@ -18,7 +19,15 @@ from gemmaserve.bench.measure import MeasureReport
 from gemmaserve.bench.report import ReportOutput
 from gemmaserve.errors import UsageError
 from gemmaserve.mcp_server.deps import ServerDeps
-from gemmaserve.mcp_server.framework import Cancellation, ProgressSink, run_blocking, translate_errors, typed_result
+from gemmaserve.mcp_server.framework import (
+    Cancellation,
+    ProgressSink,
+    run_blocking,
+    translate_errors,
+    typed_result,
+)
+
+T = TypeVar("T")
 
 # Sends requests to the targets and writes <label>.json files into out_dir (replacing same-named ones).
 MEASURE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
@@ -32,13 +41,13 @@ Utilisation = Annotated[
 PerTarget = Annotated[list[str] | None, Field(description="One per target, in target order (may be shorter).")]
 
 
-def _per_target(values: list[str] | list[float] | None, count: int, name: str) -> list:  # type: ignore[type-arg]
+def _per_target(values: Sequence[T] | None, count: int, name: str) -> list[T | None]:
     """The CLI's rule for per-target options: at most one per target, missing ones None."""
-    values = list(values or [])
-    if len(values) > count:
-        raise UsageError(f"{name} was given {len(values)} values for {count} target(s).",
+    given: list[T | None] = list(values or [])
+    if len(given) > count:
+        raise UsageError(f"{name} was given {len(given)} values for {count} target(s).",
                          hint=f"Give {name} once per target, in target order.")
-    return values + [None] * (count - len(values))
+    return given + [None] * (count - len(given))
 
 
 def summarise_measure(report: MeasureReport) -> str:
@@ -90,7 +99,11 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         Reports progress per request; cancelling keeps what finished (files marked interrupted).
         Same as `gemmaserve bench measure --json`; the files feed bench combine / report.
         """
-        from gemmaserve.bench.measure import TargetOptions, hardware_info, measure_targets
+        from gemmaserve.bench.measure import (
+            TargetOptions,
+            hardware_info,
+            measure_targets,
+        )
         from gemmaserve.bench.questions import get_question_set
         from gemmaserve.bench.schema import ClientSettings
 

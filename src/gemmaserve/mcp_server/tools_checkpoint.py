@@ -13,7 +13,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from gemmaserve.checkpoint import GridCheckReport, InspectReport, RepackReport, ValidateReport
+from gemmaserve.checkpoint import (
+    GridCheckReport,
+    InspectReport,
+    RepackReport,
+    ValidateReport,
+)
 from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
     READ_ONLY_REMOTE,

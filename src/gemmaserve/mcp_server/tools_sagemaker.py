@@ -96,7 +96,7 @@ def summarise_deploy(outcome: DeployOutcome) -> str:
     return f"{head}. {tail}. It bills until deleted: sagemaker_delete {plan.endpoint_name}."
 
 
-def register(server: MCPServer, deps: ServerDeps) -> None:  # noqa: C901 - one closure per tool
+def register(server: MCPServer, deps: ServerDeps) -> None:
     @server.tool(name="sagemaker_preflight", title="Will this SageMaker deploy work?", annotations=READ_ONLY_REMOTE)
     @translate_errors
     def sagemaker_preflight(
