@@ -322,13 +322,15 @@ def repack_checkpoint(
         for extra in sorted(src.root.iterdir()):
             if extra.is_file() and extra.name not in headers and extra.name not in ("config.json", INDEX_FILE, MANIFEST_FILE):
                 _link_or_copy(extra, tmp / extra.name)
-        files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir())}
+        files: dict[str, dict[str, Any]] = {
+            p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir())
+        }
         report = RepackReport(
             source=str(src.path), output=str(out), text_only=text_only, int4_embeddings=int4_embeddings,
             tensors_quantized=stats.tensors, values_quantized=stats.values, values_bit_exact=stats.bit_exact,
             groups=stats.groups, groups_peak_not_at_8=stats.peak_elsewhere,
             tensors_kept=sum(p == "keep" for p in plans.values()), tensors_dropped=sum(p == "drop" for p in plans.values()),
-            shards_written=written, shards_linked=linked, output_bytes=sum(f["bytes"] for f in files.values()),
+            shards_written=written, shards_linked=linked, output_bytes=sum(int(f["bytes"]) for f in files.values()),
             ignore=ignore, manifest=str(out / MANIFEST_FILE),
         )  # fmt: skip
         manifest = {"format": "gemmaserve-repack-manifest/1", "files": files, "report": report.model_dump(mode="json")}

@@ -14,7 +14,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -194,8 +194,8 @@ class HubSource:
 
     def _get(self, filename: str, byte_range: tuple[int, int] | None = None) -> bytes | None:
         """GET a file (or a byte range of it); None when the repo has no such file."""
-        from huggingface_hub import hf_hub_url
-        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+        from huggingface_hub import get_session, hf_hub_url, hf_raise_for_status
+        from huggingface_hub.utils._headers import build_hf_headers
 
         url = hf_hub_url(self.repo_id, filename, revision=self.revision, endpoint=self.api.endpoint)
         headers = build_hf_headers(token=self.api.token)
@@ -278,7 +278,7 @@ class _hub_errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         if exc is None or isinstance(exc, CheckpointError):
             return False
         from huggingface_hub import errors as hf_errors
