@@ -176,3 +176,19 @@ def test_bad_endpoint_name_and_arguments(aws_server: tuple[MCPServer, Any, str])
                       {"model": "gemma-4-e2b", "instance_types": ["ml.g6.xlarge"]},
                       {"model": "gemma-4-e2b", "instance_types": ["ml.g6.xlarge"], "confirm": True, "ttl_hours": 0}):
         assert "validation error" in error_text(call_tool(server, "sagemaker_deploy", arguments)), arguments
+
+
+def test_preflight_equals_cli_and_unknown_is_not_ok(aws_cli_env: Any) -> None:
+    # The same world for both front ends: moto (no Service Quotas there) and a Hub the network guard blocks.
+    role = make_role(aws_cli_env("iam", REGION))
+    server = build_server(ServerDeps(aws_clients=aws_cli_env))
+    arguments = {"model": "gemma-4-e2b", "instance_types": ["ml.g4dn.xlarge"], "role_arn": role, "region": REGION,
+                 "image_uri": T4_DERIVED}
+    result = call_tool(server, "sagemaker_preflight", arguments)
+    expected = cli_json("sagemaker", "preflight", "--model", "gemma-4-e2b", "--instance", "ml.g4dn.xlarge",
+                        "--role-arn", role, "--region", REGION, "--image", T4_DERIVED, exit_code=1)
+    assert result.structured_content == expected
+    statuses = {finding["check"].split(":")[0]: finding["status"] for finding in expected["findings"]}
+    assert statuses["execution-role"] == "ok" and statuses["turing-clamp"] == "ok"
+    assert "unknown" in statuses.values()
+    assert result.content[0].text.startswith("Not ready: ")  # type: ignore[union-attr]
