@@ -64,9 +64,10 @@ class FakeHub:
                 self.send_header("ETag", '"fake"')
                 if status == 206:
                     self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
+                # Count before sending: the client may read the counter as soon as it has the body.
+                hub.bytes_sent[self.path.split("?")[0].lstrip("/").replace("/resolve/main", "")] += len(body)
                 self.end_headers()
                 self.wfile.write(body)
-                hub.bytes_sent[self.path.split("?")[0].lstrip("/").replace("/resolve/main", "")] += len(body)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"

@@ -30,7 +30,7 @@ from gemmaserve.checkpoint.sources import INDEX_FILE, LocalSource
 from gemmaserve.errors import CheckpointError, OffGrid, UsageError
 
 MANIFEST_FILE = "gemmaserve-manifest.json"
-_ROW_BLOCK_BYTES = 8 << 20
+_ROW_BLOCK_BYTES = 1 << 20
 Progress = Callable[[str, int, int], None]
 _TOWERS = ("vision_tower", "audio_tower")
 _MODALITY_KEY = re.compile(r"vision|audio|image|video|^bo[ia]_|^eo[ia]_")
