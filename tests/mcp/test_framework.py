@@ -155,3 +155,25 @@ def test_require_confirmation_raises_usage_error() -> None:
         assert exc.fields["action"] == "revert the clamp"
     else:
         raise AssertionError("no refusal")
+
+
+def test_progress_never_interrupts_a_cleanup_in_progress() -> None:
+    from gemmaserve.mcp_server.framework import message_progress
+
+    reported: list[str | None] = []
+    cancellation = Cancellation()
+    progress = message_progress(lambda done, total, message: reported.append(message), cancellation)
+    progress("created model")
+    cancellation.cancel()
+    try:
+        raise RuntimeError("capacity")  # the library is tearing down after its own failure
+    except RuntimeError:
+        progress("deleting model")  # must not raise: the teardown has to finish
+    try:
+        progress("next step")
+    except OperationCancelled:
+        pass
+    else:
+        raise AssertionError("cancellation was never raised")
+    progress("deleting what was created")  # the teardown of the cancellation itself passes
+    assert reported == ["created model", "deleting model", "next step", "deleting what was created"]

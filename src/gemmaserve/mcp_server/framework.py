@@ -12,6 +12,7 @@ import contextlib
 import functools
 import inspect
 import json
+import sys
 import threading
 from collections.abc import Callable
 from typing import Annotated, Any, ParamSpec, TypeVar
@@ -157,12 +158,19 @@ class Cancellation:
 ProgressSink = Callable[[float, float | None, str | None], None]
 
 
+def should_interrupt(cancellation: Cancellation | None) -> bool:
+    """Whether a progress callback should raise now: the request was cancelled, and the library is not
+    already handling an exception (its cleanup reports progress too, and must run to the end)."""
+    return cancellation is not None and cancellation.cancelled and sys.exc_info()[0] is None
+
+
 def message_progress(report: ProgressSink, cancellation: Cancellation | None = None) -> Callable[[str], None]:
     """Adapt the library's ``progress(message)`` callbacks to MCP progress (a running count, no total).
 
     With ``cancellation``, a progress call is also a cancellation point: the first call after the
     request was cancelled raises :class:`OperationCancelled` (inside the library's own try block, so
-    what it created is torn down); later calls, made while it cleans up, pass.
+    what it created is torn down). Never while the library is cleaning up after an exception, and
+    only once: the teardown's own progress calls pass.
     """
     count = 0
     raised = False
@@ -171,7 +179,7 @@ def message_progress(report: ProgressSink, cancellation: Cancellation | None = N
         nonlocal count, raised
         count += 1
         report(count, None, message)
-        if cancellation is not None and cancellation.cancelled and not raised:
+        if not raised and should_interrupt(cancellation):
             raised = True
             raise OperationCancelled("The request was cancelled.")
 

@@ -23,6 +23,7 @@ from gemmaserve.mcp_server.framework import (
     Cancellation,
     ProgressSink,
     run_blocking,
+    should_interrupt,
     translate_errors,
     typed_result,
 )
@@ -131,7 +132,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         def work(cancellation: Cancellation, report: ProgressSink) -> MeasureReport:
             def progress(event: object) -> None:
                 report(event.done_requests, event.total_requests, event.description)  # type: ignore[attr-defined]
-                if cancellation.cancelled:
+                if should_interrupt(cancellation):
                     # measure_targets' interruption path: it marks every file interrupted and saves it.
                     raise KeyboardInterrupt
 

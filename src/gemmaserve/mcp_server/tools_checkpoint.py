@@ -23,8 +23,10 @@ from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
     READ_ONLY_REMOTE,
     Cancellation,
+    OperationCancelled,
     ProgressSink,
     run_blocking,
+    should_interrupt,
     translate_errors,
     typed_result,
 )
@@ -40,7 +42,8 @@ def _tensor_progress(report: ProgressSink, cancellation: Cancellation, verb: str
 
     def progress(tensor: str, done: int, total: int) -> None:
         report(done, total, f"{verb} {tensor}")
-        cancellation.check()
+        if should_interrupt(cancellation):
+            raise OperationCancelled("The request was cancelled.")
 
     return progress
 
