@@ -320,3 +320,36 @@ def test_no_gpu_fails_first_and_downstream_is_unknown() -> None:
         "gpu.plan",
         "python.probe",
     ]
+
+
+def test_real_h200_capture_torch_ok_vllm_missing_gpu_not_in_catalog() -> None:
+    """Captured on a real H200 host (torch 2.11.0+cu130 venv, no vLLM) with the real probe and nvidia-smi."""
+    gpus = gpus_from("nvidia_smi_real_h200.csv")
+    assert gpus.value is not None and gpus.value[0].sm == 90
+    checks = judge(
+        python="/opt/torch/.venv/bin/python3",
+        memory=roomy_memory(),
+        disk=roomy_disk(),
+        gpus=gpus,
+        interpreter=Probed[InterpreterFacts](
+            value=probe_facts("probe_real_h200_torch_only.txt")
+        ),
+        needs=needs(gpu=None, fits=None),
+    )
+    by_id = {c.id: c.status for c in checks}
+    for check_id in (
+        "gpu.driver",
+        "torch.import",
+        "torch.cuda_build",
+        "torch.cuda",
+        "torch.arch_list",
+        "torch.capability",
+        "torch.fp16_matmul",
+        "cuda.libraries",
+    ):
+        assert by_id[check_id] is CheckStatus.OK, check_id
+    assert (
+        by_id["gpu.plan"] is CheckStatus.UNKNOWN
+    )  # the H200 is not in the catalog: --gpu names one
+    assert by_id["vllm.import"] is CheckStatus.FAIL
+    assert by_id["vllm.torch_pin"] is CheckStatus.UNKNOWN

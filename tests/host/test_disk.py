@@ -47,7 +47,9 @@ def test_symlinked_cache_is_resolved_and_missing_dirs_are_measured_at_their_pare
     # all three live on the filesystem of tmp_path: one filesystem, three roles
     assert len(facts.filesystems) == 1
     assert sorted(facts.filesystems[0].roles) == sorted(DiskRole)
-    assert facts.filesystems[0].free_bytes == by_role[DiskRole.INSTALL].free_bytes  # first path measured there
+    assert (
+        facts.filesystems[0].free_bytes == by_role[DiskRole.INSTALL].free_bytes
+    )  # first path measured there
 
 
 def test_distinct_filesystems_are_reported_apart(tmp_path: Path) -> None:
