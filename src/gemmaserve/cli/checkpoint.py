@@ -40,7 +40,10 @@ def _progress(label: str) -> Iterator[Callable[[str, int, int], None] | None]:
 
 
 def _gb(n: int) -> str:
-    return f"{n / 1e9:.3f} GB"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3f} {unit}"
+    return f"{n} B"
 
 
 @cli.command(name="inspect")
@@ -150,7 +153,7 @@ def validate_cmd(source: str, revision: str | None, as_json: bool) -> None:
 
 
 def _render_validate(report: Any) -> None:
-    out = console()
-    out.print(f"{report.source}: {report.tensors} tensors, {'ok' if report.ok else 'problems found'}")
+    # Plain echo, not rich: findings quote names and brackets that rich would read as markup.
+    click.echo(f"{report.source}: {report.tensors} tensors, {'ok' if report.ok else 'problems found'}")
     for f in report.findings:
-        out.print(f"{f.level}: [{f.check}] {f.message}\n  fix: {f.fix}")
+        click.echo(f"{f.level}: [{f.check}] {f.message}\n  fix: {f.fix}")
