@@ -57,7 +57,7 @@ def format_error(exc: GemmaserveError) -> str:
     lines = [exc.message]
     if exc.hint:
         lines.append(f"Fix: {exc.hint}")
-    lines.append("Details: " + json.dumps(exc.to_dict(), default=str, sort_keys=True))
+    lines.append("Details: " + json.dumps(exc.to_dict(), default=str, sort_keys=True, ensure_ascii=False))
     return "\n".join(lines)
 
 
