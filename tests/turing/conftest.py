@@ -1,0 +1,47 @@
+"""Real vLLM kernel files, fetched once per session by a subprocess (the socket guard covers this process only)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemmaserve.turing.versions import TESTED_VLLM_VERSIONS
+
+FETCHER = Path(__file__).with_name("vllm_sources.py")
+
+
+@pytest.fixture(scope="session")
+def vllm_kernel_files() -> dict[str, Path]:
+    """{version: path} for every release in TESTED_VLLM_VERSIONS; a failed fetch fails the tests loudly."""
+    done = subprocess.run([sys.executable, str(FETCHER), *TESTED_VLLM_VERSIONS], capture_output=True, text=True,
+                          timeout=600, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"fetching the real vLLM sources failed:\n{done.stdout}\n{done.stderr}", pytrace=False)
+    files = {}
+    for line in done.stdout.splitlines():
+        version, path = line.split(" ", 1)
+        files[version] = Path(path)
+    assert sorted(files) == sorted(TESTED_VLLM_VERSIONS)
+    return files
+
+
+@pytest.fixture(scope="session")
+def released_vllm_versions() -> list[str]:
+    """Every release from 0.29.0 on, as the package index lists them now."""
+    code = "import sys; sys.path.insert(0, sys.argv[1]); import vllm_sources; print(*vllm_sources.released_versions())"
+    done = subprocess.run([sys.executable, "-c", code, str(FETCHER.parent)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"listing vLLM releases on the index failed:\n{done.stderr}", pytrace=False)
+    return done.stdout.split()
+
+
+@pytest.fixture(params=TESTED_VLLM_VERSIONS)
+def kernel_copy(request: pytest.FixtureRequest, vllm_kernel_files: dict[str, Path], tmp_path: Path) -> Path:
+    """A writable copy of one release's real file."""
+    target = tmp_path / "triton_unified_attention.py"
+    target.write_bytes(vllm_kernel_files[request.param].read_bytes())
+    return target

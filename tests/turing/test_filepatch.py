@@ -1,0 +1,237 @@
+"""apply / verify / revert on the real file of every tested vLLM release, and every refusal."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gemmaserve.cli.turing import cli
+from gemmaserve.errors import FileNotWritable, PatchConflict, UnrecognisedSource, UnsupportedVllmVersion
+from gemmaserve.turing import block, filepatch
+from gemmaserve.turing.filepatch import PatchTarget, PatchVerdict
+from gemmaserve.turing.versions import TESTED_VLLM_VERSIONS, is_supported, parse_version
+
+
+def _target(path: Path) -> PatchTarget:
+    return PatchTarget(path=str(path))
+
+
+def test_every_release_on_the_index_is_tested_and_supported(released_vllm_versions: list[str]) -> None:
+    # A release newer than the tested ones fails here: study its source, then extend versions.py.
+    assert released_vllm_versions, "the index listed no release"
+    assert set(released_vllm_versions) <= set(TESTED_VLLM_VERSIONS)
+    assert all(is_supported(v) for v in TESTED_VLLM_VERSIONS)
+
+
+@pytest.mark.parametrize(("version", "supported"), [("0.28.9", False), ("0.29.0", True), ("0.34.7+cu130", True),
+                                                    ("0.35.0", False), ("1.0.0", False), ("nonsense", False)])
+def test_version_range(version: str, supported: bool) -> None:
+    assert is_supported(version) is supported
+    assert (parse_version(version) is None) is (version == "nonsense")
+
+
+def test_apply_verify_reapply_revert_round_trip(kernel_copy: Path) -> None:
+    original = kernel_copy.read_bytes()
+    assert filepatch.verify(_target(kernel_copy)).verdict is PatchVerdict.ABSENT
+    applied = filepatch.apply(_target(kernel_copy))
+    assert applied.changed and applied.action == "applied"
+    patched = kernel_copy.read_bytes()
+    compile(patched, str(kernel_copy), "exec")
+    assert Path(str(applied.backup)).read_bytes() == original
+    result = filepatch.verify(_target(kernel_copy))
+    assert result.verdict is PatchVerdict.PRESENT and result.ok
+    again = filepatch.apply(_target(kernel_copy))
+    assert again.action == "already-applied" and not again.changed
+    assert kernel_copy.read_bytes() == patched
+    assert patched.count(block.BEGIN_PREFIX.encode()) == 1
+    filepatch.revert(_target(kernel_copy))
+    assert kernel_copy.read_bytes() == original
+    assert not Path(str(applied.backup)).exists()
+
+
+def test_dry_run_writes_nothing_and_shows_the_block(kernel_copy: Path) -> None:
+    original = kernel_copy.read_bytes()
+    result = filepatch.apply(_target(kernel_copy), dry_run=True)
+    assert result.action == "would-apply" and block.BEGIN_PREFIX in result.diff
+    assert kernel_copy.read_bytes() == original
+
+
+def _tile_function(source: str, capability_major: int, smem_limit_bytes: int) -> types.FunctionType:
+    """The module's `_get_tile_size` executed in isolation (importing the module needs vLLM)."""
+    import ast
+
+    tree = ast.parse(source)
+    wanted = [node for node in tree.body
+              if (isinstance(node, ast.FunctionDef) and (node.name.startswith("_gemmaserve")
+                  or node.name in ("_get_tile_size", "_is_gemma3_attention")))
+              or (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id.startswith("_gemmaserve")
+                                                       for t in node.targets))]
+    namespace: dict[str, object] = {}
+    exec(compile(ast.Module(body=wanted, type_ignores=[]), "<tile>", "exec"), namespace)
+    namespace["_gemmaserve_device"] = lambda: (capability_major, smem_limit_bytes)
+    return namespace["_get_tile_size"]  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(("major", "limit", "head", "prefill_tile"),
+                         [(7, 65_536, 512, 16), (7, 65_536, 256, 32), (7, 49_152, 512, 16),
+                          (8, 101_376, 512, 32), (8, 1, 512, 32), (9, 232_448, 512, 32)])
+def test_patched_tile_function_clamps_only_before_ampere(kernel_copy: Path, major: int, limit: int, head: int,
+                                                         prefill_tile: int) -> None:
+    stock = _tile_function(kernel_copy.read_text(), major, limit)
+    filepatch.apply(_target(kernel_copy))
+    patched = _tile_function(kernel_copy.read_text(), major, limit)
+    for window in (0, 512, 1024):
+        for prefill in (True, False):
+            got, want = patched(head, window, 2, prefill), stock(head, window, 2, prefill)
+            if major >= 8:
+                assert got == want
+            else:
+                assert got <= want
+                assert 4 * head * (got + 16) <= limit or got == 16
+    assert patched(head, 0, 2, True) == prefill_tile
+
+
+def test_hand_edit_after_patch_is_stale_and_refused(kernel_copy: Path) -> None:
+    filepatch.apply(_target(kernel_copy))
+    kernel_copy.write_text(kernel_copy.read_text() + "# local tweak\n")
+    edited = kernel_copy.read_bytes()
+    assert filepatch.verify(_target(kernel_copy)).verdict is PatchVerdict.STALE
+    with pytest.raises(PatchConflict):
+        filepatch.revert(_target(kernel_copy))
+    with pytest.raises(PatchConflict):
+        filepatch.apply(_target(kernel_copy))
+    assert kernel_copy.read_bytes() == edited
+
+
+def test_edited_block_is_stale(kernel_copy: Path) -> None:
+    filepatch.apply(_target(kernel_copy))
+    kernel_copy.write_text(kernel_copy.read_text().replace("margin_bytes=0)", "margin_bytes=1)"))
+    assert filepatch.verify(_target(kernel_copy)).verdict is PatchVerdict.STALE
+
+
+def test_two_blocks_are_patched_twice(kernel_copy: Path) -> None:
+    filepatch.apply(_target(kernel_copy))
+    text = kernel_copy.read_text()
+    start, end, _ = block.find_blocks(text)[0]
+    kernel_copy.write_text(text + text[start:end])
+    result = filepatch.verify(_target(kernel_copy))
+    assert result.verdict is PatchVerdict.PATCHED_TWICE and not result.ok
+    with pytest.raises(PatchConflict):
+        filepatch.apply(_target(kernel_copy))
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    path = tmp_path / "bin.py"
+    path.write_bytes(b"\xff\xfe\x00")
+    assert filepatch.verify(_target(path)).verdict is PatchVerdict.UNREADABLE
+    assert filepatch.verify(_target(tmp_path / "missing.py")).verdict is PatchVerdict.UNREADABLE
+
+
+@pytest.mark.parametrize("mutation", [
+    ("def _get_tile_size(", "def _pick_tile_size("),
+    ("    is_prefill: bool,\n) -> int:", "    is_prefill: bool,\n    block_m: int = 16,\n) -> int:"),
+    ("TILE_SIZE_DECODE = _get_tile_size(", "TILE_SIZE_DECODE = _tiles.get("),
+])
+def test_unknown_shapes_are_refused_unchanged(kernel_copy: Path, mutation: tuple[str, str]) -> None:
+    text = kernel_copy.read_text()
+    assert mutation[0] in text
+    kernel_copy.write_text(text.replace(mutation[0], mutation[1]))
+    before = kernel_copy.read_bytes()
+    with pytest.raises(UnrecognisedSource) as caught:
+        filepatch.apply(_target(kernel_copy))
+    assert caught.value.exit_code == 2 and "def _get_tile_size(" in str(caught.value)
+    assert kernel_copy.read_bytes() == before
+
+
+def test_read_only_target_is_refused(kernel_copy: Path) -> None:
+    before = kernel_copy.read_bytes()
+    with pytest.raises(FileNotWritable):
+        filepatch.apply(_target(kernel_copy), is_writable=lambda _path: False)
+    assert kernel_copy.read_bytes() == before
+
+
+def test_concurrent_apply_is_refused_by_the_lock(kernel_copy: Path) -> None:
+    lock = filepatch.lock_path_for(kernel_copy)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); "
+        "print('held', flush=True); time.sleep(30)"), str(lock)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        before = kernel_copy.read_bytes()
+        with pytest.raises(PatchConflict, match="lock"):
+            filepatch.apply(_target(kernel_copy))
+        assert kernel_copy.read_bytes() == before
+    finally:
+        holder.kill()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
+    with open(lock, "a") as handle:  # released: an apply may take it again
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _fake_interpreter(tmp_path: Path, kernel: Path, version: str) -> Path:
+    """A real interpreter whose path holds a vLLM package (the real kernel file) and its metadata."""
+    site = tmp_path / "site"
+    ops = site / "vllm" / "v1" / "attention" / "ops"
+    ops.mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text("raise ImportError('locating must not import vllm')\n")
+    (ops / "triton_unified_attention.py").write_bytes(kernel.read_bytes())
+    dist = site / f"vllm-{version}.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+    script = tmp_path / "python"
+    script.write_text(f"#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} \"$@\"\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_locate_through_the_target_interpreter(tmp_path: Path, kernel_copy: Path) -> None:
+    python = _fake_interpreter(tmp_path, kernel_copy, "0.34.0")
+    target = filepatch.locate_kernel_file(str(python))
+    assert target.vllm_version == "0.34.0" and Path(target.path).read_bytes() == kernel_copy.read_bytes()
+    assert filepatch.apply(target).changed
+
+
+def test_unknown_newer_version_is_refused(tmp_path: Path, kernel_copy: Path) -> None:
+    python = _fake_interpreter(tmp_path, kernel_copy, "0.35.0")
+    target = filepatch.locate_kernel_file(str(python))
+    before = Path(target.path).read_bytes()
+    with pytest.raises(UnsupportedVllmVersion):
+        filepatch.apply(target)
+    assert Path(target.path).read_bytes() == before
+    assert not filepatch.verify(target).ok
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_cli_round_trip(kernel_copy: Path, as_json: bool) -> None:
+    runner = CliRunner()
+    flags = ["--json"] if as_json else []
+    original = kernel_copy.read_bytes()
+    absent = runner.invoke(cli, ["verify", "--file", str(kernel_copy), *flags])
+    assert absent.exit_code == 1
+    assert runner.invoke(cli, ["apply", "--file", str(kernel_copy), *flags]).exit_code == 0
+    present = runner.invoke(cli, ["verify", "--file", str(kernel_copy), *flags])
+    assert present.exit_code == 0
+    if as_json:
+        assert json.loads(present.stdout)["verdict"] == "present"
+    assert runner.invoke(cli, ["revert", "--file", str(kernel_copy), *flags]).exit_code == 0
+    assert kernel_copy.read_bytes() == original
+
+
+def test_cli_refuses_unknown_file_with_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "x.py"
+    path.write_text("x = 1\n")
+    done = subprocess.run([sys.executable, "-m", "gemmaserve", "turing", "apply", "--file", str(path)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "def _get_tile_size(" in done.stderr and "Traceback" not in done.stderr and done.stdout == ""
+    assert path.read_text() == "x = 1\n"
