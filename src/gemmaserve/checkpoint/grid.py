@@ -243,20 +243,25 @@ def _search_steps(
 
 
 def pack_int4(levels: np.ndarray) -> np.ndarray:
-    """int8 levels [rows, cols] -> int32 [rows, cols/8]; column 8j+k in bits 4k..4k+3 as q+8."""
+    """int8 levels [rows, cols] -> int32 [rows, cols/8]; column 8j+k in bits 4k..4k+3 as q+8.
+
+    Built bytewise (two nibbles per byte, little-endian words): the same bits as
+    compressed-tensors' ``pack_to_int32``, without a reduction over a short axis.
+    """
     rows, cols = levels.shape
-    nibbles = (levels.astype(np.int16) + 8).astype(np.uint32).reshape(rows, cols // 8, 8)
-    shifts = np.arange(0, 32, 4, dtype=np.uint32)
-    return np.ascontiguousarray(np.bitwise_or.reduce(nibbles << shifts, axis=-1)).view(np.int32)
+    u = (levels.view(np.uint8) + np.uint8(8)) & np.uint8(0xF)  # two's complement q -> q+8 (mod 16)
+    packed_bytes = u[:, 0::2] | (u[:, 1::2] << np.uint8(4))
+    return np.ascontiguousarray(packed_bytes).view("<i4").reshape(rows, cols // 8).astype(np.int32, copy=False)
 
 
 def unpack_int4(packed: np.ndarray, cols: int) -> np.ndarray:
     """int32 [rows, cols/8] -> int8 levels [rows, cols]; the inverse of ``pack_int4``."""
     rows = packed.shape[0]
-    words = np.ascontiguousarray(packed).astype("<i4").view(np.uint32)
-    shifts = np.arange(0, 32, 4, dtype=np.uint32)
-    nibbles = (words[..., None] >> shifts) & np.uint32(0xF)
-    return (nibbles.reshape(rows, -1)[:, :cols].astype(np.int16) - 8).astype(np.int8)
+    b = np.ascontiguousarray(packed).astype("<i4", copy=False).view(np.uint8).reshape(rows, -1)
+    out = np.empty((rows, b.shape[1] * 2), dtype=np.uint8)
+    out[:, 0::2] = b & np.uint8(0xF)
+    out[:, 1::2] = b >> np.uint8(4)
+    return (out[:, :cols] - np.uint8(8)).view(np.int8)
 
 
 def dequantize_pack_quantized(
