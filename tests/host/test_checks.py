@@ -353,3 +353,40 @@ def test_real_h200_capture_torch_ok_vllm_missing_gpu_not_in_catalog() -> None:
     )  # the H200 is not in the catalog: --gpu names one
     assert by_id["vllm.import"] is CheckStatus.FAIL
     assert by_id["vllm.torch_pin"] is CheckStatus.UNKNOWN
+
+
+def test_cached_checkpoint_needs_no_weights_space() -> None:
+    from gemmaserve.host.host_checks import check_disk
+
+    spaces = [
+        PathSpace(
+            role=r,
+            path=f"/{r.value}",
+            resolved_path=f"/{r.value}",
+            measured_path="/",
+            device=1,
+            free_bytes=5 * GIB,
+            total_bytes=50 * GIB,
+        )
+        for r in DiskRole
+    ]
+    disk = DiskFacts(
+        paths=spaces,
+        filesystems=[
+            FilesystemSpace(
+                device=1,
+                measured_path="/",
+                free_bytes=5 * GIB,
+                total_bytes=50 * GIB,
+                roles=list(DiskRole),
+            )
+        ],
+    )
+    assert (
+        check_disk(disk, needs()).status is CheckStatus.FAIL
+    )  # 1 + 2 + 9.5 GiB > 5 GiB
+    cached = check_disk(
+        disk, needs(checkpoint_cached=True, repo_id="google/gemma-4-E2B-it")
+    )
+    assert cached.status is CheckStatus.OK
+    assert "google/gemma-4-E2B-it is already in the weights cache" in cached.evidence

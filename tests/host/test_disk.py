@@ -83,3 +83,22 @@ def test_one_failing_path_does_not_hide_the_others(tmp_path: Path) -> None:
     by_role = {space.role: space for space in facts.paths}
     assert by_role[DiskRole.TEMP].error == "OSError: [Errno 5] Input/output error"
     assert by_role[DiskRole.INSTALL].free_bytes is not None
+
+
+def test_checkpoint_in_the_cache_is_recognised(tmp_path: Path) -> None:
+    from gemmaserve.host.disk import checkpoint_cached
+
+    repo = "google/gemma-4-E2B-it-qat-w4a16-ct"
+    snapshot = (
+        tmp_path
+        / "models--google--gemma-4-E2B-it-qat-w4a16-ct"
+        / "snapshots"
+        / "0123abc"
+    )
+    snapshot.mkdir(parents=True)
+    assert not checkpoint_cached(
+        tmp_path, repo
+    )  # a snapshot dir without weights is an interrupted download
+    (snapshot / "model.safetensors").write_bytes(b"\0" * 8)
+    assert checkpoint_cached(tmp_path, repo)
+    assert not checkpoint_cached(tmp_path, "google/gemma-4-E4B-it")

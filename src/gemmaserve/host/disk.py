@@ -74,6 +74,18 @@ def hf_cache_path(env: Mapping[str, str], home: Path) -> Path:
     return cache_home / "huggingface" / "hub"
 
 
+def checkpoint_cached(cache: Path, repo_id: str) -> bool:
+    """Whether a snapshot of ``repo_id`` with safetensors files sits in the HF cache at ``cache``."""
+    snapshots = cache / ("models--" + repo_id.replace("/", "--")) / "snapshots"
+    try:
+        return any(
+            next(snapshot.glob("*.safetensors"), None) is not None
+            for snapshot in snapshots.iterdir()
+        )
+    except OSError:
+        return False
+
+
 def temp_path(env: Mapping[str, str]) -> Path:
     """pip unpacks into ``tempfile.gettempdir()``, which honours TMPDIR, TEMP, TMP."""
     for name in ("TMPDIR", "TEMP", "TMP"):

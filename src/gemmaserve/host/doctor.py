@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gemmaserve.host import host_checks, python_checks
-from gemmaserve.host.disk import DiskFacts, default_disk_paths, probe_disk
+from gemmaserve.host.disk import (
+    DiskFacts,
+    DiskRole,
+    checkpoint_cached,
+    default_disk_paths,
+    probe_disk,
+)
 from gemmaserve.host.gpu import GpuInfo, probe_gpus
 from gemmaserve.host.interpreter import (
     InterpreterFacts,
@@ -75,6 +81,7 @@ def host_needs(
     gpu_key: str | None,
     *,
     vllm_installed: bool,
+    hf_cache: Path | None = None,
     max_model_len: int = 8192,
     gpu_memory_utilization: float = 0.9,
 ) -> HostNeeds:
@@ -97,6 +104,10 @@ def host_needs(
         gpu=row.gpu if gpu_key else None,
         host_ram_needed_gib=row.host_ram_needed_gib,
         checkpoint_gib=row.checkpoint_gib,
+        repo_id=row.repo_id,
+        checkpoint_cached=checkpoint_cached(hf_cache, row.repo_id)
+        if hf_cache
+        else False,
         install_disk_gib=install,
         temp_disk_gib=host_checks.TEMP_MIN_GIB,
         fits=row.fits if gpu_key else None,
@@ -252,8 +263,9 @@ def run_doctor(
     prefix = (facts.python.prefix if facts and facts.python.prefix else None) or str(
         Path(target).parent.parent
     )
+    disk_paths = default_disk_paths(prefix, src.env, src.home)
     disk = probe_disk(
-        default_disk_paths(prefix, src.env, src.home),
+        disk_paths,
         statvfs=src.statvfs,
         stat=src.stat,
     )
@@ -265,6 +277,7 @@ def run_doctor(
                 encoding_key,
                 gpu_key,
                 vllm_installed=bool(facts and facts.vllm.distribution_version),
+                hf_cache=disk_paths[DiskRole.HF_CACHE],
                 max_model_len=max_model_len,
                 gpu_memory_utilization=gpu_memory_utilization,
             )

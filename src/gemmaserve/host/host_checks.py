@@ -88,7 +88,7 @@ def _role_need_gib(role: DiskRole, needs: HostNeeds) -> float:
     return {
         DiskRole.INSTALL: needs.install_disk_gib,
         DiskRole.TEMP: needs.temp_disk_gib,
-        DiskRole.HF_CACHE: needs.checkpoint_gib,
+        DiskRole.HF_CACHE: 0.0 if needs.checkpoint_cached else needs.checkpoint_gib,
     }[role]
 
 
@@ -135,6 +135,8 @@ def check_disk(disk: DiskFacts, needs: Probed[HostNeeds]) -> Check:
             short.append(
                 f"free {need - free:.1f} GiB on the filesystem at {fs.measured_path} ({roles})"
             )
+    if plan.checkpoint_cached:
+        lines.append(f"{plan.repo_id} is already in the weights cache")
     if short:
         return Check(
             id="host.disk",
