@@ -85,7 +85,7 @@ def serve(root: Path) -> tuple[ThreadingHTTPServer, dict[str, int]]:
         def log_message(self, *args: object) -> None:
             return None
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             name = self.path.split("/resolve/main/", 1)[-1].split("?")[0]
             file = root / name
             if not file.is_file():

@@ -139,7 +139,9 @@ def write_awq_build(reference: Path, root: Path, *, clip_ratio: float = 0.7) -> 
 
 def write_observer_build(reference: Path, root: Path) -> Path:
     """A compressed-tensors pack-quantized build whose scales come from its absmax/7.5 observer rule."""
-    from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor
+    from compressed_tensors.compressors.pack_quantized.base import (
+        PackedQuantizationCompressor,
+    )
     from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
 
     scheme = QuantizationScheme(

@@ -44,7 +44,7 @@ class FakeHub:
                 file = root / name
                 return ("", file) if file.is_file() else ("EntryNotFound", None)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 code, file = self._resolve()
                 if file is None:
                     self.send_response(404)

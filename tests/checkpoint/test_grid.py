@@ -3,8 +3,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor
-from compressed_tensors.compressors.pack_quantized.helpers import pack_to_int32, unpack_from_int32
+from compressed_tensors.compressors.pack_quantized.base import (
+    PackedQuantizationCompressor,
+)
+from compressed_tensors.compressors.pack_quantized.helpers import (
+    pack_to_int32,
+    unpack_from_int32,
+)
 from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
 
 from gemmaserve.checkpoint import grid

@@ -4,7 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from gemmaserve.checkpoint import grid_check, inspect_checkpoint, repack_checkpoint, validate_checkpoint
+from gemmaserve.checkpoint import (
+    grid_check,
+    inspect_checkpoint,
+    repack_checkpoint,
+    validate_checkpoint,
+)
 from gemmaserve.errors import CheckpointNotFound
 from tests.checkpoint.builders import PREFIX
 from tests.checkpoint.conftest import FakeHub

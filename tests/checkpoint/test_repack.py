@@ -4,10 +4,11 @@ import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
-from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor
+from compressed_tensors.compressors.pack_quantized.base import (
+    PackedQuantizationCompressor,
+)
 from compressed_tensors.quantization import QuantizationConfig
 from safetensors.torch import load_file, save_file
 
@@ -44,7 +45,7 @@ def test_compressed_tensors_decompresses_the_output_to_the_source_values(unquant
 
 
 def test_config_ignore_list_and_google_fields(repacked: tuple[Path, object]) -> None:
-    out, report = repacked
+    out, _report = repacked
     config = json.loads((out / "config.json").read_text())
     assert config["google_field"] == "kept" and config["architectures"] == ["Gemma4ForConditionalGeneration"]
     ignore = config["quantization_config"]["ignore"]

@@ -20,7 +20,12 @@ from pydantic import BaseModel
 from gemmaserve.checkpoint import grid
 from gemmaserve.checkpoint.header import SafetensorsHeader, TensorEntry
 from gemmaserve.checkpoint.inspect import text_config
-from gemmaserve.checkpoint.sources import CheckpointSource, HubSource, open_source, tensor_locations
+from gemmaserve.checkpoint.sources import (
+    CheckpointSource,
+    HubSource,
+    open_source,
+    tensor_locations,
+)
 from gemmaserve.errors import CheckpointError, MalformedCheckpoint, UsageError
 
 Progress = Callable[[str, int, int], None]  # (tensor, bytes done, bytes total)

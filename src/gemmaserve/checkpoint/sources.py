@@ -278,7 +278,7 @@ class _hub_errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> Literal[False]:
         if exc is None or isinstance(exc, CheckpointError):
             return False
         from huggingface_hub import errors as hf_errors

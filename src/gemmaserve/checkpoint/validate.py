@@ -16,7 +16,12 @@ from pydantic import BaseModel
 
 from gemmaserve.checkpoint import grid
 from gemmaserve.checkpoint.inspect import classify_tensor, text_config, tied_embeddings
-from gemmaserve.checkpoint.sources import INDEX_FILE, CheckpointSource, open_source, tensor_locations
+from gemmaserve.checkpoint.sources import (
+    INDEX_FILE,
+    CheckpointSource,
+    open_source,
+    tensor_locations,
+)
 
 _TORCH_DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
 

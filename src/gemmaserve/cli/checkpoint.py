@@ -23,7 +23,13 @@ def _progress(label: str) -> Iterator[Callable[[str, int, int], None] | None]:
     if not sys.stderr.isatty():
         yield None
         return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TransferSpeedColumn,
+    )
 
     with Progress(
         TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
