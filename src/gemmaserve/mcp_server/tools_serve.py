@@ -7,12 +7,14 @@ if the request is cancelled while it waits, stops the server it launched.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from gemmaserve.errors import ServerNotRunning
 from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
     READ_ONLY,
@@ -94,7 +96,9 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
                     doctor_sources=deps.doctor_sources, vllm_command=deps.vllm_command,
                 )
             except OperationCancelled:
-                stop_server(port)  # launched but not waited for: nothing may be left running
+                # Launched but not yet serving: nothing may be left running behind a cancelled request.
+                with contextlib.suppress(ServerNotRunning):
+                    stop_server(port)
                 raise
 
         result = await run_blocking(ctx, work)
