@@ -82,6 +82,9 @@ class QuantizationSummary(BaseModel):
 
 
 class InspectReport(BaseModel):
+    """``bytes_fetched`` counts what gemmaserve read itself (config, index, local headers); on the hub
+    the shard headers are read by huggingface_hub (a 100 kB range request per shard) on top of it."""
+
     source: str
     shards: int
     tensors: int
