@@ -17,8 +17,8 @@ import argparse
 import asyncio
 import json
 import resource
-import subprocess
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
