@@ -17,6 +17,7 @@ from gemmaserve.errors import FileNotWritable, PatchConflict, UnrecognisedSource
 from gemmaserve.turing import block, filepatch
 from gemmaserve.turing.filepatch import PatchTarget, PatchVerdict
 from gemmaserve.turing.versions import TESTED_VLLM_VERSIONS, is_supported, parse_version
+from tests.turing.fakes import fake_interpreter
 
 
 def _target(path: Path) -> PatchTarget:
@@ -178,31 +179,15 @@ def test_concurrent_apply_is_refused_by_the_lock(kernel_copy: Path) -> None:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
-def _fake_interpreter(tmp_path: Path, kernel: Path, version: str) -> Path:
-    """A real interpreter whose path holds a vLLM package (the real kernel file) and its metadata."""
-    site = tmp_path / "site"
-    ops = site / "vllm" / "v1" / "attention" / "ops"
-    ops.mkdir(parents=True)
-    (site / "vllm" / "__init__.py").write_text("raise ImportError('locating must not import vllm')\n")
-    (ops / "triton_unified_attention.py").write_bytes(kernel.read_bytes())
-    dist = site / f"vllm-{version}.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
-    script = tmp_path / "python"
-    script.write_text(f"#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} \"$@\"\n")
-    script.chmod(0o755)
-    return script
-
-
 def test_locate_through_the_target_interpreter(tmp_path: Path, kernel_copy: Path) -> None:
-    python = _fake_interpreter(tmp_path, kernel_copy, "0.34.0")
+    python = fake_interpreter(tmp_path, kernel_copy, "0.34.0")
     target = filepatch.locate_kernel_file(str(python))
     assert target.vllm_version == "0.34.0" and Path(target.path).read_bytes() == kernel_copy.read_bytes()
     assert filepatch.apply(target).changed
 
 
 def test_unknown_newer_version_is_refused(tmp_path: Path, kernel_copy: Path) -> None:
-    python = _fake_interpreter(tmp_path, kernel_copy, "0.35.0")
+    python = fake_interpreter(tmp_path, kernel_copy, "0.35.0")
     target = filepatch.locate_kernel_file(str(python))
     before = Path(target.path).read_bytes()
     with pytest.raises(UnsupportedVllmVersion):

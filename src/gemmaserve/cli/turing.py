@@ -69,3 +69,36 @@ def _render_patch(result) -> None:  # type: ignore[no-untyped-def]
     click.echo(f"{result.action}: {result.detail}\n  {result.target.path}")
     if result.backup:
         click.echo(f"  backup: {result.backup}")
+
+
+@cli.command()
+@click.option("--python", "python", default=None, help="Interpreter that runs vLLM (default: this one).")
+@click.option("--capability", default=None, help="State the GPU's compute capability (7.5 or sm_75) instead of "
+              "asking nvidia-smi: for image builds with no GPU.")
+@json_option
+def status(python: str | None, capability: str | None, as_json: bool) -> None:
+    """Is the clamp needed here, which delivery is active, would vLLM start? Exit 0 only if it would."""
+    from gemmaserve.turing.status import turing_status
+
+    result = turing_status(python, capability=capability)
+    emit(result, as_json=as_json, render=_render_status)
+    if not result.engine_would_start:
+        raise click.exceptions.Exit(1)
+
+
+def _render_status(result) -> None:  # type: ignore[no-untyped-def]
+    rows = [
+        ("GPU", f"{result.gpu_name or '?'} (compute {result.capability or 'unknown'}, {result.capability_source})"),
+        ("clamp needed", {True: "yes", False: "no", None: "unknown"}[result.clamp_needed]),
+        ("vLLM", f"{result.vllm_version or 'not found'} in {result.python} "
+                 f"({'supported' if result.vllm_supported else 'NOT supported'}: {result.supported_range})"),
+        ("kernel file", result.kernel_file or "-"),
+        ("plugin", "registered" if result.plugin_registered and result.plugin_importable else "not available"),
+        ("file patch", result.file_patch.value if result.file_patch else "-"),
+        ("active delivery", result.active_delivery.value),
+        ("engine would start", "yes" if result.engine_would_start else "NO"),
+    ]
+    for key, value in rows:
+        click.echo(f"{key:<19} {value}")
+    for reason in result.reasons:
+        click.echo(f"  - {reason}")

@@ -1,0 +1,23 @@
+"""A real interpreter whose import path holds a vLLM package made of the real kernel file."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def fake_interpreter(tmp_path: Path, kernel: Path, version: str, *, with_site_packages: bool = True) -> Path:
+    """A wrapper script around this Python; without site-packages it has no gemmaserve and no entry points."""
+    site = tmp_path / "site"
+    ops = site / "vllm" / "v1" / "attention" / "ops"
+    ops.mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text("raise ImportError('probing must not import vllm')\n")
+    (ops / "triton_unified_attention.py").write_bytes(kernel.read_bytes())
+    dist = site / f"vllm-{version}.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+    script = tmp_path / "python"
+    flags = "" if with_site_packages else " -S"
+    script.write_text(f"#!/bin/sh\nPYTHONPATH={site} exec {sys.executable}{flags} \"$@\"\n")
+    script.chmod(0o755)
+    return script
