@@ -87,3 +87,24 @@ def test_cli_errors_are_messages_not_tracebacks(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["checkpoint", "inspect", "not a path or repo"])
     assert exit_info.value.code == 1
+
+
+def test_an_index_naming_a_shard_outside_the_checkpoint_is_refused(ct_dir: Path) -> None:
+    from gemmaserve.errors import MalformedCheckpoint
+
+    index = json.loads((ct_dir / "model.safetensors.index.json").read_text())
+    index["weight_map"]["model.x.weight"] = "../../etc/passwd"
+    (ct_dir / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(MalformedCheckpoint, match="outside the checkpoint"):
+        validate_checkpoint(str(ct_dir))
+
+
+def test_a_moe_router_stays_16_bit_and_is_ignored() -> None:
+    from gemmaserve.checkpoint.header import TensorEntry
+    from gemmaserve.checkpoint.repack import ignore_list, plan_tensor
+
+    router = TensorEntry(f"{PREFIX}.layers.0.router.proj.weight", "BF16", (8, 64), "s", 0, 1024)
+    q_proj = TensorEntry(f"{PREFIX}.layers.0.self_attn.q_proj.weight", "BF16", (64, 64), "s", 1024, 9216)
+    plans = {e.name: plan_tensor(e, text_only=False, int4_embeddings=False) for e in (router, q_proj)}
+    assert plans == {router.name: "keep", q_proj.name: "quantize"}
+    assert f"{PREFIX}.layers.0.router.proj" in ignore_list([router, q_proj], plans)

@@ -61,6 +61,7 @@ def _is_body_linear(entry: TensorEntry) -> bool:
         and re.search(r"(^|\.)layers\.\d+\.", entry.name) is not None
         and entry.name.endswith(".weight")
         and "norm" not in entry.name.rsplit(".", 2)[-2]
+        and ".router." not in entry.name  # vLLM's MoE router (GateLinear) stays 16-bit
         and len(entry.shape) == 2
         and entry.dtype in grid.FLOAT_DTYPES
     )
