@@ -76,3 +76,40 @@ def test_status_of_a_dead_server_exits_1(port: int, spawned: Spawned) -> None:
     spawned.processes[0].wait(timeout=5)
     code, out, _ = invoke(["serve", "status", "--port", str(port), "--json"])
     assert code == 1 and json.loads(out)["state"] == "dead"
+
+
+def test_logs_follow_prints_lines_as_they_are_written(port: int) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from gemmaserve.serve import records
+
+    log = records.server_dir(port) / records.LOG_NAME
+    log.write_text("first line\n")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gemmaserve",
+            "serve",
+            "logs",
+            "--port",
+            str(port),
+            "--follow",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline() == "first line\n"
+        with log.open("a") as handle:
+            handle.write("GPU KV cache size: 867,999 tokens\n")
+        assert process.stdout.readline() == "GPU KV cache size: 867,999 tokens\n"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        if process.stdout:
+            process.stdout.close()

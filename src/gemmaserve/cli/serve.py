@@ -88,22 +88,23 @@ def start_command(
     """Plan, check and start `vllm serve`; extra arguments after `--` go to vLLM unchanged."""
     from gemmaserve.serve.api import start
 
-    result = start(
-        model=model,
-        encoding=encoding,
-        python=python,
-        gpu=gpu,
-        port=port,
-        gpu_index=gpu_index,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs,
-        served_model_name=served_model_name,
-        extra_args=list(extra_args),
-        wait=not no_wait,
-        ready_timeout_s=timeout_s,
-        on_progress=_progress_sink(),
-    )
+    with _StageDisplay() as on_progress:
+        result = start(
+            model=model,
+            encoding=encoding,
+            python=python,
+            gpu=gpu,
+            port=port,
+            gpu_index=gpu_index,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_num_seqs=max_num_seqs,
+            served_model_name=served_model_name,
+            extra_args=list(extra_args),
+            wait=not no_wait,
+            ready_timeout_s=timeout_s,
+            on_progress=on_progress,
+        )
     emit(
         result,
         as_json=as_json,
@@ -116,18 +117,27 @@ def start_command(
         raise SystemExit(1)
 
 
-def _progress_sink() -> Callable[[EngineStage, float], None] | None:
-    """A one-line stage display on stderr, only on a terminal."""
-    if not sys.stderr.isatty():
-        return None
-    last: list[str] = []
+class _StageDisplay:
+    """A rich spinner on stderr with the engine's stage and the seconds waited; only on a terminal."""
 
-    def show(stage: EngineStage, waited_s: float) -> None:
-        line = f"\r vLLM {stage.value:<11} {waited_s:5.0f} s"
-        last[:] = [line]
-        click.echo(line, nl=False, err=True)
+    def __init__(self) -> None:
+        self._status: Any = None
 
-    return show
+    def __enter__(self) -> Callable[[EngineStage, float], None] | None:
+        if not sys.stderr.isatty():
+            return None
+        from rich.console import Console
+
+        self._status = Console(stderr=True).status("vLLM starting")
+        self._status.start()
+        return self.update
+
+    def update(self, stage: EngineStage, waited_s: float) -> None:
+        self._status.update(f"vLLM {stage.value} — {waited_s:.0f} s")
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.stop()
 
 
 @cli.command(name="status")
