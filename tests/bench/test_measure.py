@@ -200,3 +200,13 @@ def test_engine_log_facts_are_read(mock_server: ThreadedMockServer, tmp_path: Pa
     facts = load_result(report.targets[0].path).engine_facts
     assert facts is not None and facts.kv_cache_tokens == 867_999 and facts.weights_gib == pytest.approx(8.01)
     assert facts.source == f"metrics+log:{log}"
+
+
+def test_sagemaker_target_through_the_event_stream_route(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
+    target = f"sagemaker://gemma-mock?region=us-east-1&endpoint_url={mock_server.url}"
+    report = measure_targets([target], tmp_path, settings=_small(), use_uvloop=False)
+    assert report.status == RunStatus.SUCCESS, report.targets[0].failures_by_reason
+    result = load_result(report.targets[0].path)
+    assert result.target.kind == "sagemaker" and result.target.label == "gemma-mock"
+    assert result.client.transport is not None and result.client.transport.endswith("+sigv4")
+    assert result.decode is not None and result.decode.rate_tokens_per_s is not None
