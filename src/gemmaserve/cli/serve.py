@@ -240,16 +240,18 @@ def logs_command(port: int, lines: int, follow: bool) -> None:
     """The engine log of the server on --port."""
     from gemmaserve.serve.supervisor import log_path_for, read_logs
 
-    for line in read_logs(port, lines):
-        click.echo(line)
     if not follow:
+        for line in read_logs(port, lines):
+            click.echo(line)
         return
-    path = log_path_for(port)
-    with path.open("r", errors="replace") as handle:
-        handle.seek(0, 2)
+    read_logs(port, 0)  # raises ServerNotRunning when there is no log
+    # One handle for the tail and the follow, so no line written in between is lost or doubled.
+    with log_path_for(port).open("r", errors="replace") as handle:
+        for line in handle.read().splitlines()[-lines:] if lines else []:
+            click.echo(line)
         while True:
             chunk = handle.readline()
             if chunk:
                 click.echo(chunk, nl=False)
             else:
-                time.sleep(0.5)
+                time.sleep(0.2)
