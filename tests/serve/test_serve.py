@@ -200,14 +200,15 @@ def test_start_refuses_when_the_gpu_is_unknown(port: int, spawned: Spawned) -> N
         )
 
 
-def test_the_default_clamp_verifier_refuses_until_the_turing_module_exists() -> None:
+def test_the_default_clamp_verifier_asks_the_turing_status_and_refuses_here() -> None:
+    import sys
+
     from gemmaserve.serve.launcher import verify_turing_clamp
 
-    verdict = verify_turing_clamp()
-    try:
-        import gemmaserve.turing.status  # type: ignore[import-not-found]  # noqa: F401
-    except ImportError:
-        assert verdict.verified is False and "cannot be verified" in verdict.evidence
+    # This machine has no GPU and no vLLM: the clamp cannot be verified.
+    verdict = verify_turing_clamp(sys.executable)
+    assert verdict.verified is False
+    assert verdict.evidence.startswith("delivery none")
 
 
 def test_lock_keeps_a_second_server_off_the_port_and_the_gpu(

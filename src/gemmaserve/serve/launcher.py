@@ -16,7 +16,6 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -43,25 +42,31 @@ class ClampVerdict(BaseModel):
 
 
 DoctorRunner = Callable[[], DoctorReport]
-ClampVerifier = Callable[[], ClampVerdict]
+ClampVerifier = Callable[[str], ClampVerdict]  # the target interpreter -> verdict
 PopenFactory = Callable[..., "subprocess.Popen[bytes]"]
 HealthProbe = Callable[[int], bool]
 ProgressSink = Callable[[EngineStage, float], None]
 
 
-def verify_turing_clamp() -> ClampVerdict:
-    """The Turing clamp's own verdict, when ``gemmaserve.turing`` offers one; else not verified."""
+def verify_turing_clamp(python: str) -> ClampVerdict:
+    """The Turing clamp's own verdict for ``python``'s vLLM (``gemmaserve.turing.status``)."""
     try:
-        from gemmaserve.turing import status as turing_status  # type: ignore[attr-defined]
-    except ImportError:
+        from gemmaserve.turing.status import turing_status
+    except ImportError as exc:
         return ClampVerdict(
-            verified=False,
-            evidence="the Turing clamp cannot be verified: gemmaserve.turing.status is not available in this build",
+            verified=False, evidence=f"the Turing clamp cannot be verified: {exc}"
         )
-    verdict: Any = turing_status.clamp_status()
+    status = turing_status(python)
+    delivery = status.active_delivery.value
+    evidence = (
+        f"delivery {delivery}; " + "; ".join(status.reasons)
+        if status.reasons
+        else f"delivery {delivery}"
+    )
+    # engine_would_start: vLLM supported and recognised, and clamped (plugin or file patch) where needed.
     return ClampVerdict(
-        verified=bool(getattr(verdict, "ok", False)),
-        evidence=str(getattr(verdict, "evidence", verdict)),
+        verified=bool(status.engine_would_start and status.clamp_needed is not None),
+        evidence=evidence,
     )
 
 
@@ -188,7 +193,7 @@ def start_server(
         ServerDied: the process exited before ``/health`` answered (the log's fatal lines attached).
     """
     report = seams.doctor()
-    clamp = seams.clamp() if gpu_sm is not None and gpu_sm < 80 else None
+    clamp = seams.clamp(report.python) if gpu_sm is not None and gpu_sm < 80 else None
     reasons = interlock_reasons(report, gpu_sm=gpu_sm, clamp=clamp)
     if reasons:
         raise InterlockRefused(
