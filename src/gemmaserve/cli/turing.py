@@ -102,3 +102,36 @@ def _render_status(result) -> None:  # type: ignore[no-untyped-def]
         click.echo(f"{key:<19} {value}")
     for reason in result.reasons:
         click.echo(f"  - {reason}")
+
+
+@cli.command()
+@click.option("--vllm-file", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="The triton_unified_attention.py to compile (default: the installed vLLM's).")
+@click.option("--python", "python", default=None, help="Interpreter whose vLLM to find when --vllm-file is not given.")
+@click.option("--arch", default="sm_75", show_default=True, help="Target architecture, e.g. sm_75, sm_89.")
+@click.option("--head-size", "head_sizes", type=int, multiple=True, help="Head size(s); default 256 and 512.")
+@click.option("--num-warps", type=int, default=4, show_default=True)
+@json_option
+def smem(vllm_file: str | None, python: str | None, arch: str, head_sizes: tuple[int, ...], num_warps: int,
+         as_json: bool) -> None:
+    """Compile the real kernel for ARCH (no GPU needed): shared memory, registers, spills, stock vs clamped."""
+    from gemmaserve.turing.filepatch import resolve_target
+    from gemmaserve.turing.smem import compile_report
+
+    path = vllm_file or resolve_target(file=None, python=python).path
+    report = compile_report(vllm_file=path, arch=arch, head_sizes=head_sizes or (256, 512), num_warps=num_warps)
+    emit(report, as_json=as_json, render=_render_smem)
+
+
+def _render_smem(report) -> None:  # type: ignore[no-untyped-def]
+    click.echo(f"{report.vllm_file}  (triton {report.triton_version}, {report.arch})")
+    click.echo(f"{'head':>4} {'phase':<7} {'grid':<4} {'variant':<7} {'tile':>4} {'smem B':>7} {'limit B':>7} "
+               f"{'fits':<4} {'regs':>4} {'spill st/ld B':>13}")
+    for row in report.rows:
+        spill = "?" if row.spill_store_bytes is None else f"{row.spill_store_bytes}/{row.spill_load_bytes}"
+        click.echo(f"{row.head_size:>4} {row.phase:<7} {row.layout:<4} {row.variant:<7} {row.tile_size:>4} "
+                   f"{row.smem_bytes:>7} {row.smem_limit_bytes:>7} {'yes' if row.fits else 'NO':<4} "
+                   f"{row.registers if row.registers is not None else '?':>4} {spill:>13}")
+    click.echo(f"stock fits: {'yes' if report.stock_fits else 'NO'}; clamped fits: "
+               f"{'yes' if report.clamped_fits else 'NO'}; clamp changes the launch: "
+               f"{'yes' if report.clamp_changes_launch else 'no'}")
