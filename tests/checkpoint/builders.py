@@ -162,3 +162,36 @@ def write_observer_build(reference: Path, root: Path) -> Path:
     }  # fmt: skip
     (root / "config.json").write_text(json.dumps(cfg))
     return root
+
+
+def write_gguf_build(reference: Path, path: Path, *, shift_levels: bool = False) -> Path:
+    """A GGUF v3 file of q4_0 tensors made from the reference's own grid (optionally one level off)."""
+    import struct as st
+
+    from gemmaserve.checkpoint.gguf import encode_q4_0
+
+    def string(text: str) -> bytes:
+        data = text.encode()
+        return st.pack("<Q", len(data)) + data
+
+    hf_to_gguf = {"self_attn.q_proj": "attn_q", "mlp.down_proj": "ffn_down"}
+    tensors = []
+    for module, weight in sorted(_reference_linears(reference).items()):
+        leaf = module.split(".layers.")[1].split(".", 1)
+        if leaf[1] not in hf_to_gguf:
+            continue
+        fit = grid.recover_grid(weight, model_dtype="BF16")
+        levels = fit.levels.astype(np.int16)
+        if shift_levels:
+            levels = np.clip(levels + (levels % 3 == 0), -8, 7)
+        blob = encode_q4_0(levels, fit.steps.astype(np.float16))
+        tensors.append((f"blk.{leaf[0]}.{hf_to_gguf[leaf[1]]}.weight", (weight.shape[1], weight.shape[0]), blob))
+    head = b"GGUF" + st.pack("<IQQ", 3, len(tensors), 1) + string("general.architecture") + st.pack("<I", 8) + string("gemma4")
+    offset, infos, data = 0, b"", b""
+    for name, dims, blob in tensors:
+        infos += string(name) + st.pack("<I", 2) + st.pack("<QQ", *dims) + st.pack("<IQ", 2, offset)
+        data += blob + b"\0" * (-len(blob) % 32)
+        offset = len(data)
+    header = head + infos
+    path.write_bytes(header + b"\0" * (-len(header) % 32) + data)
+    return path

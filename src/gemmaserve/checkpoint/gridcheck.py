@@ -4,12 +4,13 @@ The build is dequantized (compressed-tensors pack-quantized, AutoAWQ GEMM, or a
 16-bit ``.weight``) and compared with the reference (the bf16
 ``-qat-q4_0-unquantized`` values), whose grid step per group is recovered with
 ``grid.recover_grid``. Only the tensors asked for are read; local files by
-``os.preadv`` row ranges, hub repos by HTTP range requests. GGUF builds are not
-supported yet.
+``os.preadv`` row ranges, hub repos by HTTP range requests. Local GGUF q4_0
+files are read through ``gguf.py``.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -241,6 +242,8 @@ def grid_check(
         UsageError: a tensor or layer selection that matches nothing.
         CheckpointNotFound / MalformedCheckpoint: unreadable sources or inconsistent tensors.
     """
+    if build.endswith(".gguf") and os.path.isfile(build):
+        return _grid_check_gguf(build, reference, tensor=tensor, layers=layers, hub_api=hub_api, progress=progress)
     build_src = open_source(build, hub_api=hub_api)
     ref_src = open_source(reference, hub_api=hub_api)
     try:
@@ -257,13 +260,19 @@ def grid_check(
     finally:
         build_src.close()
         ref_src.close()
+    return _summarize(build_src.label, ref_src.label, group_size, results, build_src.bytes_fetched, ref_src.bytes_fetched)
+
+
+def _summarize(
+    build: str, reference: str, group_size: int, results: list[TensorGridResult], build_bytes: int, reference_bytes: int
+) -> GridCheckReport:
     values = sum(r.values for r in results)
     off = sum(r.values_off_by_a_level_or_more for r in results)
     identical = sum(r.values_bit_identical for r in results)
     verdict = "bit-identical" if identical == values else ("off-grid" if off else "on-grid-rounding")
     return GridCheckReport(
-        build=build_src.label,
-        reference=ref_src.label,
+        build=build,
+        reference=reference,
         group_size=group_size,
         tensors=results,
         values=values,
@@ -275,8 +284,77 @@ def grid_check(
         max_abs_diff=max((r.max_abs_diff for r in results), default=0.0),
         mean_abs_diff=(sum(r.mean_abs_diff * r.values for r in results) / values) if values else 0.0,
         verdict=verdict,
-        build_bytes_fetched=build_src.bytes_fetched,
-        reference_bytes_fetched=ref_src.bytes_fetched,
+        build_bytes_fetched=build_bytes,
+        reference_bytes_fetched=reference_bytes,
+    )
+
+
+def _grid_check_gguf(
+    build: str, reference: str, *, tensor: str | None, layers: str | None, hub_api: Any, progress: Progress | None
+) -> GridCheckReport:
+    """GGUF q4_0 builds: the same comparison, blocks of 32 along each row with an fp16 step."""
+    from gemmaserve.checkpoint.gguf import (
+        GGML_Q4_0,
+        hf_module_name,
+        read_gguf,
+        read_q4_0_rows,
+    )
+
+    _, tensors = read_gguf(build)
+    by_module = {
+        module: t for t in tensors.values() if t.ggml_type == GGML_Q4_0 and (module := hf_module_name(t.name))
+    }
+    pseudo: Locations = {f"{m}.qweight": None for m in by_module}  # type: ignore[misc]
+    modules = select_modules(pseudo, tensor=tensor, layers=layers)
+    ref_src = open_source(reference, hub_api=hub_api)
+    build_bytes = 0
+    results = []
+    try:
+        reference_locations = tensor_locations(ref_src)
+        for module in modules:
+            if module not in by_module:
+                raise UsageError(f"The GGUF build has no q4_0 tensor for {module}.")
+            gt = by_module[module]
+            ref_loc = _need(reference_locations, f"{module}.weight", f"Reference {ref_src.label}")
+            rows, cols = ref_loc[1].shape
+            if gt.dims != (cols, rows):
+                raise MalformedCheckpoint(f"{gt.name} is {list(gt.dims)} (GGUF order), the reference [{rows}, {cols}].")
+            counts, on_grid, elsewhere = grid.GridComparison(), 0, 0
+            block = max(1, _block_bytes(ref_src) // max(ref_loc[1].row_bytes, 1))
+            for r0 in range(0, rows, block):
+                r1 = min(rows, r0 + block)
+                values = read_q4_0_rows(build, gt, r0, r1)
+                build_bytes += (r1 - r0) * cols // 32 * 18
+                ref_values = _float_rows(ref_src, ref_loc, r0, r1)
+                fit = grid.recover_grid(ref_values, model_dtype=ref_loc[1].dtype)
+                on_grid += int(fit.on_grid.sum())
+                elsewhere += int(fit.peak_elsewhere.sum())
+                counts.add(values, ref_values, fit.steps, grid.GROUP_SIZE)
+                if progress:
+                    progress(module, r1 * ref_loc[1].row_bytes, ref_loc[1].nbytes)
+            results.append(_result(module, "gguf-q4_0", rows, cols, counts, on_grid, elsewhere))
+    finally:
+        ref_src.close()
+    return _summarize(build, ref_src.label, grid.GROUP_SIZE, results, build_bytes, ref_src.bytes_fetched)
+
+
+def _result(
+    module: str, fmt: str, rows: int, cols: int, counts: grid.GridComparison, on_grid: int, elsewhere: int
+) -> TensorGridResult:
+    return TensorGridResult(
+        tensor=module,
+        build_format=fmt,
+        shape=[rows, cols],
+        values=counts.values,
+        values_bit_identical=counts.values_bit_identical,
+        groups=counts.groups,
+        groups_bit_identical=counts.groups_bit_identical,
+        values_off_by_a_level_or_more=counts.values_off_by_a_level_or_more,
+        share_off_by_a_level_or_more=counts.values_off_by_a_level_or_more / counts.values if counts.values else 0.0,
+        max_abs_diff=counts.max_abs_diff,
+        mean_abs_diff=counts.mean_abs_diff,
+        reference_groups_on_grid=on_grid,
+        reference_groups_peak_not_at_8=elsewhere,
     )
 
 
