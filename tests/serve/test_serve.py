@@ -352,3 +352,22 @@ def test_oom_hint_when_dmesg_is_restricted() -> None:
         )
 
     assert oom_kill_hint(1, runner).startswith("Could not check for an OOM kill")
+
+
+def test_a_missing_vllm_binary_is_a_serve_error_and_frees_the_locks(
+    port: int, spawned: Spawned, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    from gemmaserve.errors import ServeError
+
+    with pytest.raises(ServeError, match="Could not run"):
+        start_server(
+            PLAN_ARGS,
+            model="m",
+            seams=seams_for(report(), spawned),
+            gpu_sm=89,
+            vllm_command=[str(tmp_path / "vllm")],
+            port=port,
+        )
+    assert records.load_record(port) is None
+    assert start(port, spawned).ready  # the port and GPU locks were released
+    stop_server(port, timeout_s=10)

@@ -20,7 +20,12 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from gemmaserve.engine_log import EngineStage, parse_engine_log
-from gemmaserve.errors import InterlockRefused, ServerAlreadyRunning, ServerDied
+from gemmaserve.errors import (
+    InterlockRefused,
+    ServeError,
+    ServerAlreadyRunning,
+    ServerDied,
+)
 from gemmaserve.host.verdicts import DoctorReport
 from gemmaserve.serve import records
 from gemmaserve.serve.records import ServerRecord
@@ -223,18 +228,25 @@ def start_server(
             "PYTHONUNBUFFERED": "1",
         }
         with log_path.open("ab") as log:
-            process = seams.popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: stop signals the whole tree
-                pass_fds=(
-                    port_fd,
-                    gpu_fd,
-                ),  # the server holds the locks for as long as it lives
-                env=env,
-            )
+            try:
+                process = seams.popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own process group: stop signals the whole tree
+                    pass_fds=(
+                        port_fd,
+                        gpu_fd,
+                    ),  # the server holds the locks for as long as it lives
+                    env=env,
+                )
+            except OSError as exc:  # no vllm binary, not executable
+                raise ServeError(
+                    f"Could not run {argv[0]}: {exc}",
+                    hint="Pass the interpreter vLLM is installed in: --python /path/to/venv/bin/python",
+                    argv=argv,
+                ) from exc
         ticks = records.process_start_ticks(process.pid)
         record = ServerRecord(
             port=port,
