@@ -17,6 +17,7 @@ from gemmaserve.mcp_server import (
     tools_sagemaker,
     tools_sagemaker_setup,
     tools_serve,
+    tools_turing,
 )
 from gemmaserve.mcp_server.deps import ServerDeps
 
@@ -55,6 +56,7 @@ def build_server(deps: ServerDeps | None = None) -> MCPServer:
     tools_plan.register(server, deps)
     tools_host.register(server, deps)
     tools_serve.register(server, deps)
+    tools_turing.register(server, deps)
     tools_sagemaker.register(server, deps)
     tools_sagemaker_setup.register(server, deps)
     tools_bench.register(server, deps)

@@ -1,8 +1,8 @@
-"""MCP tools over :mod:`gemmaserve.turing`: apply, verify and revert the Turing clamp in an installed vLLM file.
+"""MCP tools over :mod:`gemmaserve.turing`: status, apply, verify, revert and smem of the Turing clamp.
 
-Same functions as ``gemmaserve turing apply|verify|revert`` (``filepatch``). The target is a
-file path or the interpreter whose vLLM to patch; apply and revert change a file another
-program runs, so they need ``confirm`` (or ``dry_run`` to see the diff).
+Same functions as ``gemmaserve turing …`` (``status.turing_status``, ``filepatch``,
+``smem.compile_report``). The target is a file path or the interpreter whose vLLM to patch;
+apply and revert change a file another program runs, so they need ``confirm`` (or ``dry_run``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from gemmaserve.mcp_server.framework import (
     typed_result,
 )
 from gemmaserve.turing.filepatch import PatchResult, VerifyResult
+from gemmaserve.turing.smem import SmemReport
+from gemmaserve.turing.status import TuringStatus
 
 # Edits vLLM's kernel file in place (with a backup); applying twice changes nothing.
 PATCH = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
@@ -43,6 +45,52 @@ def summarise_patch(result: PatchResult) -> str:
 
 
 def register(server: MCPServer, deps: ServerDeps) -> None:
+    @server.tool(name="turing_status", title="Does vLLM need and have the Turing clamp?", annotations=READ_ONLY)
+    @translate_errors
+    def turing_status(
+        python: Annotated[str | None, Field(description="Interpreter that runs vLLM (default: this one).")] = None,
+        capability: Annotated[
+            str | None, Field(description="State the GPU's compute capability (7.5 or sm_75) instead of nvidia-smi.")
+        ] = None,
+    ) -> Annotated[CallToolResult, TuringStatus]:
+        """Is the clamp needed on this GPU, which delivery is active (plugin or file patch), would vLLM start?
+
+        `engine_would_start` is the verdict serve_start's interlock uses. Same as `gemmaserve turing status --json`.
+        """
+        from gemmaserve.turing.status import turing_status as run_status
+
+        result = run_status(python, capability=capability)
+        needed = {True: "needed", False: "not needed", None: "need unknown"}[result.clamp_needed]
+        summary = (f"{result.gpu_name or 'GPU ?'} (compute {result.capability or 'unknown'}): clamp {needed}; "
+                   f"active delivery {result.active_delivery.value}; vLLM "
+                   f"{'would' if result.engine_would_start else 'would NOT'} start")
+        if result.reasons:
+            summary += "\n" + "\n".join(f"- {reason}" for reason in result.reasons)
+        return typed_result(result, summary)
+
+    @server.tool(name="turing_smem", title="Compile the attention kernel for a GPU", annotations=READ_ONLY)
+    @translate_errors
+    def turing_smem(
+        vllm_file: Annotated[str | None, Field(description="The triton_unified_attention.py to compile.")] = None,
+        python: Annotated[str | None, Field(description="Interpreter whose vLLM to find (no vllm_file).")] = None,
+        arch: Annotated[str, Field(description="Target architecture, e.g. sm_75, sm_89.")] = "sm_75",
+        head_sizes: Annotated[list[int] | None, Field(description="Head sizes (default 256 and 512).")] = None,
+        num_warps: Annotated[int, Field(ge=1, le=32)] = 4,
+    ) -> Annotated[CallToolResult, SmemReport]:
+        """Compile the real kernel for `arch` with Triton and ptxas (no GPU): shared memory, registers, spills,
+        stock vs clamped. Needs the `kernel` extra. Same as `gemmaserve turing smem --json`."""
+        from gemmaserve.turing.filepatch import resolve_target
+        from gemmaserve.turing.smem import compile_report
+
+        path = vllm_file or resolve_target(file=None, python=python).path
+        report = compile_report(vllm_file=path, arch=arch, head_sizes=tuple(head_sizes or (256, 512)),
+                                num_warps=num_warps)
+        summary = (f"{report.arch}: stock fits {'yes' if report.stock_fits else 'NO'}, clamped fits "
+                   f"{'yes' if report.clamped_fits else 'NO'}; " + "; ".join(
+                       f"head {r.head_size} {r.phase} {r.variant} tile {r.tile_size}: {r.smem_bytes:,}/"
+                       f"{r.smem_limit_bytes:,} B" for r in report.rows))
+        return typed_result(report, summary)
+
     @server.tool(name="turing_apply", title="Apply the Turing clamp", annotations=PATCH)
     @translate_errors
     def turing_apply(
