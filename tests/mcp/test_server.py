@@ -44,3 +44,11 @@ def test_every_tool_is_described_annotated_and_typed(server: MCPServer) -> None:
         schema = next(tool for tool in tools if tool.name == name).input_schema
         assert "confirm" in schema["required"], name
         assert schema["properties"]["confirm"]["type"] == "boolean"
+
+
+def test_docs_list_every_tool(server: MCPServer) -> None:
+    from pathlib import Path
+
+    docs = (Path(__file__).parents[2] / "docs" / "mcp.md").read_text()
+    missing = [tool.name for tool in list_tools(server) if f"| `{tool.name}` |" not in docs]
+    assert not missing, f"docs/mcp.md does not list: {missing}"
