@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
 
 from gemmaserve.cli.output import emit, json_option
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 _target_options = [
     click.option("--file", "file", type=click.Path(dir_okay=False), default=None,
@@ -14,7 +19,7 @@ _target_options = [
 ]
 
 
-def _with_target(function):  # type: ignore[no-untyped-def]
+def _with_target(function: _F) -> _F:
     for option in reversed(_target_options):
         function = option(function)
     return function
@@ -90,8 +95,8 @@ def _render_status(result) -> None:  # type: ignore[no-untyped-def]
     rows = [
         ("GPU", f"{result.gpu_name or '?'} (compute {result.capability or 'unknown'}, {result.capability_source})"),
         ("clamp needed", {True: "yes", False: "no", None: "unknown"}[result.clamp_needed]),
-        ("vLLM", f"{result.vllm_version or 'not found'} in {result.python} "
-                 f"({'supported' if result.vllm_supported else 'NOT supported'}: {result.supported_range})"),
+        ("vLLM", (f"{result.vllm_version or 'not found'} in {result.python} "
+                 f"({'supported' if result.vllm_supported else 'NOT supported'}: {result.supported_range})")),
         ("kernel file", result.kernel_file or "-"),
         ("plugin", "registered" if result.plugin_registered and result.plugin_importable else "not available"),
         ("file patch", result.file_patch.value if result.file_patch else "-"),

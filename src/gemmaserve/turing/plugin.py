@@ -19,7 +19,12 @@ from types import ModuleType
 from typing import Any
 
 from gemmaserve.turing import block
-from gemmaserve.turing.rule import DEFAULT_BLOCK_M, SMEM_MARGIN_BYTES, clamp_tile_size, next_power_of_2
+from gemmaserve.turing.rule import (
+    DEFAULT_BLOCK_M,
+    SMEM_MARGIN_BYTES,
+    clamp_tile_size,
+    next_power_of_2,
+)
 from gemmaserve.turing.shape import TILE_FUNCTION, recognise
 from gemmaserve.turing.versions import require_supported
 

@@ -97,15 +97,16 @@ def choose_launch(
         ValueError: on inputs that no launch can have (non-power-of-two head or tile, sizes <= 0).
     """
     _check_inputs(head_size_padded, element_size, block_size, stock)
-    common = {"stock": stock, "smem_limit_bytes": smem_limit_bytes, "margin_bytes": margin_bytes}
     if capability[0] >= AMPERE_MAJOR:
         return LaunchChoice(launch=stock, smem_bytes=None, changed=False, fits=True,
-                            reason=f"sm_{capability[0]}{capability[1]} >= sm_80: stock launch, untouched", **common)
+                            reason=f"sm_{capability[0]}{capability[1]} >= sm_80: stock launch, untouched", stock=stock,
+                            smem_limit_bytes=smem_limit_bytes, margin_bytes=margin_bytes)
     budget = smem_limit_bytes - margin_bytes
     stock_need = kernel_smem_bytes(head_size_padded, stock.tile_size, stock.block_m, element_size)
     if stock_need <= budget:
         return LaunchChoice(launch=stock, smem_bytes=stock_need, changed=False, fits=True,
-                            reason=f"stock tile {stock.tile_size} needs {stock_need:,} B <= {budget:,} B", **common)
+                            reason=f"stock tile {stock.tile_size} needs {stock_need:,} B <= {budget:,} B", stock=stock,
+                            smem_limit_bytes=smem_limit_bytes, margin_bytes=margin_bytes)
     tile = stock.tile_size
     while tile > MIN_TILE_SIZE:
         tile //= 2
@@ -116,11 +117,13 @@ def choose_launch(
             return LaunchChoice(
                 launch=launch, smem_bytes=need, changed=True, fits=True,
                 reason=(f"stock tile {stock.tile_size} needs {stock_need:,} B > {budget:,} B; "
-                        f"tile {tile} needs {need:,} B"), **common)
+                        f"tile {tile} needs {need:,} B"), stock=stock,
+                            smem_limit_bytes=smem_limit_bytes, margin_bytes=margin_bytes)
     return LaunchChoice(launch=stock, smem_bytes=stock_need, changed=False, fits=False,
                         reason=(f"no tile >= {MIN_TILE_SIZE} fits: tile {MIN_TILE_SIZE} needs "
                                 f"{kernel_smem_bytes(head_size_padded, MIN_TILE_SIZE, stock.block_m, element_size):,} B "
-                                f"> {budget:,} B"), **common)
+                                f"> {budget:,} B"), stock=stock,
+                            smem_limit_bytes=smem_limit_bytes, margin_bytes=margin_bytes)
 
 
 def _check_inputs(head_size_padded: int, element_size: int, block_size: int, stock: LaunchParams) -> None:

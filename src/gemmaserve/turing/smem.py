@@ -16,8 +16,8 @@ import subprocess
 import sys
 import tempfile
 import types
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -106,8 +106,8 @@ def compile_report(*, vllm_file: str, arch: str = "sm_75", head_sizes: tuple[int
 
 def _require_kernel_extra() -> tuple[Any, Any]:
     try:
-        import triton
         import torch
+        import triton
     except ImportError as error:
         raise MissingExtra(error.name or "triton", "kernel", "Compiling vLLM's attention kernel") from None
     return triton, torch

@@ -13,6 +13,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -141,7 +142,7 @@ def parse_capability(text: str) -> str:
     return f"{int(match[1])}.{match[2]}"
 
 
-def _probe_interpreter(python: str, runner: CommandRunner, reasons: list[str]) -> dict[str, object]:
+def _probe_interpreter(python: str, runner: CommandRunner, reasons: list[str]) -> dict[str, Any]:
     try:
         done = runner([python, "-c", _PROBE_SCRIPT], PROBE_TIMEOUT_S)
     except Exception as error:  # noqa: BLE001 — a missing or hanging interpreter is a reason, not a crash
@@ -151,7 +152,7 @@ def _probe_interpreter(python: str, runner: CommandRunner, reasons: list[str]) -
         reasons.append(f"{python} failed its probe: {done.stderr.strip()[-300:]}")
         return {}
     try:
-        facts: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+        facts: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
         reasons.append(f"{python} printed no probe result")
         return {}
