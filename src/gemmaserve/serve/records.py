@@ -116,10 +116,10 @@ def process_matches(record: ServerRecord) -> bool:
     """Whether ``record.pid`` is still the process gemmaserve started (start time and argv agree)."""
     if not process_running(record.pid):
         return False
-    return (
-        process_start_ticks(record.pid) == record.start_ticks
-        and process_cmdline(record.pid) == record.argv
-    )
+    # A script started through its shebang (the `vllm` console script) shows in /proc as
+    # [interpreter, script, args…]: the recorded argv is then the tail of the command line.
+    cmdline = process_cmdline(record.pid) or []
+    return process_start_ticks(record.pid) == record.start_ticks and cmdline[-len(record.argv):] == record.argv
 
 
 # --- locks -----------------------------------------------------------------------
