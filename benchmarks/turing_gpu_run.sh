@@ -7,6 +7,6 @@ export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 nvidia-smi -L
 python3 -c 'import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())'
 for version in "$@"; do
-    python3 benchmarks/turing_gpu_check.py --vllm-file ".gpu_vllm/$version/triton_unified_attention.py" \
+    python3 benchmarks/turing_gpu_graph_check.py --vllm-file ".gpu_vllm/$version/triton_unified_attention.py" \
         --out "$OUT/gpu_check_$version.json" 2>&1 | tee "$OUT/gpu_check_$version.log"
 done

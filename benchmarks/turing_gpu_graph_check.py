@@ -1,0 +1,232 @@
+"""Run vLLM's real unified-attention kernel with stock and Turing-clamped tiles against float64.
+
+Usage (on a CUDA machine with torch and triton; vLLM itself is not needed):
+    python benchmarks/turing_gpu_graph_check.py --vllm-file DIR/triton_unified_attention.py --out result.json
+The kernel file's `triton_attention_helpers.py` must lie beside it. Gemma 4's two layer kinds are
+run: head 256 with a 512-token sliding window and head 512 global, on a mixed prefill+decode batch
+(the 2D launch) and on a pure decode batch (the 3D split-KV launch), over paged KV blocks. The
+clamp's tiles are forced by the rule for sm_75 even on a newer GPU, so numerics and cost compare.
+Times come from CUDA-graph replays in interleaved rounds, so Python's launch cost is not timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+import triton
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from gemmaserve.turing.kernel_source import load_kernel_module
+from gemmaserve.turing.rule import clamp_tile_size, next_power_of_2
+
+BLOCK_SIZE = 16
+NUM_QUERY_HEADS = 8  # Gemma 4 E2B: 8 query heads share 1 KV head
+NUM_KV_HEADS = 1
+SEGMENTS = 16
+#: The module-level function `unified_attention` looks up at call time (vLLM 0.29–0.34).
+TILE_FUNCTION_NAME = "_get_tile_size"
+TURING_SMEM_OPTIN_BYTES = 65_536
+TURING_MAJOR = 7
+BLOCK_M = 16  # unified_attention's BLOCK_M when <= 16 query heads share a KV head
+
+TileFunction = Callable[[int, int, int, bool], int]
+
+
+def clamped_tile_function(stock_function: TileFunction) -> TileFunction:
+    """vLLM's own tile choice passed through gemmaserve's rule as if on a T4 (sm_75, 64 KiB)."""
+    def clamped(head_size: int, sliding_window: int, element_size: int, is_prefill: bool) -> int:
+        stock = stock_function(head_size, sliding_window, element_size, is_prefill)
+        return clamp_tile_size(TURING_MAJOR, TURING_SMEM_OPTIN_BYTES, next_power_of_2(head_size),
+                               element_size, stock, block_m=BLOCK_M)
+    return clamped
+
+
+def tile16_function(head_size: int, sliding_window: int, element_size: int, is_prefill: bool) -> int:
+    """A blind halving to 16 everywhere (the hand-edit workaround), to price the small tile where not needed."""
+    return 16
+
+
+def make_batch(query_lens: list[int], context_lens: list[int], head: int,
+               generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+    device = "cuda"
+    num_blocks_per_seq = [math.ceil(c / BLOCK_SIZE) for c in context_lens]
+    total_blocks = sum(num_blocks_per_seq) + 8
+    permutation = torch.randperm(total_blocks, generator=generator).tolist()  # scattered, paged blocks
+    block_table = torch.zeros(len(query_lens), max(num_blocks_per_seq), dtype=torch.int32)
+    cursor = 0
+    for s, n in enumerate(num_blocks_per_seq):
+        block_table[s, :n] = torch.tensor(permutation[cursor:cursor + n], dtype=torch.int32)
+        cursor += n
+    kv_shape = (total_blocks, BLOCK_SIZE, NUM_KV_HEADS, head)
+    k = torch.randn(kv_shape, generator=generator).to(device, torch.float16)
+    v = torch.randn(kv_shape, generator=generator).to(device, torch.float16)
+    q = torch.randn(sum(query_lens), NUM_QUERY_HEADS, head, generator=generator).to(device, torch.float16)
+    cu = torch.tensor([0] + list(torch.tensor(query_lens).cumsum(0)), dtype=torch.int32, device=device)
+    return q, k, v, block_table.to(device), cu, torch.tensor(context_lens, dtype=torch.int32, device=device)
+
+
+def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_table: torch.Tensor,
+              cu: torch.Tensor, seq_lens: torch.Tensor, window: int) -> torch.Tensor:
+    out = torch.empty(q.shape, dtype=torch.float64, device=q.device)
+    group = NUM_QUERY_HEADS // NUM_KV_HEADS
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    for s in range(len(seq_lens)):
+        start, end, context = int(cu[s]), int(cu[s + 1]), int(seq_lens[s])
+        blocks = block_table[s, : math.ceil(context / BLOCK_SIZE)].long()
+        keys = k[blocks].reshape(-1, NUM_KV_HEADS, q.shape[-1])[:context].double()
+        values = v[blocks].reshape(-1, NUM_KV_HEADS, q.shape[-1])[:context].double()
+        query = q[start:end].double()
+        q_pos = torch.arange(context - (end - start), context, device=q.device)[:, None]
+        k_pos = torch.arange(context, device=q.device)[None, :]
+        visible = k_pos <= q_pos
+        if window > 0:
+            visible &= (q_pos - k_pos) < window
+        for h in range(NUM_QUERY_HEADS):
+            kv = h // group
+            scores = (query[:, h] @ keys[:, kv].T) * scale
+            scores = scores.masked_fill(~visible, float("-inf"))
+            out[start:end, h] = torch.softmax(scores, dim=-1) @ values[:, kv]
+    return out
+
+
+def graph_of(call: Callable[[], None], repeats: int) -> torch.cuda.CUDAGraph:
+    """A CUDA graph of `repeats` launches: replaying it times the GPU work, not Python's launch cost."""
+    stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        call()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(repeats):
+            call()
+    return graph
+
+
+def time_interleaved(calls: dict[str, Callable[[], None]], rounds: int = 15,
+                     repeats: int = 20) -> dict[str, list[float]]:
+    """Milliseconds per launch, per variant: rounds alternate the variants (A-B-C-A-B-C...) against drift."""
+    graphs = {label: graph_of(call, repeats) for label, call in calls.items()}
+    samples: dict[str, list[float]] = {label: [] for label in calls}
+    for graph in graphs.values():
+        graph.replay()
+    torch.cuda.synchronize()
+    for _ in range(rounds):
+        for label, graph in graphs.items():
+            start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            samples[label].append(start.elapsed_time(end) / repeats)
+    return samples
+
+
+def run_case(module: ModuleType, head: int, window: int, query_lens: list[int], context_lens: list[int],
+             seed: int, seq_threshold_3d: int) -> dict[str, Any]:
+    generator = torch.Generator().manual_seed(seed)
+    q, k, v, block_table, cu, seq_lens = make_batch(query_lens, context_lens, head, generator)
+    head_padded = triton.next_power_of_2(head)
+    max_q = max(query_lens)
+    segm_rows = len(query_lens)
+    segm: dict[str, Any] = {
+        "seq_threshold_3D": seq_threshold_3d, "num_par_softmax_segments": SEGMENTS,
+        "softmax_segm_output": torch.empty(segm_rows, NUM_QUERY_HEADS, SEGMENTS, head_padded,
+                                           dtype=torch.float32, device="cuda"),
+        "softmax_segm_max": torch.empty(segm_rows, NUM_QUERY_HEADS, SEGMENTS, dtype=torch.float32, device="cuda"),
+        "softmax_segm_expsum": torch.empty(segm_rows, NUM_QUERY_HEADS, SEGMENTS, dtype=torch.float32, device="cuda"),
+    }
+    scales = torch.ones(len(query_lens), NUM_KV_HEADS, dtype=torch.float32, device="cuda")
+    expected = reference(q, k, v, block_table, cu, seq_lens, window)
+    stock_function: TileFunction = getattr(module, TILE_FUNCTION_NAME)
+    uses_3d = max_q == 1 and len(query_lens) <= seq_threshold_3d
+    result: dict[str, Any] = {"head_size": head, "sliding_window": window, "query_lens": query_lens,
+                              "context_lens": context_lens, "seq_threshold_3d": seq_threshold_3d,
+                              "launch": "3D" if uses_3d else "2D"}
+    calls: dict[str, Callable[[], None]] = {}
+    outputs: dict[str, torch.Tensor] = {}
+    variants = (("stock", stock_function), ("clamped", clamped_tile_function(stock_function)),
+                ("tile16", tile16_function))
+    for label, tile_function in variants:
+        out = torch.empty_like(q)
+
+        # Bind this variant's tile function and output now: the call runs again later, inside
+        # graph capture, when the loop variables have moved on.
+        def call(tile_function: TileFunction = tile_function, out: torch.Tensor = out) -> None:
+            setattr(module, TILE_FUNCTION_NAME, tile_function)
+            module.unified_attention(
+                q=q, k=k, v=v, out=out, cu_seqlens_q=cu, max_seqlen_q=max_q, seqused_k=seq_lens,
+                max_seqlen_k=max(context_lens), softmax_scale=1.0 / math.sqrt(head), causal=True,
+                window_size=(window - 1, 0) if window > 0 else (-1, -1), block_table=block_table,
+                softcap=0, q_descale=None, k_descale=scales, v_descale=scales, **segm)
+
+        call()  # compiles, and the output checked below
+        torch.cuda.synchronize()
+        calls[label] = call
+        outputs[label] = out
+        error = (out.double() - expected).norm() / expected.norm()
+        max_abs = (out.double() - expected).abs().max()
+        fp16_rounding = (expected.half().double() - expected).norm() / expected.norm()
+        result[label] = {"tile_prefill": tile_function(head, window, 2, True),
+                         "tile_decode": tile_function(head, window, 2, False),
+                         "relative_error": float(error), "max_abs_error": float(max_abs),
+                         "fp16_rounding_of_reference": float(fp16_rounding)}
+    times = time_interleaved(calls)
+    setattr(module, TILE_FUNCTION_NAME, stock_function)
+    for label, samples in times.items():
+        result[label]["time_ms"] = statistics.median(samples)
+        result[label]["time_ms_samples"] = samples
+        # The graphs replayed the launches into the same outputs: they must still be right.
+        replayed = outputs[label].double()
+        result[label]["relative_error_after_replay"] = float((replayed - expected).norm() / expected.norm())
+    result["clamped_over_stock_time"] = result["clamped"]["time_ms"] / result["stock"]["time_ms"]
+    result["tile16_over_stock_time"] = result["tile16"]["time_ms"] / result["stock"]["time_ms"]
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--vllm-file", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    capability = torch.cuda.get_device_capability()
+    module = load_kernel_module(args.vllm_file, capability=capability)
+    decode_contexts = [33 + 131 * i for i in range(32)]
+    workloads = {
+        # A mixed step as the scheduler builds it: chunked prefills beside many decodes.
+        "mixed": ([512, 300, 57] + [1] * 29, [2048, 1200, 57] + [700 + 97 * i for i in range(29)], 32),
+        # A decode step small enough for the 3D split-KV launch.
+        "decode": ([1] * 32, decode_contexts, 32),
+        # The same decode step above the 3D threshold: vLLM runs it 2D, with the *prefill* tile.
+        "decode-2d": ([1] * 32, decode_contexts, 16),
+    }
+    cases: list[dict[str, Any]] = []
+    for head, window in ((256, 512), (512, 0)):
+        for name, (query_lens, context_lens, threshold) in workloads.items():
+            case = run_case(module, head, window, query_lens, context_lens, args.seed + len(cases), threshold)
+            case["workload"] = name
+            cases.append(case)
+            print(f"head {head} window {window} {name} ({case['launch']}): " + ", ".join(
+                f"{label} tiles {case[label]['tile_prefill']}/{case[label]['tile_decode']} "
+                f"err {case[label]['relative_error']:.3e} {case[label]['time_ms']:.4f} ms"
+                for label in ("stock", "clamped", "tile16")), flush=True)
+    report = {"device": torch.cuda.get_device_name(), "capability": list(capability),
+              "torch": torch.__version__, "triton": triton.__version__, "vllm_file": str(args.vllm_file),
+              "cases": cases}
+    args.out.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
