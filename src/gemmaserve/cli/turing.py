@@ -15,7 +15,7 @@ _target_options = [
     click.option("--file", "file", type=click.Path(dir_okay=False), default=None,
                  help="The triton_unified_attention.py to act on."),
     click.option("--python", "python", default=None,
-                 help="Interpreter whose installed vLLM to act on (default: python3 on PATH)."),
+                 help="Interpreter whose installed vLLM to act on (default: the one running gemmaserve)."),
 ]
 
 

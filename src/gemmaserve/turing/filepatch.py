@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -97,7 +98,7 @@ def resolve_target(*, file: str | None, python: str | None) -> PatchTarget:
         raise UsageError("Give --file or --python, not both.")
     if file is not None:
         return PatchTarget(path=str(Path(file).resolve()))
-    return locate_kernel_file(python or "python3")
+    return locate_kernel_file(python or sys.executable)
 
 
 def sha256_hex(data: bytes) -> str:

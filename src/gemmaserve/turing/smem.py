@@ -8,16 +8,11 @@ and spills (``ptxas -v`` on the PTX). Needs the ``kernel`` extra (triton) and to
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
-import logging
 import re
 import subprocess
-import sys
 import tempfile
 import types
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +22,6 @@ from gemmaserve.errors import MissingExtra, UsageError
 from gemmaserve.turing.rule import DEFAULT_BLOCK_M, clamp_tile_size
 from gemmaserve.turing.shape import recognise
 
-HELPERS_NAME = "triton_attention_helpers.py"
 #: Opt-in shared memory per block by architecture (CUDA programming guide, compute capabilities table).
 SMEM_OPTIN_BYTES = {75: 65_536, 80: 166_912, 86: 101_376, 89: 101_376, 90: 232_448}
 NUM_QUERIES_PER_KV = 8  # Gemma 4 E2B: 8 query heads, 1 KV head → BLOCK_M 16
@@ -120,82 +114,15 @@ def _arch_number(arch: str) -> int:
     return int(match[1])
 
 
-class _Stand(types.ModuleType):
-    """A stand-in module: unknown names resolve to inert objects (only import-time code touches them)."""
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return False
-
-
-@contextmanager
-def _vllm_stand_ins() -> Iterator[None]:
-    import torch
-    import triton
-    import triton.language as tl
-
-    class Platform:
-        def fp8_dtype(self) -> Any:
-            return torch.float8_e4m3fn
-
-        def __getattr__(self, name: str) -> Any:
-            return lambda *args, **kwargs: False  # is_rocm(), is_device_capability_family(100), …
-
-    import enum
-
-    class KVQuantMode(enum.IntEnum):
-        NONE = 0
-        FP8_PER_TENSOR = 1
-        INT8_PER_TOKEN_HEAD = 2
-        FP8_PER_TOKEN_HEAD = 3
-        INT4_PER_TOKEN_HEAD = 4
-
-    stands = {name: _Stand(name) for name in (
-        "vllm", "vllm.envs", "vllm.logger", "vllm.platforms", "vllm.triton_utils", "vllm.v1", "vllm.v1.attention",
-        "vllm.v1.attention.ops", "vllm.v1.kv_cache_interface")}
-    stands["vllm.logger"].init_logger = logging.getLogger  # type: ignore[attr-defined]
-    stands["vllm.platforms"].current_platform = Platform()  # type: ignore[attr-defined]
-    stands["vllm.triton_utils"].tl = tl  # type: ignore[attr-defined]
-    stands["vllm.triton_utils"].triton = triton  # type: ignore[attr-defined]
-    stands["vllm.v1.kv_cache_interface"].KVQuantMode = KVQuantMode  # type: ignore[attr-defined]
-    for name, stand in stands.items():  # `import vllm.envs as envs` reads the attribute of the parent
-        parent, _, child = name.rpartition(".")
-        if parent:
-            setattr(stands[parent], child, stand)
-    saved = {name: sys.modules.get(name) for name in stands}
-    sys.modules.update(stands)
-    try:
-        yield
-    finally:
-        for name, old in saved.items():
-            if old is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = old
-        sys.modules.pop("vllm.v1.attention.ops.triton_attention_helpers", None)
-
-
-def _load(name: str, path: Path) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def load_kernel_module(path: Path) -> types.ModuleType:
     """The kernel file as a module (its helpers file must sit beside it, as in an installed vLLM)."""
-    helpers = path.with_name(HELPERS_NAME)
-    if not helpers.is_file():
-        raise UsageError(f"{helpers} is missing; the kernel imports it.", hint="Point --vllm-file at the file "
-                         "inside an installed vllm/v1/attention/ops/ (or a copy with its helpers beside it).")
-    with _vllm_stand_ins():
-        _load("vllm.v1.attention.ops.triton_attention_helpers", helpers)
-        module = _load("gemmaserve_smem_kernel", path)
-        sys.modules.pop("gemmaserve_smem_kernel", None)
-    return module
+    from gemmaserve.turing.kernel_source import load_kernel_module as load
+
+    try:
+        return load(path)
+    except FileNotFoundError as error:
+        raise UsageError(f"{error}; the kernel imports it.", hint="Point --vllm-file at the file inside an "
+                         "installed vllm/v1/attention/ops/ (or a copy with its helpers beside it).") from None
 
 
 _POINTER_TYPES = {"query_ptr": "*fp16", "key_cache_ptr": "*fp16", "value_cache_ptr": "*fp16",
