@@ -109,3 +109,41 @@ def test_stdout_carries_only_json_rpc(tmp_path: Path, moto_server_url: str) -> N
     assert by_id[1]["result"]["serverInfo"]["name"] == "gemmaserve"
     assert by_id[2]["result"]["structuredContent"]["gemmaserve"] == cli_json("env")["gemmaserve"]
     assert by_id[3]["result"]["isError"] is True
+
+
+def test_cancellation_over_stdio_reaches_the_server(tmp_path: Path, moto_server_url: str) -> None:
+    """The client's notifications/cancelled stops a running measurement; the server keeps serving."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "gemmaserve", "mcp"],
+                                   env=_server_env(tmp_path, moto_server_url))
+    events: list[float] = []
+    result_file = tmp_path / "bench" / "slow.json"
+
+    def interrupted() -> bool:
+        return result_file.exists() and json.loads(result_file.read_text())["completeness"]["interrupted"] is True
+
+    with start_mock_thread(MockConfig(ttft_s=0.01, itl_s=0.01, natural_tokens=8)) as mock:
+
+        async def session() -> bool:
+            async with Client(params, read_timeout_seconds=60) as client:
+                async with anyio.create_task_group() as group:
+
+                    async def cancel_after_two(progress: float, total: float | None, message: str | None) -> None:
+                        events.append(progress)
+                        if len(events) == 2:
+                            group.cancel_scope.cancel()
+
+                    group.start_soon(lambda: client.call_tool("bench_measure", {
+                        "targets": [mock.url], "out_dir": str(tmp_path / "bench"), "labels": ["slow"],
+                        "decode_calls": 3, "decode_short": 4, "decode_long": 40, "concurrency": [1, 2], "repeats": 2,
+                        "output_tokens": 30, "quality_set": "none", "warmup": 0,
+                    }, progress_callback=cancel_after_two))
+                with anyio.fail_after(20):
+                    while not interrupted():
+                        await anyio.sleep(0.05)
+                return not (await client.call_tool("env", {})).is_error
+
+        still_serving = anyio.run(session)
+
+    assert len(events) == 2
+    assert interrupted()
+    assert still_serving
