@@ -127,3 +127,50 @@ def test_unknown_shape_refuses(kernel_copy: Path, load_kernel_module: Any) -> No
 def test_entry_point_is_declared() -> None:
     points = importlib.metadata.entry_points(group="vllm.general_plugins")
     assert any(p.name == "gemmaserve_turing" and p.value == "gemmaserve.turing.plugin:register" for p in points)
+
+
+def _platform(answer: Any) -> types.ModuleType:
+    module = types.ModuleType("vllm.platforms")
+
+    class Platform:
+        def get_device_capability(self) -> Any:
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+    module.current_platform = Platform()  # type: ignore[attr-defined]
+    return module
+
+
+@pytest.mark.parametrize(("capability", "limit"), [((7, 5), 65_536), ((7, 0), 98_304), ((6, 1), 49_152)])
+def test_device_from_vllm_platform_before_ampere(monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int],
+                                                 limit: int) -> None:
+    from gemmaserve.turing.plugin import current_cuda_device
+
+    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
+    monkeypatch.setitem(sys.modules, "vllm.platforms", _platform(capability))
+    assert current_cuda_device() == CudaDevice(capability=capability, smem_optin_bytes=limit)
+
+
+def test_device_on_ampere_and_unknown_pre_ampere(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gemmaserve.errors import TuringError
+    from gemmaserve.turing.plugin import current_cuda_device
+
+    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
+    monkeypatch.setitem(sys.modules, "vllm.platforms", _platform((8, 9)))
+    found = current_cuda_device()
+    assert found is not None and found.capability == (8, 9)
+    monkeypatch.setitem(sys.modules, "vllm.platforms", _platform((5, 2)))
+    with pytest.raises(TuringError):
+        current_cuda_device()
+
+
+def test_device_falls_back_to_torch_when_the_platform_cannot_tell(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from gemmaserve.turing.plugin import current_cuda_device
+
+    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
+    monkeypatch.setitem(sys.modules, "vllm.platforms", _platform(RuntimeError("no NVML")))
+    assert not torch.cuda.is_available()  # this machine: the CPU wheel
+    assert current_cuda_device() is None

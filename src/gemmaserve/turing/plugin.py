@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
+from gemmaserve.errors import TuringError
 from gemmaserve.turing import block
 from gemmaserve.turing.rule import (
     DEFAULT_BLOCK_M,
@@ -94,22 +94,49 @@ def clamped_tile_function(stock: Callable[..., int], device: CudaDevice) -> Call
     return _get_tile_size
 
 
+#: Opt-in shared memory per block before Ampere (CUDA C++ Programming Guide, "Compute Capabilities").
+PRE_AMPERE_SMEM_OPTIN_BYTES = {(6, 0): 49_152, (6, 1): 49_152, (6, 2): 49_152,
+                               (7, 0): 98_304, (7, 2): 98_304, (7, 5): 65_536}
+
+
 def current_cuda_device() -> CudaDevice | None:
-    """The current CUDA device, or None when torch sees none."""
+    """GPU 0's capability from vLLM's platform (NVML: no CUDA context in the process that forks workers).
+
+    Falls back to torch when vLLM's platform cannot tell. Raises TuringError for a pre-Ampere
+    capability whose shared-memory limit gemmaserve does not know (never guess).
+    """
+    capability = _capability_from_vllm() or _capability_from_torch()
+    if capability is None:
+        return None
+    if capability[0] >= 8:
+        return CudaDevice(capability=capability, smem_optin_bytes=0)  # not consulted on sm >= 80
+    limit = PRE_AMPERE_SMEM_OPTIN_BYTES.get(capability)
+    if limit is None:
+        raise TuringError(f"sm_{capability[0]}{capability[1]} is pre-Ampere and its shared-memory limit is not "
+                          "known to gemmaserve's Turing clamp; refusing to start vLLM unclamped.",
+                          capability=f"{capability[0]}.{capability[1]}")
+    return CudaDevice(capability=capability, smem_optin_bytes=limit)
+
+
+def _capability_from_vllm() -> tuple[int, int] | None:
+    try:
+        from vllm.platforms import current_platform  # type: ignore[import-not-found]
+
+        found = current_platform.get_device_capability()
+    except Exception:  # noqa: BLE001 — an old or CPU-only platform: ask torch instead
+        return None
+    return None if found is None else (int(found[0]), int(found[1]))
+
+
+def _capability_from_torch() -> tuple[int, int] | None:
     try:
         import torch
     except ImportError:
         return None
     if not torch.cuda.is_available():
         return None
-    index = torch.cuda.current_device()
-    props: Any = torch.cuda.get_device_properties(index)
-    limit = getattr(props, "shared_memory_per_block_optin", None)
-    if limit is None:
-        from triton.runtime import driver
-
-        limit = driver.active.utils.get_device_properties(index)["max_shared_mem"]
-    return CudaDevice(capability=(int(props.major), int(props.minor)), smem_optin_bytes=int(limit))
+    major, minor = torch.cuda.get_device_capability(0)
+    return int(major), int(minor)
 
 
 def _without_blocks(source: str) -> str:
