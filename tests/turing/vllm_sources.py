@@ -18,7 +18,6 @@ import zipfile
 from pathlib import Path
 
 KERNEL_MEMBER = "vllm/v1/attention/ops/triton_unified_attention.py"
-SIMPLE_URL = "https://pypi.org/simple/vllm/"
 HELPERS_MEMBER = "vllm/v1/attention/ops/triton_attention_helpers.py"
 SIMPLE_INDEX_URL = "https://pypi.org/simple/vllm/"
 FIRST_VERSION = (0, 29, 0)
