@@ -30,7 +30,7 @@ def test_dockerfile_keeps_the_base_and_fails_without_sm_75() -> None:
     lines = plan.dockerfile.splitlines()
     assert lines[0] == f"FROM {BASE}"
     assert not any(line.startswith(("ENTRYPOINT", "CMD")) for line in lines)  # the stock entrypoint stays
-    assert "gemmaserve turing verify" in plan.dockerfile and "get_arch_list" in plan.dockerfile
+    assert "gemmaserve turing status --capability sm_75" in plan.dockerfile and "get_arch_list" in plan.dockerfile
     assert "-c /tmp/gemmaserve-keep.txt" in plan.dockerfile  # torch/vLLM pinned to the image's own
     # The derived tag keeps the base tag (CUDA known) and claims the clamp.
     assert image_cuda_version(plan.target_image) == (12, 9)
