@@ -1,0 +1,47 @@
+"""The CLI as a whole: every registered noun loads, answers --help, and the reference doc is current."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gemmaserve.cli import COMMANDS, app
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_registered_command_loads_and_helps(name: str) -> None:
+    result = CliRunner().invoke(app, [name, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output
+
+
+def test_unknown_command_is_a_usage_error() -> None:
+    result = CliRunner().invoke(app, ["deploy-everything"])
+    assert result.exit_code == 2
+
+
+def test_top_level_help_imports_no_heavy_dependency() -> None:
+    code = (
+        "import sys; from gemmaserve.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('torch', 'triton', 'boto3', 'aiohttp', 'numpy', 'mcp') if m in sys.modules]\n"
+        "print('HEAVY:' + ','.join(heavy))"
+    )
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    elapsed = time.perf_counter() - started
+    assert done.stdout.strip().splitlines()[-1] == "HEAVY:", f"--help imported {done.stdout}"
+    assert elapsed < 5  # generous for a loaded CI machine; typically ~0.1 s
+
+
+def test_cli_reference_doc_is_current() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "cli_reference.py"), "--check"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
