@@ -27,12 +27,6 @@ def _levels(text: str) -> list[int]:
     return levels
 
 
-def _per_target(values: tuple[str, ...] | tuple[float, ...], count: int, option: str) -> list:  # type: ignore[type-arg]
-    if len(values) > count:
-        raise UsageError(f"{option} was given {len(values)} times for {count} target(s).",
-                         hint=f"Give {option} once per target, in target order.")
-    return list(values) + [None] * (count - len(values))
-
 
 @cli.command(name="measure")
 @click.argument("targets", nargs=-1, required=True)
@@ -96,37 +90,19 @@ def measure(
     any request failed or a phase is missing (partial) or nothing succeeded; 2 for
     bad usage; 130 when interrupted (finished steps are saved).
     """
-    from gemmaserve.bench.measure import TargetOptions, hardware_info, measure_targets
-    from gemmaserve.bench.questions import get_question_set
-    from gemmaserve.bench.schema import ClientSettings
+    from gemmaserve.bench.measure import measure_targets
+    from gemmaserve.bench.measure_options import build_measure_inputs
 
-    quality = None if quality_set.lower() == "none" else get_question_set(quality_set).name
-    settings = ClientSettings(
-        decode_short_tokens=decode_short,
-        decode_long_tokens=decode_long,
-        decode_calls=decode_calls,
-        concurrency_levels=_levels(concurrency),
-        load_repeats=repeats,
-        load_input_tokens=input_tokens,
-        load_output_tokens=output_tokens,
-        quality_set=quality,
-        quality_max_tokens=quality_max_tokens,
-        temperature=temperature,
-        ignore_eos=ignore_eos,
-        timeout_s=timeout_s,
-        seed=seed,
-        extra={"warmup_calls": warmup, "quality_concurrency": quality_concurrency,
-               "load_requests_per_stream": requests_per_stream},
+    settings, options = build_measure_inputs(
+        targets, decode_short=decode_short, decode_long=decode_long, decode_calls=decode_calls,
+        concurrency=_levels(concurrency), repeats=repeats, input_tokens=input_tokens,
+        output_tokens=output_tokens, quality_set=quality_set, quality_max_tokens=quality_max_tokens,
+        temperature=temperature, ignore_eos=ignore_eos, timeout_s=timeout_s, seed=seed, warmup=warmup,
+        quality_concurrency=quality_concurrency, requests_per_stream=requests_per_stream,
+        labels=labels, logs=logs, instances=instances, gpus=gpus, prices_usd_per_hour=prices,
+        option_names={"labels": "--label", "logs": "--log", "instances": "--instance", "gpus": "--gpu",
+                      "prices_usd_per_hour": "--price-usd-per-hour"},
     )
-    count = len(targets)
-    options = [
-        TargetOptions(label=label, log_path=log,
-                      hardware=hardware_info(instance=instance, gpu=gpu, price_usd_per_hour=price))
-        for label, log, instance, gpu, price in zip(
-            _per_target(labels, count, "--label"), _per_target(logs, count, "--log"),
-            _per_target(instances, count, "--instance"), _per_target(gpus, count, "--gpu"),
-            _per_target(prices, count, "--price-usd-per-hour"), strict=True)
-    ]
     with _progress() as progress:
         report = measure_targets(targets, out_dir, settings=settings, target_options=options, progress=progress,
                                  command=["gemmaserve", *sys.argv[1:]])

@@ -7,8 +7,7 @@ steps survive. A failed request is a result, not an error; only bad usage fails 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
@@ -17,7 +16,6 @@ from pydantic import Field
 from gemmaserve.bench.combine import Comparison
 from gemmaserve.bench.measure import MeasureReport
 from gemmaserve.bench.report import ReportOutput
-from gemmaserve.errors import UsageError
 from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
     Cancellation,
@@ -27,8 +25,6 @@ from gemmaserve.mcp_server.framework import (
     translate_errors,
     typed_result,
 )
-
-T = TypeVar("T")
 
 # Sends requests to the targets and writes <label>.json files into out_dir (replacing same-named ones).
 MEASURE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
@@ -41,14 +37,6 @@ Utilisation = Annotated[
 
 PerTarget = Annotated[list[str] | None, Field(description="One per target, in target order (may be shorter).")]
 
-
-def _per_target(values: Sequence[T] | None, count: int, name: str) -> list[T | None]:
-    """The CLI's rule for per-target options: at most one per target, missing ones None."""
-    given: list[T | None] = list(values or [])
-    if len(given) > count:
-        raise UsageError(f"{name} was given {len(given)} values for {count} target(s).",
-                         hint=f"Give {name} once per target, in target order.")
-    return given + [None] * (count - len(given))
 
 
 def summarise_measure(report: MeasureReport) -> str:
@@ -100,34 +88,17 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         Reports progress per request; cancelling keeps what finished (files marked interrupted).
         Same as `gemmaserve bench measure --json`; the files feed bench combine / report.
         """
-        from gemmaserve.bench.measure import (
-            TargetOptions,
-            hardware_info,
-            measure_targets,
-        )
-        from gemmaserve.bench.questions import get_question_set
-        from gemmaserve.bench.schema import ClientSettings
+        from gemmaserve.bench.measure import measure_targets
+        from gemmaserve.bench.measure_options import build_measure_inputs
 
-        if any(level < 1 for level in concurrency):
-            raise UsageError(f"concurrency {concurrency}: each level must be an integer >= 1.")
-        quality = None if quality_set.lower() == "none" else get_question_set(quality_set).name
-        settings = ClientSettings(
-            decode_short_tokens=decode_short, decode_long_tokens=decode_long, decode_calls=decode_calls,
-            concurrency_levels=list(concurrency), load_repeats=repeats, load_input_tokens=input_tokens,
-            load_output_tokens=output_tokens, quality_set=quality, quality_max_tokens=quality_max_tokens,
-            temperature=temperature, ignore_eos=ignore_eos, timeout_s=timeout_s, seed=seed,
-            extra={"warmup_calls": warmup, "quality_concurrency": quality_concurrency,
-                   "load_requests_per_stream": requests_per_stream},
+        settings, options = build_measure_inputs(
+            targets, decode_short=decode_short, decode_long=decode_long, decode_calls=decode_calls,
+            concurrency=list(concurrency), repeats=repeats, input_tokens=input_tokens,
+            output_tokens=output_tokens, quality_set=quality_set, quality_max_tokens=quality_max_tokens,
+            temperature=temperature, ignore_eos=ignore_eos, timeout_s=timeout_s, seed=seed, warmup=warmup,
+            quality_concurrency=quality_concurrency, requests_per_stream=requests_per_stream,
+            labels=labels, logs=logs, instances=instances, gpus=gpus, prices_usd_per_hour=prices_usd_per_hour,
         )
-        count = len(targets)
-        options = [
-            TargetOptions(label=label, log_path=log,
-                          hardware=hardware_info(instance=instance, gpu=gpu, price_usd_per_hour=price))
-            for label, log, instance, gpu, price in zip(
-                _per_target(labels, count, "labels"), _per_target(logs, count, "logs"),
-                _per_target(instances, count, "instances"), _per_target(gpus, count, "gpus"),
-                _per_target(prices_usd_per_hour, count, "prices_usd_per_hour"), strict=True)
-        ]
 
         def work(cancellation: Cancellation, report: ProgressSink) -> MeasureReport:
             def progress(event: object) -> None:
