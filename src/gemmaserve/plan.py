@@ -17,7 +17,16 @@ from typing import Literal
 from pydantic import BaseModel
 
 from gemmaserve.capacity import GIB, kv_capacity
-from gemmaserve.catalog import Checkpoint, Gpu, Instance, Model, load_catalog, resolve_encoding, resolve_gpu, resolve_model
+from gemmaserve.catalog import (
+    Checkpoint,
+    Gpu,
+    Instance,
+    Model,
+    load_catalog,
+    resolve_encoding,
+    resolve_gpu,
+    resolve_model,
+)
 
 # vLLM's defaults for GPUs under 70 GiB when run as `vllm serve` (arg_utils: larger GPUs get
 # 8192 / 1024). The published L4 runs only reconcile with 2048 batched tokens.
@@ -279,6 +288,7 @@ def plan_all(
 
     catalog = load_catalog()
     chosen_models = [resolve_model(name) for name in models] if models else list(catalog.models.values())
+    targets: list[tuple[Gpu, Instance | None]]
     if instance is not None:
         inst = resolve_instance(instance)
         targets = [(resolve_gpu(inst.gpu), inst)]
@@ -291,12 +301,12 @@ def plan_all(
             [resolve_encoding(model, name) for name in encodings] if encodings else list(model.encodings.values())
         )
         for checkpoint in checkpoints:
-            for gpu, inst in targets:
+            for gpu, target_instance in targets:
                 if max_model_len > model.geometry.max_position_embeddings:
                     continue
                 rows.append(
                     plan_deployment(
-                        model, checkpoint, gpu, instance=inst, max_model_len=max_model_len,
+                        model, checkpoint, gpu, instance=target_instance, max_model_len=max_model_len,
                         gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
                         max_num_batched_tokens=max_num_batched_tokens, decode_tokens_per_s=decode_tokens_per_s,
                     )

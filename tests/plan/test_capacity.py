@@ -6,7 +6,14 @@ import itertools
 
 import pytest
 
-from gemmaserve.capacity import GIB, blocks_per_request, group_layers, kv_capacity, kv_specs, unify_page_size
+from gemmaserve.capacity import (
+    GIB,
+    blocks_per_request,
+    group_layers,
+    kv_capacity,
+    kv_specs,
+    unify_page_size,
+)
 from gemmaserve.catalog import Geometry, load_catalog
 
 

@@ -13,7 +13,13 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from gemmaserve.errors import AwsError, CapacityUnavailable, EndpointFailed, QuotaExceeded, SageMakerTimedOut
+from gemmaserve.errors import (
+    AwsError,
+    CapacityUnavailable,
+    EndpointFailed,
+    QuotaExceeded,
+    SageMakerTimedOut,
+)
 from gemmaserve.sagemaker.delete import delete_deployment
 from gemmaserve.sagemaker.endpoint import execute_deploy, plan_deploy
 from gemmaserve.sagemaker.status import EndpointStatus, describe_endpoint_state

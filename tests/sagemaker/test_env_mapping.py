@@ -7,7 +7,11 @@ import json
 import pytest
 
 from gemmaserve.errors import UsageError
-from gemmaserve.sagemaker.env_mapping import env_to_serve_args, serve_args_to_env, validate_environment
+from gemmaserve.sagemaker.env_mapping import (
+    env_to_serve_args,
+    serve_args_to_env,
+    validate_environment,
+)
 
 
 @pytest.mark.parametrize(

@@ -14,9 +14,17 @@ from botocore.stub import Stubber
 
 from gemmaserve.errors import AwsError, UsageError
 from gemmaserve.sagemaker.autoscale import autoscale_calls, configure_autoscaling
-from gemmaserve.sagemaker.codebuild import build_image, codebuild_role_policy, plan_image_build
+from gemmaserve.sagemaker.codebuild import (
+    build_image,
+    codebuild_role_policy,
+    plan_image_build,
+)
 from gemmaserve.sagemaker.container import image_claims_turing_clamp, image_cuda_version
-from gemmaserve.sagemaker.iam import ecr_repository_arn, ensure_execution_role, execution_role_policy
+from gemmaserve.sagemaker.iam import (
+    ecr_repository_arn,
+    ensure_execution_role,
+    execution_role_policy,
+)
 from gemmaserve.sagemaker.image import ARCH_CHECK
 from gemmaserve.sagemaker.jumpstart import list_gemma4_models
 from tests.sagemaker.helpers import ScriptedClock

@@ -15,7 +15,13 @@ from gemmaserve.sagemaker.names import (
     validate_endpoint_name,
     validate_name,
 )
-from gemmaserve.sagemaker.tags import build_tags, is_expired, is_ours, parse_tags, tags_to_dict
+from gemmaserve.sagemaker.tags import (
+    build_tags,
+    is_expired,
+    is_ours,
+    parse_tags,
+    tags_to_dict,
+)
 
 NOW = datetime(2026, 12, 2, 17, 0, tzinfo=UTC)
 

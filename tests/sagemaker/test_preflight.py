@@ -9,7 +9,13 @@ import pytest
 from botocore.stub import Stubber
 
 from gemmaserve.sagemaker.container import DEFAULT_AMI, default_image_uri
-from gemmaserve.sagemaker.preflight import FindingStatus, PreflightReport, Reachability, plan_finding, run_preflight
+from gemmaserve.sagemaker.preflight import (
+    FindingStatus,
+    PreflightReport,
+    Reachability,
+    plan_finding,
+    run_preflight,
+)
 from gemmaserve.sagemaker.quota import instances_held, quota_verdict
 from tests.sagemaker.helpers import make_role
 

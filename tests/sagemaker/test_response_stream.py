@@ -13,7 +13,12 @@ from botocore.credentials import Credentials
 
 from gemmaserve.errors import AwsError, EndpointNotFound, ModelStreamFailed
 from gemmaserve.sagemaker.response_stream import stream_invoke
-from gemmaserve.sagemaker.runtime import chat_body, invoke_stream, iter_sse_data, iter_stream_text
+from gemmaserve.sagemaker.runtime import (
+    chat_body,
+    invoke_stream,
+    iter_sse_data,
+    iter_stream_text,
+)
 from tests.sagemaker.eventstream_fake import (
     FakeRuntime,
     Script,
@@ -197,7 +202,7 @@ def test_session_provider_refreshes_expiring_credentials(fake_runtime: FakeRunti
                 "expiry_time": (datetime.now(UTC) + timedelta(seconds=1)).isoformat()}
 
     session = botocore.session.Session()
-    session._credentials = RefreshableCredentials.create_from_metadata(  # noqa: SLF001 - inject a refreshing source
+    session._credentials = RefreshableCredentials.create_from_metadata(
         metadata=refresh(), refresh_using=refresh, method="test")
     provider = credentials_provider_from_session(session)
     fake_runtime.script = good_script

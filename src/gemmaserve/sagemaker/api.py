@@ -23,15 +23,35 @@ from gemmaserve.sagemaker.container import DEFAULT_AMI
 from gemmaserve.sagemaker.delete import DeleteReport, delete_deployment
 from gemmaserve.sagemaker.diagnosis import DEFAULT_THRESHOLDS, WatchThresholds
 from gemmaserve.sagemaker.endpoint import DeployPlan, DeployResult, plan_deploy
-from gemmaserve.sagemaker.fallback import RegionAttempt, deploy_across_regions, quota_checker_for
+from gemmaserve.sagemaker.fallback import (
+    RegionAttempt,
+    deploy_across_regions,
+    quota_checker_for,
+)
 from gemmaserve.sagemaker.iam import RoleResult
-from gemmaserve.sagemaker.inventory import CleanupReport, Inventory, cleanup_expired, list_deployments
+from gemmaserve.sagemaker.inventory import (
+    CleanupReport,
+    Inventory,
+    cleanup_expired,
+    list_deployments,
+)
 from gemmaserve.sagemaker.jumpstart import JumpStartListing
 from gemmaserve.sagemaker.logs import EndpointLogs, read_endpoint_logs
-from gemmaserve.sagemaker.preflight import ModelChecker, PreflightReport, hub_reachability, run_preflight
+from gemmaserve.sagemaker.preflight import (
+    ModelChecker,
+    PreflightReport,
+    hub_reachability,
+    run_preflight,
+)
 from gemmaserve.sagemaker.pricing import make_price_lookup
 from gemmaserve.sagemaker.quota import QuotaCheck
-from gemmaserve.sagemaker.runtime import InvokeResult, chat_body, invoke, invoke_stream, iter_stream_text
+from gemmaserve.sagemaker.runtime import (
+    InvokeResult,
+    chat_body,
+    invoke,
+    invoke_stream,
+    iter_stream_text,
+)
 from gemmaserve.sagemaker.status import EndpointState, describe_endpoint_state
 from gemmaserve.sagemaker.watch import Progress, _quiet, wait_for_endpoint
 

@@ -14,8 +14,18 @@ from pydantic import BaseModel
 from gemmaserve.errors import AwsError, SageMakerTimedOut
 from gemmaserve.sagemaker.aws import call, is_not_found
 from gemmaserve.sagemaker.container import default_image_uri
-from gemmaserve.sagemaker.iam import RoleResult, account_id, ecr_repository_arn, ensure_role
-from gemmaserve.sagemaker.image import DEFAULT_REPOSITORY, derived_image_tag, render_buildspec, render_dockerfile
+from gemmaserve.sagemaker.iam import (
+    RoleResult,
+    account_id,
+    ecr_repository_arn,
+    ensure_role,
+)
+from gemmaserve.sagemaker.image import (
+    DEFAULT_REPOSITORY,
+    derived_image_tag,
+    render_buildspec,
+    render_dockerfile,
+)
 from gemmaserve.sagemaker.watch import Progress, _quiet, utc_now
 
 PROJECT_NAME = "gemmaserve-turing-image"

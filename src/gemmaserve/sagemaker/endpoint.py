@@ -20,8 +20,17 @@ from gemmaserve.sagemaker.container import DEFAULT_AMI, image_for_region
 from gemmaserve.sagemaker.cost import PriceLookup, PriceQuote, catalog_price
 from gemmaserve.sagemaker.delete import DeleteReport, delete_resources
 from gemmaserve.sagemaker.env_mapping import env_to_serve_args, validate_environment
-from gemmaserve.sagemaker.names import VARIANT_NAME, config_name_for, model_name_for, validate_endpoint_name
-from gemmaserve.sagemaker.status import EndpointState, EndpointStatus, describe_endpoint_state
+from gemmaserve.sagemaker.names import (
+    VARIANT_NAME,
+    config_name_for,
+    model_name_for,
+    validate_endpoint_name,
+)
+from gemmaserve.sagemaker.status import (
+    EndpointState,
+    EndpointStatus,
+    describe_endpoint_state,
+)
 from gemmaserve.sagemaker.tags import build_tags
 from gemmaserve.sagemaker.watch import Progress, _quiet
 

@@ -16,7 +16,13 @@ from pydantic import BaseModel
 from gemmaserve.errors import CapacityUnavailable, QuotaExceeded
 from gemmaserve.sagemaker.clients import ClientFactory
 from gemmaserve.sagemaker.cost import PriceLookup, catalog_price
-from gemmaserve.sagemaker.endpoint import DeployPlan, DeployResult, DeploySpec, execute_deploy, plan_deploy
+from gemmaserve.sagemaker.endpoint import (
+    DeployPlan,
+    DeployResult,
+    DeploySpec,
+    execute_deploy,
+    plan_deploy,
+)
 from gemmaserve.sagemaker.quota import QuotaCheck
 from gemmaserve.sagemaker.status import EndpointState
 from gemmaserve.sagemaker.watch import Progress, _quiet

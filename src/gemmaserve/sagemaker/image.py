@@ -11,7 +11,11 @@ from __future__ import annotations
 import base64
 
 from gemmaserve import __version__
-from gemmaserve.sagemaker.container import DEFAULT_IMAGE_TAG, TURING_CLAMP_LABEL, TURING_TAG_MARK
+from gemmaserve.sagemaker.container import (
+    DEFAULT_IMAGE_TAG,
+    TURING_CLAMP_LABEL,
+    TURING_TAG_MARK,
+)
 
 DEFAULT_REPOSITORY = "gemmaserve-vllm"
 # torch.cuda.get_arch_list() needs only a CUDA build of torch, not a visible GPU (it checks

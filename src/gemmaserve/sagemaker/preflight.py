@@ -252,7 +252,11 @@ def hub_reachability(repo_id: str) -> Reachability:
     """The Hub's answer for ``repo_id`` (HF_HUB_OFFLINE or no network → unknown)."""
     try:
         from huggingface_hub import HfApi
-        from huggingface_hub.errors import GatedRepoError, OfflineModeIsEnabled, RepositoryNotFoundError
+        from huggingface_hub.errors import (
+            GatedRepoError,
+            OfflineModeIsEnabled,
+            RepositoryNotFoundError,
+        )
     except ImportError:
         return Reachability.UNKNOWN
     try:

@@ -13,7 +13,11 @@ from gemmaserve.errors import UsageError
 from gemmaserve.plan import PlanRow
 from gemmaserve.sagemaker.container import DEFAULT_AMI
 from gemmaserve.sagemaker.endpoint import DeploySpec
-from gemmaserve.sagemaker.env_mapping import PREFIX, serve_args_to_env, validate_environment
+from gemmaserve.sagemaker.env_mapping import (
+    PREFIX,
+    serve_args_to_env,
+    validate_environment,
+)
 
 
 def environment_for_plan(

@@ -11,7 +11,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from gemmaserve.errors import CapacityUnavailable, EndpointFailed, EndpointNotFound, SageMakerTimedOut
+from gemmaserve.errors import (
+    CapacityUnavailable,
+    EndpointFailed,
+    EndpointNotFound,
+    SageMakerTimedOut,
+)
 from gemmaserve.sagemaker.diagnosis import (
     DEFAULT_THRESHOLDS,
     Diagnosis,
@@ -21,7 +26,11 @@ from gemmaserve.sagemaker.diagnosis import (
     diagnose,
 )
 from gemmaserve.sagemaker.logs import fetch_log_events, log_group_exists
-from gemmaserve.sagemaker.status import EndpointState, EndpointStatus, describe_endpoint_state
+from gemmaserve.sagemaker.status import (
+    EndpointState,
+    EndpointStatus,
+    describe_endpoint_state,
+)
 
 Progress = Callable[[str], None]
 
