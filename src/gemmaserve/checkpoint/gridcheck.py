@@ -210,21 +210,7 @@ def check_module(
         for r0 in range(0, rows, block):
             r1 = min(rows, r0 + block)
             compare(_float_rows(build, loc, r0, r1), r0, r1)
-    return TensorGridResult(
-        tensor=module,
-        build_format=fmt,
-        shape=[rows, cols],
-        values=counts.values,
-        values_bit_identical=counts.values_bit_identical,
-        groups=counts.groups,
-        groups_bit_identical=counts.groups_bit_identical,
-        values_off_by_a_level_or_more=counts.values_off_by_a_level_or_more,
-        share_off_by_a_level_or_more=counts.values_off_by_a_level_or_more / counts.values if counts.values else 0.0,
-        max_abs_diff=counts.max_abs_diff,
-        mean_abs_diff=counts.mean_abs_diff,
-        reference_groups_on_grid=on_grid,
-        reference_groups_peak_not_at_8=peak_elsewhere,
-    )
+    return _result(module, fmt, rows, cols, counts, on_grid, peak_elsewhere)
 
 
 def grid_check(
