@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import click
 
-from gemmaserve.cli.output import console, emit, json_option
+from gemmaserve.cli.output import (
+    console,
+    emit,
+    gpu_memory_utilization_option,
+    json_option,
+    max_model_len_option,
+)
 from gemmaserve.host.verdicts import CheckStatus, DoctorReport
 
 _STYLE = {
@@ -37,15 +43,8 @@ _STYLE = {
     "--gpu",
     help="Plan for this catalog GPU (t4, l4, …) when nvidia-smi's is not in the catalog.",
 )
-@click.option(
-    "--max-model-len", type=click.IntRange(min=16), default=8192, show_default=True
-)
-@click.option(
-    "--gpu-memory-utilization",
-    type=click.FloatRange(0.05, 0.99),
-    default=0.9,
-    show_default=True,
-)
+@max_model_len_option
+@gpu_memory_utilization_option
 @json_option
 @click.pass_context
 def cli(

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import click
 
-from gemmaserve.cli.output import console, emit, json_option
+from gemmaserve.cli.output import (
+    console,
+    emit,
+    gpu_memory_utilization_option,
+    json_option,
+    max_model_len_option,
+)
 from gemmaserve.plan import PlanTable, plan_all
 
 _VERDICT_STYLE = {"fits": "green", "fits-with-swap": "yellow", "does-not-fit": "red", "not-servable": "dim"}
@@ -18,8 +24,8 @@ _VERDICT_STYLE = {"fits": "green", "fits-with-swap": "yellow", "does-not-fit": "
 @click.option("--instance", help="An instance type (ml.g4dn.xlarge, g6.xlarge, …): its GPU, host RAM and price.")
 @click.option("--platform", type=click.Choice(["ec2", "sagemaker"]), default="ec2", show_default=True,
               help="Which instances price a GPU when --instance is not given.")
-@click.option("--max-model-len", type=click.IntRange(min=16), default=8192, show_default=True)
-@click.option("--gpu-memory-utilization", type=click.FloatRange(0.05, 0.99), default=0.9, show_default=True)
+@max_model_len_option
+@gpu_memory_utilization_option
 @click.option("--max-num-seqs", type=click.IntRange(min=1), help="vLLM's --max-num-seqs (default 256).")
 @click.option("--max-num-batched-tokens", type=click.IntRange(min=16),
               help="vLLM's --max-num-batched-tokens (default 2048 on GPUs under 70 GiB, else 8192).")

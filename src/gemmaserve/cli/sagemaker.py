@@ -11,7 +11,12 @@ from typing import Any
 
 import click
 
-from gemmaserve.cli.output import emit, json_option
+from gemmaserve.cli.output import (
+    emit,
+    gpu_memory_utilization_option,
+    json_option,
+    max_model_len_option,
+)
 from gemmaserve.errors import ConfirmationRequired, UsageError
 
 region_option = click.option("--region", help="AWS region (default: the AWS profile's, else us-east-1).")
@@ -73,8 +78,8 @@ def _deployment_options(func: Any) -> Any:
         click.option("--image", help="Container image URI ({region} is filled in). Default: the pinned AWS vLLM image."),
         click.option("--role-arn", help="Execution role (create one: gemmaserve sagemaker role create)."),
         click.option("--ami", default=None, help="InferenceAmiVersion (default al2023-ami-sagemaker-inference-gpu-4-1)."),
-        click.option("--max-model-len", type=click.IntRange(min=16), default=8192, show_default=True),
-        click.option("--gpu-memory-utilization", type=click.FloatRange(0.05, 0.99), default=0.9, show_default=True),
+        max_model_len_option,
+        gpu_memory_utilization_option,
     ]):
         func = option(func)
     return func

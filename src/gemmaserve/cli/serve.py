@@ -9,7 +9,13 @@ from typing import Any
 
 import click
 
-from gemmaserve.cli.output import console, emit, json_option
+from gemmaserve.cli.output import (
+    console,
+    emit,
+    gpu_memory_utilization_option,
+    json_option,
+    max_model_len_option,
+)
 from gemmaserve.engine_log import EngineStage
 
 _PORT = click.option(
@@ -41,15 +47,8 @@ def cli() -> None:
     help="Which GPU (CUDA_VISIBLE_DEVICES).",
 )
 @_PORT
-@click.option(
-    "--max-model-len", type=click.IntRange(min=16), default=8192, show_default=True
-)
-@click.option(
-    "--gpu-memory-utilization",
-    type=click.FloatRange(0.05, 0.99),
-    default=0.9,
-    show_default=True,
-)
+@max_model_len_option
+@gpu_memory_utilization_option
 @click.option("--max-num-seqs", type=click.IntRange(min=1))
 @click.option(
     "--served-model-name", help="The name clients ask for (default: the model key)."
