@@ -218,7 +218,9 @@ def plan_deployment(
     price = instance.price if instance else None
     usd_per_m = None
     if price and decode_tokens_per_s:
-        usd_per_m = price.usd_per_hour / (decode_tokens_per_s * 3600) * 1e6
+        from gemmaserve.bench.cost import usd_per_million_tokens
+
+        usd_per_m = usd_per_million_tokens(price.usd_per_hour, decode_tokens_per_s)
     if price and price.estimated:
         notes.append(f"{instance.key if instance else ''} price is an estimate, not a recorded list price")
 
