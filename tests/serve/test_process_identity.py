@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from gemmaserve.serve.records import ServerRecord, process_matches, process_start_ticks
+from gemmaserve.serve.records import ServerRecord, process_matches, process_start_ticks, wait_until_identifiable
 
 
 def _record(pid: int, argv: list[str], start_ticks: int) -> ServerRecord:
@@ -23,11 +23,11 @@ def test_a_console_script_started_through_its_shebang_matches(tmp_path: Path) ->
     argv = [str(script), "serve", "google/gemma-4-E2B-it"]
     process = subprocess.Popen(argv)
     try:
-        deadline = time.monotonic() + 5
-        ticks = None
-        while ticks is None and time.monotonic() < deadline:
-            ticks = process_start_ticks(process.pid)
+        ticks = process_start_ticks(process.pid)
         assert ticks is not None
+        # Right after exec the kernel may still show the parent's command line; the launcher
+        # waits for this before it hands the record out.
+        assert wait_until_identifiable(_record(process.pid, argv, ticks))
         # /proc shows [interpreter, script, args…]; the recorded argv is its tail.
         assert process_matches(_record(process.pid, argv, ticks))
         # Same pid, another start time: a reused pid is not our server.

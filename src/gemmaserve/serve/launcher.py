@@ -260,6 +260,7 @@ def start_server(
             served_model_name=name,
         )
         records.save_record(record)
+        records.wait_until_identifiable(record)
         holder = {"pid": process.pid, "port": port, "gpu": gpu_index}
         records.note_lock_holder(port_fd, holder)
         records.note_lock_holder(gpu_fd, holder)

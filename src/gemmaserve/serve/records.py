@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -120,6 +121,22 @@ def process_matches(record: ServerRecord) -> bool:
     # [interpreter, script, args…]: the recorded argv is then the tail of the command line.
     cmdline = process_cmdline(record.pid) or []
     return process_start_ticks(record.pid) == record.start_ticks and cmdline[-len(record.argv):] == record.argv
+
+
+def wait_until_identifiable(record: ServerRecord, *, timeout_s: float = 2.0, poll_s: float = 0.01) -> bool:
+    """Wait until ``record`` matches its process, or the process is gone.
+
+    Right after ``execve`` of a script the kernel can still show the parent's command line for a
+    moment; a status or stop in that window would take our own server for a stranger.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process_matches(record):
+            return True
+        if not process_running(record.pid):
+            return False
+        time.sleep(poll_s)
+    return process_matches(record)
 
 
 # --- locks -----------------------------------------------------------------------
