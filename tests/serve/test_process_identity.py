@@ -7,7 +7,12 @@ import sys
 import time
 from pathlib import Path
 
-from gemmaserve.serve.records import ServerRecord, process_matches, process_start_ticks, wait_until_identifiable
+from gemmaserve.serve.records import (
+    ServerRecord,
+    process_matches,
+    process_start_ticks,
+    wait_until_identifiable,
+)
 
 
 def _record(pid: int, argv: list[str], start_ticks: int) -> ServerRecord:
