@@ -22,6 +22,15 @@ def test_every_registered_command_loads_and_helps(name: str) -> None:
     assert "Usage:" in result.output
 
 
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version_flags_print_the_package_version(flag: str) -> None:
+    from gemmaserve import __version__
+
+    result = CliRunner().invoke(app, [flag])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"gemmaserve, version {__version__}"
+
+
 def test_unknown_command_is_a_usage_error() -> None:
     result = CliRunner().invoke(app, ["deploy-everything"])
     assert result.exit_code == 2

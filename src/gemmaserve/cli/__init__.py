@@ -54,7 +54,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="gemmaserve")
+@click.version_option(__version__, "-V", "--version", prog_name="gemmaserve")
 def app() -> None:
     """Serve Gemma 4 with vLLM on the cheapest NVIDIA GPU that holds it, and measure it honestly.
 
