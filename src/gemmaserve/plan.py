@@ -59,6 +59,32 @@ COMPILE_CACHE_DISK_GIB = 1.0
 
 Verdict = Literal["fits", "fits-with-swap", "does-not-fit", "not-servable"]
 
+# vLLM releases whose memory arithmetic the plan follows, oldest first; the last is the default.
+SUPPORTED_VLLM_VERSIONS = ("0.26", "0.27", "0.28", "0.29", "0.30", "0.31", "0.32", "0.33", "0.34")
+DEFAULT_VLLM_VERSION = SUPPORTED_VLLM_VERSIONS[-1]
+TOWER_PARTS = ("audio_tower", "vision_tower")
+
+
+def resolve_vllm_version(version: str | None) -> str:
+    """The supported minor series (``"0.30"``) a vLLM version string belongs to.
+
+    Raises:
+        UsageError: for a version outside the supported range.
+    """
+    from gemmaserve.errors import UsageError
+
+    if version is None:
+        return DEFAULT_VLLM_VERSION
+    text = version.strip().lower().removeprefix("v")
+    parts = text.split(".")
+    series = ".".join(parts[:2])
+    if len(parts) >= 2 and all(p.isdigit() for p in parts[:2]) and series in SUPPORTED_VLLM_VERSIONS:
+        return series
+    raise UsageError(
+        f"vLLM {version!r} is outside the releases the plan follows",
+        hint=f"Use one of {SUPPORTED_VLLM_VERSIONS[0]}.x to {SUPPORTED_VLLM_VERSIONS[-1]}.x, e.g. --vllm 0.30.0.",
+    )
+
 
 class PlanRow(BaseModel):
     model: str
@@ -76,6 +102,8 @@ class PlanRow(BaseModel):
     gpu_memory_utilization: float
     max_num_seqs: int
     max_num_batched_tokens: int
+    language_model_only: bool = False
+    vllm_version: str = DEFAULT_VLLM_VERSION
     weights_gib: float
     weights_source: Literal["published", "estimated"]
     engine_overhead_gib: float
@@ -99,10 +127,16 @@ class PlanTable(BaseModel):
     price_date: str
 
 
-def _weights_gib(checkpoint: Checkpoint) -> tuple[float, Literal["published", "estimated"]]:
-    if checkpoint.calibration:
+def _weights_gib(
+    checkpoint: Checkpoint, *, language_model_only: bool = False
+) -> tuple[float, Literal["published", "estimated"]]:
+    if checkpoint.calibration and not language_model_only:
         return checkpoint.calibration[0].weights_gib, "published"
-    return checkpoint.total_bytes / GIB * WEIGHTS_OVERHEAD_FACTOR, "estimated"
+    parts = sum(
+        size for name, size in checkpoint.parts_bytes.items()
+        if not (language_model_only and name in TOWER_PARTS)
+    )
+    return parts / GIB * WEIGHTS_OVERHEAD_FACTOR, "estimated"
 
 
 def _engine_overhead_gib(model: Model, checkpoint: Checkpoint, max_num_batched_tokens: int) -> float:
@@ -136,15 +170,22 @@ def plan_deployment(
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
     decode_tokens_per_s: float | None = None,
+    language_model_only: bool = False,
+    vllm_version: str | None = None,
 ) -> PlanRow:
     """Plan one model × encoding on one GPU (or on the GPU of ``instance``).
 
+    ``language_model_only`` plans vLLM's ``--language-model-only``: the vision and audio
+    towers are neither loaded nor profiled. ``vllm_version`` picks the release whose memory
+    arithmetic is followed (default: the newest supported).
+
     Raises:
         UnknownName: for names not in the catalog.
-        UsageError: for out-of-range numbers.
+        UsageError: for out-of-range numbers or an unsupported vLLM version.
     """
     from gemmaserve.errors import UsageError
 
+    series = resolve_vllm_version(vllm_version)
     if not 0.05 <= gpu_memory_utilization <= 0.99:
         raise UsageError(
             f"--gpu-memory-utilization must be between 0.05 and 0.99, got {gpu_memory_utilization}",
@@ -177,7 +218,7 @@ def plan_deployment(
         notes.append(f"{gpu_obj.name} has no bf16 datapath: serve in float16")
     needs_clamp = gpu_obj.pre_ampere and model_obj.geometry.full_head_dim >= 512
 
-    weights_gib, weights_source = _weights_gib(checkpoint)
+    weights_gib, weights_source = _weights_gib(checkpoint, language_model_only=language_model_only)
     overhead_gib = _engine_overhead_gib(model_obj, checkpoint, batched)
     budget_gib = gpu_obj.visible_memory_gib * gpu_memory_utilization - weights_gib - overhead_gib
     capacity = kv_capacity(
@@ -233,6 +274,8 @@ def plan_deployment(
     ]
     if max_num_batched_tokens:
         args += ["--max-num-batched-tokens", str(max_num_batched_tokens)]
+    if language_model_only:
+        args.append("--language-model-only")
     return PlanRow(
         model=model_obj.key,
         encoding=checkpoint.key,
@@ -249,6 +292,8 @@ def plan_deployment(
         gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=seqs,
         max_num_batched_tokens=batched,
+        language_model_only=language_model_only,
+        vllm_version=series,
         weights_gib=round(weights_gib, 2),
         weights_source=weights_source,
         engine_overhead_gib=round(overhead_gib, 2),
@@ -280,6 +325,8 @@ def plan_all(
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
     decode_tokens_per_s: float | None = None,
+    language_model_only: bool = False,
+    vllm_version: str | None = None,
 ) -> PlanTable:
     """Every model × encoding × GPU asked for (all of the catalog by default).
 
@@ -311,6 +358,7 @@ def plan_all(
                         model, checkpoint, gpu, instance=target_instance, max_model_len=max_model_len,
                         gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
                         max_num_batched_tokens=max_num_batched_tokens, decode_tokens_per_s=decode_tokens_per_s,
+                        language_model_only=language_model_only, vllm_version=vllm_version,
                     )
                 )
     return PlanTable(rows=rows, price_date=catalog.price_date)

@@ -117,3 +117,17 @@ def test_cli_rejects_out_of_range_numbers_with_exit_2() -> None:
     runner = CliRunner()
     result = runner.invoke(app, ["plan", "--gpu-memory-utilization", "1.2"])
     assert result.exit_code == 2
+
+
+def test_language_model_only_and_vllm_version_are_keyword_options() -> None:
+    full = plan_deployment("e2b", "bf16", "l4")
+    text = plan_deployment("e2b", "bf16", "l4", language_model_only=True, vllm_version="0.30.0")
+    assert text.language_model_only and not full.language_model_only
+    assert text.vllm_version == "0.30"
+    assert text.weights_gib < full.weights_gib
+    assert "--language-model-only" in text.vllm_args and "--language-model-only" not in full.vllm_args
+    with pytest.raises(UsageError) as excinfo:
+        plan_deployment("e2b", "bf16", "l4", vllm_version="0.12.0")
+    assert excinfo.value.hint is not None and "--vllm" in excinfo.value.hint
+    rows = plan_all(models=["e2b"], encodings=["bf16"], gpus=["l4"], language_model_only=True).rows
+    assert rows and all(row.language_model_only for row in rows)
