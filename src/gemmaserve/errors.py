@@ -31,6 +31,7 @@ these; front ends map them to ``Error: …`` and an exit code in one table.
     │   ├── AwsResourceNotFound (LookupError)   a model, config, role, repository, quota that is not there
     │   ├── AwsAccessDenied (PermissionError)
     │   ├── ModelStreamFailed                   an error event in a SageMaker response stream
+    │   ├── DeployInterrupted                   exit 130: Ctrl-C or a signal stopped a deploy; fields say what is left
     │   └── SageMakerTimedOut (TimeoutError)    a wait ran past its bound
     ├── BenchError
     │   ├── TargetUnreachable (ConnectionError)
@@ -196,6 +197,12 @@ class ModelStreamFailed(AwsError):
 
 class SageMakerTimedOut(AwsError, TimeoutError):
     pass
+
+
+class DeployInterrupted(AwsError):
+    """Ctrl-C or SIGTERM/SIGHUP stopped a deploy; ``deleted`` and ``remaining`` say what the teardown did."""
+
+    exit_code = 130
 
 
 # --- benchmark -------------------------------------------------------------

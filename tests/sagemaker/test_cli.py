@@ -60,7 +60,7 @@ def test_deploy_status_list_delete_through_the_cli(aws_env: Any, capsys: pytest.
 
 
 def test_preflight_refusal_blocks_deploy_with_exit_1(aws_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(["sagemaker", "deploy", "--model", "gemma-4-e2b", "--instance", "ml.g4dn.xlarge",
+    code, _out, err = run(["sagemaker", "deploy", "--model", "gemma-4-e2b", "--instance", "ml.g4dn.xlarge",
                           "--role-arn", "arn:aws:iam::123456789012:role/missing", "--region", REGION, "--yes"], capsys)
     assert code == 1 and "Preflight found problems" in err
     assert aws_env("sagemaker", REGION).list_models()["Models"] == []

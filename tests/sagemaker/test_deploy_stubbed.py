@@ -41,6 +41,18 @@ def not_found(stub: Stubber, name: str = NAME) -> None:
                           service_message=f'Could not find endpoint "{ARN}".', expected_params={"EndpointName": name})
 
 
+def fresh(stub: Stubber, name: str = NAME) -> None:
+    """No endpoint, model or config of this name yet (the checks a deploy makes before creating anything)."""
+    not_found(stub, name)
+    stub.add_client_error("describe_model", service_error_code="ValidationException",
+                          service_message=f'Could not find model "arn:aws:sagemaker:{REGION}:123456789012:model/'
+                                          f'{name}-model".', expected_params={"ModelName": f"{name}-model"})
+    stub.add_client_error("describe_endpoint_config", service_error_code="ValidationException",
+                          service_message='Could not find endpoint configuration "arn:aws:sagemaker:'
+                                          f'{REGION}:123456789012:endpoint-config/{name}-config".',
+                          expected_params={"EndpointConfigName": f"{name}-config"})
+
+
 def described(status: str, *, minutes: float = 1, reason: str | None = None, pools: list[dict[str, Any]] | None = None
               ) -> dict[str, Any]:
     variant: dict[str, Any] = {"VariantName": "AllTraffic", "CurrentInstanceCount": 1,
@@ -73,7 +85,7 @@ def test_instance_pools_plan_is_accepted_by_the_service_model() -> None:
                                         {"InstanceType": "ml.g6.2xlarge", "Priority": 2}]
     assert variant["InferenceAmiVersion"] == "al2023-ami-sagemaker-inference-gpu-4-1"
     with Stubber(sm) as stub:
-        not_found(stub)
+        fresh(stub)
         for planned in plan.calls:
             op = {"CreateModel": "create_model", "CreateEndpointConfig": "create_endpoint_config",
                   "CreateEndpoint": "create_endpoint"}[planned.operation]
@@ -101,7 +113,7 @@ def test_quota_error_on_create_is_quota_exceeded_and_tears_down() -> None:
     sm = sm_client()
     plan = plan_deploy(make_spec(ROLE, endpoint_name=NAME, instance_types=["ml.g6.xlarge"]), region=REGION, now=START)
     with Stubber(sm) as stub:
-        not_found(stub)
+        fresh(stub)
         stub.add_response("create_model", {"ModelArn": ARN}, expected_params=plan.calls[0].params)
         stub.add_response("create_endpoint_config", {"EndpointConfigArn": ARN}, expected_params=plan.calls[1].params)
         stub.add_client_error("create_endpoint", service_error_code="ResourceLimitExceeded",
@@ -197,7 +209,7 @@ def test_failure_midway_deletes_only_what_this_run_made() -> None:
     sm = sm_client()
     plan = plan_deploy(make_spec(ROLE, endpoint_name=NAME, instance_types=["ml.g6.xlarge"]), region=REGION, now=START)
     with Stubber(sm) as stub:
-        not_found(stub)
+        fresh(stub)
         stub.add_response("create_model", {"ModelArn": ARN}, expected_params=plan.calls[0].params)
         stub.add_client_error("create_endpoint_config", service_error_code="ValidationException",
                               service_message="Cannot create already existing endpoint configuration",
@@ -220,12 +232,14 @@ def test_a_failing_teardown_still_raises_the_original_error_and_says_how_to_fini
     plan = plan_deploy(make_spec(ROLE, endpoint_name=NAME, instance_types=["ml.g6.xlarge"]), region=REGION, now=START)
     progress: list[str] = []
     with Stubber(sm) as stub:
-        not_found(stub)
+        fresh(stub)
         stub.add_response("create_model", {"ModelArn": ARN}, expected_params=plan.calls[0].params)
         stub.add_client_error("create_endpoint_config", service_error_code="ThrottlingException",
                               service_message="Rate exceeded", expected_params=plan.calls[1].params)
         stub.add_client_error("delete_model", service_error_code="AccessDeniedException", http_status_code=400,
                               expected_params={"ModelName": f"{NAME}-model"})
+        stub.add_response("describe_model", {"ModelName": f"{NAME}-model", "ModelArn": ARN, "CreationTime": START},
+                          {"ModelName": f"{NAME}-model"})
         with pytest.raises(AwsError, match="Rate exceeded"):
             execute_deploy(sm, plan, now=lambda: START, progress=progress.append)
     assert f"gemmaserve sagemaker delete {NAME} --region {REGION} --yes" in progress[-1]

@@ -8,7 +8,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from gemmaserve.errors import UsageError
+from gemmaserve.errors import DeployInterrupted, UsageError
 from gemmaserve.sagemaker.delete import delete_deployment
 from gemmaserve.sagemaker.endpoint import execute_deploy, plan_deploy
 from gemmaserve.sagemaker.status import EndpointStatus, describe_endpoint_state
@@ -70,7 +70,7 @@ def test_interrupted_deploy_deletes_what_it_created(moto_factory: Any, interrupt
     def wait() -> Any:
         raise interrupt()
 
-    with pytest.raises(interrupt):
+    with pytest.raises(DeployInterrupted if interrupt is KeyboardInterrupt else interrupt):
         execute_deploy(sm, plan, now=clock.now, wait=wait, sleep=clock.sleep)
     assert sm.list_endpoints()["Endpoints"] == []
     assert sm.list_endpoint_configs()["EndpointConfigs"] == []
@@ -85,6 +85,8 @@ def test_interrupted_deploy_with_keep_leaves_everything(moto_factory: Any) -> No
     def wait() -> Any:
         raise KeyboardInterrupt
 
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(DeployInterrupted) as caught:
         execute_deploy(sm, plan, now=clock.now, wait=wait, keep=True)
+    assert caught.value.fields["remaining"] == ["model:gemma4-e2b-t4-model", "endpoint-config:gemma4-e2b-t4-config",
+                                                "endpoint:gemma4-e2b-t4"]
     assert [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]] == ["gemma4-e2b-t4"]

@@ -195,7 +195,7 @@ def deploy(
     def known_quota(region: str) -> list[QuotaCheck]:
         try:
             return checker(region)
-        except Exception:  # noqa: BLE001 - quota unknown: let the create call answer (ResourceLimitExceeded)
+        except Exception:
             return []
 
     outcome = deploy_across_regions(

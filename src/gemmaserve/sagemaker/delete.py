@@ -26,6 +26,9 @@ class DeleteReport(BaseModel):
     dry_run: bool = False
     deleted: list[str] = []  # "endpoint:NAME", "endpoint-config:NAME", "model:NAME"
     absent: list[str] = []
+    remaining: list[str] = []  # still there after this run (abandoned, refused, or a failed call)
+    skipped: list[str] = []  # left alone on purpose: not ours, or used by another endpoint
+    commands: list[str] = []  # what finishes the job when ``remaining`` is not empty
     waited_s: float = 0.0
 
 

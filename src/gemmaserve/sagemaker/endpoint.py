@@ -8,18 +8,25 @@ InService deletes what this run created, unless ``keep``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import BaseModel, Field, field_validator
 
-from gemmaserve.errors import UsageError
-from gemmaserve.sagemaker.aws import call
+from gemmaserve.errors import AwsError, DeployInterrupted, GemmaserveError, UsageError
+from gemmaserve.sagemaker.aws import call, is_not_found
 from gemmaserve.sagemaker.container import DEFAULT_AMI, image_for_region
 from gemmaserve.sagemaker.cost import PriceLookup, PriceQuote, catalog_price
 from gemmaserve.sagemaker.delete import DeleteReport, delete_resources
 from gemmaserve.sagemaker.env_mapping import env_to_serve_args, validate_environment
+from gemmaserve.sagemaker.interrupts import (
+    TeardownAbandoned,
+    shielded_teardown,
+    signal_name,
+    stop_signals_interrupt,
+)
 from gemmaserve.sagemaker.names import (
     VARIANT_NAME,
     config_name_for,
@@ -148,51 +155,184 @@ def execute_deploy(
     teardown_timeout_s: float = 1800.0,
     sleep: Callable[[float], None] | None = None,
 ) -> DeployResult:
-    """Make the planned calls; on any exception or Ctrl-C tear down what was created (unless ``keep``)."""
+    """Make the planned calls; on any exception, Ctrl-C, SIGTERM or SIGHUP tear down what this run made (unless ``keep``).
+
+    A resource whose Create call was in flight when the run stopped may exist (the request
+    can reach the service before the interrupt lands), so it is deleted by name too; a Create
+    the service refused is not ours and is left alone. Interrupts end as
+    :class:`DeployInterrupted` carrying the teardown report; other errors keep their type and
+    carry it in ``fields["teardown"]``.
+    """
+    region = plan.region
+    _refuse_existing(sm, plan, now)
+    created: list[str] = []
+    attempted: list[str] = []  # created, or in flight when the run stopped
+    methods = {"CreateModel": sm.create_model, "CreateEndpointConfig": sm.create_endpoint_config,
+               "CreateEndpoint": sm.create_endpoint}
+    try:
+        with stop_signals_interrupt():
+            for planned in plan.calls:
+                label = RESOURCE_LABELS[planned.operation]
+                attempted.append(label)
+                try:
+                    call(region, methods[planned.operation], **planned.params)
+                except AwsError as error:
+                    if error.fields.get("aws_error_code"):  # the service answered no: nothing was created
+                        attempted.remove(label)
+                    raise
+                created.append(label)
+                progress(f"Created {label} for {plan.endpoint_name} in {region}")
+            state = wait() if wait is not None else None
+    except BaseException as exc:
+        _after_failure(sm, plan, exc, attempted, keep=keep, timeout_s=teardown_timeout_s, now=now, sleep=sleep,
+                       progress=progress)
+    return DeployResult(plan=plan, created=created, state=state)
+
+
+RESOURCE_LABELS = {"CreateModel": "model", "CreateEndpointConfig": "endpoint-config", "CreateEndpoint": "endpoint"}
+
+
+def _refuse_existing(sm: Any, plan: DeployPlan, now: Callable[[], datetime]) -> None:
+    """Refuse before creating anything when the endpoint or its derived model/config names are taken."""
     region = plan.region
     existing = describe_endpoint_state(sm, plan.endpoint_name, region=region, now=now())
+    delete_hint = f"gemmaserve sagemaker delete {plan.endpoint_name} --region {region}"
     if existing.status is not EndpointStatus.NOT_FOUND:
         raise UsageError(
             f"Endpoint {plan.endpoint_name!r} already exists in {region} ({existing.status.value}).",
-            hint=f"Delete it first (gemmaserve sagemaker delete {plan.endpoint_name} --region {region}) "
-                 "or pick another --name.",
+            hint=f"Delete it first ({delete_hint}) or pick another --name.",
             endpoint_name=plan.endpoint_name, region=region,
         )
-    created: list[str] = []
-    methods = {"CreateModel": sm.create_model, "CreateEndpointConfig": sm.create_endpoint_config,
-               "CreateEndpoint": sm.create_endpoint}
-    labels = {"CreateModel": "model", "CreateEndpointConfig": "endpoint-config", "CreateEndpoint": "endpoint"}
+    leftovers = [label for label, exists in (
+        (f"model:{plan.model_name}", resource_exists(sm, region, "model", plan.model_name)),
+        (f"endpoint-config:{plan.config_name}", resource_exists(sm, region, "endpoint-config", plan.config_name)),
+    ) if exists]
+    if leftovers:
+        raise UsageError(
+            f"{', '.join(leftovers)} already exist in {region} with no endpoint {plan.endpoint_name!r}: "
+            "the debris of an earlier deploy of this name blocks this one.",
+            hint=f"See them with: gemmaserve sagemaker list --region {region}; remove them with: {delete_hint} "
+                 "(add --force if gemmaserve did not create them), or pick another --name.",
+            endpoint_name=plan.endpoint_name, region=region, leftovers=leftovers,
+        )
+
+
+def resource_exists(sm: Any, region: str, kind: str, name: str) -> bool:
+    """Whether a model / endpoint-config / endpoint of this name exists (a Describe call; not-found is False)."""
+    method, param = {
+        "model": (sm.describe_model, "ModelName"),
+        "endpoint-config": (sm.describe_endpoint_config, "EndpointConfigName"),
+        "endpoint": (sm.describe_endpoint, "EndpointName"),
+    }[kind]
     try:
-        for planned in plan.calls:
-            call(region, methods[planned.operation], **planned.params)
-            created.append(labels[planned.operation])
-            progress(f"Created {labels[planned.operation]} for {plan.endpoint_name} in {region}")
-        state = wait() if wait is not None else None
-    except BaseException:
-        if keep:
-            progress(f"Keeping what was created ({', '.join(created) or 'nothing'}) because --keep was given.")
-        elif created:
-            progress(f"Deploy interrupted: deleting what this run created in {region}: {', '.join(reversed(created))}")
-            try:
-                teardown(sm, plan, created, timeout_s=teardown_timeout_s, now=now, sleep=sleep, progress=progress)
-            except Exception as teardown_error:  # noqa: BLE001 - the original failure is the one to raise
-                progress(f"Teardown incomplete ({teardown_error}); finish it with: gemmaserve sagemaker delete "
-                         f"{plan.endpoint_name} --region {region} --yes")
+        call(region, method, **{param: name})
+    except AwsError as error:
+        if is_not_found(error):
+            return False
         raise
-    return DeployResult(plan=plan, created=created, state=state)
+    return True
+
+
+def _after_failure(
+    sm: Any, plan: DeployPlan, exc: BaseException, attempted: list[str], *, keep: bool, timeout_s: float,
+    now: Callable[[], datetime], sleep: Callable[[float], None] | None, progress: Progress,
+) -> NoReturn:
+    """Tear down (or keep) what this run made, say exactly what is left and where, then raise."""
+    region = plan.region
+    say = _safe(progress)
+    interrupted = isinstance(exc, KeyboardInterrupt)
+    cause = f"{signal_name(exc)} received" if interrupted else f"{type(exc).__name__}: {exc}"
+    finish = f"gemmaserve sagemaker delete {plan.endpoint_name} --region {region} --yes"
+    if keep or not attempted:
+        what = ", ".join(f"{label}:{_name_of(plan, label)}" for label in attempted) or "nothing"
+        report = DeleteReport(endpoint_name=plan.endpoint_name, region=region,
+                              remaining=[f"{label}:{_name_of(plan, label)}" for label in attempted] if keep else [])
+        if keep and attempted:
+            say(f"Deploy stopped ({cause}); keeping what was created in {region} because --keep was given: {what}. "
+                f"Delete it later with: {finish}")
+            report.commands = [finish]
+    else:
+        say(f"Deploy stopped ({cause}): deleting what this run created in {region}: "
+            + ", ".join(f"{label}:{_name_of(plan, label)}" for label in reversed(attempted)))
+        report = teardown(sm, plan, attempted, timeout_s=timeout_s, now=now, sleep=sleep, progress=say)
+        say(teardown_summary(report))
+    if interrupted:
+        raise DeployInterrupted(
+            f"Deploy of {plan.endpoint_name!r} in {region} stopped by {signal_name(exc)}. " + teardown_summary(report),
+            hint=("Finish the cleanup with: " + "; ".join(report.commands)) if report.remaining else None,
+            endpoint_name=plan.endpoint_name, region=region, signal=signal_name(exc), deleted=report.deleted,
+            remaining=report.remaining, commands=report.commands,
+        ) from exc
+    if isinstance(exc, GemmaserveError):
+        exc.fields["teardown"] = report.model_dump(mode="json")
+    raise exc
+
+
+def teardown_summary(report: DeleteReport) -> str:
+    """One truthful line: what was deleted, what is still there, in which region, and how to finish."""
+    text = (f"Teardown in {report.region}: deleted {', '.join(report.deleted) or 'nothing'}; "
+            f"still there: {', '.join(report.remaining) or 'nothing'}.")
+    if report.remaining:
+        text += " Finish with: " + "; ".join(report.commands)
+    return text
+
+
+def _name_of(plan: DeployPlan, label: str) -> str:
+    return {"model": plan.model_name, "endpoint-config": plan.config_name, "endpoint": plan.endpoint_name}[label]
+
+
+def _safe(progress: Progress) -> Progress:
+    """Progress that cannot stop a teardown (a closed terminal after SIGHUP makes stderr writes fail)."""
+
+    def say(message: str) -> None:
+        with contextlib.suppress(OSError):
+            progress(message)
+
+    return say
 
 
 def teardown(
     sm: Any, plan: DeployPlan, created: list[str], *, timeout_s: float, now: Callable[[], datetime],
     sleep: Callable[[float], None] | None, progress: Progress,
 ) -> DeleteReport:
-    """Delete only what this run created, endpoint first (waiting while it is Creating)."""
-    report = DeleteReport(endpoint_name=plan.endpoint_name, region=plan.region)
+    """Delete what this run made, endpoint first (waiting while it is Creating), then check what is left.
+
+    One more Ctrl-C/SIGTERM/SIGHUP is reported and ignored; the next abandons the teardown, and
+    the report then lists every resource not confirmed gone with the command that deletes it.
+    """
+    region = plan.region
+    report = DeleteReport(endpoint_name=plan.endpoint_name, region=region)
     extra: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
-    return delete_resources(
-        sm, region=plan.region,
-        endpoint=plan.endpoint_name if "endpoint" in created else None,
-        configs=[plan.config_name] if "endpoint-config" in created else [],
-        models=[plan.model_name] if "model" in created else [],
-        report=report, busy_timeout_s=timeout_s, now=now, progress=progress, **extra,
-    )
+    targets = [(label, _name_of(plan, label)) for label in ("endpoint", "endpoint-config", "model") if label in created]
+    finish = f"gemmaserve sagemaker delete {plan.endpoint_name} --region {region} --yes"
+    abandoned: BaseException | None = None
+    try:
+        with shielded_teardown(progress, finish_hint=finish):
+            delete_resources(
+                sm, region=region,
+                endpoint=plan.endpoint_name if "endpoint" in created else None,
+                configs=[plan.config_name] if "endpoint-config" in created else [],
+                models=[plan.model_name] if "model" in created else [],
+                report=report, busy_timeout_s=timeout_s, now=now, progress=progress, **extra,
+            )
+    except TeardownAbandoned as exc:
+        abandoned = exc
+        progress(f"Teardown abandoned ({exc.signal_name}).")
+    except Exception as error:
+        progress(f"Teardown incomplete: {error}")
+    done = set(report.deleted) | set(report.absent)
+    for label, name in targets:
+        key = f"{label}:{name}"
+        if key in done:
+            continue
+        if abandoned is None:
+            try:
+                if not resource_exists(sm, region, label, name):
+                    report.absent.append(key)
+                    continue
+            except Exception:
+                pass
+        report.remaining.append(key)
+    if report.remaining:
+        report.commands = [finish]
+    return report

@@ -265,7 +265,7 @@ def hub_reachability(repo_id: str) -> Reachability:
         return Reachability.GATED
     except RepositoryNotFoundError:
         return Reachability.MISSING
-    except (OfflineModeIsEnabled, Exception):  # noqa: BLE001 - offline, DNS, TLS, timeouts: all mean we do not know
+    except (OfflineModeIsEnabled, Exception):
         return Reachability.UNKNOWN
     return Reachability.REACHABLE
 
