@@ -94,7 +94,7 @@ def write_unquantized(root: Path, seed: int = 0, *, zero_groups: bool = True, pe
     weight_map = {}
     for shard, tensors in shards.items():
         save_file(tensors, str(root / shard), metadata={"format": "pt"})
-        weight_map.update({name: shard for name in tensors})
+        weight_map.update(dict.fromkeys(tensors, shard))
     (root / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
     cfg = config()
     cfg["text_config"]["hidden_size_per_layer_input"] = PLE // LAYERS
@@ -103,7 +103,7 @@ def write_unquantized(root: Path, seed: int = 0, *, zero_groups: bool = True, pe
     return root
 
 
-def _reference_linears(reference: Path) -> dict[str, np.ndarray]:
+def reference_linears(reference: Path) -> dict[str, np.ndarray]:
     from safetensors.torch import load_file
 
     found = {}
@@ -115,14 +115,14 @@ def _reference_linears(reference: Path) -> dict[str, np.ndarray]:
     return found
 
 
-def write_awq_build(reference: Path, root: Path, *, clip_ratio: float = 0.7) -> Path:
+def write_awq_build(reference: Path, root: Path, *, clip_ratio: float = 0.7, group_size: int = 32) -> Path:
     """An AutoAWQ-GEMM-layout build of the reference: asymmetric min-max groups with AWQ's range clipping."""
     root.mkdir(parents=True, exist_ok=True)
     tensors: dict[str, torch.Tensor] = {}
-    for module, weight in _reference_linears(reference).items():
+    for module, weight in reference_linears(reference).items():
         w_t = weight.T.astype(np.float32)  # AutoAWQ stores [in, out]
         k, n = w_t.shape
-        g = w_t.reshape(k // 32, 32, n)
+        g = w_t.reshape(k // group_size, group_size, n)
         hi, lo = g.max(axis=1) * clip_ratio, g.min(axis=1) * clip_ratio
         scale = np.maximum(((hi - lo) / 15).astype(np.float16).astype(np.float32), np.float32(2**-14))
         zero = np.clip(np.rint(-lo / scale), 0, 15)
@@ -132,7 +132,7 @@ def write_awq_build(reference: Path, root: Path, *, clip_ratio: float = 0.7) -> 
         tensors[f"{module}.scales"] = torch.from_numpy(np.ascontiguousarray(scale, dtype=np.float16))
     save_file(tensors, str(root / "model.safetensors"))
     cfg = config()
-    cfg["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 32, "zero_point": True, "version": "gemm"}
+    cfg["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": group_size, "zero_point": True, "version": "gemm"}
     (root / "config.json").write_text(json.dumps(cfg))
     return root
 
@@ -149,7 +149,7 @@ def write_observer_build(reference: Path, root: Path) -> Path:
     )
     root.mkdir(parents=True, exist_ok=True)
     tensors: dict[str, torch.Tensor] = {}
-    for module, weight in _reference_linears(reference).items():
+    for module, weight in reference_linears(reference).items():
         absmax = np.abs(weight.reshape(weight.shape[0], -1, 32)).max(axis=-1)
         scale = to_bf16(grid.round_to_dtype((absmax / 7.5).astype(np.float32), "BF16"))
         state = PackedQuantizationCompressor.compress({"weight": to_bf16(weight), "weight_scale": scale}, scheme)
@@ -176,7 +176,7 @@ def write_gguf_build(reference: Path, path: Path, *, shift_levels: bool = False)
 
     hf_to_gguf = {"self_attn.q_proj": "attn_q", "mlp.down_proj": "ffn_down"}
     tensors = []
-    for module, weight in sorted(_reference_linears(reference).items()):
+    for module, weight in sorted(reference_linears(reference).items()):
         leaf = module.split(".layers.")[1].split(".", 1)
         if leaf[1] not in hf_to_gguf:
             continue
@@ -195,3 +195,81 @@ def write_gguf_build(reference: Path, path: Path, *, shift_levels: bool = False)
     header = head + infos
     path.write_bytes(header + b"\0" * (-len(header) % 32) + data)
     return path
+
+
+# --- references on a grid of any group size, and builds re-quantized from them --------------------
+
+GRID_MODULES = {
+    f"{PREFIX}.layers.0.self_attn.q_proj": (64, 256),
+    f"{PREFIX}.layers.0.mlp.down_proj": (96, 512),
+    f"{PREFIX}.layers.1.self_attn.q_proj": (64, 256),
+    f"{PREFIX}.layers.1.mlp.gate_proj": (128, 256),
+}
+
+
+def write_grid_reference(root: Path, *, group_size: int, seed: int = 11) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """A one-file bf16 reference whose values sit on a 4-bit grid of ``group_size`` (level -8 at each group's start).
+
+    Returns module -> (values float32 [rows, cols], signed bf16 steps float32 [rows, cols / group_size]).
+    """
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    truth, tensors = {}, {}
+    for module, (rows, cols) in GRID_MODULES.items():
+        groups = cols // group_size
+        levels = rng.integers(-8, 8, size=(rows, groups, group_size))
+        levels[..., 0] = -8
+        magnitude = rng.uniform(0.002, 0.05, size=(rows, groups)) * rng.choice([-1, 1], size=(rows, groups))
+        steps = grid.round_to_dtype(magnitude.astype(np.float32), "BF16")
+        values = grid.reconstruct(levels.astype(np.float32), steps, "BF16").reshape(rows, cols)
+        truth[module] = (values, steps)
+        tensors[f"{module}.weight"] = to_bf16(values)
+    save_file(tensors, str(root / "model.safetensors"), metadata={"format": "pt"})
+    (root / "config.json").write_text(json.dumps(config()))
+    return truth
+
+
+def ct_scheme(group_size: int | None) -> object:
+    """compressed-tensors W4A16 symmetric: strategy "group" of ``group_size``, or "channel" when None."""
+    from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
+
+    strategy = {"strategy": "group", "group_size": group_size} if group_size else {"strategy": "channel"}
+    return QuantizationScheme(targets=["Linear"], weights=QuantizationArgs(num_bits=4, type="int", symmetric=True, **strategy))
+
+
+def write_requantized_build(
+    values: dict[str, np.ndarray], root: Path, *, group_size: int | None, steps: dict[str, np.ndarray] | None = None
+) -> Path:
+    """A compressed-tensors pack-quantized build made by compressed-tensors' own compressor.
+
+    Scales are the observer's absmax/7.5 per group (per output row when ``group_size`` is None), in bf16,
+    unless ``steps`` gives them (a lossless build).
+    """
+    from compressed_tensors.compressors.pack_quantized.base import (
+        PackedQuantizationCompressor,
+    )
+
+    scheme = ct_scheme(group_size)
+    root.mkdir(parents=True, exist_ok=True)
+    tensors: dict[str, torch.Tensor] = {}
+    for module, weight in values.items():
+        rows, cols = weight.shape
+        size = group_size or cols
+        if steps is not None:
+            scale_values = steps[module]
+        else:
+            absmax = np.abs(weight.reshape(rows, cols // size, size)).max(axis=-1)
+            scale_values = grid.round_to_dtype((absmax / 7.5).astype(np.float32), "BF16")
+        state = PackedQuantizationCompressor.compress(
+            {"weight": to_bf16(weight), "weight_scale": to_bf16(scale_values)}, scheme  # type: ignore[arg-type]
+        )
+        tensors.update({f"{module}.{k}": v for k, v in state.items()})
+    save_file(tensors, str(root / "model.safetensors"))
+    cfg = config()
+    cfg["quantization_config"] = {
+        "quant_method": "compressed-tensors", "format": "pack-quantized",
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": scheme.weights.model_dump()}},  # type: ignore[attr-defined]
+        "ignore": ["lm_head"],
+    }  # fmt: skip
+    (root / "config.json").write_text(json.dumps(cfg))
+    return root

@@ -75,3 +75,21 @@ def test_cancelled_repack_leaves_nothing(unquantized: Path, tmp_path: Path) -> N
 def test_missing_checkpoint_is_an_error_with_the_fix(tmp_path: Path) -> None:
     result = call_tool(build_server(), "checkpoint_inspect", {"source": str(tmp_path / "nope")})
     assert error_details(result)["error"] == "CheckpointNotFound"
+
+
+def test_grid_check_takes_the_reference_group_size_and_refuses_an_off_grid_reference(tmp_path: Path) -> None:
+    from tests.checkpoint.builders import write_grid_reference, write_requantized_build
+
+    truth = write_grid_reference(tmp_path / "ref", group_size=32)
+    build = write_requantized_build({m: v for m, (v, _) in truth.items()}, tmp_path / "g128", group_size=128)
+    server = build_server()
+    args = {"build": str(build), "reference": str(tmp_path / "ref"), "reference_group_size": 32}
+    checked = call_tool(server, "checkpoint_grid_check", args)
+    assert not checked.is_error, checked.content
+    assert checked.structured_content == cli_json(
+        "checkpoint", "grid-check", str(build), "--reference", str(tmp_path / "ref"), "--reference-group-size", "32", exit_code=1
+    )
+    assert checked.structured_content["reference_group_size"] == 32  # type: ignore[index]
+    assert checked.structured_content["values_off_by_a_level_or_more"] > 0  # type: ignore[index]
+    refused = call_tool(server, "checkpoint_grid_check", {**args, "reference_group_size": 128})
+    assert error_details(refused)["error"] == "OffGrid"

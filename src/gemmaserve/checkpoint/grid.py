@@ -239,6 +239,53 @@ def _search_steps(
     peak_elsewhere[todo] = numeric
 
 
+# --- which grid a reference sits on --------------------------------------------------
+
+# A reference is recognised on a grid when at least this share of its groups reconstruct
+# exactly. Google's exports sit on it entirely (a faithful repack refuses a single group
+# off); the margin only tolerates a damaged group or two, while a plain bf16 model
+# reconstructs almost none (a group of 32 random bf16 values is on no 16-level grid).
+ON_GRID_MIN_SHARE = 0.99
+# Rows of a tensor's first block that group-size detection looks at.
+DETECT_ROWS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSizeGuess:
+    """The largest group size whose grid explains a sample, and the share of groups each tried size explained."""
+
+    group_size: int | None  # None: no 4-bit grid explains the sample
+    tried: dict[int, float]
+
+
+def candidate_group_sizes(cols: int) -> list[int]:
+    """32, 64, 128, … dividing ``cols``, then ``cols`` itself (one group per row: per channel)."""
+    sizes, size = [], GROUP_SIZE
+    while size < cols:
+        if cols % size == 0:
+            sizes.append(size)
+        size *= 2
+    return [*sizes, cols]
+
+
+def detect_group_size(values: np.ndarray, *, model_dtype: str, scale_dtype: str | None = None) -> GroupSizeGuess:
+    """The reference's own group size: the largest candidate on whose grid the sample ``values`` sit.
+
+    Candidates go smallest first and stop at the first that fails: values on a grid
+    of groups of 2g are also on one of groups of g (each half keeps the step, its peak
+    at some level m, which the step search tries), so once g fails no larger size can pass.
+    """
+    tried: dict[int, float] = {}
+    found: int | None = None
+    for size in candidate_group_sizes(values.shape[1]):
+        fit = recover_grid(values, model_dtype=model_dtype, scale_dtype=scale_dtype, group_size=size)
+        tried[size] = float(fit.on_grid.mean()) if fit.on_grid.size else 0.0
+        if tried[size] < ON_GRID_MIN_SHARE:
+            break
+        found = size
+    return GroupSizeGuess(found, tried)
+
+
 # --- compressed-tensors pack-quantized ---------------------------------------------
 
 

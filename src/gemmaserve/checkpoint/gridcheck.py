@@ -1,9 +1,11 @@
 """Check that a 4-bit build's weights are Google's QAT values, tensor by tensor, in row blocks.
 
 The build is dequantized (compressed-tensors pack-quantized, AutoAWQ GEMM, or a
-16-bit ``.weight``) and compared with the reference (the bf16
-``-qat-q4_0-unquantized`` values), whose grid step per group is recovered with
-``grid.recover_grid``. Only the tensors asked for are read; local files by
+16-bit ``.weight``) at its own group size and compared with the reference (the
+bf16 ``-qat-q4_0-unquantized`` values), whose grid is recovered at the
+REFERENCE's group size (detected per tensor, or given), so that "off by a level"
+is measured in steps of the grid the build was supposed to keep. A reference that
+sits on no 4-bit grid is refused (OffGrid), never given a verdict. Only the tensors asked for are read; local files by
 ``os.preadv`` row ranges, hub repos by HTTP range requests. Local GGUF q4_0
 files are read through ``gguf.py``.
 """
@@ -27,7 +29,7 @@ from gemmaserve.checkpoint.sources import (
     open_source,
     tensor_locations,
 )
-from gemmaserve.errors import CheckpointError, MalformedCheckpoint, UsageError
+from gemmaserve.errors import CheckpointError, MalformedCheckpoint, OffGrid, UsageError
 
 Progress = Callable[[str, int, int], None]  # (tensor, bytes done, bytes total)
 # Local reads: small blocks keep numpy's temporaries in cache. Hub reads: one range request per 16 MB.
@@ -37,8 +39,10 @@ _HUB_ROW_BLOCK_BYTES = 1 << 24
 
 class TensorGridResult(BaseModel):
     tensor: str
-    build_format: str  # "pack-quantized" | "awq-gemm" | "16-bit"
+    build_format: str  # "pack-quantized" | "awq-gemm" | "16-bit" | "gguf-q4_0"
     shape: list[int]
+    build_group_size: int | None  # the build's own groups (the row length when per channel); None for 16-bit
+    reference_group_size: int  # the groups the reference's grid was recovered with (the row length when per channel)
     values: int
     values_bit_identical: int
     groups: int
@@ -52,9 +56,13 @@ class TensorGridResult(BaseModel):
 
 
 class GridCheckReport(BaseModel):
+    """``reference_group_size``: the one size every tensor's reference grid has (None when they differ,
+    e.g. per channel over rows of different lengths); ``reference_group_size_source``: "detected" or "given"."""
+
     build: str
     reference: str
-    group_size: int
+    reference_group_size: int | None
+    reference_group_size_source: str
     tensors: list[TensorGridResult]
     values: int
     values_bit_identical: int
@@ -115,13 +123,61 @@ def select_modules(locations: Locations, *, tensor: str | None, layers: str | No
     return modules
 
 
-def _group_size(config: dict[str, Any] | None) -> int:
-    qc = (config or {}).get("quantization_config") or {}
-    for group in (qc.get("config_groups") or {}).values():
-        size = (group.get("weights") or {}).get("group_size")
-        if size:
-            return int(size)
-    return int(qc.get("group_size") or grid.GROUP_SIZE)
+ReferenceGroupSize = int | str | None  # a size, "channel" (one group per row), or None: detect it
+
+
+def _check_given_group_size(given: ReferenceGroupSize) -> None:
+    if given is None or given == "channel":
+        return
+    if not isinstance(given, int) or isinstance(given, bool) or given < 1:
+        raise UsageError(f"--reference-group-size {given!r}: expected a positive number of weights or 'channel'.")
+
+
+class _ReferenceGrid:
+    """Recovers a reference tensor's grid block by block at one group size, fixed on its first block."""
+
+    def __init__(self, source: CheckpointSource, tensor: str, cols: int, dtype: str, given: ReferenceGroupSize) -> None:
+        self.source, self.tensor, self.cols, self.dtype = source, tensor, cols, dtype
+        self.group_size: int | None = cols if given == "channel" else (given if isinstance(given, int) else None)
+        if self.group_size is not None and cols % self.group_size:
+            raise UsageError(
+                f"--reference-group-size {given}: {tensor} has {cols} input features, not a multiple of it.",
+                hint="Leave the option out to detect the reference's group size.",
+            )
+        self.given = given is not None
+        self.on_grid = self.peak_elsewhere = self.groups = 0
+
+    def fit(self, values: np.ndarray) -> grid.GridFit:
+        if self.group_size is None:
+            guess = grid.detect_group_size(values[: grid.DETECT_ROWS], model_dtype=self.dtype)
+            if guess.group_size is None:
+                tried = ", ".join(f"{size}: {share:.1%}" for size, share in guess.tried.items())
+                raise self._not_on_grid(f"no group size reconstructs its groups (share on the grid by size: {tried})")
+            self.group_size = guess.group_size
+        fit = grid.recover_grid(values, model_dtype=self.dtype, group_size=self.group_size)
+        self.on_grid += int(fit.on_grid.sum())
+        self.peak_elsewhere += int(fit.peak_elsewhere.sum())
+        self.groups += fit.on_grid.size
+        return fit
+
+    def finish(self) -> None:
+        """Refuse a tensor whose reference groups do not (almost all) sit on the grid: there is no grid to compare to."""
+        if self.groups and self.on_grid < grid.ON_GRID_MIN_SHARE * self.groups:
+            raise self._not_on_grid(
+                f"only {self.on_grid:,} of {self.groups:,} groups of {self.group_size} reconstruct exactly"
+            )
+
+    def _not_on_grid(self, detail: str) -> OffGrid:
+        how = f"with --reference-group-size {self.group_size}" if self.given else "at any group size"
+        return OffGrid(
+            f"Reference {self.source.label} is not on a 4-bit grid {how}: in {self.tensor}, {detail}. "
+            "There is no grid to measure the build against, so no verdict is given.",
+            hint="Pass the bf16 -qat-q4_0-unquantized export the build was made from as --reference"
+            + ("" if self.given else ", or --reference-group-size if its groups are another size")
+            + ".",
+            tensor=self.tensor,
+            reference_group_size=self.group_size,
+        )
 
 
 def _float_rows(source: CheckpointSource, loc: tuple[SafetensorsHeader, TensorEntry], r0: int, r1: int) -> np.ndarray:
@@ -141,6 +197,12 @@ def _need(locations: Locations, name: str, where: str) -> tuple[SafetensorsHeade
     return locations[name]
 
 
+def _build_group_size(module: str, what: str, cols: int, scale_groups: int) -> int:
+    if scale_groups < 1 or cols % scale_groups:
+        raise MalformedCheckpoint(f"{module}: {what} has {scale_groups} groups per row, which do not divide {cols} inputs.")
+    return cols // scale_groups
+
+
 def check_module(
     module: str,
     build: CheckpointSource,
@@ -148,24 +210,21 @@ def check_module(
     reference: CheckpointSource,
     reference_locations: Locations,
     *,
-    group_size: int,
+    reference_group_size: ReferenceGroupSize = None,
     progress: Progress | None = None,
 ) -> TensorGridResult:
     ref_loc = _need(reference_locations, f"{module}.weight", f"Reference {reference.label}")
     ref_entry = ref_loc[1]
-    rows, cols = ref_entry.shape if len(ref_entry.shape) == 2 else (0, 0)
-    if cols % group_size:
-        raise MalformedCheckpoint(f"{module}: {cols} input features are not a multiple of {group_size}.")
+    if ref_entry.dtype not in grid.FLOAT_DTYPES or len(ref_entry.shape) != 2:
+        raise MalformedCheckpoint(f"{ref_entry.name} is {ref_entry.dtype} {list(ref_entry.shape)}, not a 2-D float weight.")
+    rows, cols = ref_entry.shape
     counts = grid.GridComparison()
-    on_grid = peak_elsewhere = 0
+    ref_grid = _ReferenceGrid(reference, module, cols, ref_entry.dtype, reference_group_size)
 
     def compare(build_values: np.ndarray, r0: int, r1: int) -> None:
-        nonlocal on_grid, peak_elsewhere
         ref_values = _float_rows(reference, ref_loc, r0, r1)
-        fit = grid.recover_grid(ref_values, model_dtype=ref_entry.dtype, group_size=group_size)
-        on_grid += int(fit.on_grid.sum())
-        peak_elsewhere += int(fit.peak_elsewhere.sum())
-        counts.add(build_values, ref_values, fit.steps, group_size)
+        fit = ref_grid.fit(ref_values)
+        counts.add(build_values, ref_values, fit.steps, fit.levels.shape[1] // fit.steps.shape[1])
         if progress:
             progress(module, r1 * ref_entry.row_bytes, ref_entry.nbytes)
 
@@ -175,11 +234,13 @@ def check_module(
         scale_loc = _need(build_locations, f"{module}.weight_scale", f"Build {build.label}")
         if f"{module}.weight_zero_point" in build_locations:
             raise CheckpointError(f"{module}: asymmetric pack-quantized builds are not supported yet.")
-        if packed_loc[1].shape != (rows, cols // 8) or scale_loc[1].shape != (rows, cols // group_size):
+        scale_shape = scale_loc[1].shape
+        if packed_loc[1].shape != (rows, cols // 8) or len(scale_shape) != 2 or scale_shape[0] != rows:
             raise MalformedCheckpoint(
-                f"{module}: packed {list(packed_loc[1].shape)} / scale {list(scale_loc[1].shape)} do not match "
-                f"the reference [{rows}, {cols}] with group {group_size}."
+                f"{module}: packed {list(packed_loc[1].shape)} / scale {list(scale_shape)} do not match "
+                f"the reference [{rows}, {cols}]."
             )
+        build_group = _build_group_size(module, "weight_scale", cols, scale_shape[1])
         scale_dtype = scale_loc[1].dtype
         block = max(1, _block_bytes(build, reference) // max(ref_entry.row_bytes, 1))
         for r0 in range(0, rows, block):
@@ -187,7 +248,7 @@ def check_module(
             packed = build.read_rows(packed_loc[0], packed_loc[1], r0, r1)
             scales = _float_rows(build, scale_loc, r0, r1)
             values = grid.dequantize_pack_quantized(
-                packed, scales, cols=cols, group_size=group_size, model_dtype=scale_dtype
+                packed, scales, cols=cols, group_size=build_group, model_dtype=scale_dtype
             )
             compare(values, r0, r1)
     elif f"{module}.qweight" in build_locations:
@@ -200,17 +261,18 @@ def check_module(
         qweight = build.read_rows(q_loc[0], q_loc[1], 0, cols)
         qzeros = build.read_rows(z_loc[0], z_loc[1], 0, z_loc[1].shape[0])
         scales = _float_rows(build, s_loc, 0, s_loc[1].shape[0])
-        awq_group = cols // s_loc[1].shape[0]
-        values = grid.dequantize_awq(qweight, qzeros, scales, group_size=awq_group)
+        build_group = _build_group_size(module, "scales", cols, s_loc[1].shape[0])
+        values = grid.dequantize_awq(qweight, qzeros, scales, group_size=build_group)
         compare(values, 0, rows)
     else:
-        fmt = "16-bit"
+        fmt, build_group = "16-bit", None
         loc = _need(build_locations, f"{module}.weight", f"Build {build.label}")
         block = max(1, _block_bytes(build, reference) // max(ref_entry.row_bytes, 1))
         for r0 in range(0, rows, block):
             r1 = min(rows, r0 + block)
             compare(_float_rows(build, loc, r0, r1), r0, r1)
-    return _result(module, fmt, rows, cols, counts, on_grid, peak_elsewhere)
+    ref_grid.finish()
+    return _result(module, fmt, rows, cols, build_group, ref_grid, counts)
 
 
 def grid_check(
@@ -219,47 +281,59 @@ def grid_check(
     *,
     tensor: str | None = None,
     layers: str | None = None,
+    reference_group_size: ReferenceGroupSize = None,
     hub_api: Any = None,
     progress: Progress | None = None,
 ) -> GridCheckReport:
     """Compare a 4-bit build with the QAT reference (local paths or hub repo ids).
 
+    ``reference_group_size``: the reference grid's group size (a number, or "channel");
+    None detects it per tensor from the reference's values.
+
     Raises:
-        UsageError: a tensor or layer selection that matches nothing.
+        UsageError: a tensor or layer selection that matches nothing; a group size that does not divide a row.
+        OffGrid: the reference is not on a 4-bit grid (at the given group size, or at any).
         CheckpointNotFound / MalformedCheckpoint: unreadable sources or inconsistent tensors.
     """
+    _check_given_group_size(reference_group_size)
     if build.endswith(".gguf") and os.path.isfile(build):
-        return _grid_check_gguf(build, reference, tensor=tensor, layers=layers, hub_api=hub_api, progress=progress)
+        return _grid_check_gguf(
+            build, reference, tensor=tensor, layers=layers, reference_group_size=reference_group_size,
+            hub_api=hub_api, progress=progress,
+        )  # fmt: skip
     build_src = open_source(build, hub_api=hub_api)
     ref_src = open_source(reference, hub_api=hub_api)
     try:
         build_locations = tensor_locations(build_src)
         reference_locations = tensor_locations(ref_src)
-        group_size = _group_size(build_src.load_config())
         modules = select_modules(build_locations, tensor=tensor, layers=layers)
         results = [
             check_module(
-                m, build_src, build_locations, ref_src, reference_locations, group_size=group_size, progress=progress
+                m, build_src, build_locations, ref_src, reference_locations,
+                reference_group_size=reference_group_size, progress=progress,
             )
             for m in modules
         ]
     finally:
         build_src.close()
         ref_src.close()
-    return _summarize(build_src.label, ref_src.label, group_size, results, build_src.bytes_fetched, ref_src.bytes_fetched)
+    source = "detected" if reference_group_size is None else "given"
+    return _summarize(build_src.label, ref_src.label, source, results, build_src.bytes_fetched, ref_src.bytes_fetched)
 
 
 def _summarize(
-    build: str, reference: str, group_size: int, results: list[TensorGridResult], build_bytes: int, reference_bytes: int
+    build: str, reference: str, source: str, results: list[TensorGridResult], build_bytes: int, reference_bytes: int
 ) -> GridCheckReport:
     values = sum(r.values for r in results)
     off = sum(r.values_off_by_a_level_or_more for r in results)
     identical = sum(r.values_bit_identical for r in results)
     verdict = "bit-identical" if identical == values else ("off-grid" if off else "on-grid-rounding")
+    sizes = {r.reference_group_size for r in results}
     return GridCheckReport(
         build=build,
         reference=reference,
-        group_size=group_size,
+        reference_group_size=sizes.pop() if len(sizes) == 1 else None,
+        reference_group_size_source=source,
         tensors=results,
         values=values,
         values_bit_identical=identical,
@@ -276,8 +350,9 @@ def _summarize(
 
 
 def _grid_check_gguf(
-    build: str, reference: str, *, tensor: str | None, layers: str | None, hub_api: Any, progress: Progress | None
-) -> GridCheckReport:
+    build: str, reference: str, *, tensor: str | None, layers: str | None, reference_group_size: ReferenceGroupSize,
+    hub_api: Any, progress: Progress | None,
+) -> GridCheckReport:  # fmt: skip
     """GGUF q4_0 builds: the same comparison, blocks of 32 along each row with an fp16 step."""
     from gemmaserve.checkpoint.gguf import (
         GGML_Q4_0,
@@ -305,32 +380,36 @@ def _grid_check_gguf(
             rows, cols = ref_loc[1].shape
             if gt.dims != (cols, rows):
                 raise MalformedCheckpoint(f"{gt.name} is {list(gt.dims)} (GGUF order), the reference [{rows}, {cols}].")
-            counts, on_grid, elsewhere = grid.GridComparison(), 0, 0
+            counts = grid.GridComparison()
+            ref_grid = _ReferenceGrid(ref_src, module, cols, ref_loc[1].dtype, reference_group_size)
             block = max(1, _block_bytes(ref_src) // max(ref_loc[1].row_bytes, 1))
             for r0 in range(0, rows, block):
                 r1 = min(rows, r0 + block)
                 values = read_q4_0_rows(build, gt, r0, r1)
                 build_bytes += (r1 - r0) * cols // 32 * 18
                 ref_values = _float_rows(ref_src, ref_loc, r0, r1)
-                fit = grid.recover_grid(ref_values, model_dtype=ref_loc[1].dtype)
-                on_grid += int(fit.on_grid.sum())
-                elsewhere += int(fit.peak_elsewhere.sum())
-                counts.add(values, ref_values, fit.steps, grid.GROUP_SIZE)
+                fit = ref_grid.fit(ref_values)
+                counts.add(values, ref_values, fit.steps, fit.levels.shape[1] // fit.steps.shape[1])
                 if progress:
                     progress(module, r1 * ref_loc[1].row_bytes, ref_loc[1].nbytes)
-            results.append(_result(module, "gguf-q4_0", rows, cols, counts, on_grid, elsewhere))
+            ref_grid.finish()
+            results.append(_result(module, "gguf-q4_0", rows, cols, 32, ref_grid, counts))
     finally:
         ref_src.close()
-    return _summarize(build, ref_src.label, grid.GROUP_SIZE, results, build_bytes, ref_src.bytes_fetched)
+    source = "detected" if reference_group_size is None else "given"
+    return _summarize(build, ref_src.label, source, results, build_bytes, ref_src.bytes_fetched)
 
 
 def _result(
-    module: str, fmt: str, rows: int, cols: int, counts: grid.GridComparison, on_grid: int, elsewhere: int
-) -> TensorGridResult:
+    module: str, fmt: str, rows: int, cols: int, build_group: int | None, ref_grid: _ReferenceGrid,
+    counts: grid.GridComparison,
+) -> TensorGridResult:  # fmt: skip
     return TensorGridResult(
         tensor=module,
         build_format=fmt,
         shape=[rows, cols],
+        build_group_size=build_group,
+        reference_group_size=ref_grid.group_size or cols,
         values=counts.values,
         values_bit_identical=counts.values_bit_identical,
         groups=counts.groups,
@@ -339,8 +418,8 @@ def _result(
         share_off_by_a_level_or_more=counts.values_off_by_a_level_or_more / counts.values if counts.values else 0.0,
         max_abs_diff=counts.max_abs_diff,
         mean_abs_diff=counts.mean_abs_diff,
-        reference_groups_on_grid=on_grid,
-        reference_groups_peak_not_at_8=elsewhere,
+        reference_groups_on_grid=ref_grid.on_grid,
+        reference_groups_peak_not_at_8=ref_grid.peak_elsewhere,
     )
 
 

@@ -189,7 +189,7 @@ class HubSource:
         self.label = f"{repo_id}@{revision}" if revision else repo_id
         self.bytes_fetched = 0
         self._headers: dict[str, SafetensorsHeader] | None = None
-        self._index: dict[str, Any] | None | bool = False
+        self._index: dict[str, Any] | bool | None = False
         self._header_lengths: dict[str, int] = {}
 
     def _get(self, filename: str, byte_range: tuple[int, int] | None = None) -> bytes | None:

@@ -83,18 +83,37 @@ def _render_inspect(report: Any) -> None:
         out.print(f"note: {finding}")
 
 
+def _group_size_option(ctx: click.Context, param: click.Parameter, value: str | None) -> int | str | None:
+    if value is None or value == "channel":
+        return value
+    if not value.isdigit() or int(value) < 1:
+        raise click.BadParameter("expected a positive number of weights per group, or 'channel'.")
+    return int(value)
+
+
 @cli.command(name="grid-check")
 @click.argument("build")
 @click.option("--reference", required=True, help="The bf16 -qat-q4_0-unquantized checkpoint (path or hub repo id).")
 @click.option("--tensor", default=None, help="One module or tensor name, e.g. model.language_model.layers.0.self_attn.q_proj.")
 @click.option("--layers", default=None, help="Decoder layers to check, e.g. 0,3-5 (default: every 4-bit tensor).")
+@click.option(
+    "--reference-group-size", default=None, callback=_group_size_option, metavar="N|channel",
+    help="The reference grid's group size (default: detected from its values; 32 for Google's q4_0 exports).",
+)  # fmt: skip
 @json_option
-def grid_check_cmd(build: str, reference: str, tensor: str | None, layers: str | None, as_json: bool) -> None:
-    """Whether BUILD's 4-bit weights are Google's QAT values; exits 1 when any is off by a grid level."""
+def grid_check_cmd(
+    build: str, reference: str, tensor: str | None, layers: str | None, reference_group_size: int | str | None, as_json: bool
+) -> None:
+    """Whether BUILD's 4-bit weights are Google's QAT values; exits 1 when any is off by a level of the reference's grid.
+
+    Also exits 1, with no verdict, when the reference sits on no 4-bit grid.
+    """
     from gemmaserve.checkpoint import grid_check
 
     with _progress("checking") as progress:
-        report = grid_check(build, reference, tensor=tensor, layers=layers, progress=progress)
+        report = grid_check(
+            build, reference, tensor=tensor, layers=layers, reference_group_size=reference_group_size, progress=progress
+        )
     emit(report, as_json=as_json, render=_render_grid)
     if report.values_off_by_a_level_or_more:
         sys.exit(1)
@@ -103,18 +122,22 @@ def grid_check_cmd(build: str, reference: str, tensor: str | None, layers: str |
 def _render_grid(report: Any) -> None:
     from rich.table import Table
 
-    table = Table(title=f"{report.build} vs {report.reference} (group {report.group_size})")
-    for column in ("tensor", "format", "values", "bit-identical", "groups identical", "off >= 1 level", "max |diff|", "mean |diff|"):
+    size = report.reference_group_size
+    grouping = f"groups of {size}" if size else "group sizes per tensor"
+    table = Table(title=f"{report.build} vs {report.reference} (reference grid: {grouping}, {report.reference_group_size_source})")
+    columns = ("tensor", "format", "groups", "values", "bit-identical", "groups identical", "off >= 1 level", "max |diff|", "mean |diff|")
+    for column in columns:
         table.add_column(column, justify="left" if column in ("tensor", "format") else "right")
     for t in report.tensors:
-        table.add_row(t.tensor, t.build_format, f"{t.values:,}", f"{t.values_bit_identical:,}",
+        build_groups = "-" if t.build_group_size is None else str(t.build_group_size)
+        table.add_row(t.tensor, t.build_format, f"{build_groups} / {t.reference_group_size}", f"{t.values:,}", f"{t.values_bit_identical:,}",
                       f"{t.groups_bit_identical:,}/{t.groups:,}",
                       f"{t.values_off_by_a_level_or_more:,} ({t.share_off_by_a_level_or_more:.1%})",
                       f"{t.max_abs_diff:.3g}", f"{t.mean_abs_diff:.3g}")  # fmt: skip
     out = console()
     out.print(table)
     out.print(f"verdict: {report.verdict}: {report.values_off_by_a_level_or_more:,} of {report.values:,} values "
-              f"({report.share_off_by_a_level_or_more:.1%}) off by one grid level or more; "
+              f"({report.share_off_by_a_level_or_more:.1%}) off by one reference-grid level or more; "
               f"{report.values_bit_identical:,} bit-identical")  # fmt: skip
 
 

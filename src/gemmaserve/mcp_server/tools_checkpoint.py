@@ -7,7 +7,7 @@ repack writes into a temporary directory and moves it into place only when compl
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
@@ -78,21 +78,27 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         ctx: Context,
         tensor: Annotated[str | None, Field(description="One module or tensor name.")] = None,
         layers: Annotated[str | None, Field(description="Decoder layers, e.g. 0,3-5 (default: all 4-bit).")] = None,
+        reference_group_size: Annotated[
+            int | Literal["channel"] | None,
+            Field(description="The reference grid's group size, or 'channel' (default: detected from its values)."),
+        ] = None,
     ) -> Annotated[CallToolResult, GridCheckReport]:
         """Whether the build's 4-bit weights are Google's QAT values, value by value against the reference.
 
-        Reports progress per tensor. Same as `gemmaserve checkpoint grid-check --json` (whose exit
-        status is 1 when any value is off by a grid level: here that is `values_off_by_a_level_or_more`).
+        "Off by a level" is measured in steps of the reference's own grid (its group size is detected, or given);
+        a reference on no 4-bit grid is an error, never a verdict. Reports progress per tensor. Same as
+        `gemmaserve checkpoint grid-check --json` (whose exit status is 1 when any value is off by a level
+        of the reference's grid: here that is `values_off_by_a_level_or_more`).
         """
         from gemmaserve.checkpoint import grid_check
 
         def work(cancellation: Cancellation, report: ProgressSink) -> GridCheckReport:
-            return grid_check(build, reference, tensor=tensor, layers=layers,
+            return grid_check(build, reference, tensor=tensor, layers=layers, reference_group_size=reference_group_size,
                               progress=_tensor_progress(report, cancellation, "checking"))
 
         result = await run_blocking(ctx, work)
         summary = (f"{result.verdict}: {result.values_off_by_a_level_or_more:,} of {result.values:,} values "
-                   f"({result.share_off_by_a_level_or_more:.1%}) off by one grid level or more; "
+                   f"({result.share_off_by_a_level_or_more:.1%}) off by one reference-grid level or more; "
                    f"{result.values_bit_identical:,} bit-identical")
         return typed_result(result, summary)
 

@@ -1,0 +1,197 @@
+"""grid-check measures on the REFERENCE's grid, whatever the build's group size.
+
+Each build is re-quantized from the same group-32 reference by compressed-tensors' own
+compressor (groups of 32, 64, 128, per channel) or in AutoAWQ's GEMM layout (groups of
+128); the expected share off by a level is computed here independently: the build is
+dequantized by compressed-tensors (or by a numpy AutoAWQ unpacker written below) and
+compared with the reference's true steps, kept from when the reference was generated.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from safetensors.numpy import load_file as load_numpy
+
+from gemmaserve.checkpoint import grid_check
+from gemmaserve.cli import app, main
+from gemmaserve.errors import OffGrid, UsageError
+from tests.checkpoint.builders import (
+    GRID_MODULES,
+    ct_scheme,
+    to_bf16,
+    write_awq_build,
+    write_grid_reference,
+    write_requantized_build,
+)
+
+Truth = dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Truth]:
+    root = tmp_path_factory.mktemp("ref") / "tiny-qat-q4_0-unquantized"
+    return root, write_grid_reference(root, group_size=32)
+
+
+def _decompress_ct(build: Path, group_size: int | None) -> dict[str, np.ndarray]:
+    """The build's values as compressed-tensors itself dequantizes them."""
+    from compressed_tensors.compressors.pack_quantized.base import (
+        PackedQuantizationCompressor,
+    )
+    from safetensors.torch import load_file
+
+    state = load_file(str(build / "model.safetensors"))
+    out = {}
+    for module in GRID_MODULES:
+        local = {k.rsplit(".", 1)[1]: v for k, v in state.items() if k.rsplit(".", 1)[0] == module}
+        weight = PackedQuantizationCompressor.decompress(local, ct_scheme(group_size))["weight"]  # type: ignore[arg-type]
+        out[module] = weight.to(torch.bfloat16).float().numpy()
+    return out
+
+
+def _decompress_awq(build: Path) -> dict[str, np.ndarray]:
+    """AutoAWQ GEMM dequantization in numpy: word j nibble i holds output column 8j + (0,2,4,6,1,3,5,7)[i]."""
+    state = load_numpy(str(build / "model.safetensors"))
+    order = [0, 2, 4, 6, 1, 3, 5, 7]
+
+    def unpack(words: np.ndarray) -> np.ndarray:
+        k, n8 = words.shape
+        out = np.empty((k, n8 * 8), np.float16)
+        w = words.view(np.uint32)
+        for nibble, column in enumerate(order):
+            out[:, column::8] = ((w >> np.uint32(4 * nibble)) & np.uint32(0xF)).astype(np.float16)
+        return out
+
+    values = {}
+    for module in GRID_MODULES:
+        q, z, s = unpack(state[f"{module}.qweight"]), unpack(state[f"{module}.qzeros"]), state[f"{module}.scales"]
+        group = q.shape[0] // s.shape[0]
+        values[module] = ((q - np.repeat(z, group, axis=0)) * np.repeat(s, group, axis=0)).astype(np.float32).T
+    return values
+
+
+def _expected_off(build_values: dict[str, np.ndarray], truth: Truth) -> tuple[int, int]:
+    """Values whose distance from the reference is at least one step of the reference's own group."""
+    off = total = 0
+    for module, (ref, steps) in truth.items():
+        cols = ref.shape[1]
+        step = np.repeat(np.abs(steps), cols // steps.shape[1], axis=1)
+        off += int(np.count_nonzero(np.abs(build_values[module] - ref) >= step))
+        total += ref.size
+    return off, total
+
+
+@pytest.mark.parametrize("group_size", [32, 64, 128, None], ids=["g32", "g64", "g128", "per-channel"])
+def test_requantized_builds_are_measured_on_the_reference_grid(
+    reference: tuple[Path, Truth], tmp_path: Path, group_size: int | None
+) -> None:
+    ref_dir, truth = reference
+    build = write_requantized_build({m: v for m, (v, _) in truth.items()}, tmp_path / "build", group_size=group_size)
+    expected_off, total = _expected_off(_decompress_ct(build, group_size), truth)
+    report = grid_check(str(build), str(ref_dir))
+    assert report.values == total
+    assert report.values_off_by_a_level_or_more == expected_off
+    assert report.share_off_by_a_level_or_more == pytest.approx(expected_off / total)
+    if group_size == 32:  # the observer's absmax/7.5 stretches each step by 8/7.5: values move, by less than a level
+        assert expected_off == 0 and report.verdict == "on-grid-rounding"
+    else:
+        assert expected_off > 0.05 * total, "a coarser re-quantization moves values by whole reference levels"
+        assert report.verdict == "off-grid"
+    assert report.reference_group_size == 32 and report.reference_group_size_source == "detected"
+    assert {t.build_group_size for t in report.tensors} == (
+        {group_size} if group_size else {cols for _, cols in GRID_MODULES.values()}
+    )
+    assert all(t.reference_groups_on_grid == t.groups for t in report.tensors)
+
+
+def test_a_group_32_build_with_the_reference_steps_is_lossless(reference: tuple[Path, Truth], tmp_path: Path) -> None:
+    ref_dir, truth = reference
+    build = write_requantized_build(
+        {m: v for m, (v, _) in truth.items()}, tmp_path / "build", group_size=32, steps={m: s for m, (_, s) in truth.items()}
+    )
+    report = grid_check(str(build), str(ref_dir))
+    assert report.values_off_by_a_level_or_more == 0 and report.verdict == "bit-identical"
+    assert report.reference_group_size == 32
+
+
+def test_an_autoawq_gemm_group_128_build(reference: tuple[Path, Truth], tmp_path: Path) -> None:
+    ref_dir, truth = reference
+    build = write_awq_build(ref_dir, tmp_path / "awq", group_size=128)
+    expected_off, total = _expected_off(_decompress_awq(build), truth)
+    report = grid_check(str(build), str(ref_dir))
+    assert {t.build_format for t in report.tensors} == {"awq-gemm"}
+    assert {t.build_group_size for t in report.tensors} == {128}
+    assert report.reference_group_size == 32
+    assert report.values == total and report.values_off_by_a_level_or_more == expected_off > 0.05 * total
+    assert report.verdict == "off-grid"
+
+
+def test_the_reference_group_size_is_detected_not_assumed(tmp_path: Path) -> None:
+    truth = write_grid_reference(tmp_path / "ref128", group_size=128)
+    lossless = write_requantized_build(
+        {m: v for m, (v, _) in truth.items()}, tmp_path / "b128", group_size=128, steps={m: s for m, (_, s) in truth.items()}
+    )
+    report = grid_check(str(lossless), str(tmp_path / "ref128"))
+    assert report.reference_group_size == 128 and report.verdict == "bit-identical"
+    coarser = write_requantized_build({m: v for m, (v, _) in truth.items()}, tmp_path / "pc", group_size=None)
+    expected_off, _ = _expected_off(_decompress_ct(coarser, None), truth)
+    assert grid_check(str(coarser), str(tmp_path / "ref128")).values_off_by_a_level_or_more == expected_off
+
+
+def test_a_given_reference_group_size_is_used_and_checked(reference: tuple[Path, Truth], tmp_path: Path) -> None:
+    ref_dir, truth = reference
+    build = write_requantized_build({m: v for m, (v, _) in truth.items()}, tmp_path / "b", group_size=128)
+    given = grid_check(str(build), str(ref_dir), reference_group_size=32)
+    assert given.reference_group_size_source == "given" and given.reference_group_size == 32
+    assert given.values_off_by_a_level_or_more == grid_check(str(build), str(ref_dir)).values_off_by_a_level_or_more
+    with pytest.raises(OffGrid, match="not on a 4-bit grid"):
+        grid_check(str(build), str(ref_dir), reference_group_size=128)  # the reference's groups are 32
+    with pytest.raises(UsageError, match="reference-group-size"):
+        grid_check(str(build), str(ref_dir), reference_group_size=48)
+
+
+def _random_reference(root: Path) -> Path:
+    from safetensors.torch import save_file
+
+    from tests.checkpoint.builders import config
+
+    rng = np.random.default_rng(3)
+    root.mkdir(parents=True)
+    tensors = {f"{m}.weight": to_bf16(rng.standard_normal(shape).astype(np.float32) * 0.02) for m, shape in GRID_MODULES.items()}
+    save_file(tensors, str(root / "model.safetensors"))
+    (root / "config.json").write_text(json.dumps(config()))
+    return root
+
+
+def test_a_reference_off_any_4_bit_grid_is_refused(
+    reference: tuple[Path, Truth], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, truth = reference
+    build = write_requantized_build({m: v for m, (v, _) in truth.items()}, tmp_path / "b", group_size=128)
+    plain = _random_reference(tmp_path / "plain-bf16")
+    with pytest.raises(OffGrid, match="not on a 4-bit grid"):
+        grid_check(str(build), str(plain))
+    with pytest.raises(SystemExit) as exit_:
+        main(["checkpoint", "grid-check", str(build), "--reference", str(plain)])
+    assert exit_.value.code == 1
+    out, err = capsys.readouterr()
+    assert "not on a 4-bit grid" in err and out == "" and "verdict:" not in err
+
+
+def test_the_cli_takes_and_reports_the_reference_group_size(reference: tuple[Path, Truth], tmp_path: Path) -> None:
+    ref_dir, truth = reference
+    build = write_requantized_build({m: v for m, (v, _) in truth.items()}, tmp_path / "b", group_size=64)
+    result = CliRunner().invoke(
+        app, ["checkpoint", "grid-check", str(build), "--reference", str(ref_dir), "--reference-group-size", "32", "--json"]
+    )
+    assert result.exit_code == 1, result.output  # values are off by a level
+    report = json.loads(result.stdout)
+    assert report["reference_group_size"] == 32 and report["verdict"] == "off-grid"
+    bad = CliRunner().invoke(app, ["checkpoint", "grid-check", str(build), "--reference", str(ref_dir), "--reference-group-size", "0"])
+    assert bad.exit_code == 2
