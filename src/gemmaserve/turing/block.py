@@ -1,6 +1,8 @@
 """The fenced block that the file patch inserts after vLLM's ``_get_tile_size``; pure text.
 
-The block carries the rule's own source (``rule.clamp_tile_size``, builtins only) so a patched
+The block carries the rule's own source (``rule.clamp_tile_size`` and ``rule.launch_num_warps``,
+builtins only), a wrapper of ``_get_tile_size`` and one of ``kernel_unified_attention`` (both looked
+up by name at call time by ``unified_attention``; on sm >= 80 both hand over stock values), so a patched
 file clamps without gemmaserve installed, and the sha256 of the file before the patch so that
 verify and revert can tell a hand edit from our edit.
 """
@@ -50,6 +52,34 @@ def _get_tile_size(head_size, sliding_window, element_size, is_prefill):
     head_size_padded = 1 << (head_size - 1).bit_length()
     return _gemmaserve_clamp_tile_size(major, smem_limit_bytes, head_size_padded, element_size, tile,
                                        block_m=BLOCK_M_ASSUMED, margin_bytes=MARGIN_BYTES)
+
+
+class _GemmaserveLaunch:
+    """vLLM's kernel, launched with the rule's num_warps on pre-Ampere GPUs (gemmaserve turing clamp)."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __getitem__(self, grid):
+        launcher = self.kernel[grid]
+
+        def launch(*args, **kwargs):
+            if "num_warps" not in kwargs:
+                major, _ = _gemmaserve_device()
+                warps = _gemmaserve_launch_num_warps(
+                    major, kwargs["HEAD_SIZE_PADDED"], kwargs["TILE_SIZE"], kwargs["BLOCK_M"],
+                    bool(kwargs["IS_3D"]), kwargs["query_ptr"].element_size(), STOCK_NUM_WARPS)
+                if warps != STOCK_NUM_WARPS:
+                    kwargs["num_warps"] = warps
+            return launcher(*args, **kwargs)
+
+        return launch
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+
+
+kernel_unified_attention = _GemmaserveLaunch(kernel_unified_attention)
 '''
 
 
@@ -61,11 +91,14 @@ def render_block(original_sha256: str) -> str:
     """The whole block, from its begin marker to its end marker (each line ending in a newline)."""
     rule_source = inspect.getsource(rule.clamp_tile_size).replace(
         "def clamp_tile_size(", "def _gemmaserve_clamp_tile_size(", 1)
+    warps_source = inspect.getsource(rule.launch_num_warps).replace(
+        "def launch_num_warps(", "def _gemmaserve_launch_num_warps(", 1)
     wrapper = (_DEVICE_AND_WRAPPER.replace("BLOCK_M_ASSUMED", str(rule.DEFAULT_BLOCK_M))
-               .replace("MARGIN_BYTES", str(rule.SMEM_MARGIN_BYTES)))
+               .replace("MARGIN_BYTES", str(rule.SMEM_MARGIN_BYTES))
+               .replace("STOCK_NUM_WARPS", str(rule.STOCK_NUM_WARPS)))
     return (begin_line(original_sha256)
             + "# Added by `gemmaserve turing apply`; undo with `gemmaserve turing revert`. Do not edit.\n"
-            + rule_source + wrapper + END_LINE)
+            + rule_source + "\n\n" + warps_source + wrapper + END_LINE)
 
 
 def find_blocks(text: str) -> list[tuple[int, int, str]]:

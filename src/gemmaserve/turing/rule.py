@@ -20,6 +20,9 @@ AMPERE_MAJOR = 8
 #: BLOCK_M that ``unified_attention`` uses when at most 16 query heads share a KV head
 #: (every Gemma 4 model); ``_get_tile_size`` is not told BLOCK_M, so the wrapper assumes it.
 DEFAULT_BLOCK_M = 16
+#: Triton's default num_warps, which ``unified_attention`` launches with (it passes none of its own
+#: except on its tuned sm_100 path).
+STOCK_NUM_WARPS = 4
 
 
 def kernel_smem_bytes(head_size_padded: int, tile_size: int, block_m: int, element_size: int) -> int:
@@ -52,6 +55,35 @@ def clamp_tile_size(
     return max(tile, min(min_tile, stock_tile))
 
 
+def launch_num_warps(
+    capability_major: int,
+    head_size_padded: int,
+    tile_size: int,
+    block_m: int,
+    is_3d: bool,
+    element_size: int,
+    stock_num_warps: int = 4,
+) -> int:
+    """The stock num_warps on sm >= 80; before Ampere, the measured spill-free choice for this launch.
+
+    The table is what Triton's compile of vLLM's real kernel for sm_75 (fp16/bf16, BLOCK_M 16)
+    reports, rebuilt by ``gemmaserve turing smem --search`` and checked against the compiler by
+    the test suite: at 4 warps these launches spill 600-720 B per thread, at 8 warps none.
+    Launches not in it, and launches where vLLM chose its own warps (anything but Triton's default
+    4), keep ``stock_num_warps``. Builtins only: the file patch embeds this source.
+    """
+    if capability_major != 7 or element_size != 2 or stock_num_warps != 4:
+        return stock_num_warps
+    spill_free = {
+        # (head_size_padded, tile_size, block_m, is_3d): num_warps
+        (512, 16, 16, False): 8,
+        (512, 16, 16, True): 8,
+        (256, 32, 16, False): 8,
+        (256, 32, 16, True): 8,
+    }
+    return spill_free.get((head_size_padded, tile_size, block_m, is_3d), stock_num_warps)
+
+
 class LaunchParams(BaseModel):
     """What the kernel is launched with."""
 
@@ -60,6 +92,7 @@ class LaunchParams(BaseModel):
     tile_size: int
     block_m: int
     num_stages: int
+    num_warps: int = STOCK_NUM_WARPS
 
 
 class LaunchChoice(BaseModel):
@@ -89,9 +122,14 @@ def choose_launch(
     element_size: int,
     block_size: int,
     stock: LaunchParams,
+    is_3d: bool = False,
     margin_bytes: int = SMEM_MARGIN_BYTES,
 ) -> LaunchChoice:
-    """Stock launch, unchanged, on sm >= 80 or when it fits; else the largest tile, then most stages, that fits.
+    """Stock launch, unchanged, on sm >= 80; before, the largest tile that fits, then spill-free warps.
+
+    The tile is ``clamp_tile_size``'s, num_warps is ``launch_num_warps``'s for that tile; BLOCK_M and
+    stages stay stock (below sm_80 shared memory does not depend on stages, and BLOCK_M sets
+    ``unified_attention``'s grid).
 
     Raises:
         ValueError: on inputs that no launch can have (non-power-of-two head or tile, sizes <= 0).
@@ -103,27 +141,26 @@ def choose_launch(
                             smem_limit_bytes=smem_limit_bytes, margin_bytes=margin_bytes)
     budget = smem_limit_bytes - margin_bytes
     stock_need = kernel_smem_bytes(head_size_padded, stock.tile_size, stock.block_m, element_size)
-    if stock_need <= budget:
-        return LaunchChoice(launch=stock, smem_bytes=stock_need, changed=False, fits=True,
-                            reason=f"stock tile {stock.tile_size} needs {stock_need:,} B <= {budget:,} B", stock=stock,
+    tile = clamp_tile_size(capability[0], smem_limit_bytes, head_size_padded, element_size, stock.tile_size,
+                           stock.block_m, margin_bytes, MIN_TILE_SIZE)
+    need = kernel_smem_bytes(head_size_padded, tile, stock.block_m, element_size)
+    if need > budget:
+        return LaunchChoice(launch=stock, smem_bytes=stock_need, changed=False, fits=False,
+                            reason=(f"no tile >= {MIN_TILE_SIZE} fits: tile {MIN_TILE_SIZE} needs "
+                                    f"{kernel_smem_bytes(head_size_padded, MIN_TILE_SIZE, stock.block_m, element_size):,}"
+                                    f" B > {budget:,} B"), stock=stock,
                             smem_limit_bytes=smem_limit_bytes, margin_bytes=margin_bytes)
-    tile = stock.tile_size
-    while tile > MIN_TILE_SIZE:
-        tile //= 2
-        # Below sm_80 the need does not depend on stages, so the most stages (stock's) always go with it.
-        need = kernel_smem_bytes(head_size_padded, tile, stock.block_m, element_size)
-        if need <= budget:
-            launch = LaunchParams(tile_size=tile, block_m=stock.block_m, num_stages=stock.num_stages)
-            return LaunchChoice(
-                launch=launch, smem_bytes=need, changed=True, fits=True,
-                reason=(f"stock tile {stock.tile_size} needs {stock_need:,} B > {budget:,} B; "
-                        f"tile {tile} needs {need:,} B"), stock=stock,
-                            smem_limit_bytes=smem_limit_bytes, margin_bytes=margin_bytes)
-    return LaunchChoice(launch=stock, smem_bytes=stock_need, changed=False, fits=False,
-                        reason=(f"no tile >= {MIN_TILE_SIZE} fits: tile {MIN_TILE_SIZE} needs "
-                                f"{kernel_smem_bytes(head_size_padded, MIN_TILE_SIZE, stock.block_m, element_size):,} B "
-                                f"> {budget:,} B"), stock=stock,
-                            smem_limit_bytes=smem_limit_bytes, margin_bytes=margin_bytes)
+    warps = launch_num_warps(capability[0], head_size_padded, tile, stock.block_m, is_3d, element_size,
+                             stock.num_warps)
+    launch = LaunchParams(tile_size=tile, block_m=stock.block_m, num_stages=stock.num_stages, num_warps=warps)
+    parts = [f"stock tile {stock.tile_size} needs {stock_need:,} B {'<=' if stock_need <= budget else '>'} "
+             f"{budget:,} B"]
+    if tile != stock.tile_size:
+        parts.append(f"tile {tile} needs {need:,} B")
+    if warps != stock.num_warps:
+        parts.append(f"num_warps {stock.num_warps} -> {warps} (spill-free on sm_75)")
+    return LaunchChoice(launch=launch, smem_bytes=need, changed=launch != stock, fits=True, reason="; ".join(parts),
+                        stock=stock, smem_limit_bytes=smem_limit_bytes, margin_bytes=margin_bytes)
 
 
 def _check_inputs(head_size_padded: int, element_size: int, block_size: int, stock: LaunchParams) -> None:
@@ -133,5 +170,5 @@ def _check_inputs(head_size_padded: int, element_size: int, block_size: int, sto
             raise ValueError(f"{name} must be a positive power of two, not {value}")
     if element_size not in (1, 2, 4):
         raise ValueError(f"element_size must be 1, 2 or 4 bytes, not {element_size}")
-    if block_size <= 0 or stock.num_stages <= 0:
-        raise ValueError("block_size and num_stages must be positive")
+    if block_size <= 0 or stock.num_stages <= 0 or stock.num_warps <= 0 or stock.num_warps & (stock.num_warps - 1):
+        raise ValueError("block_size and num_stages must be positive, num_warps a positive power of two")

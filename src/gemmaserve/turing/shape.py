@@ -22,7 +22,11 @@ EXPECTED_LINES = (
     "    TILE_SIZE_PREFILL = _get_tile_size(head_size, sliding_window_val, q.element_size(), is_prefill=True)",
     "    TILE_SIZE_DECODE = _get_tile_size(head_size, sliding_window_val, q.element_size(), is_prefill=False)",
     "def kernel_unified_attention(...):  # the @triton.jit kernel with a TILE_SIZE: tl.constexpr parameter",
+    "    kernel_unified_attention[grid](..., TILE_SIZE=..., HEAD_SIZE_PADDED=..., BLOCK_M=..., IS_3D=...)"
+    "  # in unified_attention",
 )
+#: The keyword arguments the launch hook reads (and the kernel must take).
+LAUNCH_KEYWORDS = ("TILE_SIZE", "HEAD_SIZE_PADDED", "BLOCK_M", "IS_3D")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +60,16 @@ def recognise(source: str, *, where: str) -> SourceShape:
         raise _unrecognised(where, f"{LAUNCH_FUNCTION}() calls {TILE_FUNCTION}() {len(calls)} times, expected 2")
     if KERNEL_FUNCTION not in functions:
         raise _unrecognised(where, f"no {KERNEL_FUNCTION} kernel")
+    launches = [node for node in ast.walk(launch) if isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Subscript) and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == KERNEL_FUNCTION]
+    if len(launches) != 1:
+        raise _unrecognised(where, f"{LAUNCH_FUNCTION}() launches {KERNEL_FUNCTION}[grid](...) {len(launches)} "
+                                   "times, expected once")
+    passed = {keyword.arg for keyword in launches[0].keywords}
+    missing = [name for name in LAUNCH_KEYWORDS if name not in passed]
+    if missing:
+        raise _unrecognised(where, f"{KERNEL_FUNCTION}[grid](...) is not passed {', '.join(missing)} by keyword")
     assert tile.end_lineno is not None
     return SourceShape(tile_function_first_line=tile.lineno, tile_function_last_line=tile.end_lineno,
                        tile_calls_in_launch=len(calls))

@@ -145,7 +145,7 @@ def parse_capability(text: str) -> str:
 def _probe_interpreter(python: str, runner: CommandRunner, reasons: list[str]) -> dict[str, Any]:
     try:
         done = runner([python, "-c", _PROBE_SCRIPT], PROBE_TIMEOUT_S)
-    except Exception as error:  # noqa: BLE001 — a missing or hanging interpreter is a reason, not a crash
+    except Exception as error:  # a missing or hanging interpreter is a reason, not a crash
         reasons.append(f"cannot run {python}: {type(error).__name__}: {error}")
         return {}
     if done.returncode != 0:

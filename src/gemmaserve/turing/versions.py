@@ -12,8 +12,11 @@ from gemmaserve.errors import UnsupportedVllmVersion
 
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 
-TESTED_VLLM_VERSIONS: tuple[str, ...] = ("0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0")
-MIN_SUPPORTED_VLLM = (0, 29, 0)
+TESTED_VLLM_VERSIONS: tuple[str, ...] = ("0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0",
+                                         "0.32.0", "0.33.0", "0.34.0")
+#: 0.26.0–0.29.0 (and 0.27.1) ship the same unified-attention file byte for byte (sha256 992a2bc8…), and their
+#: caller (``backends/triton_attn.py``) imports ``unified_attention`` by name, as 0.30–0.34 do.
+MIN_SUPPORTED_VLLM = (0, 26, 0)
 #: First release not yet studied; patch releases of the last tested minor are accepted when
 #: their source still has the known shape (the shape check runs as well).
 NEXT_UNKNOWN_VLLM = (0, 35, 0)
