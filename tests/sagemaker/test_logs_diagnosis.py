@@ -76,7 +76,6 @@ def test_ping_answered_but_still_creating_is_fatal_after_the_threshold() -> None
 
 @pytest.mark.parametrize("line", [
     "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 98304, Hardware limit: 65536",
-    "Traceback (most recent call last):",
     "RuntimeError: Engine core initialization failed. See root cause above.",
 ])
 def test_a_crash_in_the_log_is_fatal(line: str) -> None:
@@ -104,3 +103,37 @@ def test_wait_stops_early_on_a_crash_in_the_log() -> None:
                 wait_for_endpoint(sm, logs, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=30)
     assert info.value.fields["diagnosis"] == "container-crashed"
     assert clock.sleeps == []  # the first poll already saw it
+
+
+HANDLED_TRACEBACK = [
+    "Traceback (most recent call last):",
+    '  File "/usr/local/lib/python3.12/site-packages/some_plugin/__init__.py", line 12, in <module>',
+    "ModuleNotFoundError: No module named 'optional_dependency'",
+    "INFO 12-02 17:05:01 [api_server.py:1024] Starting vLLM API server 0 on http://0.0.0.0:8080",
+]
+
+
+def test_a_handled_traceback_is_a_warning_not_a_failed_deploy() -> None:
+    events = [LogEvent(timestamp_s=0, message=line) for line in HANDLED_TRACEBACK]
+    found = diagnose(state(EndpointStatus.CREATING, 5), now_s=0, log_group_exists=True, events=events)
+    assert [(d.code, d.severity) for d in found] == [("traceback-in-log", Severity.WARNING)]
+
+
+def test_wait_goes_on_past_a_handled_traceback_to_in_service() -> None:
+    clock = ScriptedClock()
+    sm = boto3.client("sagemaker", region_name=REGION)
+    described = {"EndpointName": NAME, "EndpointArn": "arn:aws:sagemaker:us-east-1:1:endpoint/x",
+                 "EndpointConfigName": "c", "CreationTime": START, "LastModifiedTime": START,
+                 "ProductionVariants": [{"VariantName": "AllTraffic", "InstancePools": [
+                     {"InstanceType": "ml.g4dn.xlarge", "CurrentInstanceCount": 1}]}]}
+    progress: list[str] = []
+    with mock_aws():
+        logs = boto3.client("logs", region_name=REGION)
+        with Stubber(sm) as stub:
+            stub.add_response("describe_endpoint", {**described, "EndpointStatus": "Creating"}, {"EndpointName": NAME})
+            stub.add_response("describe_endpoint", {**described, "EndpointStatus": "InService"}, {"EndpointName": NAME})
+            put_logs(logs, HANDLED_TRACEBACK, START.timestamp())
+            final = wait_for_endpoint(sm, logs, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=30,
+                                      progress=progress.append)
+    assert final.status is EndpointStatus.IN_SERVICE
+    assert any("traceback" in line for line in progress)

@@ -29,12 +29,12 @@ def _region(region: str | None) -> str:
 
 
 def _regions(regions: str | None, region: str | None = None, *, sweep: bool = False) -> list[str]:
-    if sweep:
-        from gemmaserve.sagemaker.inventory import SWEEP_REGIONS
+    from gemmaserve.sagemaker.inputs import commercial_regions, parse_regions
 
-        return list(SWEEP_REGIONS)
+    if sweep:
+        return list(commercial_regions())
     if regions:
-        return [item.strip() for item in regions.split(",") if item.strip()]
+        return parse_regions(regions)
     return [_region(region)]
 
 
@@ -78,6 +78,9 @@ def _deployment_options(func: Any) -> Any:
         click.option("--image", help="Container image URI ({region} is filled in). Default: the pinned AWS vLLM image."),
         click.option("--role-arn", help="Execution role (create one: gemmaserve sagemaker role create)."),
         click.option("--ami", default=None, help="InferenceAmiVersion (default al2023-ami-sagemaker-inference-gpu-4-1)."),
+        click.option("--language-model-only", is_flag=True,
+                     help="Text only: vLLM's --language-model-only (SM_VLLM_LANGUAGE_MODEL_ONLY=true) skips the "
+                          "vision and audio towers."),
         max_model_len_option,
         gpu_memory_utilization_option,
     ]):
@@ -91,7 +94,7 @@ def _deployment_options(func: Any) -> Any:
 @region_option
 @json_option
 def preflight(model: str, encoding: str, instances: tuple[str, ...], image: str | None, role_arn: str | None,
-              ami: str | None, max_model_len: int, gpu_memory_utilization: float, regions: str | None,
+              ami: str | None, language_model_only: bool, max_model_len: int, gpu_memory_utilization: float, regions: str | None,
               region: str | None, as_json: bool) -> None:
     """Will this deploy work? Quota, memory fit, CUDA vs AMI, Turing clamp, role, model id — each with its fix."""
     from gemmaserve.sagemaker import api
@@ -99,21 +102,25 @@ def preflight(model: str, encoding: str, instances: tuple[str, ...], image: str 
 
     report = api.preflight(model, encoding, list(instances), regions=_regions(regions, region), image_uri=image,
                            role_arn=role_arn, inference_ami_version=ami or DEFAULT_AMI, max_model_len=max_model_len,
-                           gpu_memory_utilization=gpu_memory_utilization)
+                           gpu_memory_utilization=gpu_memory_utilization, language_model_only=language_model_only)
     emit(report, as_json=as_json, render=_render_preflight)
     if not report.ok:
-        sys.exit(1)
+        raise click.exceptions.Exit(1)
 
 
 def _render_preflight(report: Any) -> None:
-    marks = {"ok": "ok  ", "warn": "warn", "fail": "FAIL", "unknown": "?   "}
     click.echo(f"Preflight {report.model}/{report.encoding} on {', '.join(report.instance_types)} "
                f"in {', '.join(report.regions)} with {report.image_uri}")
+    _render_findings(report)
+    click.echo("Result: " + ("ready to deploy" if report.ok else "not ready (fail or unknown above)"))
+
+
+def _render_findings(report: Any) -> None:
+    marks = {"ok": "ok  ", "warn": "warn", "fail": "FAIL", "unknown": "?   "}
     for finding in report.findings:
         click.echo(f"  {marks[finding.status.value]} {finding.check}: {finding.detail}")
         if finding.fix and finding.status.value != "ok":
             click.echo(f"       fix: {finding.fix}")
-    click.echo("Result: " + ("ready to deploy" if report.ok else "not ready (fail or unknown above)"))
 
 
 @cli.command()
@@ -124,6 +131,7 @@ def _render_preflight(report: Any) -> None:
 @click.option("--ttl-hours", type=click.FloatRange(min=0, min_open=True), default=4.0, show_default=True,
               help="After this, `cleanup --expired` deletes it.")
 @click.option("--keep", is_flag=True, help="Never expire, and keep what was created if the deploy is interrupted.")
+@click.option("--owner", help="The gemmaserve:owner tag (default: your user name, made tag-safe).")
 @click.option("--vllm-arg", "vllm_args", multiple=True, help="Extra vllm serve flag tokens, e.g. --vllm-arg=--enforce-eager.")
 @click.option("--env", "env_pairs", multiple=True, help="Extra container environment KEY=VALUE (e.g. HF_TOKEN=…).")
 @click.option("--max-num-seqs", type=click.IntRange(min=1))
@@ -138,8 +146,9 @@ def _render_preflight(report: Any) -> None:
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @json_option
 def deploy(model: str, encoding: str, instances: tuple[str, ...], image: str | None, role_arn: str | None,
-           ami: str | None, max_model_len: int, gpu_memory_utilization: float, endpoint_name: str | None,
-           regions: str | None, region: str | None, ttl_hours: float, keep: bool, vllm_args: tuple[str, ...],
+           ami: str | None, language_model_only: bool, max_model_len: int, gpu_memory_utilization: float,
+           endpoint_name: str | None, regions: str | None, region: str | None, ttl_hours: float, keep: bool,
+           owner: str | None, vllm_args: tuple[str, ...],
            env_pairs: tuple[str, ...], max_num_seqs: int | None, startup_timeout_s: int, download_timeout_s: int,
            timeout_s: float, no_wait: bool, skip_preflight: bool, accept_unknown: bool, list_prices: bool, dry_run: bool,
            yes: bool,
@@ -150,21 +159,27 @@ def deploy(model: str, encoding: str, instances: tuple[str, ...], image: str | N
 
     if not role_arn and not dry_run:
         raise UsageError("deploy needs --role-arn.", hint="Create one: gemmaserve sagemaker role create")
-    kwargs = dict(
-        regions=_regions(regions, region), role_arn=role_arn or "arn:aws:iam::000000000000:role/DRY-RUN",
-        endpoint_name=endpoint_name, image_uri=image, ttl_hours=None if keep else ttl_hours, keep=keep,
-        max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
-        vllm_args=list(vllm_args) or None, env=_env_pairs(env_pairs), inference_ami_version=ami or DEFAULT_AMI,
-        startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s, timeout_s=timeout_s,
-        wait=not no_wait, skip_preflight=skip_preflight, accept_unknown=accept_unknown, progress=_progress,
-        live_prices=not list_prices,
-    )
+    if regions and region:
+        raise UsageError("Give --region or --regions, not both.", hint="--regions a,b tries a first, then b.")
+    kwargs = {
+        "owner": owner, "language_model_only": language_model_only,
+        "regions": _regions(regions, region), "role_arn": role_arn or "arn:aws:iam::000000000000:role/DRY-RUN",
+        "endpoint_name": endpoint_name, "image_uri": image, "ttl_hours": None if keep else ttl_hours, "keep": keep,
+        "max_model_len": max_model_len, "gpu_memory_utilization": gpu_memory_utilization, "max_num_seqs": max_num_seqs,
+        "vllm_args": list(vllm_args) or None, "env": _env_pairs(env_pairs), "inference_ami_version": ami or DEFAULT_AMI,
+        "startup_timeout_s": startup_timeout_s, "download_timeout_s": download_timeout_s, "timeout_s": timeout_s,
+        "wait": not no_wait, "skip_preflight": skip_preflight, "accept_unknown": accept_unknown, "progress": _progress,
+        "live_prices": not list_prices,
+    }
     if not dry_run:
         plan = api.deploy(model, encoding, list(instances), dry_run=True, **kwargs).plan  # type: ignore[arg-type]
         price = f"${plan.usd_per_hour:.3f}/hour" if plan.usd_per_hour is not None else "an unknown price"
         _confirm(f"Create endpoint {plan.endpoint_name} in {plan.region} at {price}", yes)
     outcome = api.deploy(model, encoding, list(instances), dry_run=dry_run, **kwargs)  # type: ignore[arg-type]
     emit(outcome, as_json=as_json, render=_render_deploy)
+    if outcome.dry_run and outcome.preflight is not None and outcome.preflight.failures(accept_unknown=True):
+        click.echo("A deploy with these settings would be refused by preflight (FAIL above).", err=True)
+        raise click.exceptions.Exit(1)
 
 
 def _render_deploy(outcome: Any) -> None:
@@ -175,11 +190,16 @@ def _render_deploy(outcome: Any) -> None:
         price = f"${plan.usd_per_hour:.3f}/hour ({plan.price.source}, {plan.price.date}{estimated})"
     click.echo(f"Endpoint {plan.endpoint_name} in {plan.region} on {', '.join(plan.instance_types)} at {price}")
     click.echo(f"Image: {plan.image_uri}")
-    click.echo("The container will run: vllm serve " + " ".join(plan.serve_args))
+    click.echo("The container will run: vllm serve " + " ".join(plan.masked_serve_args()))
     if outcome.dry_run:
+        if outcome.preflight is not None:
+            click.echo("Offline preflight (quota, role and model id are checked when deploying):")
+            _render_findings(outcome.preflight)
         click.echo("Dry run — these calls would be made:")
-        for call in plan.calls:
+        for call in plan.masked_calls():
             click.echo(f"  {call.service}:{call.operation} " + _short_params(call.params))
+        click.echo("Tags on each resource: " + ", ".join(f"{tag['Key']}={tag['Value']}"
+                                                       for tag in plan.calls[0].params.get("Tags", [])))
         return
     for attempt in outcome.attempts:
         click.echo(f"  {attempt.region}: {attempt.outcome} ({attempt.detail})")
@@ -271,7 +291,10 @@ def invoke_command(endpoint_name: str, prompt: str, region: str | None, max_toke
     """One chat request (OpenAI body); --stream prints text as it arrives."""
     from gemmaserve.sagemaker import api
 
-    if stream and not as_json:
+    if stream and as_json:
+        raise UsageError("--stream and --json cannot be combined: stdout carries either the text as it arrives "
+                         "or one JSON document at the end.", hint="Drop --stream for the JSON result, or --json.")
+    if stream:
         for text in api.invoke_chat_stream(endpoint_name, prompt, region=_region(region), max_tokens=max_tokens,
                                            temperature=temperature):
             click.echo(text, nl=False)

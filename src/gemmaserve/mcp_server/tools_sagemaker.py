@@ -63,13 +63,13 @@ def _region(region: str | None) -> str:
 
 
 def _regions(regions: list[str] | None, region: str | None = None, *, sweep: bool = False) -> list[str]:
-    """The CLI's rule: a sweep, else the list given, else the default region."""
-    if sweep:
-        from gemmaserve.sagemaker.inventory import SWEEP_REGIONS
+    """The CLI's rule: a sweep (every region botocore lists for SageMaker), else the list given, else the default."""
+    from gemmaserve.sagemaker.inputs import commercial_regions, parse_regions
 
-        return list(SWEEP_REGIONS)
+    if sweep:
+        return list(commercial_regions())
     if regions:
-        return [item.strip() for item in regions if item.strip()]
+        return parse_regions(regions)
     return [_region(region)]
 
 
@@ -90,7 +90,7 @@ def summarise_deploy(outcome: DeployOutcome) -> str:
     head = f"Endpoint {plan.endpoint_name} in {plan.region} on {', '.join(plan.instance_types)} at {price}"
     if outcome.dry_run:
         calls = ", ".join(call.operation for call in plan.calls)
-        return f"Dry run: {head}. Would call {calls}. Container runs: vllm serve {' '.join(plan.serve_args)}"
+        return f"Dry run: {head}. Would call {calls}. Container runs: vllm serve {' '.join(plan.masked_serve_args())}"
     state = outcome.result.state if outcome.result else None
     tail = summarise_state(state) if state else "created; not waited for (call sagemaker_wait)"
     return f"{head}. {tail}. It bills until deleted: sagemaker_delete {plan.endpoint_name}."
@@ -145,6 +145,9 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         region: Region = None,
         image_uri: Annotated[str | None, Field(description="Container image; T4 needs the derived clamp image.")] = None,
         inference_ami_version: str | None = None,
+        language_model_only: Annotated[bool, Field(
+            description="Text only: vLLM's --language-model-only skips the vision and audio towers.")] = False,
+        owner: Annotated[str | None, Field(description="The gemmaserve:owner tag (default: the server's user).")] = None,
         ttl_hours: Annotated[float, Field(gt=0, description="After this, sagemaker_cleanup deletes it.")] = 4.0,
         keep: Annotated[bool, Field(description="Never expire, and keep what was created if interrupted.")] = False,
         vllm_args: Annotated[list[str] | None, Field(description="Extra `vllm serve` flag tokens.")] = None,
@@ -184,6 +187,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
                 timeout_s=timeout_s, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
                 max_num_seqs=max_num_seqs, vllm_args=vllm_args or None, env=env or {},
                 inference_ami_version=inference_ami_version or DEFAULT_AMI, startup_timeout_s=startup_timeout_s,
+                language_model_only=language_model_only, owner=owner,
                 download_timeout_s=download_timeout_s, live_prices=not list_prices,
                 check_model=deps.model_checker(), factory=None if dry_run else deps.clients(),
                 progress=message_progress(report, cancellation), now=deps.now, sleep=deps.sleeper(cancellation),

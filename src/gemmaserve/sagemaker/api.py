@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from gemmaserve.errors import InterlockRefused
+from gemmaserve.errors import InterlockRefused, UsageError
 from gemmaserve.sagemaker.autoscale import AutoscaleResult
 from gemmaserve.sagemaker.clients import Boto3ClientFactory, ClientFactory
 from gemmaserve.sagemaker.codebuild import ImageBuildPlan, ImageBuildResult
@@ -29,6 +29,14 @@ from gemmaserve.sagemaker.fallback import (
     quota_checker_for,
 )
 from gemmaserve.sagemaker.iam import RoleResult
+from gemmaserve.sagemaker.inputs import (
+    parse_regions,
+    tag_safe,
+    validate_ami,
+    validate_environment_limits,
+    validate_instance_types,
+    validate_tag_value,
+)
 from gemmaserve.sagemaker.inventory import (
     CleanupReport,
     Inventory,
@@ -41,6 +49,7 @@ from gemmaserve.sagemaker.preflight import (
     ModelChecker,
     PreflightReport,
     hub_reachability,
+    run_offline_preflight,
     run_preflight,
 )
 from gemmaserve.sagemaker.pricing import make_price_lookup
@@ -99,13 +108,23 @@ def preflight(
     max_model_len: int = 8192,
     gpu_memory_utilization: float = 0.9,
     check_model: ModelChecker | None = hub_reachability,
+    language_model_only: bool = False,
     factory: ClientFactory | None = None,
 ) -> PreflightReport:
+    instance_types, regions = validate_instance_types(instance_types), _checked_regions(regions)
     return run_preflight(
         _factory(factory), model=model, encoding=encoding, instance_types=instance_types, regions=regions,
-        image_uri=image_uri, role_arn=role_arn, inference_ami_version=inference_ami_version,
+        image_uri=image_uri, role_arn=role_arn, inference_ami_version=validate_ami(inference_ami_version),
         max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, check_model=check_model,
+        language_model_only=language_model_only,
     )
+
+
+def _checked_regions(regions: list[str]) -> list[str]:
+    chosen = parse_regions(regions)
+    if not chosen:
+        raise UsageError("No region given.", hint="Pass --region or --regions.")
+    return chosen
 
 
 def deploy(
@@ -129,6 +148,7 @@ def deploy(
     vllm_args: list[str] | None = None,
     env: dict[str, str] | None = None,
     inference_ami_version: str | None = DEFAULT_AMI,
+    language_model_only: bool = False,
     startup_timeout_s: int = 1800,
     download_timeout_s: int = 1800,
     skip_preflight: bool = False,
@@ -148,24 +168,37 @@ def deploy(
     """
     from gemmaserve.catalog import resolve_instance, resolve_model
     from gemmaserve.plan import plan_deployment
-    from gemmaserve.sagemaker.names import default_endpoint_name
+    from gemmaserve.sagemaker.names import default_endpoint_name, validate_endpoint_name
     from gemmaserve.sagemaker.spec_builder import spec_for_plan
 
+    # Every input is checked before any client is built or any call is made, dry run or not.
+    instance_types, regions = validate_instance_types(instance_types), _checked_regions(regions)
+    inference_ami_version = validate_ami(inference_ami_version)
+    if endpoint_name is not None:
+        validate_endpoint_name(endpoint_name)
+    owner = validate_tag_value(owner, what="The owner") if owner else tag_safe(_user())
+    validate_environment_limits(env or {})
     clients = _factory(factory) if not dry_run else factory
     instance = resolve_instance(instance_types[0])
     row = plan_deployment(model, encoding, instance=instance, max_model_len=max_model_len,
-                          gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs)
+                          gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
+                          language_model_only=language_model_only)
     name = endpoint_name or default_endpoint_name(resolve_model(model).key, instance.gpu)
     spec = spec_for_plan(
         row, endpoint_name=name, instance_types=instance_types, role_arn=role_arn, image_uri=image_uri,
-        owner=owner or _user(), ttl_s=None if ttl_hours is None else ttl_hours * 3600.0, vllm_overrides=vllm_args,
+        owner=owner, ttl_s=None if ttl_hours is None else ttl_hours * 3600.0, vllm_overrides=vllm_args,
         extra_env=env, inference_ami_version=inference_ami_version, startup_health_check_timeout_s=startup_timeout_s,
         model_download_timeout_s=download_timeout_s,
     )
     price_lookup = make_price_lookup(clients if live_prices else None, today=date.today())
     first_plan = plan_deploy(spec, region=regions[0], now=now(), price_lookup=price_lookup)
     if dry_run:
-        return DeployOutcome(dry_run=True, plan=first_plan)
+        offline = run_offline_preflight(
+            model=model, encoding=encoding, instance_types=instance_types, regions=regions, image_uri=image_uri,
+            inference_ami_version=inference_ami_version, max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization, language_model_only=language_model_only,
+        )
+        return DeployOutcome(dry_run=True, plan=first_plan, preflight=offline)
     assert clients is not None
     report = None
     if not skip_preflight:
@@ -173,6 +206,7 @@ def deploy(
             clients, model=model, encoding=encoding, instance_types=instance_types, regions=regions,
             image_uri=image_uri, role_arn=role_arn, inference_ami_version=inference_ami_version,
             max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, check_model=check_model,
+            language_model_only=language_model_only,
         )
         region_blind = [f for f in report.failures(accept_unknown=accept_unknown) if f.region is None]
         if region_blind or all(_region_blocked(report, region, accept_unknown) for region in regions):

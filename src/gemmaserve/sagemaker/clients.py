@@ -27,11 +27,10 @@ class Boto3ClientFactory:
     """Builds clients from one boto3 Session; thread-safe (sessions are not, so creation is locked)."""
 
     def __init__(self, *, profile: str | None = None, endpoint_url: str | None = None) -> None:
-        import boto3
 
         self.profile = profile
         self.endpoint_url = endpoint_url if endpoint_url is not None else os.environ.get(ENDPOINT_URL_ENV) or None
-        self.session = boto3.Session(profile_name=profile)
+        self.session = aws_session(profile)
         self._clients: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
 
@@ -66,9 +65,31 @@ class Boto3ClientFactory:
 
 
 def default_region(explicit: str | None = None) -> str:
-    """``explicit``, else the AWS environment/profile region, else us-east-1."""
-    if explicit:
-        return explicit
-    import boto3
+    """``explicit``, else the AWS environment/profile region, else us-east-1; normalised and checked."""
+    from gemmaserve.sagemaker.inputs import normalise_region
 
-    return os.environ.get("AWS_REGION") or boto3.Session().region_name or "us-east-1"
+    if explicit:
+        return normalise_region(explicit)
+    return normalise_region(os.environ.get("AWS_REGION") or aws_session(None).region_name or "us-east-1")
+
+
+def aws_session(profile: str | None) -> Any:
+    """A boto3 Session; a profile that does not exist (often a stale AWS_PROFILE) is one clear error."""
+    import boto3
+    from botocore.exceptions import ProfileNotFound
+
+    try:
+        return boto3.Session(profile_name=profile)
+    except ProfileNotFound:
+        name = profile or os.environ.get("AWS_PROFILE") or os.environ.get("AWS_DEFAULT_PROFILE") or "?"
+        source = "given" if profile else "named by AWS_PROFILE" if os.environ.get("AWS_PROFILE") else \
+            "named by AWS_DEFAULT_PROFILE"
+        from gemmaserve.errors import CredentialsMissing
+
+        raise CredentialsMissing(
+            f"The AWS profile {name!r} ({source}) is not in ~/.aws/config or ~/.aws/credentials, so no AWS "
+            "credentials or region can be read and nothing was sent to AWS.",
+            hint=f"Create it (aws configure --profile {name}, or aws configure sso), log in (aws sso login "
+                 f"--profile {name}), or unset AWS_PROFILE to use the default credentials.",
+            profile=name,
+        ) from None

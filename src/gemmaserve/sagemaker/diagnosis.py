@@ -19,8 +19,10 @@ from gemmaserve.sagemaker.container import DEFAULT_AMI
 from gemmaserve.sagemaker.status import EndpointState, EndpointStatus
 
 PING_OK = re.compile(r'"GET /ping HTTP/1\.[01]" 200')
+# A traceback alone is not a death: libraries log handled exceptions (a failed optional import,
+# a retried download) with full tracebacks and go on. Only lines that mean the process ended are.
+TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
 _CRASH = (
-    re.compile(r"Traceback \(most recent call last\)"),
     re.compile(r"exited with (?:code|status) [1-9]"),
     re.compile(r"Worker failed to boot|ERROR: Application startup failed"),
 )
@@ -108,6 +110,13 @@ def diagnose(
             code="container-crashed", severity=Severity.FATAL,
             message=f"Endpoint {name!r}: the container log shows a crash: {crashes[0][:300]}",
             hint=f"SageMaker will retry and bill until it gives up; delete it and fix the cause. Full log: {logs_hint}",
+        ))
+    elif any(TRACEBACK.search(event.message) for event in events) and state.status is not EndpointStatus.IN_SERVICE:
+        found.append(Diagnosis(
+            code="traceback-in-log", severity=Severity.WARNING,
+            message=f"Endpoint {name!r}: the container logged a Python traceback (not by itself fatal; "
+                    "waiting to see whether the server comes up).",
+            hint=f"Read it with: {logs_hint} --grep Traceback",
         ))
     if state.status is EndpointStatus.CREATING:
         ping_s = first_ping_s(events)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, NoReturn
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_serializer, field_validator
 
 from gemmaserve.errors import AwsError, DeployInterrupted, GemmaserveError, UsageError
 from gemmaserve.sagemaker.aws import call, is_not_found
@@ -21,6 +21,7 @@ from gemmaserve.sagemaker.container import DEFAULT_AMI, image_for_region
 from gemmaserve.sagemaker.cost import PriceLookup, PriceQuote, catalog_price
 from gemmaserve.sagemaker.delete import DeleteReport, delete_resources
 from gemmaserve.sagemaker.env_mapping import env_to_serve_args, validate_environment
+from gemmaserve.sagemaker.inputs import validate_environment_limits
 from gemmaserve.sagemaker.interrupts import (
     TeardownAbandoned,
     shielded_teardown,
@@ -33,6 +34,7 @@ from gemmaserve.sagemaker.names import (
     model_name_for,
     validate_endpoint_name,
 )
+from gemmaserve.sagemaker.secrets import mask_call_params, mask_serve_args, scrub, secret_values
 from gemmaserve.sagemaker.status import (
     EndpointState,
     EndpointStatus,
@@ -69,9 +71,18 @@ class DeploySpec(BaseModel):
 
 
 class PlannedCall(BaseModel):
+    """One AWS request. ``params`` hold the real values; every dump of it (JSON, MCP) masks secrets."""
+
     service: str
     operation: str
     params: dict[str, Any]
+
+    @field_serializer("params")
+    def _masked_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        return mask_call_params(params)
+
+    def masked(self) -> PlannedCall:
+        return PlannedCall(service=self.service, operation=self.operation, params=mask_call_params(self.params))
 
 
 class DeployPlan(BaseModel):
@@ -86,6 +97,16 @@ class DeployPlan(BaseModel):
     price: PriceQuote | None
     usd_per_hour: float | None
 
+    @field_serializer("serve_args")
+    def _masked_args(self, args: list[str]) -> list[str]:
+        return mask_serve_args(args)
+
+    def masked_calls(self) -> list[PlannedCall]:
+        return [planned.masked() for planned in self.calls]
+
+    def masked_serve_args(self) -> list[str]:
+        return mask_serve_args(self.serve_args)
+
 
 class DeployResult(BaseModel):
     plan: DeployPlan
@@ -99,6 +120,7 @@ def plan_deploy(
 ) -> DeployPlan:
     """The calls a deploy will make in ``region`` (no AWS call; ``price_lookup`` may read the catalog)."""
     validate_environment(spec.environment)
+    validate_environment_limits(spec.environment)
     if len(set(spec.instance_types)) != len(spec.instance_types):
         raise UsageError(f"Instance types repeat: {spec.instance_types}", hint="List each type once.")
     name = spec.endpoint_name
@@ -179,6 +201,9 @@ def execute_deploy(
                 except AwsError as error:
                     if error.fields.get("aws_error_code"):  # the service answered no: nothing was created
                         attempted.remove(label)
+                    hidden = secret_values(planned.params.get("PrimaryContainer", {}).get("Environment", {}))
+                    error.message = scrub(error.message, hidden)
+                    error.args = (error.message,)
                     raise
                 created.append(label)
                 progress(f"Created {label} for {plan.endpoint_name} in {region}")

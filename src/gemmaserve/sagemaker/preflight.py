@@ -89,36 +89,69 @@ def run_preflight(
     gpu_memory_utilization: float = 0.9,
     check_model: ModelChecker | None = None,
     image_labels: dict[str, str] | None = None,
+    language_model_only: bool = False,
 ) -> PreflightReport:
     """Run every check; AWS failures become findings (unknown), never exceptions, except bad usage."""
+    report = run_offline_preflight(
+        model=model, encoding=encoding, instance_types=instance_types, regions=regions, image_uri=image_uri,
+        inference_ami_version=inference_ami_version, max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization, image_labels=image_labels,
+        language_model_only=language_model_only,
+    )
+    findings = report.findings
+    for region in regions:
+        findings.extend(_quota_findings(factory, instance_types, instance_count, region))
+    findings.append(_role_finding(factory, role_arn, regions[0]))
+    findings.append(_model_finding(report.repo_id or "", check_model))
+    return report
+
+
+def run_offline_preflight(
+    *,
+    model: str,
+    encoding: str,
+    instance_types: list[str],
+    regions: list[str],
+    image_uri: str | None = None,
+    inference_ami_version: str | None = AMI_LEVELS["al2023-ami-sagemaker-inference-gpu-4-1"].name,
+    max_model_len: int = 8192,
+    gpu_memory_utilization: float = 0.9,
+    image_labels: dict[str, str] | None = None,
+    language_model_only: bool = False,
+) -> PreflightReport:
+    """The checks that need no AWS call: memory fit per type, one GPU per pool, CUDA vs AMI, the Turing clamp."""
     from gemmaserve.catalog import resolve_encoding, resolve_instance, resolve_model
+    from gemmaserve.errors import UnknownName
     from gemmaserve.plan import plan_deployment
 
     model_obj = resolve_model(model)
     checkpoint = resolve_encoding(model_obj, encoding)
-    instances = [resolve_instance(name) for name in instance_types]
     findings: list[Finding] = []
     needs_clamp = False
-    for instance in instances:
+    gpus = set()
+    for name in instance_types:
+        try:
+            instance = resolve_instance(name)
+        except UnknownName:
+            findings.append(Finding(check=f"memory-fit:{name}", status=FindingStatus.FAIL,
+                                    detail=f"{name} is not in gemmaserve's catalog: its GPU and host RAM are unknown, "
+                                           "so no plan can say the model fits.",
+                                    fix="Use a catalog instance type (gemmaserve plan lists them)."))
+            continue
+        gpus.add(instance.gpu)
         row = plan_deployment(model_obj, checkpoint, instance=instance, max_model_len=max_model_len,
-                              gpu_memory_utilization=gpu_memory_utilization)
+                              gpu_memory_utilization=gpu_memory_utilization, language_model_only=language_model_only)
         needs_clamp = needs_clamp or row.needs_turing_clamp
         findings.append(plan_finding(row.verdict, row.binding_term, instance.key, row.kv_cache_tokens,
                                       row.max_concurrency, row.host_ram_needed_gib, row.host_ram_gib))
-    gpus = {instance.gpu for instance in instances}
     if len(gpus) > 1:
         findings.append(Finding(check="one-gpu", status=FindingStatus.FAIL,
                                 detail=f"The pool mixes GPUs {sorted(gpus)}; one plan cannot fit all of them.",
                                 fix="List only instance types with the same GPU in --instance."))
-    region0 = regions[0]
-    image = image_for_region(image_uri, region0)
+    image = image_for_region(image_uri, regions[0])
     findings.extend(_cuda_findings(image, instance_types, inference_ami_version))
     if needs_clamp:
         findings.append(_clamp_finding(image, image_labels))
-    for region in regions:
-        findings.extend(_quota_findings(factory, instance_types, instance_count, region))
-    findings.append(_role_finding(factory, role_arn, region0))
-    findings.append(_model_finding(checkpoint.repo_id, check_model))
     return PreflightReport(model=model_obj.key, encoding=checkpoint.key, repo_id=checkpoint.repo_id,
                            instance_types=instance_types, regions=regions, image_uri=image, findings=findings)
 

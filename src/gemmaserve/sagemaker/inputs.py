@@ -1,0 +1,151 @@
+"""What the user typed, checked against the service's own rules before anything is sent or billed (pure).
+
+The rules come from botocore's SageMaker service model (instance-type and AMI enums,
+environment and tag patterns and lengths) and its endpoint data (which regions have
+SageMaker), not from hand-kept lists, so they move with the installed botocore.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from gemmaserve.errors import UsageError
+
+MAX_POOL_TYPES = 5  # InstancePools: 1-5 types (CreateEndpointConfig)
+_REGION_SHAPE = re.compile(r"^[a-z]{2}(?:-[a-z]+)+-\d+$")
+_TAG_PUNCTUATION = set("_.:/=+-@")
+
+
+@functools.cache
+def _service_model() -> Any:
+    import botocore.session
+
+    return botocore.session.get_session().get_service_model("sagemaker")
+
+
+def _shape(name: str) -> Any:
+    return _service_model().shape_for(name)
+
+
+@functools.cache
+def sagemaker_regions() -> tuple[str, ...]:
+    """Every region botocore's endpoint data lists for SageMaker, all partitions (``aws`` first)."""
+    import boto3
+
+    session = boto3.session.Session(profile_name=None)
+    regions: list[str] = []
+    for partition in session.get_available_partitions():
+        regions.extend(session.get_available_regions("sagemaker", partition_name=partition))
+    return tuple(regions)
+
+
+@functools.cache
+def commercial_regions() -> tuple[str, ...]:
+    """The standard partition's SageMaker regions: what a sweep covers with one set of credentials."""
+    import boto3
+
+    return tuple(boto3.session.Session(profile_name=None).get_available_regions("sagemaker", partition_name="aws"))
+
+
+def normalise_region(text: str) -> str:
+    """``US-EAST-1`` → ``us-east-1``; a list, spaces or a region SageMaker does not have → UsageError."""
+    raw = text
+    value = text.strip().lower()
+    if "," in value:
+        raise UsageError(f"--region takes one region, not {raw!r}.",
+                         hint=f"Use --regions {value.replace(' ', '')} to try several in order.", region=raw)
+    if not _REGION_SHAPE.match(value):
+        raise UsageError(f"{raw!r} is not an AWS region name.", hint="Region names look like us-east-1.", region=raw)
+    if value not in sagemaker_regions():
+        raise UsageError(f"SageMaker is not available in {value!r} (per botocore's endpoint data).",
+                         hint="SageMaker regions: " + ", ".join(commercial_regions()), region=raw)
+    return value
+
+
+def parse_regions(regions: str | Iterable[str] | None) -> list[str]:
+    """A comma-separated string or a list → distinct normalised regions, order kept."""
+    items = regions.split(",") if isinstance(regions, str) else list(regions or [])
+    chosen: list[str] = []
+    for item in items:
+        if not item.strip():
+            continue
+        region = normalise_region(item)
+        if region not in chosen:
+            chosen.append(region)
+    return chosen
+
+
+def validate_instance_types(instance_types: Iterable[str]) -> list[str]:
+    """SageMaker hosting types (``ml.`` prefix, in the service's enum), 1-5, each once."""
+    types = list(instance_types)
+    if not types:
+        raise UsageError("No instance type given.", hint="For example: --instance ml.g6.xlarge")
+    if len(types) > MAX_POOL_TYPES:
+        raise UsageError(f"{len(types)} instance types given; an InstancePools fallback takes at most {MAX_POOL_TYPES}.",
+                         hint="Keep the five you prefer, in priority order.", instance_types=types)
+    if len(set(types)) != len(types):
+        raise UsageError(f"Instance types repeat: {types}", hint="List each type once.", instance_types=types)
+    known = set(_shape("ProductionVariantInstanceType").enum)
+    for instance_type in types:
+        if instance_type in known:
+            continue
+        guess = "ml." + instance_type.strip().lower().removeprefix("ml.")
+        hint = (f"SageMaker names it {guess} (hosting types start with 'ml.' and are priced apart from EC2)."
+                if guess in known else "See the ProductionVariantInstanceType list in the SageMaker API reference.")
+        raise UsageError(f"{instance_type!r} is not a SageMaker hosting instance type.", hint=hint,
+                         instance_type=instance_type)
+    return types
+
+
+def validate_ami(ami: str | None) -> str | None:
+    """An ``InferenceAmiVersion`` the service knows, or None (the service's default)."""
+    if ami is None:
+        return None
+    known = list(_shape("ProductionVariantInferenceAmiVersion").enum)
+    if ami not in known:
+        raise UsageError(f"{ami!r} is not an InferenceAmiVersion.", hint="One of: " + ", ".join(known), ami=ami)
+    return ami
+
+
+def validate_environment_limits(env: Mapping[str, str]) -> None:
+    """The container environment's limits in CreateModel: entries, key pattern, key and value lengths."""
+    map_shape, key_shape, value_shape = _shape("EnvironmentMap"), _shape("EnvironmentKey"), _shape("EnvironmentValue")
+    if len(env) > map_shape.metadata["max"]:
+        raise UsageError(f"The container environment has {len(env)} variables; at most "
+                         f"{map_shape.metadata['max']} are allowed.", hint="Drop some --env/--vllm-arg settings.")
+    key_pattern = re.compile(key_shape.metadata["pattern"])
+    for key, value in env.items():
+        if not key_pattern.fullmatch(key) or len(key) > key_shape.metadata["max"]:
+            raise UsageError(f"Environment variable name {key!r} is not allowed by SageMaker.",
+                             hint="Names are letters, digits and '_', not starting with a digit.", name=key)
+        if len(value) > value_shape.metadata["max"]:
+            raise UsageError(f"The value of {key} is {len(value):,} characters; SageMaker allows "
+                             f"{value_shape.metadata['max']:,}.",
+                             hint="Pass long values another way (a file in S3 the container reads).", name=key)
+
+
+def tag_value_ok(value: str) -> bool:
+    """TagValue's pattern ``[\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*`` and length (Python's re has no \\p classes)."""
+    if len(value) > _shape("TagValue").metadata["max"]:
+        return False
+    return all(char in _TAG_PUNCTUATION or unicodedata.category(char)[0] in "LZN" for char in value)
+
+
+def tag_safe(value: str) -> str:
+    """``CORP\\jdoe`` → ``CORP-jdoe``: each character a tag value cannot hold becomes '-'."""
+    cleaned = "".join(
+        char if char in _TAG_PUNCTUATION or unicodedata.category(char)[0] in "LZN" else "-" for char in value
+    )
+    return cleaned[: _shape("TagValue").metadata["max"]] or "unknown"
+
+
+def validate_tag_value(value: str, *, what: str) -> str:
+    if not tag_value_ok(value):
+        raise UsageError(f"{what} {value!r} cannot be a SageMaker tag value.",
+                         hint="Use letters, digits, spaces and _ . : / = + - @ (at most 256 characters), e.g. "
+                              + tag_safe(value), value=value)
+    return value
