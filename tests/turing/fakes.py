@@ -6,16 +6,18 @@ import sys
 from pathlib import Path
 
 
-def fake_interpreter(tmp_path: Path, kernel: Path, version: str, *, with_site_packages: bool = True) -> Path:
+def fake_interpreter(tmp_path: Path, kernel: Path, version: str, *, with_site_packages: bool = True,
+                     distribution: str = "vllm") -> Path:
     """A wrapper script around this Python; without site-packages it has no gemmaserve and no entry points."""
     site = tmp_path / "site"
     ops = site / "vllm" / "v1" / "attention" / "ops"
     ops.mkdir(parents=True)
     (site / "vllm" / "__init__.py").write_text("raise ImportError('probing must not import vllm')\n")
     (ops / "triton_unified_attention.py").write_bytes(kernel.read_bytes())
-    dist = site / f"vllm-{version}.dist-info"
+    dist = site / f"{distribution.replace('-', '_')}-{version}.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n")
+    (dist / "top_level.txt").write_text("vllm\n")
     script = tmp_path / "python"
     flags = "" if with_site_packages else " -S"
     script.write_text(f"#!/bin/sh\nPYTHONPATH={site} exec {sys.executable}{flags} \"$@\"\n")

