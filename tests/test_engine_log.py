@@ -181,3 +181,67 @@ def test_restated_figures_take_the_last_value() -> None:
 
 def test_empty_log_says_nothing() -> None:
     assert parse_engine_log([]) == EngineFacts()
+
+
+# vLLM 0.32–0.34 start-up lines, from their format strings: entrypoints/common/startup.py
+# (serve/utils/api_utils.py in 0.32) `log_version_and_model`, launchers/api_server/entry.py
+# "Starting vLLM server on %s", v1/worker/gpu/model_runner.py "Loading model from scratch...",
+# v1/core/kv_cache_utils.py `update_kv_cache_capacity` ("%s KV cache size", "GPU + host" when
+# the host pool is on). The CPU build measures weight memory as a (negative) RSS difference.
+CPU_032_LOG = (
+    "(APIServer pid=2101) INFO 12-03 01:12:40 [api_utils.py:347] vLLM server version 0.32.0, "
+    "serving model /tmp/tiny-gemma4\n"
+    "(EngineCore pid=2230) INFO 12-03 01:12:52 [model_runner.py:392] Loading model from scratch...\n"
+    "(EngineCore pid=2230) INFO 12-03 01:12:55 [gpu_model_runner.py:5150] Model loading took -0.05 GiB memory "
+    "and 2.103541 seconds\n"
+    "(EngineCore pid=2230) INFO 12-03 01:13:02 [kv_cache_utils.py:2328] CPU KV cache size: 335,544 tokens, "
+    "Maximum concurrency for 2,048 tokens per request: 163.84x\n"
+    "(APIServer pid=2101) INFO 12-03 01:13:05 [entry.py:140] Starting vLLM server on http://127.0.0.1:8011\n"
+)
+
+
+def test_vllm_032_cpu_start_up() -> None:
+    facts = parse(CPU_032_LOG)
+    assert facts.vllm_version == "0.32.0"
+    assert facts.model == "/tmp/tiny-gemma4"
+    assert facts.load_seconds == pytest.approx(2.103541)
+    assert facts.weights_gib is None  # a negative RSS difference is not a size
+    assert facts.kv_cache_tokens == 335_544
+    assert facts.max_concurrency == pytest.approx(163.84) and facts.max_concurrency_context_tokens == 2048
+    assert facts.stage is EngineStage.SERVING
+
+
+def test_loading_from_scratch_is_the_loading_stage() -> None:
+    assert parse(CPU_032_LOG.splitlines()[1]).stage is EngineStage.LOADING
+
+
+def test_gpu_plus_host_kv_line() -> None:
+    line = ("(EngineCore pid=9) INFO 12-03 01:13:02 [kv_cache_utils.py:1167] GPU + host KV cache size: "
+            "1,234,567 tokens, Maximum concurrency for 8,192 tokens per request: 150.70x")
+    facts = parse(line)
+    assert facts.kv_cache_tokens == 1_234_567 and facts.max_concurrency == pytest.approx(150.70)
+
+
+def _logo(version: str, model: str, *, color: bool) -> str:
+    """The banner vLLM logs through its NewLineFormatter: each line of the message re-prefixed."""
+    w, o, b, r = ("\033[1m", "\033[93m", "\033[94m", "\033[0m") if color else ("", "", "", "")
+    message = (
+        f"\n       {w}█     █     █▄   ▄█{r}\n"
+        f" {o}▄▄{r} {b}▄█{r} {w}█     █     █ ▀▄▀ █{r}  version {w}{version}{r}\n"
+        f"  {o}█{r}{b}▄█▀{r} {w}█     █     █     █{r}  model   {w}{model}{r}\n"
+        f"   {b}▀▀{r}  {w}▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀{r}\n"
+    )
+    prefix = "(APIServer pid=7) INFO 12-03 01:12:40 [startup.py:40] "
+    return prefix + message.replace("\n", "\r\n" + prefix) + "\n"
+
+
+@pytest.mark.parametrize("color", [False, True])
+def test_logo_banner_gives_version_and_model(color: bool) -> None:
+    facts = parse(_logo("0.34.0", "google/gemma-4-E2B-it", color=color))
+    assert facts.vllm_version == "0.34.0" and facts.model == "google/gemma-4-E2B-it"
+    assert facts.stage is EngineStage.STARTING
+
+
+def test_engine_config_model_wins_over_the_served_name() -> None:
+    text = CPU_032_LOG.splitlines()[0] + "\n" + QAT_L4_LOG.splitlines()[3] + "\n"
+    assert parse(text).model == "google/gemma-4-E2B-it-qat-w4a16-ct"

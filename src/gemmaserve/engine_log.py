@@ -3,7 +3,8 @@
 Pure: takes lines of text (a local log file, CloudWatch events, ``docker logs``)
 and never reads files or the network. Each pattern is matched anywhere in a line,
 so log prefixes (timestamps, ``(EngineCore_DP0 pid=123)``, container names,
-CloudWatch JSON envelopes) do not matter. Formats follow vLLM 0.6 – 0.34.
+CloudWatch JSON envelopes, ANSI colours) do not matter. Formats follow vLLM 0.6 – 0.34,
+checked against the format strings in vLLM's source.
 """
 
 from __future__ import annotations
@@ -58,9 +59,16 @@ def _num(text: str) -> str:
 
 _VERSION_PATTERNS = (
     re.compile(r"vLLM API server version (?P<v>\S+)"),
+    re.compile(r"vLLM server version (?P<v>[^\s,]+), serving model"),  # 0.32+
+    re.compile(r"█\s+version (?P<v>\S+)"),  # 0.32+ banner (the logo) when vLLM's formatter is on
     re.compile(r"Initializing a V\d LLM engine \(v(?P<v>[^)\s]+)\)"),
     re.compile(r"Initializing an LLM engine \(v(?P<v>[^)\s]+)\)"),
 )
+_SERVED_MODEL = (
+    re.compile(r"vLLM server version \S+, serving model (?P<m>.+?)\s*$"),
+    re.compile(r"█\s+model {2,}(?P<m>\S.*?)\s*$"),
+)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _ENGINE_CONFIG = re.compile(
     r"Initializing an? (?:V\d )?LLM engine(?: \([^)]*\))? with config: (?P<cfg>.*)"
 )
@@ -68,11 +76,13 @@ _CFG_MODEL = re.compile(r"(?:^|[\s,])model='(?P<v>[^']*)'")
 _CFG_QUANT = re.compile(r"(?:^|[\s,])quantization=(?P<v>[\w\-.]+)")
 _CFG_DTYPE = re.compile(r"(?:^|[\s,])dtype=(?:torch\.)?(?P<v>\w+)")
 _CFG_MAX_LEN = re.compile(r"(?:^|[\s,])max_seq_len=(?P<v>\d+)")
+# The CPU build reports weight memory as an RSS difference, which can be negative.
 _MODEL_LOADING = re.compile(
-    r"Model loading took (?P<gib>[\d.]+) ?GiB(?: memory)? and (?P<s>[\d.]+) ?seconds"
+    r"Model loading took (?P<gib>-?[\d.]+) ?GiB(?: memory)? and (?P<s>[\d.]+) ?seconds"
 )
 _MODEL_LOADING_TIME_ONLY = re.compile(r"Model loading took (?P<s>[\d.]+) ?seconds")
-_KV_TOKENS = re.compile(r"(?:GPU|CPU|XPU|TPU) KV cache size: (?P<n>[\d,_]+) tokens")
+# "GPU", or the device type upper-cased ("CPU", "XPU", …), plus " + host" with a host pool (0.32+).
+_KV_TOKENS = re.compile(r"\b[A-Z]{2,4}(?: \+ host)? KV cache size: (?P<n>[\d,_]+) tokens")
 _CONCURRENCY = re.compile(
     r"Maximum concurrency for (?P<ctx>[\d,_]+) tokens per request(?: changes from [\d.]+x to)?: ?(?P<x>[\d.]+)x"
 )
@@ -84,6 +94,7 @@ _LOADING_MARKERS = (
     "Starting to load model",
     "Loading weights took",
     "Loading safetensors checkpoint shards",
+    "Loading model from scratch",  # 0.32+ model runner
 )
 _COMPILING_MARKERS = (
     "Memory profiling takes",
@@ -100,6 +111,7 @@ _SERVING_MARKERS = (
     "Application startup complete",
     "Uvicorn running on",
     "Starting vLLM API server",
+    "Starting vLLM server on",  # 0.32+
 )
 
 # Known fatal lines, matched as substrings or patterns; the whole (de-prefixed) line is kept.
@@ -125,7 +137,7 @@ _PREFIX = re.compile(
 
 def _unwrap(line: str) -> str:
     """The text of one log line: CloudWatch/JSON envelopes opened, the trailing newline gone."""
-    text = line.rstrip("\r\n")
+    text = _ANSI.sub("", line.rstrip("\r\n"))
     stripped = text.strip()
     if stripped.startswith("{") and stripped.endswith("}"):
         try:
@@ -169,6 +181,9 @@ class _Accumulator:
             if match := pattern.search(text):
                 values.setdefault("vllm_version", match["v"])
                 self.advance(EngineStage.STARTING)
+        for pattern in _SERVED_MODEL:
+            if match := pattern.search(text):
+                values.setdefault("served_model", match["m"])
         if match := _ENGINE_CONFIG.search(text):
             cfg = match["cfg"]
             for key, cfg_pattern in (
@@ -182,7 +197,9 @@ class _Accumulator:
                 values["max_model_len"] = int(found["v"])
             self.advance(EngineStage.STARTING)
         if match := _MODEL_LOADING.search(text):
-            values["weights_gib"] = float(match["gib"])
+            gib = float(match["gib"])
+            if gib >= 0:  # a negative RSS difference (CPU) is not a size
+                values["weights_gib"] = gib
             values["load_seconds"] = float(match["s"])
             self.advance(EngineStage.COMPILING)
         elif match := _MODEL_LOADING_TIME_ONLY.search(text):
@@ -221,6 +238,10 @@ def parse_engine_log(lines: Iterable[str]) -> EngineFacts:
     accumulator = _Accumulator()
     for line in lines:
         accumulator.feed(line)
+    values = dict(accumulator.values)
+    served = values.pop("served_model", None)
+    if values.get("model") is None and served is not None:  # the engine config names the path
+        values["model"] = served
     return EngineFacts.model_validate(
-        {**accumulator.values, "stage": accumulator.stage, "errors": accumulator.errors}
+        {**values, "stage": accumulator.stage, "errors": accumulator.errors}
     )

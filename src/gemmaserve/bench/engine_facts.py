@@ -1,9 +1,16 @@
 """Engine facts for the result file: vLLM's Prometheus ``/metrics`` page, or its log via engine_log.
 
 Parsing is pure; the caller fetches the page (``HttpTransport.get_text``) or reads
-the file. From ``/metrics``: the KV pool (``vllm:cache_config_info`` num_gpu_blocks ×
-block_size) and counters (generation and prompt tokens, prefix-cache queries and hits)
-so a reader can check the server's token count and cache use against the client's.
+the file. From ``/metrics``: the KV pool as vLLM itself sizes it (the
+``kv_cache_size_tokens`` and ``kv_cache_max_concurrency`` labels of
+``vllm:cache_config_info``; vLLM labels that gauge with every CacheConfig field) and
+counters (generation and prompt tokens, prefix-cache queries and hits) so a reader can
+check the server's token count and cache use against the client's.
+
+Never ``num_gpu_blocks × block_size``: for a model with sliding-window and global layers
+(Gemma 4) the blocks are shared between KV-cache groups, and the product is about twice
+what the engine can hold (real vLLM 0.26: 1,225,387 × 16 = 19.6 M against 9,192,646).
+When the labels are absent (older vLLM) the figure comes from the engine log, or is absent.
 """
 
 from __future__ import annotations
@@ -49,10 +56,16 @@ def facts_from_metrics(text: str) -> dict[str, Any]:
     for name, labels, value in parse_prometheus(text):
         if name == "vllm:cache_config_info":
             blocks, block_size = labels.get("num_gpu_blocks"), labels.get("block_size")
-            if blocks and block_size and blocks.isdigit() and block_size.isdigit():
-                facts["kv_cache_tokens"] = int(blocks) * int(block_size)
+            if blocks and blocks.isdigit():
                 facts["kv_cache_blocks"] = int(blocks)
+            if block_size and block_size.isdigit():
                 facts["kv_block_size"] = int(block_size)
+            tokens = _number(labels.get("kv_cache_size_tokens"))
+            if tokens is not None:
+                facts["kv_cache_tokens"] = int(tokens)
+            concurrency = _number(labels.get("kv_cache_max_concurrency"))
+            if concurrency is not None:
+                facts["max_concurrency"] = concurrency
             if "enable_prefix_caching" in labels:
                 facts["prefix_caching"] = labels["enable_prefix_caching"] == "True"
         elif name in COUNTERS:
@@ -61,6 +74,17 @@ def facts_from_metrics(text: str) -> dict[str, Any]:
         elif name == "vllm:num_requests_running" and "model_name" in labels:
             facts["model"] = labels["model_name"]
     return facts
+
+
+def _number(text: str | None) -> float | None:
+    """A label's number; vLLM writes unset fields as "None"."""
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if value == value and value >= 0 else None  # NaN or negative: not a capacity
 
 
 def counter_deltas(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
@@ -88,7 +112,8 @@ def build_engine_facts(
     *,
     log_path: str | None = None,
 ) -> EngineFactsRecord | None:
-    """Merge the sources; the log's statements win over /metrics for figures both give."""
+    """Merge the sources: the KV capacity from /metrics (the engine's own figure), else the log;
+    the log's statements win for the other figures both give."""
     if not metrics_before and not metrics_after and not log_facts:
         return None
     merged: dict[str, Any] = {}
@@ -101,5 +126,8 @@ def build_engine_facts(
         merged.update(counter_deltas(metrics_before or {}, metrics_after or {}))
     if log_facts:
         sources.append(f"log:{log_path}")
+        # The engine's own unrounded capacity wins; the log (rounded to 0.01x) fills the gaps.
+        from_metrics: dict[str, Any] = {key: merged[key] for key in ("kv_cache_tokens", "max_concurrency") if key in merged}
         merged.update(log_facts)
+        merged.update(from_metrics)
     return EngineFactsRecord.model_validate({**merged, "source": "+".join(sources)})
