@@ -150,3 +150,59 @@ def test_a_target_measured_twice_is_told_apart_and_its_drift_reported(tmp_path: 
     assert "| t4-bf16 (run 2) |" in markdown
     assert output.comparison is not None and output.comparison.drift
     assert "### Drift (the same target measured twice)" in markdown
+
+
+@pytest.mark.parametrize("correct", [[True] * 40, [False] * 40, [True] * 7], ids=["40-of-40", "0-of-40", "7-of-7"])
+def test_perfect_or_zero_score_reports_with_its_interval(tmp_path: Path, correct: list[bool]) -> None:
+    directory = tmp_path / "run"
+    directory.mkdir()
+    schema.save_result(build_result(label="a", correct=correct), directory / "a.json")
+    schema.save_result(build_result(label="b", url="http://127.0.0.1:8001", correct=[True] * 20 + [False] * 20,
+                                    seed=3), directory / "b.json")
+    output = report.build_report(directory)
+    assert output.html_path and Path(output.html_path).exists()
+    assert "quality.png" in {Path(p).name for p in output.charts}
+
+
+def test_wilson_interval_contains_the_score_at_both_extremes() -> None:
+    from gemmaserve.bench import stats
+
+    for total in (1, 3, 7, 40, 391, 1000):
+        for correct in (0, 1, total - 1, total):
+            interval = stats.wilson_interval(correct, total)
+            share = correct / total
+            assert interval.low <= share <= interval.high, (correct, total)
+        assert stats.wilson_interval(0, total).low == 0.0
+        assert stats.wilson_interval(total, total).high == 1.0
+
+
+def test_report_over_failures_missing_phases_and_a_negative_intercept(tmp_path: Path) -> None:
+    directory = tmp_path / "run"
+    directory.mkdir()
+    failed = build_result(label="failing", correct=[False] * 10, load_tok_s={1: [40.0], 4: []})
+    requests = [r.model_copy(update={"success": False, "error": "timeout: no reply", "ttft_s": None, "e2el_s": None,
+                                     "itl_s": [], "tpot_s": None}) if i % 2 else r
+                for i, r in enumerate(failed.requests)]
+    failed = failed.model_copy(update={
+        "requests": requests,
+        "decode": failed.decode.model_copy(update={"long_e2el_s": []}) if failed.decode else None,
+        "quality": None,
+        "completeness": schema.Completeness(planned=["decode", "load:1", "load:4", "quality"], finished=["load:1"],
+                                            missing=["decode", "load:4", "quality"], interrupted=True),
+        "failures": schema.FailureSummary(requests=len(requests), failed=len(requests) // 2,
+                                          by_reason={"timeout": len(requests) // 2}),
+    })
+    schema.save_result(failed, directory / "failing.json")
+    negative = build_result(label="negative", url="http://127.0.0.1:8001", intercept_s=-0.010, rate_tokens_per_s=404.8,
+                            correct=[True] * 40, seed=5)
+    schema.save_result(negative, directory / "negative.json")
+    empty = build_result(label="empty", url="http://127.0.0.1:8002", load_tok_s={}, correct=None, weights_gib=None,
+                         kv_cache_tokens=None)
+    empty = empty.model_copy(update={"decode": None, "completeness": schema.Completeness(
+        planned=["decode"], finished=[], missing=["decode"], interrupted=True)})
+    schema.save_result(empty, directory / "empty.json")
+    output = report.build_report(directory)
+    markdown = Path(output.markdown_path).read_text()
+    assert "missing decode, load:4, quality" in markdown
+    assert re.search(r"\| negative \| [\d.]+ \| [^|]* \| n/a: negative intercept \(-\d+\.\d ms\), not a fixed cost \|", markdown)
+    assert output.html_path and Path(output.html_path).exists()

@@ -52,6 +52,18 @@ def _concurrency_axis(axes: Any, levels: set[int]) -> None:
     axes.set_xlabel("concurrent requests")
 
 
+def _intervals(axes: Any, positions: Sequence[float], lows: Sequence[float], highs: Sequence[float], *,
+               horizontal: bool, color: str = "black") -> None:
+    """Draw each interval from its own bounds. matplotlib's xerr/yerr take lengths from the point,
+    which fail (negative) whenever an interval does not contain its point estimate."""
+    if horizontal:
+        axes.hlines(positions, lows, highs, color=color, linewidth=1)
+        axes.plot([*lows, *highs], [*positions, *positions], linestyle="none", marker="|", markersize=8, color=color)
+    else:
+        axes.vlines(positions, lows, highs, color=color, linewidth=1)
+        axes.plot([*positions, *positions], [*lows, *highs], linestyle="none", marker="_", markersize=8, color=color)
+
+
 def _decode(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str | None:
     bars = []
     for result in results:
@@ -66,16 +78,15 @@ def _decode(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str | Non
         interval = stats.decode_rate_ci(decode.short_e2el_s, decode.long_e2el_s,
                                         short_tokens=decode.short_tokens, long_tokens=decode.long_tokens)
         high = interval.high if math.isfinite(interval.high) else rate.rate_tokens_per_s
-        bars.append((result.target.label, rate.rate_tokens_per_s, rate.rate_tokens_per_s - interval.low,
-                     high - rate.rate_tokens_per_s))
+        bars.append((result.target.label, rate.rate_tokens_per_s, interval.low, high))
     if not bars:
         return None
     figure, axes = pyplot.subplots(figsize=(6.4, 0.6 + 0.55 * len(bars)))
     labels = [b[0] for b in bars]
-    axes.barh(labels, [b[1] for b in bars], xerr=[[b[2] for b in bars], [b[3] for b in bars]], color="#4C72B0",
-              capsize=4)
+    axes.barh(labels, [b[1] for b in bars], color="#4C72B0")
+    _intervals(axes, list(range(len(bars))), [b[2] for b in bars], [b[3] for b in bars], horizontal=True)
     for index, bar in enumerate(bars):
-        axes.text(bar[1] + bar[3], index, f"  {bar[1]:.1f}", va="center", ha="left", fontsize=9)
+        axes.text(max(bar[1], bar[3]), index, f"  {bar[1]:.1f}", va="center", ha="left", fontsize=9)
     axes.invert_yaxis()
     axes.set_xlabel("decode rate, one stream (tok/s), 95% CI")
     axes.set_title("Decode rate (differencing method)")
@@ -97,13 +108,13 @@ def _throughput(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str |
             if len(level.output_tokens_per_s) >= 2:
                 interval = stats.bootstrap_ci(level.output_tokens_per_s)
                 low, high = interval.low, interval.high
-            points.append((level.concurrency, value, value - low, high - value))
+            points.append((level.concurrency, value, low, high))
         if points:
             drawn = True
             levels.update(p[0] for p in points)
-            axes.errorbar([p[0] for p in points], [p[1] for p in points],
-                          yerr=[[p[2] for p in points], [p[3] for p in points]], marker="o", capsize=3,
-                          label=result.target.label)
+            (line,) = axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=result.target.label)
+            _intervals(axes, [p[0] for p in points], [p[2] for p in points], [p[3] for p in points],
+                       horizontal=False, color=line.get_color())
     if not drawn:
         pyplot.close(figure)
         return None
@@ -181,9 +192,9 @@ def _quality(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str | No
     figure, axes = pyplot.subplots(figsize=(6.4, 0.6 + 0.55 * len(rows)))
     shares = [c / t * 100 for _, c, t in rows]
     intervals = [stats.wilson_interval(c, t) for _, c, t in rows]
-    errors = [[s - i.low * 100 for s, i in zip(shares, intervals, strict=True)],
-              [i.high * 100 - s for s, i in zip(shares, intervals, strict=True)]]
-    axes.barh([r[0] for r in rows], shares, xerr=errors, color="#55A868", capsize=4)
+    axes.barh([r[0] for r in rows], shares, color="#55A868")
+    _intervals(axes, list(range(len(rows))), [i.low * 100 for i in intervals], [i.high * 100 for i in intervals],
+               horizontal=True)
     for index, (_, correct, total) in enumerate(rows):
         axes.text(1, index, f" {correct}/{total}", va="center", ha="left", fontsize=9, color="white")
     axes.invert_yaxis()

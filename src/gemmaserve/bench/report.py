@@ -51,6 +51,12 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value * 1000:,.1f}"
 
 
+def _fixed_cost(intercept_s: float | None, flag: str | None) -> str:
+    if intercept_s is not None and flag is not None:
+        return f"n/a: {flag} intercept ({intercept_s * 1000:.1f} ms), not a fixed cost"
+    return _ms(intercept_s)
+
+
 def _interval(low: float, high: float) -> str:
     return f"{low:,.2f}–{high:,.2f}" if high != float("inf") else f"{low:,.2f}–∞"
 
@@ -58,7 +64,7 @@ def _interval(low: float, high: float) -> str:
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines + [""]
+    return [*lines, ""]
 
 
 def load_directory(directory: str | os.PathLike[str]) -> tuple[list[ResultFile], list[str], list[str], list[str]]:
@@ -151,7 +157,7 @@ def render_markdown(
               "the line's value at 0 tokens."), ""]
     lines += _table(["target", "tok/s", "95% CI", "per-call fixed cost (ms)"],
                     [[s.label, _fmt(s.decode_tokens_per_s, 2),
-                      _interval(s.decode_ci.low, s.decode_ci.high) if s.decode_ci else "—", _ms(s.intercept_s)]
+                      _interval(s.decode_ci.low, s.decode_ci.high) if s.decode_ci else "—", _fixed_cost(s.intercept_s, s.intercept_flag)]
                      for s in summaries])
     if "decode" in charts_by_name:
         lines += [f"![decode rates]({charts_by_name['decode']})", ""]

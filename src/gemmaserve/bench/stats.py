@@ -14,6 +14,7 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -336,16 +337,37 @@ def minimum_detectable_difference(
     return low * step
 
 
+def intercept_flag(intercept_s: float) -> Literal["negative"] | None:
+    """Why the decode line's intercept cannot be read as a per-call fixed cost, or None.
+
+    A call cannot cost less than nothing: a negative intercept means the short and long
+    calls do not lie on one line through a non-negative fixed cost (the end of a request
+    was mistimed, or the server changed speed between the two lengths).
+    """
+    return "negative" if intercept_s < 0 else None
+
+
 def wilson_interval(correct: int, total: int, *, confidence: float = 0.95) -> Interval:
-    """Wilson score interval of one accuracy."""
+    """Wilson score interval of one accuracy; it always contains correct / total.
+
+    Each bound is computed from counts, and the upper one by symmetry (the upper bound for
+    k of n is 1 − the lower bound for n − k of n), so 0 of n gives exactly 0 and n of n
+    exactly 1: the centre ± half-width form leaves 1 − 1e-16 there, an error bar of −1e-14.
+    """
     if total <= 0 or not 0 <= correct <= total:
         raise ValueError(f"need 0 <= correct <= total and total > 0, got {correct}/{total}")
     z = _normal_quantile(1 - (1 - confidence) / 2)
-    phat = correct / total
-    denom = 1 + z * z / total
-    centre = (phat + z * z / (2 * total)) / denom
-    half = z * math.sqrt(phat * (1 - phat) / total + z * z / (4 * total * total)) / denom
-    return Interval(low=max(0.0, centre - half), high=min(1.0, centre + half), confidence=confidence)
+    return Interval(
+        low=_wilson_low(correct, total, z), high=1.0 - _wilson_low(total - correct, total, z), confidence=confidence
+    )
+
+
+def _wilson_low(correct: int, total: int, z: float) -> float:
+    if correct == 0:
+        return 0.0
+    z2 = z * z
+    low = (correct + z2 / 2 - z * math.sqrt(correct * (total - correct) / total + z2 / 4)) / (total + z2)
+    return min(max(0.0, low), correct / total)
 
 
 def _normal_quantile(p: float) -> float:
