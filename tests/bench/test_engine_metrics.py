@@ -14,16 +14,19 @@ from gemmaserve.bench.transports import ChatRequest, Chunk, RequestFailed
 
 from .conftest import ScriptedClock, ScriptedTransport
 
-ROLE = {"content": ""}
+ROLE: dict[str, object] = {"content": ""}  # vLLM's role-only opening: no token
 
 
 def _script(tokens: int, *, ttft_s: float = 0.05, itl_s: float = 0.01, usage: bool = True,
             usage_after_s: float = 0.5) -> list[tuple[float, dict[str, object]]]:
+    """vLLM's stream shape: role chunk, one chunk per token, finish_reason on the last one."""
     script: list[tuple[float, dict[str, object]]] = [(0.001, ROLE)]
     for k in range(tokens):
-        script.append((ttft_s + k * itl_s, {"content": f"t{k} "}))
+        fields: dict[str, object] = {"content": f"t{k} ", "token": True}
+        if k == tokens - 1:
+            fields["finish_reason"] = "length"
+        script.append((ttft_s + k * itl_s, fields))
     last = ttft_s + (tokens - 1) * itl_s
-    script.append((last, {"finish_reason": "length"}))
     if usage:
         script.append((last + usage_after_s, {"completion_tokens": tokens, "prompt_tokens": 7}))
     script.append((last + usage_after_s, {"done": True}))
@@ -50,8 +53,8 @@ def test_ttft_skips_role_chunk_and_usage_does_not_move_the_end(scripted_clock: S
 
 @pytest.mark.parametrize("per_chunk", [1, 3, 4])
 def test_invariant_holds_for_multi_token_chunks(per_chunk: int) -> None:
-    chunks = [Chunk(10.0 + 0.3 + i * 0.07, content="x" * per_chunk) for i in range(9)]
-    chunks.append(Chunk(11.5, completion_tokens=9 * per_chunk, finish_reason="stop"))
+    chunks = [Chunk(10.0 + 0.3 + i * 0.07, content="x" * per_chunk, token=True) for i in range(9)]
+    chunks.append(Chunk(11.5, completion_tokens=9 * per_chunk, done=True))
     m = compute_request_metrics(10.0, chunks)
     assert m.e2el_s is not None and m.ttft_s is not None
     assert math.isclose(m.e2el_s - m.ttft_s, sum(m.itl_s))
@@ -66,7 +69,7 @@ def test_without_usage_tokens_are_counted_by_chunk(scripted_clock: ScriptedClock
 
 
 def test_one_token_reply_has_no_tpot() -> None:
-    m = compute_request_metrics(0.0, [Chunk(0.2, content="a"), Chunk(0.3, done=True)])
+    m = compute_request_metrics(0.0, [Chunk(0.2, content="a", token=True), Chunk(0.3, done=True)])
     assert m.ttft_s == m.e2el_s == pytest.approx(0.2) and m.tpot_s is None and m.itl_s == ()
 
 
@@ -83,19 +86,19 @@ def test_short_reply_without_ignore_eos_is_fine(scripted_clock: ScriptedClock) -
 
 
 def test_stream_ending_without_finish_or_done_is_truncated(scripted_clock: ScriptedClock) -> None:
-    script = [(0.01, ROLE), (0.02, {"content": "a"}), (0.03, {"content": "b"})]
+    script = [(0.01, ROLE), (0.02, {"content": "a", "token": True}), (0.03, {"content": "b", "token": True})]
     outcome = _run(ScriptedTransport(scripted_clock, script), scripted_clock, ChatRequest("p", 2))
     assert outcome.reason == "truncated_stream"
 
 
 def test_role_only_reply_is_empty(scripted_clock: ScriptedClock) -> None:
-    script = [(0.01, ROLE), (0.02, {"finish_reason": "stop"}), (0.02, {"done": True})]
+    script = [(0.01, ROLE), (0.02, {"completion_tokens": 0}), (0.02, {"done": True})]
     outcome = _run(ScriptedTransport(scripted_clock, script), scripted_clock, ChatRequest("p", 2))
     assert outcome.reason == "empty_reply" and outcome.metrics is not None and outcome.metrics.ttft_s is None
 
 
 def test_transport_failure_mid_stream_keeps_partial_metrics(scripted_clock: ScriptedClock) -> None:
-    script = [(0.01, ROLE), (0.02, {"content": "a"})]
+    script = [(0.01, ROLE), (0.02, {"content": "a", "token": True})]
     transport = ScriptedTransport(scripted_clock, script, error=RequestFailed("truncated_stream", "cut"))
     outcome = _run(transport, scripted_clock, ChatRequest("p", 2))
     assert outcome.reason == "truncated_stream" and outcome.detail == "cut"
@@ -136,7 +139,7 @@ class _Counting:
         self.peak = max(self.peak, self.in_flight)
         await asyncio.sleep(0.01)
         self.in_flight -= 1
-        yield Chunk(0.0, content=request.prompt, finish_reason="stop")
+        yield Chunk(0.0, content=request.prompt, token=True, finish_reason="stop")
 
     async def aclose(self) -> None:
         return None

@@ -33,7 +33,8 @@ def test_small_run_writes_a_valid_complete_file(mock_server: ThreadedMockServer,
     assert all(len(level.output_tokens_per_s) == 2 for level in result.load)
     assert result.decode is not None and result.decode.rate_tokens_per_s is not None
     assert result.failures.requests == 1 + 4 + (1 + 2) + (3 + 6) and result.failures.failed == 0
-    assert result.engine_facts is not None and result.engine_facts.kv_cache_tokens == 4096 * 16
+    # the engine's own capacity label, not num_gpu_blocks × block_size (4096 × 16)
+    assert result.engine_facts is not None and result.engine_facts.kv_cache_tokens == 32_768
     facts = result.engine_facts.model_dump()
     assert facts["generation_tokens_during_run"] == sum(r.output_tokens or 0 for r in result.requests)
     assert result.client_overhead is not None and result.client_overhead.chunks > 0
@@ -81,7 +82,7 @@ class _RecordingTransport:
     async def stream(self, request: ChatRequest) -> AsyncIterator[Chunk]:
         self.calls.append((self.url, request.prompt))
         for k in range(request.max_tokens):
-            yield Chunk(float(k), content="x")
+            yield Chunk(float(k), content="x", token=True)
         yield Chunk(float(request.max_tokens), finish_reason="length", completion_tokens=request.max_tokens)
 
     async def aclose(self) -> None:
@@ -200,7 +201,8 @@ def test_engine_log_facts_are_read(mock_server: ThreadedMockServer, tmp_path: Pa
     report = measure_targets([mock_server.url], tmp_path / "out", settings=_small(decode_calls=0, load_repeats=0),
                              target_options=[TargetOptions(log_path=str(log))], use_uvloop=False)
     facts = load_result(report.targets[0].path).engine_facts
-    assert facts is not None and facts.kv_cache_tokens == 867_999 and facts.weights_gib == pytest.approx(8.01)
+    # /metrics states the capacity itself (unrounded), so it wins; the log adds what only it says
+    assert facts is not None and facts.kv_cache_tokens == 32_768 and facts.weights_gib == pytest.approx(8.01)
     assert facts.source == f"metrics+log:{log}"
 
 
@@ -212,3 +214,30 @@ def test_sagemaker_target_through_the_event_stream_route(mock_server: ThreadedMo
     assert result.target.kind == "sagemaker" and result.target.label == "gemma-mock"
     assert result.client.transport is not None and result.client.transport.endswith("+sigv4")
     assert result.decode is not None and result.decode.rate_tokens_per_s is not None
+
+
+@pytest.mark.parametrize("every", [1, 3])
+def test_empty_text_stream_keeps_decode_rate_and_ttft_within_one_percent(tmp_path: Path, every: int) -> None:
+    """Tokens that decode to "" (a random-weight model on a real vLLM): timing must not move."""
+    from gemmaserve.bench import stats
+    from gemmaserve.testing.runner import fetch_json, start_mock_process
+
+    ttft_s, itl_s = 0.100, 0.004
+    config = MockConfig(ttft_s=ttft_s, itl_s=itl_s, empty_text_every=every, record=True)
+    settings = _small(decode_calls=3, decode_long_tokens=128, concurrency_levels=[], load_repeats=0)
+    with start_mock_process(config) as server:
+        report = measure_targets([server.url], tmp_path, settings=settings, use_uvloop=False)
+        records = fetch_json(server.url + "/mock/requests")
+    result = load_result(report.targets[0].path)
+    assert result.failures.failed == 0, result.failures.by_reason
+    decode = result.decode
+    assert decode is not None and decode.rate_tokens_per_s is not None
+    assert decode.rate_tokens_per_s == pytest.approx(1 / itl_s, rel=0.01)
+    assert decode.intercept_flag is None and decode.intercept_s is not None and decode.intercept_s > 0
+    # the server's truth: arrival of the request → its first token leaving
+    server_ttft = stats.median([r["token_times_s"][0] - r["received_s"] for r in records])
+    client_ttft = stats.median([r.ttft_s for r in result.requests if r.kind == RequestKind.DECODE and r.ttft_s])
+    assert client_ttft == pytest.approx(server_ttft, rel=0.01)
+    assert server_ttft >= ttft_s  # its sleeps only overshoot: the records, not the setting, are the truth
+    empty = [r.empty_text for r in result.requests if r.kind == RequestKind.DECODE]
+    assert all(empty) if every == 1 else not any(empty)

@@ -37,17 +37,54 @@ def test_server_side_timeline_follows_the_schedule() -> None:
     assert times[-1] - times[0] == pytest.approx(19 * 0.01, abs=0.004)
 
 
+def _events(raw: bytes) -> list[str]:
+    return [line[6:] for line in raw.decode().split("\n\n") if line]
+
+
 def test_stream_shape_role_first_usage_last_done() -> None:
     with start_mock_thread(MockConfig(ttft_s=0, itl_s=0, tokens_per_chunk=3)) as server:
-        raw = _chat(server.url, {"messages": [{"role": "user", "content": "a b"}], "max_tokens": 7,
+        raw = _chat(server.url, {"messages": [{"role": "user", "content": "a b"}], "max_completion_tokens": 7,
                                  "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}})
-    events = [line[6:] for line in raw.decode().split("\n\n") if line]
+    events = _events(raw)
     assert events[-1] == "[DONE]"
     first, *middle, usage = (json.loads(e) for e in events[:-1])
     assert first["choices"][0]["delta"] == {"role": "assistant", "content": ""}
-    contents = [c["choices"][0]["delta"].get("content") for c in middle if c["choices"][0]["delta"]]
+    contents = [c["choices"][0]["delta"].get("content") for c in middle]
     assert contents == ["t1 t2 t3 ", "t4 t5 t6 ", "t7 "]
-    assert usage["usage"] == {"prompt_tokens": 2, "completion_tokens": 7, "total_tokens": 9}
+    assert usage["choices"] == [] and usage["usage"] == {"prompt_tokens": 2, "completion_tokens": 7, "total_tokens": 9}
+
+
+def test_stream_is_vllms_shape_chunk_for_chunk() -> None:
+    """As vLLM's serving_chat writes it (exclude_unset; the usage chunk also exclude_none)."""
+    with start_mock_thread(MockConfig(ttft_s=0, itl_s=0, empty_text_every=2)) as server:
+        raw = _chat(server.url, {"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 3,
+                                 "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}})
+    events = _events(raw)
+    assert len(events) == 1 + 3 + 1 + 1
+    documents = [json.loads(e) for e in events[:-1]]
+    assert all(list(d)[:5] == ["id", "object", "created", "model", "choices"] for d in documents)
+    assert documents[0]["choices"] == [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                                        "finish_reason": None}]
+    assert documents[0]["prompt_token_ids"] is None
+    assert [d["choices"][0] for d in documents[1:3]] == [
+        {"index": 0, "delta": {"content": "t1 "}, "logprobs": None, "finish_reason": None, "token_ids": None},
+        {"index": 0, "delta": {"content": ""}, "logprobs": None, "finish_reason": None, "token_ids": None},
+    ]
+    assert documents[3]["choices"] == [{"index": 0, "delta": {"content": "t3 "}, "logprobs": None,
+                                        "finish_reason": "length", "stop_reason": None, "token_ids": None}]
+    assert set(documents[4]) == {"id", "object", "created", "model", "choices", "usage"}
+    assert documents[4]["usage"]["completion_tokens"] == 3
+    assert events[-1] == "[DONE]"
+
+
+def test_empty_text_mode_streams_every_token_with_empty_content() -> None:
+    with start_mock_thread(MockConfig(ttft_s=0, itl_s=0, empty_text_every=1, record=True)) as server:
+        raw = _chat(server.url, {"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 5,
+                                 "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}})
+        record = fetch_json(server.url + "/mock/requests")[0]
+    documents = [json.loads(e) for e in _events(raw)[:-1]]
+    assert [d["choices"][0]["delta"] for d in documents[1:-1]] == [{"content": ""}] * 5
+    assert documents[-1]["usage"]["completion_tokens"] == 5 and record["tokens"] == 5
 
 
 def test_non_streaming_reply_and_natural_length() -> None:
@@ -65,7 +102,17 @@ def test_metrics_page_speaks_vllm_names() -> None:
     names = {name for name, _, _ in parse_prometheus(page)}
     assert {"vllm:num_requests_running", "vllm:generation_tokens_total", "vllm:cache_config_info"} <= names
     facts = facts_from_metrics(page)
-    assert facts["kv_cache_tokens"] == 1600 and facts["generation_tokens_total"] == 5
+    assert facts["generation_tokens_total"] == 5
+
+
+def test_metrics_page_states_the_engines_own_kv_capacity_not_blocks_times_size() -> None:
+    config = MockConfig(ttft_s=0, itl_s=0, kv_blocks=1_225_387, block_size=16, kv_cache_tokens=9_192_646,
+                        max_model_len=8192)
+    with start_mock_thread(config) as server, urllib.request.urlopen(server.url + "/metrics", timeout=5) as response:
+        page = response.read().decode()
+    facts = facts_from_metrics(page)
+    assert facts["kv_cache_tokens"] == 9_192_646 and facts["max_concurrency"] == pytest.approx(9_192_646 / 8192)
+    assert facts["kv_cache_blocks"] == 1_225_387 and facts["kv_block_size"] == 16
 
 
 def test_config_route_changes_settings_and_refuses_unknown_ones() -> None:

@@ -72,6 +72,7 @@ class TargetSummary(BaseModel):
     decode_tokens_per_s: float | None
     decode_ci: stats.Interval | None
     intercept_s: float | None
+    intercept_flag: str | None
     load_tokens_per_s: dict[int, float]
     quality_correct: int | None
     quality_total: int | None
@@ -157,6 +158,7 @@ def summarize_target(result: ResultFile, path: str) -> TargetSummary:
         decode_tokens_per_s=rate.rate_tokens_per_s if rate else None,
         decode_ci=interval,
         intercept_s=rate.intercept_s if rate else None,
+        intercept_flag=stats.intercept_flag(rate.intercept_s) if rate else None,
         load_tokens_per_s=load,
         quality_correct=quality.correct if quality else None,
         quality_total=quality.total if quality else None,
@@ -201,7 +203,8 @@ def _rate_rows(a: ResultFile, b: ResultFile) -> list[RatioRow]:
             )
             row.ci_low, row.ci_high = interval.low, interval.high
         rows.append(row)
-        if rate_a and rate_b:
+        if rate_a and rate_b and not stats.intercept_flag(rate_a.intercept_s) \
+                and not stats.intercept_flag(rate_b.intercept_s):  # a negative intercept is no cost
             rows.append(RatioRow(metric="per-call fixed cost", unit="s", a=rate_a.intercept_s, b=rate_b.intercept_s,
                                  ratio=_ratio(rate_a.intercept_s, rate_b.intercept_s)))
     levels_a, levels_b = _levels(a), _levels(b)

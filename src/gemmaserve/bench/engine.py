@@ -28,12 +28,13 @@ class Outcome:
 
     request_id: str
     request: ChatRequest
-    sent_s: float
+    sent_s: float  # when the request left (the transport's stamp), else when it was started
     finished_s: float
     metrics: RequestMetrics | None  # None when no chunk arrived before the failure
     reason: str | None = None
     detail: str = ""
     chunks: int = 0
+    client_queue_s: float | None = None  # started → left: time the request waited inside the client
 
     @property
     def success(self) -> bool:
@@ -49,11 +50,15 @@ class BatchResult:
 
 
 def verify_reply(request: ChatRequest, metrics: RequestMetrics) -> tuple[str, str] | None:
-    """Why a stream that ended is still a failure: no content, cut short, or fewer tokens than asked."""
+    """Why a stream that ended is still a failure: no token, cut short, or fewer tokens than asked.
+
+    A reply whose tokens all decode to empty text is not a failure here: its timing is
+    sound, and the quality scorer counts its empty answer as wrong.
+    """
     if not metrics.done:
         return "truncated_stream", "stream ended without finish_reason or [DONE]"
-    if metrics.content_chunks == 0:
-        return "empty_reply", "no chunk carried content"
+    if metrics.token_chunks == 0 or metrics.output_tokens == 0:
+        return "empty_reply", f"no token in the stream (usage completion_tokens={metrics.output_tokens})"
     if request.ignore_eos and metrics.output_tokens != request.max_tokens:
         return (
             "short_reply",
@@ -69,12 +74,16 @@ async def run_request(
     """Send one request and time it; every failure becomes an Outcome with a reason."""
     chunks: list[Chunk] = []
     append = chunks.append
-    sent_s = clock()
+    started_s = sent_s = clock()
+    stamped = False
     reason: str | None = None
     detail = ""
     try:
         async with asyncio.timeout(timeout_s):
             async for chunk in transport.stream(request):
+                if chunk.sent:
+                    sent_s, stamped = chunk.arrival_s, True
+                    continue
                 append(chunk)
     except RequestFailed as exc:
         reason, detail = exc.reason, exc.detail
@@ -100,6 +109,7 @@ async def run_request(
         reason=reason,
         detail=detail[:300],
         chunks=len(chunks),
+        client_queue_s=sent_s - started_s if stamped else None,
     )
 
 

@@ -400,6 +400,8 @@ def _summary(run: _TargetRun, result: ResultFile) -> TargetSummary:
         missing=missing,
         decode_tokens_per_s=result.decode.rate_tokens_per_s if result.decode else None,
         intercept_s=result.decode.intercept_s if result.decode else None,
+        intercept_flag=result.decode.intercept_flag if result.decode else None,
+        decode_warnings=list(result.decode.warnings) if result.decode else [],
         load_output_tokens_per_s={f"c{level.concurrency}": level.median_output_tokens_per_s for level in result.load},
         quality_correct=result.quality.correct if result.quality else None,
         quality_total=result.quality.total if result.quality else None,

@@ -45,6 +45,8 @@ class TargetSummary(BaseModel):
     missing: list[str]
     decode_tokens_per_s: float | None
     intercept_s: float | None
+    intercept_flag: str | None = None  # "negative": the intercept is not a fixed cost
+    decode_warnings: list[str] = []
     load_output_tokens_per_s: dict[str, float | None]
     quality_correct: int | None
     quality_total: int | None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Literal
 
 from gemmaserve.bench import stats
 from gemmaserve.bench.engine import Outcome
@@ -41,11 +42,13 @@ def to_record(
         output_tokens=metrics.output_tokens if metrics else None,
         success=outcome.success,
         error=error,
+        empty_text=bool(outcome.success and metrics and metrics.output_tokens > 0 and not metrics.text),
         ttft_s=metrics.ttft_s if metrics else None,
         itl_s=list(metrics.itl_s) if metrics else [],
         e2el_s=metrics.e2el_s if metrics else None,
         tpot_s=metrics.tpot_s if metrics else None,
         start_offset_s=outcome.sent_s - run_started_s,
+        client_queue_s=outcome.client_queue_s,
         question_id=question_id,
     )
 
@@ -61,6 +64,7 @@ def failure_summary(records: Sequence[RequestRecord]) -> FailureSummary:
         requests=len(records),
         failed=len(failed),
         short_replies=reasons.get("short_reply", 0),
+        empty_text_replies=sum(1 for r in records if r.success and r.empty_text),
         by_reason=dict(sorted(reasons.items())),
     )
 
@@ -87,16 +91,42 @@ def decode_measurement(records: Sequence[RequestRecord], settings: ClientSetting
     except ValueError:
         return measurement.model_copy(update={"short_median_s": stats.median(short), "long_median_s": stats.median(long)})
     interval = stats.decode_rate_ci(short, long, short_tokens=short_tokens, long_tokens=long_tokens)
+    tpots = [
+        r.tpot_s
+        for r in records
+        if r.kind == RequestKind.DECODE and r.success and r.requested_output_tokens == long_tokens and r.tpot_s
+    ]
+    stream_rate = 1.0 / stats.median(tpots) if tpots else None
+    flag, warnings = judge_intercept(line.intercept_s, line.rate_tokens_per_s, stream_rate)
     return measurement.model_copy(
         update={
             "short_median_s": line.short_median_s,
             "long_median_s": line.long_median_s,
             "rate_tokens_per_s": line.rate_tokens_per_s,
             "intercept_s": line.intercept_s,
+            "intercept_flag": flag,
             "rate_ci_low": interval.low,
             "rate_ci_high": interval.high,
+            "stream_rate_tokens_per_s": stream_rate,
+            "warnings": warnings,
         }
     )
+
+
+def judge_intercept(
+    intercept_s: float, rate_tokens_per_s: float, stream_rate_tokens_per_s: float | None
+) -> tuple[Literal["negative"] | None, list[str]]:
+    """The intercept's flag (:func:`stats.intercept_flag`) and the warning that says what it means."""
+    flag = stats.intercept_flag(intercept_s)
+    if flag is None:
+        return None, []
+    message = (
+        f"decode intercept is negative ({intercept_s * 1000:.1f} ms): it is not a fixed cost, "
+        + f"and the differencing rate {rate_tokens_per_s:.1f} tok/s is suspect"
+    )
+    if stream_rate_tokens_per_s is not None:
+        message += f" (the streams' own 1/TPOT is {stream_rate_tokens_per_s:.1f} tok/s)"
+    return flag, [message]
 
 
 def load_level(
@@ -135,6 +165,7 @@ def load_level(
         tpot_s=stats.summarize([r.tpot_s for r in ok_all if r.tpot_s is not None]),
         itl_s=stats.summarize([gap for r in ok_all for gap in r.itl_s]),
         e2el_s=stats.summarize([r.e2el_s for r in ok_all if r.e2el_s is not None]),
+        client_queue_s=stats.summarize([r.client_queue_s for r in level if r.client_queue_s is not None]),
         failed_requests=sum(1 for r in level if not r.success),
     )
 

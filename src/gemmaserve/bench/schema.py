@@ -22,8 +22,12 @@ from gemmaserve.engine_log import EngineFacts
 from gemmaserve.errors import ResultFileInvalid
 from gemmaserve.fileio import write_atomic
 
-SCHEMA_VERSION: Final = 1
-"""Bump on any change that an older reader could misread; readers accept exactly this."""
+SCHEMA_VERSION: Final = 2
+"""Bump on any change that an older reader could misread; readers accept exactly this.
+
+2: timing follows token chunks, with or without text (1 followed chunks that carried text),
+and starts when the request left the client; ``empty_text``, ``client_queue_s``, the decode
+intercept flag and the stream rate were added."""
 
 
 class _Strict(BaseModel):
@@ -117,11 +121,17 @@ class RequestRecord(_Strict):
     output_tokens: int | None = Field(default=None, description="Tokens received (usage, else chunks counted)")
     success: bool
     error: str | None = Field(default=None, description="Reason when success is false, or a short-reply note")
-    ttft_s: float | None = Field(default=None, description="Request sent → first chunk carrying content")
-    itl_s: list[float] = Field(default_factory=list, description="Gaps between content chunks")
-    e2el_s: float | None = Field(default=None, description="Request sent → last byte of the reply")
+    empty_text: bool = Field(
+        default=False, description="Tokens arrived but their text was empty: a quality miss, not a failed request"
+    )
+    ttft_s: float | None = Field(default=None, description="Request sent → first token chunk (text or not)")
+    itl_s: list[float] = Field(default_factory=list, description="Gaps between token chunks (text or not)")
+    e2el_s: float | None = Field(default=None, description="Request sent → last token chunk (the finish_reason one)")
     tpot_s: float | None = Field(default=None, description="(e2el − ttft) / (output_tokens − 1)")
-    start_offset_s: float = Field(description="Send time relative to run start")
+    start_offset_s: float = Field(description="Send time (when the request left) relative to run start")
+    client_queue_s: float | None = Field(
+        default=None, description="Started → left the client: queueing inside the client, not part of ttft_s"
+    )
     question_id: str | None = Field(default=None, description="For kind=quality")
 
 
@@ -135,9 +145,21 @@ class DecodeMeasurement(_Strict):
     short_median_s: float | None = None
     long_median_s: float | None = None
     rate_tokens_per_s: float | None = Field(default=None, description="Decode tokens per second of one stream")
-    intercept_s: float | None = Field(default=None, description="Per-call fixed cost: the line's value at 0 tokens")
+    intercept_s: float | None = Field(
+        default=None,
+        description="The line's value at 0 tokens; a per-call fixed cost only when intercept_flag is null",
+    )
+    intercept_flag: Literal["negative"] | None = Field(
+        default=None,
+        description="'negative': the two lengths do not lie on one line through a non-negative fixed cost, "
+        "so the intercept is not a fixed cost and the rate is suspect",
+    )
     rate_ci_low: float | None = None
     rate_ci_high: float | None = None
+    stream_rate_tokens_per_s: float | None = Field(
+        default=None, description="1 / median tpot of the long calls: the rate the streams themselves show"
+    )
+    warnings: list[str] = Field(default_factory=list)
 
 
 class Percentiles(_Strict):
@@ -167,6 +189,9 @@ class LoadLevel(_Strict):
     tpot_s: Percentiles | None = None
     itl_s: Percentiles | None = None
     e2el_s: Percentiles | None = None
+    client_queue_s: Percentiles | None = Field(
+        default=None, description="Time requests waited inside the client before they left"
+    )
     failed_requests: int = 0
 
 
@@ -220,13 +245,16 @@ class FailureSummary(_Strict):
     requests: int = 0
     failed: int = 0
     short_replies: int = Field(default=0, description="Replies with fewer tokens than requested")
+    empty_text_replies: int = Field(
+        default=0, description="Successful replies whose tokens all decoded to empty text"
+    )
     by_reason: dict[str, int] = Field(default_factory=dict)
 
 
 class ResultFile(_Strict):
     """One target's results. Written incrementally: every finished phase is on disk."""
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[2] = SCHEMA_VERSION
     target: TargetInfo
     hardware: HardwareInfo = Field(default_factory=HardwareInfo)
     run: RunInfo
@@ -318,13 +346,15 @@ test fails when it is out of date.
 
 | field | definition | matches vLLM `bench serve` |
 |---|---|---|
-| `ttft_s` | request sent → first chunk that carries content (a role-only chunk does not stop the clock) | yes |
-| `itl_s` | gaps between consecutive content chunks (a chunk carrying k tokens is one gap) | yes |
-| `e2el_s` | request sent → last byte of the reply | yes |
+| `client_queue_s` | request started → its last byte written to the socket (aiohttp trace hooks): the client's own queueing, kept out of `ttft_s` | no (vLLM starts its clock before the client queues) |
+| `ttft_s` | request sent → first token chunk, text or not (vLLM's role-only opening chunk does not stop the clock) | yes |
+| `itl_s` | gaps between consecutive token chunks, text or not (a chunk carrying k tokens is one gap) | yes |
+| `e2el_s` | request sent → last token chunk (the one with `finish_reason`); the usage chunk and `[DONE]` do not move it | yes |
 | `tpot_s` | (e2el − ttft) / (output_tokens − 1): the first token excluded | yes |
 | load `output_tokens_per_s` | output tokens of all requests of a repeat / (first send → last byte) | yes ("output throughput") |
 | decode `rate_tokens_per_s` | (long − short) / (median e2el at long − median e2el at short), the published method | — |
-| decode `intercept_s` | median e2el at short − short / rate: fixed cost of one call | — |
+| decode `intercept_s` | median e2el at short − short / rate: fixed cost of one call, unless `intercept_flag` is set | — |
+| decode `stream_rate_tokens_per_s` | 1 / median `tpot_s` of the long calls (cross-check of the differencing rate) | 1 / TPOT |
 
 Percentiles use linear interpolation between order statistics (numpy's default
 `linear` method, the one vLLM uses). Medians of an even count are the mean of

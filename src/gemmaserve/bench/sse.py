@@ -19,9 +19,15 @@ class MalformedStream(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ChatDelta:
-    """What one stream event carried. ``content`` is "" for role-only and usage-only events."""
+    """What one stream event carried. ``content`` is "" for role-only and usage-only events.
+
+    ``token`` is True for an event that stands for generated tokens: it carries a choice that
+    is not vLLM's role-only opening (``{"role": "assistant", "content": ""}``). Its text may be
+    empty: a token that decodes to nothing, a partial UTF-8 character, a special token.
+    """
 
     content: str = ""
+    token: bool = False
     finish_reason: str | None = None
     completion_tokens: int | None = None  # from the usage event (stream_options.include_usage)
     prompt_tokens: int | None = None
@@ -91,6 +97,7 @@ def decode_chat_event(data: str) -> ChatDelta:
         raise MalformedStream(f"error event in stream: {message}")
     content = ""
     finish_reason = None
+    token = False
     choices = document.get("choices") or ()
     if choices:
         choice = choices[0]
@@ -99,6 +106,11 @@ def decode_chat_event(data: str) -> ChatDelta:
         # both are generated tokens and must stop the TTFT clock.
         content = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or choice.get("text") or ""
         finish_reason = choice.get("finish_reason")
+        # vLLM (serving_chat.py) opens every stream with a role-only delta, then sends one choice
+        # per engine step, text or not; the last of them carries finish_reason. Everything but
+        # the role-only opening stands for tokens, even when its text is "".
+        role_only = "role" in delta and not content and finish_reason is None and not delta.get("tool_calls")
+        token = not role_only
     usage = document.get("usage")
     completion_tokens = prompt_tokens = None
     if isinstance(usage, dict):
@@ -106,6 +118,7 @@ def decode_chat_event(data: str) -> ChatDelta:
         prompt_tokens = usage.get("prompt_tokens")
     return ChatDelta(
         content=content,
+        token=token,
         finish_reason=finish_reason,
         completion_tokens=completion_tokens,
         prompt_tokens=prompt_tokens,

@@ -5,6 +5,9 @@
 ``sagemaker://NAME?region=R`` streams through :func:`gemmaserve.sagemaker.response_stream.stream_invoke`,
 whose ``PayloadPart`` bytes are the container's own SSE bytes. Transports stamp each
 chunk with the injected clock and raise :class:`RequestFailed`; they never retry.
+The HTTP transport also stamps when the request left (aiohttp's trace hooks fire once the
+headers and the body are written to the socket) and yields that as a ``sent`` chunk first,
+so time spent queueing inside the client is not counted as the server's TTFT.
 """
 
 from __future__ import annotations
@@ -33,7 +36,11 @@ CONNECT_TIMEOUT_S = 10.0
 
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
-    """One chat-completions call. ``ignore_eos`` is vLLM's extension: generate exactly max_tokens."""
+    """One chat-completions call. ``ignore_eos`` is vLLM's extension: generate exactly max_tokens.
+
+    The body sends ``max_completion_tokens`` (OpenAI deprecated ``max_tokens``; vLLM reads both
+    and ``vllm bench serve`` sends this one).
+    """
 
     prompt: str
     max_tokens: int
@@ -44,7 +51,7 @@ class ChatRequest:
     def body(self, default_model: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {
             "messages": [{"role": "user", "content": self.prompt}],
-            "max_tokens": self.max_tokens,
+            "max_completion_tokens": self.max_tokens,
             "temperature": self.temperature,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -59,10 +66,15 @@ class ChatRequest:
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """One decoded stream event and the clock reading when its bytes arrived."""
+    """One decoded stream event and the clock reading when its bytes arrived.
+
+    ``token``: the event stands for generated tokens (see :class:`~gemmaserve.bench.sse.ChatDelta`).
+    """
 
     arrival_s: float
     content: str = ""
+    token: bool = False
+    sent: bool = False  # not an event: arrival_s is when the request's last byte was written
     finish_reason: str | None = None
     completion_tokens: int | None = None
     prompt_tokens: int | None = None
@@ -130,6 +142,7 @@ def chunk_of(delta: ChatDelta, arrival_s: float) -> Chunk:
     return Chunk(
         arrival_s=arrival_s,
         content=delta.content,
+        token=delta.token,
         finish_reason=delta.finish_reason,
         completion_tokens=delta.completion_tokens,
         prompt_tokens=delta.prompt_tokens,
@@ -147,13 +160,42 @@ def loop_description() -> str:
     return "aiohttp+uvloop" if loop_module.startswith("uvloop") else "aiohttp+asyncio"
 
 
-def new_http_session(timeout_s: float) -> Any:
-    """An aiohttp session fit for benchmarking: unlimited connector, no total timeout."""
+class SendStamp:
+    """Filled by the trace hooks: the clock reading when the request's last byte was written."""
+
+    __slots__ = ("sent_s",)
+
+    def __init__(self) -> None:
+        self.sent_s: float | None = None
+
+
+def send_trace_config(clock: Clock) -> Any:
+    """aiohttp hooks that stamp a request's :class:`SendStamp` (passed as ``trace_request_ctx``)."""
+    import aiohttp
+
+    async def on_sent(session: Any, context: Any, params: Any) -> None:
+        stamp = context.trace_request_ctx
+        if isinstance(stamp, SendStamp):
+            stamp.sent_s = clock()  # headers, then each body chunk: the last write wins
+
+    config = aiohttp.TraceConfig()
+    config.on_request_headers_sent.append(on_sent)
+    config.on_request_chunk_sent.append(on_sent)
+    return config
+
+
+def new_http_session(timeout_s: float, *, clock: Clock | None = None) -> Any:
+    """An aiohttp session fit for benchmarking: unlimited connector, no total timeout.
+
+    With ``clock``, requests posted with a :class:`SendStamp` as ``trace_request_ctx`` are stamped.
+    """
     import aiohttp
 
     connector = aiohttp.TCPConnector(limit=CONNECTOR_LIMIT, limit_per_host=0, ttl_dns_cache=300)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=timeout_s)
-    return aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False)
+    traces = [send_trace_config(clock)] if clock is not None else None
+    return aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
+                                 trace_configs=traces)
 
 
 class HttpTransport:
@@ -168,7 +210,7 @@ class HttpTransport:
         self.base_url = base_url.rstrip("/")
         self.model: str | None = None
         self._clock = clock
-        self._session = session if session is not None else new_http_session(timeout_s)
+        self._session = session if session is not None else new_http_session(timeout_s, clock=clock)
         self._owns_session = session is None
         self.description = loop_description()
 
@@ -203,10 +245,13 @@ class HttpTransport:
 
         clock = self._clock
         decoder = SseDecoder()
+        stamp = SendStamp()
         try:
             async with self._session.post(
-                self.base_url + "/v1/chat/completions", json=request.body(self.model)
+                self.base_url + "/v1/chat/completions", json=request.body(self.model), trace_request_ctx=stamp
             ) as response:
+                if stamp.sent_s is not None:
+                    yield Chunk(stamp.sent_s, sent=True)
                 if response.status != 200:
                     text = (await response.text())[:200]
                     raise RequestFailed(f"http_{response.status}", text.strip())

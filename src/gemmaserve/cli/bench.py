@@ -109,6 +109,8 @@ def measure(
     for target in report.targets:
         if target.client_warning:
             warn(f"{target.label}: {target.client_warning}")
+        for message in target.decode_warnings:
+            warn(f"{target.label}: {message}")
         if target.note:
             warn(f"{target.label}: {target.note}")
     emit(report, as_json=as_json, render=_render)
@@ -142,6 +144,14 @@ def _progress() -> Iterator[Callable[..., None] | None]:
         yield update
 
 
+def _fixed_cost(intercept_s: float | None, flag: str | None) -> str:
+    if intercept_s is None:
+        return "–"
+    if flag is not None:  # never shown as a cost: it says the line does not fit
+        return f"n/a ({flag} intercept {intercept_s * 1000:.1f})"
+    return f"{intercept_s * 1000:.1f}"
+
+
 def _render(report: object) -> None:
     from rich.table import Table
 
@@ -154,7 +164,7 @@ def _render(report: object) -> None:
             t.label,
             t.status.value + (f" ({', '.join(t.missing)} missing)" if t.missing else ""),
             f"{t.decode_tokens_per_s:.1f}" if t.decode_tokens_per_s else "–",
-            f"{t.intercept_s * 1000:.1f}" if t.intercept_s is not None else "–",
+            _fixed_cost(t.intercept_s, t.intercept_flag),
             load or "–",
             f"{t.quality_correct}/{t.quality_total}" if t.quality_total else "–",
             f"{t.failed}/{t.requests}" + (f" {t.failures_by_reason}" if t.failures_by_reason else ""),

@@ -1,7 +1,9 @@
 """A local OpenAI-compatible streaming server with known timing and injectable faults.
 
-Routes: ``POST /v1/chat/completions`` (SSE, vLLM's chunk shapes, usage chunk when
-``stream_options.include_usage``), ``GET /v1/models``, ``GET /health``, ``GET /metrics``
+Routes: ``POST /v1/chat/completions`` (SSE in vLLM's stream shape, from its
+``serving_chat`` stream generator: a role-only first chunk sent with the first token, one
+chunk per engine step whose text may be "", ``finish_reason`` on the last token's chunk, a
+usage chunk with ``choices: []`` when ``stream_options.include_usage``, then ``[DONE]``), ``GET /v1/models``, ``GET /health``, ``GET /metrics``
 (vLLM's Prometheus names), ``POST /endpoints/{name}/invocations-response-stream``
 (the same stream inside AWS event-stream frames, SigV4 not checked), and
 ``GET|POST /mock/config``, ``GET|DELETE /mock/requests`` to steer and read it from a test.
@@ -62,12 +64,17 @@ class MockConfig:
     reply_text: str | None = None  # words cycled as tokens; default "t1 t2 …"
     model: str = "mock-model"
     role_chunk: bool = True  # vLLM first sends {"role": "assistant", "content": ""} with no token
+    empty_text_every: int = 0  # token k (1-based) decodes to "" when k is a multiple of this; 0: never
     usage_delay_s: float = 0.0  # delay of the usage chunk after the last token
     fault: str | None = None
     fault_every: int = 1  # the fault hits requests whose 1-based number is a multiple of this
     hang_s: float = 3600.0
     kv_blocks: int = 4096
     block_size: int = 16
+    # vLLM's own group-aware capacity (cache_config_info kv_cache_size_tokens): for a hybrid
+    # model such as Gemma 4 it is not kv_blocks × block_size (half of it here, as on the real engine).
+    kv_cache_tokens: int = 32_768
+    max_model_len: int = 8192
     record: bool = False  # keep per-request server-side timings (GET /mock/requests)
 
     def __post_init__(self) -> None:
@@ -75,6 +82,8 @@ class MockConfig:
             raise ValueError(f"unknown fault {self.fault!r}; known: {', '.join(FAULTS)}")
         if self.fault_every < 1 or self.tokens_per_chunk < 1:
             raise ValueError("fault_every and tokens_per_chunk must be >= 1")
+        if self.empty_text_every < 0:
+            raise ValueError("empty_text_every must be >= 0")
 
     def updated(self, changes: dict[str, Any]) -> MockConfig:
         known = {f.name for f in fields(self)}
@@ -133,9 +142,14 @@ class MockServer:
             count = max_tokens
         else:
             count = min(max_tokens, len(words) if words else self.config.natural_tokens)
+        every = self.config.empty_text_every
         if words:
-            return [words[i % len(words)] + " " for i in range(count)]
-        return [f"t{i + 1} " for i in range(count)]
+            tokens = [words[i % len(words)] + " " for i in range(count)]
+        else:
+            tokens = [f"t{i + 1} " for i in range(count)]
+        if every:  # tokens that decode to nothing still stream, as a chunk with "content": ""
+            tokens = ["" if (i + 1) % every == 0 else token for i, token in enumerate(tokens)]
+        return tokens
 
     async def _events(self, body: dict[str, Any], fault: str | None, received_s: float) -> Any:
         """Yield (bytes, is_token) in the reply's timeline; raises _Drop to cut the connection."""
@@ -149,12 +163,12 @@ class MockServer:
         )
         prompt = " ".join(str(m.get("content", "")) for m in body.get("messages") or [] if isinstance(m, dict))
         prompt_tokens = max(1, len(prompt.split()))
-        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+        max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
         tokens = self._tokens(prompt, max_tokens, bool(body.get("ignore_eos")))
         self.stats.prompt_tokens += prompt_tokens
         tokens_to_send = tokens[: max(1, len(tokens) // 2)] if fault in _CUT_SHORT else tokens
-        if config.role_chunk:
-            yield (head + '[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}').encode(), 0
+        # The last token's chunk carries finish_reason, unless a fault cuts the stream short.
+        finishes = fault not in _CUT_SHORT or fault == "short_reply"
         start_s = received_s + config.fixed_cost_s + config.ttft_s
         per = config.tokens_per_chunk
         sent = 0
@@ -165,9 +179,18 @@ class MockServer:
             delay_s = due_s - time.perf_counter()
             if delay_s > 0:
                 await asyncio.sleep(delay_s)
+            if index == 0 and config.role_chunk:
+                # vLLM sends the role once the first engine output is there, just before its text.
+                yield (head + '[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,'
+                       '"finish_reason":null}],"prompt_token_ids":null}').encode(), 0
             sent += len(group)
             content = json.dumps("".join(group))
-            yield (head + '[{"index":0,"delta":{"content":%s},"finish_reason":null}]}' % content).encode(), len(group)  # noqa: UP031 - JSON braces
+            if finishes and index + per >= len(tokens_to_send):
+                finish = json.dumps("length" if sent >= max_tokens else "stop")
+                tail = ',"logprobs":null,"finish_reason":%s,"stop_reason":null,"token_ids":null}]}' % finish  # noqa: UP031
+            else:
+                tail = ',"logprobs":null,"finish_reason":null,"token_ids":null}]}'
+            yield (head + '[{"index":0,"delta":{"content":%s}' % content + tail).encode(), len(group)  # noqa: UP031
         if fault in ("stall",):
             await asyncio.sleep(config.hang_s)
         if fault == "disconnect":
@@ -184,14 +207,13 @@ class MockServer:
             raise _StreamException
         if fault == "malformed_frame":
             raise _CorruptFrame
-        finish = "length" if sent >= max_tokens else "stop"
-        yield (head + '[{"index":0,"delta":{},"finish_reason":"%s"}]}' % finish).encode(), 0  # noqa: UP031
         stream_options = body.get("stream_options") or {}
         if stream_options.get("include_usage") and fault != "no_usage":
             if config.usage_delay_s:
                 await asyncio.sleep(config.usage_delay_s)
-            usage = {"prompt_tokens": prompt_tokens, "completion_tokens": sent, "total_tokens": prompt_tokens + sent}
-            yield (head + "[],\"usage\":%s}" % json.dumps(usage)).encode(), 0  # noqa: UP031
+            # vLLM dumps this one with exclude_none: no system_fingerprint or metrics when unset.
+            usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + sent, "completion_tokens": sent}
+            yield (head + "[],\"usage\":%s}" % json.dumps(usage, separators=(",", ":"))).encode(), 0  # noqa: UP031
         yield b"[DONE]", 0
 
     # --- routes ----------------------------------------------------------------
@@ -379,10 +401,13 @@ def render_metrics(config: MockConfig, stats: _Stats) -> str:
             f'vllm:request_success_total{{finished_reason="length",{label}}} {float(stats.finished)}',
             "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
             "# TYPE vllm:cache_config_info gauge",
+            # vLLM labels this gauge with every CacheConfig field (metrics_info(): str of __dict__).
             (
                 f'vllm:cache_config_info{{block_size="{config.block_size}",cache_dtype="auto",'
-                f'enable_prefix_caching="True",gpu_memory_utilization="0.9",'
-                f'num_gpu_blocks="{config.kv_blocks}"}} 1.0'
+                f'enable_prefix_caching="True",engine="0",gpu_memory_utilization="0.9",'
+                f'kv_cache_max_concurrency="{config.kv_cache_tokens / config.max_model_len!r}",'
+                f'kv_cache_size_tokens="{config.kv_cache_tokens}",'
+                f'num_cpu_blocks="None",num_gpu_blocks="{config.kv_blocks}"}} 1.0'
             ),
             "",
         ]
@@ -397,6 +422,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--itl-ms", type=float, default=10.0)
     parser.add_argument("--fixed-cost-ms", type=float, default=0.0)
     parser.add_argument("--tokens-per-chunk", type=int, default=1)
+    parser.add_argument("--empty-text-every", type=int, default=0,
+                        help="token k decodes to empty text when k is a multiple of this (1: all); 0: never")
     parser.add_argument("--natural-tokens", type=int, default=32)
     parser.add_argument("--reply-text", default=None)
     parser.add_argument("--model", default="mock-model")
@@ -415,6 +442,7 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         itl_s=args.itl_ms / 1000,
         fixed_cost_s=args.fixed_cost_ms / 1000,
         tokens_per_chunk=args.tokens_per_chunk,
+        empty_text_every=args.empty_text_every,
         natural_tokens=args.natural_tokens,
         reply_text=args.reply_text,
         model=args.model,

@@ -111,6 +111,8 @@ def mock_args(config: MockConfig) -> list[str]:
         f"--fault-every={values['fault_every']}",
         f"--hang-s={values['hang_s']}",
     ]
+    if config.empty_text_every:
+        args.append(f"--empty-text-every={config.empty_text_every}")
     if config.fault:
         args.append(f"--fault={config.fault}")
     if config.reply_text:
