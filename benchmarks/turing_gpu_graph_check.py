@@ -1,11 +1,15 @@
-"""Run vLLM's real unified-attention kernel with stock and Turing-clamped tiles against float64.
+"""Run vLLM's real unified-attention kernel: stock, blind tile 16, tile clamp and the new launch, vs float64.
 
 Usage (on a CUDA machine with torch and triton; vLLM itself is not needed):
     python benchmarks/turing_gpu_graph_check.py --vllm-file DIR/triton_unified_attention.py --out result.json
 The kernel file's `triton_attention_helpers.py` must lie beside it. Gemma 4's two layer kinds are
 run: head 256 with a 512-token sliding window and head 512 global, on a mixed prefill+decode batch
-(the 2D launch) and on a pure decode batch (the 3D split-KV launch), over paged KV blocks. The
-clamp's tiles are forced by the rule for sm_75 even on a newer GPU, so numerics and cost compare.
+(the 2D launch) and on a pure decode batch (the 3D split-KV launch), over paged KV blocks.
+Variants: "stock" (vLLM's own launch), "tile16" (the blind halving of every tile to 16), "clamped"
+(the tile-only clamp gemmaserve shipped first: tile rule, Triton's default 4 warps) and "launch"
+(the plugin's delivery as on a T4: its tile wrapper and its kernel wrapper, which adds the rule's
+num_warps). The sm_75 choices are forced on whatever GPU runs this, so numerics and cost compare;
+an H200 is not a T4 (the JSON records both), so the times price the launch shapes on this GPU.
 Times come from CUDA-graph replays in interleaved rounds, so Python's launch cost is not timed.
 """
 
@@ -15,7 +19,9 @@ import argparse
 import json
 import math
 import statistics
+import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -26,7 +32,8 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from gemmaserve.turing.kernel_source import load_kernel_module
-from gemmaserve.turing.rule import clamp_tile_size, next_power_of_2
+from gemmaserve.turing.plugin import CudaDevice, TuringLaunch, clamped_tile_function as plugin_tile_function
+from gemmaserve.turing.rule import STOCK_NUM_WARPS, clamp_tile_size, launch_num_warps, next_power_of_2
 
 BLOCK_SIZE = 16
 NUM_QUERY_HEADS = 8  # Gemma 4 E2B: 8 query heads share 1 KV head
@@ -34,6 +41,12 @@ NUM_KV_HEADS = 1
 SEGMENTS = 16
 #: The module-level function `unified_attention` looks up at call time (vLLM 0.29–0.34).
 TILE_FUNCTION_NAME = "_get_tile_size"
+KERNEL_NAME = "kernel_unified_attention"
+T4_AS_THE_RULE_SEES_IT = CudaDevice(capability=(7, 5), smem_optin_bytes=65_536)
+#: NVIDIA's T4 datasheet and CUDA's compute-capability table, for the record beside this GPU's own figures.
+T4_FACTS = {"name": "Tesla T4", "capability": [7, 5], "shared_memory_per_block_optin": 65_536,
+            "multi_processor_count": 40, "max_sm_clock_mhz": 1590, "memory_bandwidth_gb_s": 320,
+            "registers_per_sm": 65_536, "source": "NVIDIA T4 datasheet; CUDA C++ Programming Guide"}
 TURING_SMEM_OPTIN_BYTES = 65_536
 TURING_MAJOR = 7
 BLOCK_M = 16  # unified_attention's BLOCK_M when <= 16 query heads share a KV head
@@ -155,15 +168,20 @@ def run_case(module: ModuleType, head: int, window: int, query_lens: list[int], 
                               "launch": "3D" if uses_3d else "2D"}
     calls: dict[str, Callable[[], None]] = {}
     outputs: dict[str, torch.Tensor] = {}
-    variants = (("stock", stock_function), ("clamped", clamped_tile_function(stock_function)),
-                ("tile16", tile16_function))
-    for label, tile_function in variants:
+    real_kernel = getattr(module, KERNEL_NAME)
+    delivered = TuringLaunch(real_kernel, T4_AS_THE_RULE_SEES_IT)
+    variants: tuple[tuple[str, TileFunction, Any], ...] = (
+        ("stock", stock_function, real_kernel), ("tile16", tile16_function, real_kernel),
+        ("clamped", clamped_tile_function(stock_function), real_kernel),
+        ("launch", plugin_tile_function(stock_function, T4_AS_THE_RULE_SEES_IT), delivered))
+    for label, tile_function, kernel in variants:
         out = torch.empty_like(q)
 
-        # Bind this variant's tile function and output now: the call runs again later, inside
+        # Bind this variant's functions and output now: the call runs again later, inside
         # graph capture, when the loop variables have moved on.
-        def call(tile_function: TileFunction = tile_function, out: torch.Tensor = out) -> None:
+        def call(tile_function: TileFunction = tile_function, out: torch.Tensor = out, kernel: Any = kernel) -> None:
             setattr(module, TILE_FUNCTION_NAME, tile_function)
+            setattr(module, KERNEL_NAME, kernel)
             module.unified_attention(
                 q=q, k=k, v=v, out=out, cu_seqlens_q=cu, max_seqlen_q=max_q, seqused_k=seq_lens,
                 max_seqlen_k=max(context_lens), softmax_scale=1.0 / math.sqrt(head), causal=True,
@@ -177,12 +195,17 @@ def run_case(module: ModuleType, head: int, window: int, query_lens: list[int], 
         error = (out.double() - expected).norm() / expected.norm()
         max_abs = (out.double() - expected).abs().max()
         fp16_rounding = (expected.half().double() - expected).norm() / expected.norm()
+        tile = tile_function(head, window, 2, not uses_3d)
+        warps = (launch_num_warps(7, head_padded, tile, BLOCK_M, uses_3d, 2, STOCK_NUM_WARPS) if label == "launch"
+                 else STOCK_NUM_WARPS)
         result[label] = {"tile_prefill": tile_function(head, window, 2, True),
                          "tile_decode": tile_function(head, window, 2, False),
+                         "tile_launched": tile, "num_warps": warps,
                          "relative_error": float(error), "max_abs_error": float(max_abs),
                          "fp16_rounding_of_reference": float(fp16_rounding)}
     times = time_interleaved(calls)
     setattr(module, TILE_FUNCTION_NAME, stock_function)
+    setattr(module, KERNEL_NAME, real_kernel)
     for label, samples in times.items():
         result[label]["time_ms"] = statistics.median(samples)
         result[label]["time_ms_samples"] = samples
@@ -191,7 +214,31 @@ def run_case(module: ModuleType, head: int, window: int, query_lens: list[int], 
         result[label]["relative_error_after_replay"] = float((replayed - expected).norm() / expected.norm())
     result["clamped_over_stock_time"] = result["clamped"]["time_ms"] / result["stock"]["time_ms"]
     result["tile16_over_stock_time"] = result["tile16"]["time_ms"] / result["stock"]["time_ms"]
+    result["launch_over_stock_time"] = result["launch"]["time_ms"] / result["stock"]["time_ms"]
+    result["launch_over_clamped_time"] = result["launch"]["time_ms"] / result["clamped"]["time_ms"]
     return result
+
+
+def device_facts() -> dict[str, Any]:
+    """This GPU's own figures (torch and nvidia-smi), to set beside a T4's."""
+    props = torch.cuda.get_device_properties(0)
+    facts: dict[str, Any] = {
+        "name": props.name, "capability": [props.major, props.minor],
+        "shared_memory_per_block_optin": getattr(props, "shared_memory_per_block_optin", None),
+        "multi_processor_count": props.multi_processor_count,
+        "registers_per_sm": getattr(props, "regs_per_multiprocessor", None),
+        "total_memory_gib": round(props.total_memory / 2**30, 2), "l2_cache_bytes": getattr(props, "L2_cache_size", None),
+    }
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=clocks.max.sm,clocks.sm,clocks.max.mem,power.limit",
+                               "--format=csv,noheader,nounits", "-i", "0"], capture_output=True, text=True,
+                              timeout=30, check=False)
+        max_sm, sm, max_mem, power = (part.strip() for part in done.stdout.strip().split(","))
+        facts.update(max_sm_clock_mhz=max_sm, sm_clock_mhz_now=sm, max_memory_clock_mhz=max_mem,
+                     power_limit_w=power)
+    except (OSError, ValueError, subprocess.TimeoutExpired) as error:
+        facts["nvidia_smi_error"] = str(error)
+    return facts
 
 
 def main() -> int:
@@ -199,7 +246,10 @@ def main() -> int:
     parser.add_argument("--vllm-file", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budget-s", type=float, default=0.0,
+                        help="stop starting new cases after this many seconds (0: no limit); the JSON says so")
     args = parser.parse_args()
+    started = time.monotonic()
     capability = torch.cuda.get_device_capability()
     module = load_kernel_module(args.vllm_file, capability=capability)
     decode_contexts = [33 + 131 * i for i in range(32)]
@@ -212,20 +262,34 @@ def main() -> int:
         "decode-2d": ([1] * 32, decode_contexts, 16),
     }
     cases: list[dict[str, Any]] = []
-    for head, window in ((256, 512), (512, 0)):
+    skipped: list[str] = []
+    for head, window in ((512, 0), (256, 512)):
         for name, (query_lens, context_lens, threshold) in workloads.items():
+            if args.budget_s and time.monotonic() - started > args.budget_s:
+                skipped.append(f"head {head} {name}")
+                continue
             case = run_case(module, head, window, query_lens, context_lens, args.seed + len(cases), threshold)
             case["workload"] = name
             cases.append(case)
             print(f"head {head} window {window} {name} ({case['launch']}): " + ", ".join(
                 f"{label} tiles {case[label]['tile_prefill']}/{case[label]['tile_decode']} "
                 f"err {case[label]['relative_error']:.3e} {case[label]['time_ms']:.4f} ms"
-                for label in ("stock", "clamped", "tile16")), flush=True)
-    report = {"device": torch.cuda.get_device_name(), "capability": list(capability),
-              "torch": torch.__version__, "triton": triton.__version__, "vllm_file": str(args.vllm_file),
-              "cases": cases}
-    args.out.write_text(json.dumps(report, indent=2))
+                for label in ("stock", "tile16", "clamped", "launch")), flush=True)
+            args.out.write_text(json.dumps(_report(capability, args.vllm_file, cases, skipped, started), indent=2))
+    args.out.write_text(json.dumps(_report(capability, args.vllm_file, cases, skipped, started), indent=2))
     return 0
+
+
+def _report(capability: tuple[int, int], vllm_file: Path, cases: list[dict[str, Any]], skipped: list[str],
+            started: float) -> dict[str, Any]:
+    return {"device": torch.cuda.get_device_name(), "capability": list(capability),
+            "torch": torch.__version__, "triton": triton.__version__, "vllm_file": str(vllm_file),
+            "this_gpu": device_facts(), "t4_for_comparison": T4_FACTS,
+            "note": ("The sm_75 launches are forced on this GPU: Triton compiles them for this GPU's "
+                     "architecture (its own register allocation, pipelining, shared memory), so the times "
+                     "price the launch shapes here and do not predict a T4's; the sm_75 spill figures come "
+                     "from the compiler (gemmaserve turing smem --search)."),
+            "elapsed_s": round(time.monotonic() - started, 1), "skipped_for_time": skipped, "cases": cases}
 
 
 if __name__ == "__main__":

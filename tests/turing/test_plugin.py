@@ -122,7 +122,7 @@ def test_steps_aside_off_cuda_and_on_ampere_or_newer_with_one_line(view: Platfor
 
 
 def test_wraps_on_turing_tiles_and_warps(kernel_copy: Path, load_kernel_module: Any,
-                                         caplog: pytest.LogCaptureFixture) -> None:
+                                         caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     module = load_kernel_module(kernel_copy)
     stock = module._get_tile_size
     with caplog.at_level(logging.INFO, logger=LOGGER):
@@ -137,10 +137,17 @@ def test_wraps_on_turing_tiles_and_warps(kernel_copy: Path, load_kernel_module: 
             for prefill in (True, False):
                 got = wrapped(head, window, 2, prefill)
                 assert got <= stock(head, window, 2, prefill) and 4 * head * (got + 16) <= 65_536
-    assert _launch(module, 512, 16, False)["num_warps"] == 8
-    assert _launch(module, 512, 16, True)["num_warps"] == 8
-    assert "num_warps" not in _launch(module, 256, 16, True)  # spill-free at Triton's default: untouched
-    assert _launch(module, 512, 16, False, num_warps=2)["num_warps"] == 2  # vLLM's own choice is kept
+    monkeypatch.setattr(plugin, "_LOGGED", set())
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        for _ in range(3):
+            assert wrapped(512, 0, 2, True) == 16
+            assert _launch(module, 512, 16, False)["num_warps"] == 8
+            assert _launch(module, 512, 16, True)["num_warps"] == 8
+            assert "num_warps" not in _launch(module, 256, 16, True)  # spill-free at Triton's default: untouched
+            assert _launch(module, 512, 16, False, num_warps=2)["num_warps"] == 2  # vLLM's own choice is kept
+    changed = [r.getMessage() for r in _lines(caplog) if "launch changed" in r.getMessage()]
+    assert len(changed) == 3 and "head 512 prefill tile 32 -> 16" in changed[0]  # once each, not per launch
+    assert "head 512 tile 16 2D launch num_warps 4 -> 8" in changed[1]
     again = install_clamp(platform=lambda: T4, load_module=lambda: module, environ={})
     assert again.action == "already-wrapped" and module._get_tile_size is wrapped
 

@@ -198,8 +198,12 @@ def clamped_tile_function(stock: Callable[..., int], device: CudaDevice) -> Call
     @functools.wraps(stock)
     def _get_tile_size(head_size: int, sliding_window: int, element_size: int, is_prefill: bool) -> int:
         tile = stock(head_size, sliding_window, element_size, is_prefill)
-        return clamp_tile_size(device.capability[0], device.smem_optin_bytes, next_power_of_2(head_size),
-                               element_size, tile, DEFAULT_BLOCK_M, SMEM_MARGIN_BYTES)
+        clamped = clamp_tile_size(device.capability[0], device.smem_optin_bytes, next_power_of_2(head_size),
+                                  element_size, tile, DEFAULT_BLOCK_M, SMEM_MARGIN_BYTES)
+        if clamped != tile:
+            _log_first("tile", (head_size, element_size, is_prefill, tile, clamped),
+                       "head %d %s tile %d -> %d", head_size, "prefill" if is_prefill else "decode", tile, clamped)
+        return clamped
 
     setattr(_get_tile_size, CLAMP_MARK, True)
     return _get_tile_size
@@ -242,10 +246,25 @@ class TuringLaunch:
         element_size = int(query.element_size()) if hasattr(query, "element_size") else 2
         warps = launch_num_warps(self.device.capability[0], kwargs["HEAD_SIZE_PADDED"], kwargs["TILE_SIZE"],
                                  kwargs["BLOCK_M"], bool(kwargs.get("IS_3D")), element_size, STOCK_NUM_WARPS)
-        return kwargs if warps == STOCK_NUM_WARPS else {**kwargs, "num_warps": warps}
+        if warps == STOCK_NUM_WARPS:
+            return kwargs
+        _log_first("warps", (kwargs["HEAD_SIZE_PADDED"], kwargs["TILE_SIZE"], bool(kwargs.get("IS_3D")), warps),
+                   "head %d tile %d %s launch num_warps %d -> %d", kwargs["HEAD_SIZE_PADDED"], kwargs["TILE_SIZE"],
+                   "3D" if kwargs.get("IS_3D") else "2D", STOCK_NUM_WARPS, warps)
+        return {**kwargs, "num_warps": warps}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.kernel, name)
+
+
+_LOGGED: set[tuple[str, tuple[Any, ...]]] = set()
+
+
+def _log_first(kind: str, key: tuple[Any, ...], message: str, *args: Any) -> None:
+    """One INFO line per process the first time a launch of this kind is changed (evidence in the engine log)."""
+    if (kind, key) not in _LOGGED:
+        _LOGGED.add((kind, key))
+        logger.info("gemmaserve turing plugin (pid %d): launch changed: " + message, os.getpid(), *args)
 
 
 #: Opt-in shared memory per block before Ampere (CUDA C++ Programming Guide, "Compute Capabilities").
