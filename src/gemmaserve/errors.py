@@ -35,7 +35,8 @@ these; front ends map them to ``Error: …`` and an exit code in one table.
     │   └── SageMakerTimedOut (TimeoutError)    a wait ran past its bound
     ├── BenchError
     │   ├── TargetUnreachable (ConnectionError)
-    │   └── ResultFileInvalid (ValueError)
+    │   ├── ResultFileInvalid (ValueError)
+    │   └── ClientSaturated                     the client's own event loop lagged past the timing budget
     └── CheckpointError
         ├── CheckpointNotFound (FileNotFoundError)
         ├── MalformedCheckpoint (ValueError)
@@ -218,6 +219,10 @@ class TargetUnreachable(BenchError, ConnectionError):
 
 class ResultFileInvalid(BenchError, ValueError):
     pass
+
+
+class ClientSaturated(BenchError):
+    """The benchmark client itself was the limit: its timestamps lag, so its latencies are not reported."""
 
 
 # --- checkpoints -------------------------------------------------------------
