@@ -94,6 +94,11 @@ class Geometry(_Frozen):
     max_position_embeddings: int
     num_experts: int = 0
     experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    use_double_wide_mlp: bool = Field(
+        default=False, description="the KV-shared layers' MLP is twice intermediate_size wide"
+    )
+    use_bidirectional_attention: Literal["vision"] | None = None
     source: str
 
     @model_validator(mode="after")
