@@ -78,6 +78,8 @@ RUNS: list[Run] = [
     Run("e2b-t4-seqs64-warm", "gemma-4-e2b", 8192, 2048, 64, "t4", "e2b-8192-2048", False, False, 50),
     Run("e4b-l40s-warm", "gemma-4-e4b", 8192, 2048, 256, "l40s", "e4b-8192-2048", False, False, 50),
     Run("e2b-l40s-b8192-cold", "gemma-4-e2b", 32768, 8192, 256, "l40s", "e2b-32768-8192", True, False, 130),
+    # vLLM's own defaults on a GPU of 70 GiB or more (1,024 sequences, 8,192 batched tokens).
+    Run("e2b-h200-defaults-cold", "gemma-4-e2b", 8192, None, None, "util:0.9", "e2b-8192-default", True, False, 130),
 ]
 
 LINE_PATTERNS: dict[str, str] = {
