@@ -1,0 +1,232 @@
+"""One burst of streams spread over worker processes, so the client is not the bottleneck.
+
+Each shard is a process with its own event loop (uvloop when installed) and keep-alive
+session. All shards open their connections first, wait on one start barrier, send their
+share of the requests at once, and return their outcomes; the parent merges them in input
+order. ``time.perf_counter`` is CLOCK_MONOTONIC on Linux, one clock for every process, so
+merged times compare directly.
+
+Each shard also runs a loop-lag probe: a timer due every ``probe_interval_s`` whose
+lateness bounds how late a chunk's timestamp can be (a chunk that arrives while the loop
+is busy is stamped when the loop gets to it). When the probe's p90 lateness in any shard
+exceeds ``max_lag_s`` the client was its own limit: :func:`run_sharded_batch` raises
+:class:`~gemmaserve.errors.ClientSaturated` instead of returning inflated latencies.
+Never prints; the CLI and the benchmark script render the result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gemmaserve.bench.engine import BatchResult, Outcome, run_batch
+from gemmaserve.bench.transports import ChatRequest, HttpTransport
+from gemmaserve.errors import ClientSaturated, UsageError
+
+DEFAULT_MAX_LAG_S = 0.005  # the timing budget: median TTFT/ITL errors under 5 ms
+PROBE_INTERVAL_S = 0.005
+BARRIER_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class ShardStats:
+    """One worker's view of itself while the burst ran."""
+
+    shard: int
+    requests: int
+    chunks: int
+    cpu_s: float  # process CPU time from the start barrier to its last reply
+    wall_s: float
+    lag_p50_s: float
+    lag_p90_s: float
+    lag_max_s: float
+
+    @property
+    def cpu_share(self) -> float:
+        return self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ShardedBatch:
+    batch: BatchResult  # merged: outcomes in input order, cpu_s summed over the shards
+    shards: tuple[ShardStats, ...]
+    saturated: bool
+    max_lag_s: float
+
+    @property
+    def worst_lag_p90_s(self) -> float:
+        return max(shard.lag_p90_s for shard in self.shards)
+
+
+def split_requests(requests: Sequence[tuple[str, ChatRequest]], shards: int) -> list[list[int]]:
+    """Indexes of the requests each shard sends: round robin, so every shard gets the same mix."""
+    return [list(range(shard, len(requests), shards)) for shard in range(shards)]
+
+
+def _quantile(values: Sequence[float], share: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+async def _shard(url: str, requests: list[tuple[str, ChatRequest]], concurrency: int, timeout_s: float,
+                 ready: Any, go: Any, probe_interval_s: float, warm: bool) -> tuple[list[Outcome], float, float, list[float]]:
+    transport = HttpTransport(url, timeout_s=timeout_s)
+    lags: list[float] = []
+    running = True
+
+    async def probe() -> None:
+        while running:
+            due = time.perf_counter() + probe_interval_s
+            await asyncio.sleep(probe_interval_s)
+            lags.append(max(0.0, time.perf_counter() - due))
+
+    try:
+        await transport.discover_model()
+        if warm:  # open every keep-alive connection before the clock matters
+            warmup = [(f"warm-{i}", ChatRequest(f"warm up {os.getpid()} {i}", 1)) for i in range(concurrency)]
+            await run_batch(transport, warmup, concurrency=concurrency, clock=time.perf_counter, timeout_s=timeout_s)
+        await asyncio.to_thread(ready.wait, BARRIER_TIMEOUT_S)  # every shard warm, the parent told
+        await asyncio.to_thread(go.wait, BARRIER_TIMEOUT_S)  # released together
+        probe_task = asyncio.create_task(probe())
+        cpu_started, wall_started = time.process_time(), time.perf_counter()
+        batch = await run_batch(transport, requests, concurrency=concurrency, clock=time.perf_counter,
+                                timeout_s=timeout_s)
+        cpu_s, wall_s = time.process_time() - cpu_started, time.perf_counter() - wall_started
+        running = False
+        await probe_task
+    finally:
+        await transport.aclose()
+    return list(batch.outcomes), cpu_s, wall_s, lags
+
+
+def _shard_main(index: int, url: str, requests: list[tuple[str, ChatRequest]], concurrency: int, timeout_s: float,
+                ready: Any, go: Any, probe_interval_s: float, warm: bool, use_uvloop: bool, results: Any) -> None:
+    loop_factory = None
+    if use_uvloop:
+        try:
+            import uvloop
+
+            loop_factory = uvloop.new_event_loop
+        except ImportError:  # pragma: no cover - uvloop is a base dependency off Windows
+            loop_factory = None
+    try:
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            outcomes, cpu_s, wall_s, lags = runner.run(
+                _shard(url, requests, concurrency, timeout_s, ready, go, probe_interval_s, warm))
+    except BaseException as exc:  # report, never leave the others waiting at a barrier
+        ready.abort()
+        go.abort()
+        results.put((index, None, f"{type(exc).__name__}: {exc}"))
+        return
+    stats = ShardStats(shard=index, requests=len(requests), chunks=sum(o.chunks for o in outcomes), cpu_s=cpu_s,
+                       wall_s=wall_s, lag_p50_s=_quantile(lags, 0.5), lag_p90_s=_quantile(lags, 0.9),
+                       lag_max_s=max(lags, default=0.0))
+    results.put((index, (outcomes, stats), None))
+
+
+def run_sharded_batch(
+    url: str,
+    requests: Sequence[tuple[str, ChatRequest]],
+    *,
+    processes: int,
+    timeout_s: float = 600.0,
+    warm: bool = True,
+    max_lag_s: float = DEFAULT_MAX_LAG_S,
+    probe_interval_s: float = PROBE_INTERVAL_S,
+    use_uvloop: bool = True,
+    raise_on_saturation: bool = True,
+    before_start: Callable[[], None] | None = None,
+) -> ShardedBatch:
+    """Send every request at once (one stream each) from ``processes`` workers; merge the outcomes.
+
+    ``before_start`` runs in the parent once every worker has warmed its connections and
+    before any is released (a test clears its server's records there).
+
+    Raises:
+        UsageError: no request, or fewer than one process.
+        ClientSaturated: a worker's loop lagged past ``max_lag_s`` (p90), so its timestamps are not trusted.
+        BenchError: a worker died.
+    """
+    if processes < 1 or not requests:
+        raise UsageError("A sharded batch needs at least one process and one request.")
+    processes = min(processes, len(requests))
+    parts = split_requests(requests, processes)
+    context = multiprocessing.get_context("spawn")  # no inherited event loop or session
+    ready, go = context.Barrier(processes + 1), context.Barrier(processes + 1)
+    results = context.Queue()
+    workers = []
+    for index, part in enumerate(parts):
+        shard_requests = [requests[i] for i in part]
+        worker = context.Process(
+            target=_shard_main,
+            args=(index, url, shard_requests, len(shard_requests), timeout_s, ready, go, probe_interval_s, warm,
+                  use_uvloop, results),
+            daemon=True,
+        )
+        worker.start()
+        workers.append(worker)
+    gathered: dict[int, tuple[list[Outcome], ShardStats]] = {}
+    errors: list[str] = []
+    try:
+        try:
+            ready.wait(BARRIER_TIMEOUT_S + timeout_s)
+            if before_start is not None:
+                try:
+                    before_start()
+                except BaseException:
+                    go.abort()
+                    raise
+            go.wait(BARRIER_TIMEOUT_S)
+        except threading.BrokenBarrierError:
+            pass  # a worker failed before the start: its error is in the queue
+        for _ in workers:
+            index, payload, error = results.get(timeout=timeout_s + BARRIER_TIMEOUT_S)
+            if payload is None:
+                errors.append(f"shard {index}: {error}")
+            else:
+                gathered[index] = payload
+    finally:
+        for worker in workers:
+            worker.join(10)
+            if worker.is_alive():
+                worker.kill()
+                worker.join()
+    if errors:
+        from gemmaserve.errors import BenchError
+
+        raise BenchError("A client worker process failed: " + "; ".join(errors),
+                         hint="Check that the target answers: curl URL/v1/models")
+    merged: list[Outcome | None] = [None] * len(requests)
+    for index, part in enumerate(parts):
+        for position, outcome in zip(part, gathered[index][0], strict=True):
+            merged[position] = outcome
+    outcomes = tuple(outcome for outcome in merged if outcome is not None)
+    shards = tuple(gathered[index][1] for index in range(len(parts)))
+    batch = BatchResult(
+        outcomes=outcomes,
+        started_s=min(o.sent_s - (o.client_queue_s or 0.0) for o in outcomes),
+        finished_s=max(o.finished_s for o in outcomes),
+        cpu_s=sum(shard.cpu_s for shard in shards),
+    )
+    result = ShardedBatch(batch=batch, shards=shards, saturated=False, max_lag_s=max_lag_s)
+    saturated = result.worst_lag_p90_s > max_lag_s
+    result = ShardedBatch(batch=batch, shards=shards, saturated=saturated, max_lag_s=max_lag_s)
+    if saturated and raise_on_saturation:
+        worst = max(shards, key=lambda shard: shard.lag_p90_s)
+        raise ClientSaturated(
+            f"The client was its own limit: worker {worst.shard} ran {worst.requests} streams at "
+            f"{worst.cpu_share:.0%} of a core and its event loop lagged {worst.lag_p90_s * 1000:.1f} ms (p90) "
+            f"against a budget of {max_lag_s * 1000:.1f} ms, so its TTFT/ITL would read high.",
+            hint="Use more client processes (one per free core), fewer streams, or a larger client machine.",
+            worst_lag_p90_s=worst.lag_p90_s, cpu_share=worst.cpu_share, processes=len(shards),
+            streams=len(requests),
+        )
+    return result
