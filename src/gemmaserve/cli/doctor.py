@@ -18,6 +18,7 @@ _STYLE = {
     CheckStatus.WARN: "yellow",
     CheckStatus.FAIL: "red",
     CheckStatus.UNKNOWN: "magenta",
+    CheckStatus.NOT_APPLICABLE: "cyan",
 }
 
 

@@ -54,6 +54,16 @@ def cli() -> None:
     "--served-model-name", help="The name clients ask for (default: the model key)."
 )
 @click.option(
+    "--checkpoint",
+    help="Load this local directory or repo instead of the catalog's repo for --encoding "
+    "(the plan still comes from --model/--encoding).",
+)
+@click.option(
+    "--language-model-only",
+    is_flag=True,
+    help="vLLM's --language-model-only: the text decoder without the vision and audio towers (planned so).",
+)
+@click.option(
     "--no-wait",
     is_flag=True,
     help="Return once the process is started; do not wait for /health.",
@@ -79,12 +89,17 @@ def start_command(
     gpu_memory_utilization: float,
     max_num_seqs: int | None,
     served_model_name: str | None,
+    checkpoint: str | None,
+    language_model_only: bool,
     no_wait: bool,
     timeout_s: float,
     as_json: bool,
     extra_args: tuple[str, ...],
 ) -> None:
-    """Plan, check and start `vllm serve`; extra arguments after `--` go to vLLM unchanged."""
+    """Plan, check and start `vllm serve`; extra arguments after `--` go to vLLM unchanged.
+
+    Example: gemmaserve serve start --checkpoint ./model -- --load-format dummy --enforce-eager
+    """
     from gemmaserve.serve.api import start
 
     with _StageDisplay() as on_progress:
@@ -99,6 +114,8 @@ def start_command(
             gpu_memory_utilization=gpu_memory_utilization,
             max_num_seqs=max_num_seqs,
             served_model_name=served_model_name,
+            checkpoint=checkpoint,
+            language_model_only=language_model_only,
             extra_args=list(extra_args),
             wait=not no_wait,
             ready_timeout_s=timeout_s,
@@ -107,13 +124,21 @@ def start_command(
     emit(
         result,
         as_json=as_json,
-        render=lambda r: console().print(
-            f"{'serving' if r.ready else 'started (not serving yet)'}: pid {r.record.pid} on port {r.record.port}, "
-            f"log {r.record.log_path}"
-        ),
+        render=_render_start,
     )
     if not no_wait and not result.ready:
         raise SystemExit(1)
+
+
+def _render_start(result: Any) -> None:
+    out = console()
+    state = "serving" if result.ready else "started (not serving yet)"
+    out.print(
+        f"{state}: pid {result.record.pid} on port {result.record.port}, log {result.record.log_path}",
+        highlight=False,
+    )
+    if result.clamp is not None:
+        out.print(f"  Turing clamp: {result.clamp.evidence}", highlight=False)
 
 
 class _StageDisplay:

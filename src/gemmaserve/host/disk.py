@@ -134,7 +134,7 @@ def measure_path(
             free_bytes=vfs.f_bavail * vfs.f_frsize,
             total_bytes=vfs.f_blocks * vfs.f_frsize,
         )
-    except Exception as exc:  # one unreadable path must not hide the others  # noqa: BLE001
+    except Exception as exc:  # one unreadable path must not hide the others
         return PathSpace(role=role, path=str(path), error=describe_exception(exc))
 
 

