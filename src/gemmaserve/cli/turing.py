@@ -115,27 +115,51 @@ def _render_status(result) -> None:  # type: ignore[no-untyped-def]
 @click.option("--python", "python", default=None, help="Interpreter whose vLLM to find when --vllm-file is not given.")
 @click.option("--arch", default="sm_75", show_default=True, help="Target architecture, e.g. sm_75, sm_89.")
 @click.option("--head-size", "head_sizes", type=int, multiple=True, help="Head size(s); default 256 and 512.")
-@click.option("--num-warps", type=int, default=4, show_default=True)
+@click.option("--num-warps", type=int, default=4, show_default=True, help="The stock launch's num_warps.")
+@click.option("--search", is_flag=True, help="Compile every candidate (tile, num_warps) per head size and layout; "
+                                             "show the one that fits and spills least beside the rule's launch.")
 @json_option
 def smem(vllm_file: str | None, python: str | None, arch: str, head_sizes: tuple[int, ...], num_warps: int,
-         as_json: bool) -> None:
+         search: bool, as_json: bool) -> None:
     """Compile the real kernel for ARCH (no GPU needed): shared memory, registers, spills, stock vs clamped."""
     from gemmaserve.turing.filepatch import resolve_target
-    from gemmaserve.turing.smem import compile_report
+    from gemmaserve.turing.smem import compile_report, search_launches
 
     path = vllm_file or resolve_target(file=None, python=python).path
+    if search:
+        found = search_launches(vllm_file=path, arch=arch, head_sizes=head_sizes or (256, 512))
+        emit(found, as_json=as_json, render=_render_search)
+        return
     report = compile_report(vllm_file=path, arch=arch, head_sizes=head_sizes or (256, 512), num_warps=num_warps)
     emit(report, as_json=as_json, render=_render_smem)
 
 
+def _render_search(found) -> None:  # type: ignore[no-untyped-def]
+    click.echo(f"{found.vllm_file}  (triton {found.triton_version}, {found.arch}, limit {found.smem_limit_bytes:,} B)")
+    click.echo(f"{'head':>4} {'grid':<4} {'tile':>4} {'warps':>5} {'stages':>6} {'smem B':>7} {'fits':<4} {'regs':>4} "
+               f"{'spill st/ld B':>13}  ")
+    for row in found.rows:
+        spill = "?" if row.spill_store_bytes is None else f"{row.spill_store_bytes}/{row.spill_load_bytes}"
+        marks = " ".join(m for m, on in (("stock", row.stock), ("<- choice", row.chosen)) if on)
+        click.echo(f"{row.head_size:>4} {row.layout:<4} {row.tile_size:>4} {row.num_warps:>5} {row.num_stages:>6} "
+                   f"{row.smem_bytes:>7} {'yes' if row.fits else 'NO':<4} "
+                   f"{row.registers if row.registers is not None else '?':>4} {spill:>13}  {marks}")
+    for pick in found.picks:
+        chosen = "none fits" if pick.picked is None else (
+            f"tile {pick.picked.tile_size}, {pick.picked.num_warps} warps ({pick.picked_spill_bytes} B spilled)")
+        click.echo(f"head {pick.head_size} {pick.layout}: choice {chosen}; rule launches tile {pick.rule.tile_size}, "
+                   f"{pick.rule.num_warps} warps: {'agrees' if pick.rule_agrees else 'DIFFERS'}; same figures at "
+                   f"stages {pick.stages_checked}: {'yes' if pick.stages_independent else 'NO'}")
+
+
 def _render_smem(report) -> None:  # type: ignore[no-untyped-def]
     click.echo(f"{report.vllm_file}  (triton {report.triton_version}, {report.arch})")
-    click.echo(f"{'head':>4} {'phase':<7} {'grid':<4} {'variant':<7} {'tile':>4} {'smem B':>7} {'limit B':>7} "
-               f"{'fits':<4} {'regs':>4} {'spill st/ld B':>13}")
+    click.echo(f"{'head':>4} {'phase':<7} {'grid':<4} {'variant':<7} {'tile':>4} {'warps':>5} {'smem B':>7} "
+               f"{'limit B':>7} {'fits':<4} {'regs':>4} {'spill st/ld B':>13}")
     for row in report.rows:
         spill = "?" if row.spill_store_bytes is None else f"{row.spill_store_bytes}/{row.spill_load_bytes}"
         click.echo(f"{row.head_size:>4} {row.phase:<7} {row.layout:<4} {row.variant:<7} {row.tile_size:>4} "
-                   f"{row.smem_bytes:>7} {row.smem_limit_bytes:>7} {'yes' if row.fits else 'NO':<4} "
+                   f"{row.num_warps:>5} {row.smem_bytes:>7} {row.smem_limit_bytes:>7} {'yes' if row.fits else 'NO':<4} "
                    f"{row.registers if row.registers is not None else '?':>4} {spill:>13}")
     click.echo(f"stock fits: {'yes' if report.stock_fits else 'NO'}; clamped fits: "
                f"{'yes' if report.clamped_fits else 'NO'}; clamp changes the launch: "

@@ -110,6 +110,30 @@ class LaunchChoice(BaseModel):
     reason: str
 
 
+class MeasuredLaunch(BaseModel):
+    """A candidate launch with what the compiler said of it (spill_bytes: stores + loads; None if unknown)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    launch: LaunchParams
+    smem_bytes: int
+    spill_bytes: int | None
+
+
+def pick_launch(candidates: list[MeasuredLaunch], *, smem_limit_bytes: int,
+                stock: LaunchParams) -> MeasuredLaunch | None:
+    """The candidate that fits and spills least; ties go to the larger tile, then stock warps, then fewer warps.
+
+    None when no candidate with known spills fits. This is the order the search ranks the compiler's
+    figures by; ``launch_num_warps`` holds its answers for sm_75.
+    """
+    known = [c for c in candidates if c.smem_bytes <= smem_limit_bytes and c.spill_bytes is not None]
+    if not known:
+        return None
+    return min(known, key=lambda c: (c.spill_bytes, -c.launch.tile_size, c.launch.num_warps != stock.num_warps,
+                                     c.launch.num_warps, c.launch != stock))
+
+
 def next_power_of_2(value: int) -> int:
     return 1 if value <= 1 else 1 << (value - 1).bit_length()
 

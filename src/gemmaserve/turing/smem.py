@@ -2,8 +2,10 @@
 
 Loads the kernel file (and its helpers file beside it) with small stand-ins for vLLM's own
 imports, compiles with ``triton.compile(..., target=GPUTarget("cuda", major*10+minor, 32))`` for
-Gemma 4's launches, stock and clamped, and reads shared memory (Triton's metadata) and registers
-and spills (``ptxas -v`` on the PTX). Needs the ``kernel`` extra (triton) and torch.
+Gemma 4's launches, stock and clamped (the rule's tile and num_warps), and reads shared memory
+(Triton's metadata) and registers and spills (``ptxas -v`` on the PTX). ``search_launches`` compiles
+every candidate (tile, num_warps; BLOCK_M and stages stock) and picks with ``rule.pick_launch``.
+Needs the ``kernel`` extra (triton) and torch.
 """
 
 from __future__ import annotations
@@ -19,14 +21,24 @@ from typing import Any
 from pydantic import BaseModel
 
 from gemmaserve.errors import MissingExtra, UsageError
-from gemmaserve.turing.rule import DEFAULT_BLOCK_M, clamp_tile_size
+from gemmaserve.turing.rule import (
+    DEFAULT_BLOCK_M,
+    STOCK_NUM_WARPS,
+    LaunchParams,
+    MeasuredLaunch,
+    choose_launch,
+    pick_launch,
+)
 from gemmaserve.turing.shape import recognise
 
 #: Opt-in shared memory per block by architecture (CUDA programming guide, compute capabilities table).
 SMEM_OPTIN_BYTES = {75: 65_536, 80: 166_912, 86: 101_376, 89: 101_376, 90: 232_448}
 NUM_QUERIES_PER_KV = 8  # Gemma 4 E2B: 8 query heads, 1 KV head → BLOCK_M 16
-NUM_WARPS = 4
-NUM_STAGES = 3
+NUM_WARPS = STOCK_NUM_WARPS
+NUM_STAGES = 3  # Triton's default, which unified_attention launches with
+#: Candidates the search compiles: tiles from 16 up to the stock tile, and these warps.
+SEARCH_WARPS = (4, 8, 16)
+SEARCH_TILES = (16, 32, 64)
 _PTXAS_LINE = re.compile(r"Used (\d+) registers")
 _SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
@@ -48,6 +60,50 @@ class SmemRow(BaseModel):
     spill_load_bytes: int | None
 
 
+class SearchRow(BaseModel):
+    """One compiled candidate launch."""
+
+    head_size: int
+    layout: str  # "2D" (prefill and large decode batches) | "3D" (split-KV decode)
+    tile_size: int
+    block_m: int
+    num_warps: int
+    num_stages: int
+    smem_bytes: int
+    fits: bool
+    registers: int | None
+    spill_store_bytes: int | None
+    spill_load_bytes: int | None
+    stock: bool
+    chosen: bool
+
+
+class SearchPick(BaseModel):
+    """Per head size and layout: the compiler's best candidate and what the rule launches."""
+
+    head_size: int
+    layout: str
+    stock: LaunchParams
+    picked: LaunchParams | None
+    picked_spill_bytes: int | None
+    stock_spill_bytes: int | None
+    stock_fits: bool
+    rule: LaunchParams
+    rule_agrees: bool
+    stages_checked: list[int]  # stages compiled for the pick: same smem and spills at each (no pipelining)
+    stages_independent: bool
+
+
+class LaunchSearch(BaseModel):
+    vllm_file: str
+    arch: str
+    triton_version: str
+    smem_limit_bytes: int
+    rows: list[SearchRow]
+    picks: list[SearchPick]
+    rule_agrees: bool
+
+
 class SmemReport(BaseModel):
     vllm_file: str
     arch: str
@@ -65,8 +121,110 @@ def launches(head_size: int) -> list[tuple[str, str, bool]]:
 
 def compile_report(*, vllm_file: str, arch: str = "sm_75", head_sizes: tuple[int, ...] = (256, 512),
                    num_warps: int = NUM_WARPS) -> SmemReport:
-    """Compile every Gemma 4 launch stock and clamped for ``arch``. Raises MissingExtra, UsageError."""
+    """Compile every Gemma 4 launch stock (``num_warps``) and as the rule launches it, for ``arch``.
+
+    Raises MissingExtra, UsageError.
+    """
     triton, _ = _require_kernel_extra()
+    capability, limit, module, path = _prepare(vllm_file, arch)
+    rows: list[SmemRow] = []
+    cache: dict[tuple[int, int, bool, int, int, int], tuple[int, int | None, int | None, int | None]] = {}
+    for head in head_sizes:
+        window = _window(head)
+        for phase, layout, prefill_tile in launches(head):
+            stock_tile = module._get_tile_size(head, window, 2, prefill_tile)
+            stock = LaunchParams(tile_size=stock_tile, block_m=DEFAULT_BLOCK_M, num_stages=NUM_STAGES,
+                                 num_warps=num_warps)
+            rule = choose_launch(capability=(capability // 10, capability % 10), smem_limit_bytes=limit,
+                                 head_size_padded=head, element_size=2, block_size=16, stock=stock,
+                                 is_3d=layout == "3D").launch
+            for variant, launch in (("stock", stock), ("clamped", rule)):
+                key = (head, launch.tile_size, layout == "3D", window, launch.num_warps, launch.num_stages)
+                if key not in cache:
+                    cache[key] = _compile_one(module, triton, capability, head, launch.tile_size, layout == "3D",
+                                              window, launch.num_warps, launch.num_stages)
+                smem, regs, spill_st, spill_ld = cache[key]
+                rows.append(SmemRow(arch=arch, head_size=head, phase=phase, layout=layout, variant=variant,
+                                    tile_size=launch.tile_size, block_m=DEFAULT_BLOCK_M, num_warps=launch.num_warps,
+                                    smem_bytes=smem, smem_limit_bytes=limit, fits=smem <= limit, registers=regs,
+                                    spill_store_bytes=spill_st, spill_load_bytes=spill_ld))
+    return SmemReport(vllm_file=str(path), arch=arch, triton_version=triton.__version__, rows=rows,
+                      stock_fits=all(r.fits for r in rows if r.variant == "stock"),
+                      clamped_fits=all(r.fits for r in rows if r.variant == "clamped"),
+                      clamp_changes_launch=any((a.tile_size, a.num_warps) != (b.tile_size, b.num_warps)
+                                               for a, b in zip(rows[::2], rows[1::2], strict=True)))
+
+
+def search_launches(*, vllm_file: str, arch: str = "sm_75", head_sizes: tuple[int, ...] = (256, 512),
+                    warps: tuple[int, ...] = SEARCH_WARPS, stage_checks: tuple[int, ...] = (1,)) -> LaunchSearch:
+    """Compile every candidate launch per head size and layout; pick the one that fits and spills least.
+
+    Tiles run from 16 up to vLLM's own tile for that launch (the rule never raises a tile), warps over
+    ``warps``; BLOCK_M stays 16 (it sets ``unified_attention``'s grid) and stages stay stock, and the
+    pick is compiled again at ``stage_checks`` stages to show its figures do not depend on them.
+    Raises MissingExtra, UsageError.
+    """
+    triton, _ = _require_kernel_extra()
+    capability, limit, module, path = _prepare(vllm_file, arch)
+    rows: list[SearchRow] = []
+    picks: list[SearchPick] = []
+    for head in head_sizes:
+        window = _window(head)
+        for layout, prefill_tile in (("2D", True), ("3D", False)):
+            is_3d = layout == "3D"
+            stock_tile = module._get_tile_size(head, window, 2, prefill_tile)
+            stock = LaunchParams(tile_size=stock_tile, block_m=DEFAULT_BLOCK_M, num_stages=NUM_STAGES,
+                                 num_warps=STOCK_NUM_WARPS)
+            measured: list[MeasuredLaunch] = []
+            for tile in [t for t in SEARCH_TILES if t <= stock_tile]:
+                for count in warps:
+                    smem, regs, spill_st, spill_ld = _compile_one(module, triton, capability, head, tile, is_3d,
+                                                                  window, count, NUM_STAGES)
+                    launch = LaunchParams(tile_size=tile, block_m=DEFAULT_BLOCK_M, num_stages=NUM_STAGES,
+                                          num_warps=count)
+                    spills = None if spill_st is None or spill_ld is None else spill_st + spill_ld
+                    measured.append(MeasuredLaunch(launch=launch, smem_bytes=smem, spill_bytes=spills))
+                    rows.append(SearchRow(head_size=head, layout=layout, tile_size=tile, block_m=DEFAULT_BLOCK_M,
+                                          num_warps=count, num_stages=NUM_STAGES, smem_bytes=smem, fits=smem <= limit,
+                                          registers=regs, spill_store_bytes=spill_st, spill_load_bytes=spill_ld,
+                                          stock=launch == stock, chosen=False))
+            picked = pick_launch(measured, smem_limit_bytes=limit, stock=stock)
+            rule = choose_launch(capability=(capability // 10, capability % 10), smem_limit_bytes=limit,
+                                 head_size_padded=head, element_size=2, block_size=16, stock=stock,
+                                 is_3d=is_3d).launch
+            checked, independent = [], True
+            if picked is not None:
+                for row in rows[-len(measured):]:
+                    row.chosen = (row.tile_size, row.num_warps) == (picked.launch.tile_size, picked.launch.num_warps)
+                for stages in stage_checks:
+                    figures = _compile_one(module, triton, capability, head, picked.launch.tile_size, is_3d, window,
+                                           picked.launch.num_warps, stages)
+                    checked.append(stages)
+                    independent &= (figures[0], figures[2], figures[3]) == (
+                        picked.smem_bytes, *_spill_pair(rows, head, layout, picked.launch))
+            stock_measured = next((m for m in measured if m.launch == stock), None)
+            picks.append(SearchPick(
+                head_size=head, layout=layout, stock=stock, picked=None if picked is None else picked.launch,
+                picked_spill_bytes=None if picked is None else picked.spill_bytes,
+                stock_spill_bytes=None if stock_measured is None else stock_measured.spill_bytes,
+                stock_fits=stock_measured is not None and stock_measured.smem_bytes <= limit, rule=rule,
+                rule_agrees=picked is not None and picked.launch == rule, stages_checked=checked,
+                stages_independent=independent))
+    return LaunchSearch(vllm_file=str(path), arch=arch, triton_version=triton.__version__, smem_limit_bytes=limit,
+                        rows=rows, picks=picks, rule_agrees=all(p.rule_agrees for p in picks))
+
+
+def _spill_pair(rows: list[SearchRow], head: int, layout: str, launch: LaunchParams) -> tuple[int | None, int | None]:
+    row = next(r for r in rows if (r.head_size, r.layout, r.tile_size, r.num_warps)
+               == (head, layout, launch.tile_size, launch.num_warps))
+    return row.spill_store_bytes, row.spill_load_bytes
+
+
+def _window(head: int) -> int:
+    return 512 if head == 256 else 0  # Gemma 4: sliding layers head 256 window 512, global head 512
+
+
+def _prepare(vllm_file: str, arch: str) -> tuple[int, int, types.ModuleType, Path]:
     capability = _arch_number(arch)
     limit = SMEM_OPTIN_BYTES.get(capability)
     if limit is None:
@@ -74,28 +232,7 @@ def compile_report(*, vllm_file: str, arch: str = "sm_75", head_sizes: tuple[int
                          f"{', '.join(f'sm_{a}' for a in SMEM_OPTIN_BYTES)}.")
     path = Path(vllm_file)
     recognise(path.read_text(), where=str(path))
-    module = load_kernel_module(path)
-    rows: list[SmemRow] = []
-    cache: dict[tuple[int, int, bool, int], tuple[int, int | None, int | None, int | None]] = {}
-    for head in head_sizes:
-        window = 512 if head == 256 else 0  # Gemma 4: sliding layers head 256 window 512, global head 512
-        for phase, layout, prefill_tile in launches(head):
-            stock_tile = module._get_tile_size(head, window, 2, prefill_tile)
-            clamped_tile = clamp_tile_size(capability // 10, limit, head, 2, stock_tile, DEFAULT_BLOCK_M)
-            for variant, tile in (("stock", stock_tile), ("clamped", clamped_tile)):
-                key = (head, tile, layout == "3D", window)
-                if key not in cache:
-                    cache[key] = _compile_one(module, triton, capability, head, tile, layout == "3D", window,
-                                              num_warps)
-                smem, regs, spill_st, spill_ld = cache[key]
-                rows.append(SmemRow(arch=arch, head_size=head, phase=phase, layout=layout, variant=variant,
-                                    tile_size=tile, block_m=DEFAULT_BLOCK_M, num_warps=num_warps, smem_bytes=smem,
-                                    smem_limit_bytes=limit, fits=smem <= limit, registers=regs,
-                                    spill_store_bytes=spill_st, spill_load_bytes=spill_ld))
-    return SmemReport(vllm_file=str(path), arch=arch, triton_version=triton.__version__, rows=rows,
-                      stock_fits=all(r.fits for r in rows if r.variant == "stock"),
-                      clamped_fits=all(r.fits for r in rows if r.variant == "clamped"),
-                      clamp_changes_launch=any(a.tile_size != b.tile_size for a, b in zip(rows[::2], rows[1::2])))
+    return capability, limit, load_kernel_module(path), path
 
 
 def _require_kernel_extra() -> tuple[Any, Any]:
@@ -141,7 +278,7 @@ def _constexprs(head: int, tile: int, is_3d: bool, window: int) -> dict[str, Any
 
 
 def _compile_one(module: types.ModuleType, triton: Any, capability: int, head: int, tile: int, is_3d: bool,
-                 window: int, num_warps: int) -> tuple[int, int | None, int | None, int | None]:
+                 window: int, num_warps: int, num_stages: int = NUM_STAGES) -> tuple[int, int | None, int | None, int | None]:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -168,7 +305,7 @@ def _compile_one(module: types.ModuleType, triton: Any, capability: int, head: i
             signature[name] = "fp32"  # scale, softcap
     source = ASTSource(fn=kernel, signature=signature, constexprs=constexprs)
     compiled = triton.compile(source, target=GPUTarget("cuda", capability, 32),
-                              options={"num_warps": num_warps, "num_stages": NUM_STAGES, "enable_fp_fusion": True})
+                              options={"num_warps": num_warps, "num_stages": num_stages, "enable_fp_fusion": True})
     smem = int(compiled.metadata.shared)
     registers, spill_store, spill_load = _ptxas_figures(compiled.asm["ptx"], capability)
     return smem, registers, spill_store, spill_load
