@@ -69,17 +69,19 @@ class Run:
 
 # In order of value: every model's first (cold) start, then the terms that vary one thing.
 RUNS: list[Run] = [
-    Run("e2b-l4-cold", "gemma-4-e2b", 8192, 2048, 256, "l4", "e2b-8192-2048", True, True, 150),
-    Run("e4b-l4-cold", "gemma-4-e4b", 8192, 2048, 256, "l4", "e4b-8192-2048", True, False, 130),
-    Run("31b-h100-cold", "gemma-4-31b", 8192, 8192, 1024, "h100", "31b-8192-8192", True, False, 150),
-    Run("26b-a4b-h100-cold", "gemma-4-26b-a4b", 8192, 8192, 1024, "h100", "26b-8192-8192", True, False, 150),
-    Run("e2b-l4-warm", "gemma-4-e2b", 8192, 2048, 256, "l4", "e2b-8192-2048", False, False, 50),
-    Run("e2b-l4-seqs1024-warm", "gemma-4-e2b", 8192, 2048, 1024, "l4", "e2b-8192-2048", False, False, 60),
-    Run("e2b-t4-seqs64-warm", "gemma-4-e2b", 8192, 2048, 64, "t4", "e2b-8192-2048", False, False, 50),
-    Run("e4b-l40s-warm", "gemma-4-e4b", 8192, 2048, 256, "l40s", "e4b-8192-2048", False, False, 50),
-    Run("e2b-l40s-b8192-cold", "gemma-4-e2b", 32768, 8192, 256, "l40s", "e2b-32768-8192", True, False, 130),
+    Run("e2b-l4-cold", "gemma-4-e2b", 8192, 2048, 256, "l4", "e2b-8192-2048", True, True, 120),
+    # Warm, and 1,024 sequences: the sampler's dummy batch (1,024 × 262,144 logits) against the
+    # forward pass at 2,048 tokens.
+    Run("e2b-l4-seqs1024-warm", "gemma-4-e2b", 8192, 2048, 1024, "l4", "e2b-8192-2048", False, False, 45),
+    Run("e4b-l4-cold", "gemma-4-e4b", 8192, 2048, 256, "l4", "e4b-8192-2048", True, False, 110),
+    Run("26b-a4b-h100-cold", "gemma-4-26b-a4b", 8192, 8192, 1024, "h100", "26b-8192-8192", True, False, 130),
+    Run("31b-h100-cold", "gemma-4-31b", 8192, 8192, 1024, "h100", "31b-8192-8192", True, False, 130),
+    Run("e2b-t4-seqs64-warm", "gemma-4-e2b", 8192, 2048, 64, "t4", "e2b-8192-2048", False, False, 45),
+    Run("e4b-l40s-warm", "gemma-4-e4b", 8192, 2048, 256, "l40s", "e4b-8192-2048", False, False, 45),
+    Run("e2b-l4-warm", "gemma-4-e2b", 8192, 2048, 256, "l4", "e2b-8192-2048", False, False, 45),
+    Run("e2b-l40s-b8192-cold", "gemma-4-e2b", 32768, 8192, 256, "l40s", "e2b-32768-8192", True, False, 120),
     # vLLM's own defaults on a GPU of 70 GiB or more (1,024 sequences, 8,192 batched tokens).
-    Run("e2b-h200-defaults-cold", "gemma-4-e2b", 8192, None, None, "util:0.9", "e2b-8192-default", True, False, 130),
+    Run("e2b-h200-defaults-cold", "gemma-4-e2b", 8192, None, None, "util:0.9", "e2b-8192-default", True, False, 120),
 ]
 
 LINE_PATTERNS: dict[str, str] = {
@@ -521,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true",
                         help="shrink every geometry (same layer pattern, sharing, MoE, K=V) for a CPU test")
     parser.add_argument("--run-timeout-s", type=float, default=240.0)
-    parser.add_argument("--breakdown-wait-s", type=float, default=45.0)
+    parser.add_argument("--breakdown-wait-s", type=float, default=35.0)
     parser.add_argument("--only", action="append", default=[], help="run only these names (repeatable)")
     parser.add_argument("--list", action="store_true", help="print the runs and exit")
     parser.add_argument("--port", type=int, default=8321)
