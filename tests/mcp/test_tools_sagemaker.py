@@ -131,7 +131,8 @@ def test_deploy_status_logs_invoke_list_delete_agree_with_the_cli(
 
     cleanup = call_tool(server, "sagemaker_cleanup", {"region": REGION, "dry_run": True, "confirm": False,
                                                       "list_prices": True})
-    assert cleanup.structured_content == {"dry_run": True, "expired": [], "deleted": [], "errors": []}
+    assert cleanup.structured_content == {"dry_run": True, "expired": [], "orphans": [], "deleted": [], "errors": [],
+                                          "complete": True}
 
     refused = call_tool(server, "sagemaker_delete", {"endpoint_name": "mcp-t4ok", "region": REGION, "confirm": False})
     assert error_details(refused)["error"] == "ConfirmationRequired"

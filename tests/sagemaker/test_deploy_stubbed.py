@@ -53,6 +53,19 @@ def fresh(stub: Stubber, name: str = NAME) -> None:
                           expected_params={"EndpointConfigName": f"{name}-config"})
 
 
+def ours_and_unshared(stub: Stubber) -> None:
+    """What delete checks before deleting: the resources' ARNs, their gemmaserve tags, other endpoints' use."""
+    from gemmaserve.sagemaker.tags import build_tags
+
+    tags = {"Tags": build_tags(owner="ana", now=START, ttl_s=3600)}
+    stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+    stub.add_response("describe_model", {"ModelName": f"{NAME}-model", "ModelArn": ARN + "-model",
+                                         "CreationTime": START}, {"ModelName": f"{NAME}-model"})
+    for arn in (ARN, ARN + "-config", ARN + "-model"):
+        stub.add_response("list_tags", tags, {"ResourceArn": arn})
+    stub.add_response("list_endpoints", {"Endpoints": []}, {})
+
+
 def described(status: str, *, minutes: float = 1, reason: str | None = None, pools: list[dict[str, Any]] | None = None
               ) -> dict[str, Any]:
     variant: dict[str, Any] = {"VariantName": "AllTraffic", "CurrentInstanceCount": 1,
@@ -176,6 +189,7 @@ def test_delete_waits_while_creating_then_deletes_everything() -> None:
         stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
         stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
         stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+        ours_and_unshared(stub)
         for status in ("Creating", "Creating", "InService"):
             stub.add_response("describe_endpoint", described(status), {"EndpointName": NAME})
             stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
@@ -198,6 +212,7 @@ def test_delete_gives_up_after_its_bound() -> None:
         stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
         stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": ANY})
         stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": ANY})
+        ours_and_unshared(stub)
         for _ in range(3):
             stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
             stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": ANY})

@@ -182,13 +182,24 @@ def deploy(model: str, encoding: str, instances: tuple[str, ...], image: str | N
         raise click.exceptions.Exit(1)
 
 
+def _usd_range(price_range: Any) -> str:
+    text = f"${price_range.low_usd_per_hour:.3f}–{price_range.high_usd_per_hour:.3f}/hour"
+    if price_range.unpriced:
+        text += f" (price unknown for {', '.join(price_range.unpriced)})"
+    return text
+
+
 def _render_deploy(outcome: Any) -> None:
     plan = outcome.plan
-    price = "unknown"
-    if plan.price:
+    price = "price unknown"
+    if plan.price_range is not None:
+        price = _usd_range(plan.price_range) + " depending on the type SageMaker places"
+    elif plan.price:
         estimated = ", estimated" if plan.price.estimated else ""
         price = f"${plan.usd_per_hour:.3f}/hour ({plan.price.source}, {plan.price.date}{estimated})"
-    click.echo(f"Endpoint {plan.endpoint_name} in {plan.region} on {', '.join(plan.instance_types)} at {price}")
+    where = plan.instance_types[0] if len(plan.instance_types) == 1 else \
+        "an instance pool of " + " > ".join(plan.instance_types)
+    click.echo(f"Endpoint {plan.endpoint_name} in {plan.region} on {where} at {price}")
     click.echo(f"Image: {plan.image_uri}")
     click.echo("The container will run: vllm serve " + " ".join(plan.masked_serve_args()))
     if outcome.dry_run:
@@ -205,7 +216,16 @@ def _render_deploy(outcome: Any) -> None:
         click.echo(f"  {attempt.region}: {attempt.outcome} ({attempt.detail})")
     state = outcome.result.state if outcome.result else None
     if state is not None:
-        click.echo(f"{state.endpoint_name}: {state.status.value} on {state.instance_type}")
+        click.echo(f"{state.endpoint_name}: {state.status.value} on {_placement(state)}")
+
+
+def _placement(state: Any) -> str:
+    """The placed type; for a pool with none placed yet (or not reported), the pool's types."""
+    if state.instance_type and not state.pool_types:
+        return str(state.instance_type)
+    if state.instance_type:
+        return f"{state.instance_type} (pool {', '.join(state.pool_types)})"
+    return f"pool {', '.join(state.pool_types)} (placed type not reported yet)" if state.pool_types else "?"
 
 
 def _short_params(params: dict[str, Any]) -> str:
@@ -229,7 +249,15 @@ def status(endpoint_name: str, region: str | None, as_json: bool) -> None:
 
 def _render_state(state: Any) -> None:
     click.echo(f"{state.endpoint_name} ({state.region}): {state.status.value}")
+    price = None
+    if state.usd_per_hour is not None:
+        price = f"${state.usd_per_hour:.3f}/hour"
+    elif state.price_range is not None:
+        price = _usd_range(state.price_range)
+    elif state.status.value != "NotFound":
+        price = "price unknown"
     for label, value in (("instance", state.instance_type), ("pool", ", ".join(state.pool_types) or None),
+                         ("price", price),
                          ("image", state.resolved_image or state.image),
                          ("elapsed", f"{state.elapsed_s / 60:.1f} min" if state.elapsed_s is not None else None),
                          ("reason", state.failure_reason)):
@@ -311,17 +339,22 @@ def invoke_command(endpoint_name: str, prompt: str, region: str | None, max_toke
 @click.option("--busy-timeout-s", type=click.FloatRange(min=0), default=1800, show_default=True,
               help="How long to wait while the endpoint is Creating/Updating.")
 @click.option("--dry-run", is_flag=True)
+@click.option("--force", is_flag=True, help="Also delete what gemmaserve did not create (no gemmaserve tags).")
 @click.option("--yes", is_flag=True)
 @json_option
-def delete(endpoint_name: str, region: str | None, busy_timeout_s: float, dry_run: bool, yes: bool,
+def delete(endpoint_name: str, region: str | None, busy_timeout_s: float, dry_run: bool, force: bool, yes: bool,
            as_json: bool) -> None:
-    """Delete the endpoint, then its config, then its model(s). Missing pieces are fine."""
+    """Delete the endpoint, then its config, then its model(s). Missing pieces are fine.
+
+    Refuses resources without gemmaserve's tags unless --force; never deletes a config or
+    model another endpoint uses.
+    """
     from gemmaserve.sagemaker import api
 
     if not dry_run:
         _confirm(f"Delete endpoint {endpoint_name} and its config and model", yes)
-    report = api.delete(endpoint_name, region=_region(region), dry_run=dry_run, busy_timeout_s=busy_timeout_s,
-                        progress=_progress)
+    report = api.delete(endpoint_name, region=_region(region), dry_run=dry_run, force=force,
+                        busy_timeout_s=busy_timeout_s, progress=_progress)
     emit(report, as_json=as_json, render=_render_delete)
 
 
@@ -330,65 +363,103 @@ def _render_delete(report: Any) -> None:
     click.echo(f"{verb}: {', '.join(report.deleted) or 'nothing'}")
     if report.absent:
         click.echo(f"Already absent: {', '.join(report.absent)}")
+    if report.skipped:
+        click.echo(f"Left in place: {', '.join(report.skipped)}")
 
 
 @cli.command(name="list")
 @click.option("--regions", help="Comma-separated regions.")
-@click.option("--all-regions", is_flag=True, help="Sweep every region with SageMaker GPU hosting.")
+@click.option("--all-regions", is_flag=True, help="Sweep every region botocore lists for SageMaker.")
 @region_option
 @click.option("--list-prices", is_flag=True, help="Use the catalog's dated list prices, not the Pricing API.")
 @json_option
 def list_command(regions: str | None, all_regions: bool, region: str | None, list_prices: bool,
                  as_json: bool) -> None:
-    """Every endpoint gemmaserve created, with age, status and hourly cost."""
+    """Every endpoint gemmaserve created, with age, status and hourly cost, and leftover models and configs.
+
+    Exits 1 when a region could not be read: an absence there proves nothing.
+    """
     from gemmaserve.sagemaker import api
 
     inventory = api.list_endpoints(regions=_regions(regions, region, sweep=all_regions), live_prices=not list_prices)
     emit(inventory, as_json=as_json, render=_render_inventory)
+    _fail_if_incomplete(inventory.errors)
+
+
+def _fail_if_incomplete(errors: list[Any]) -> None:
+    if errors:
+        for error in errors:
+            click.echo(f"Error: could not check {error.region}: {error.message}", err=True)
+        click.echo(f"Incomplete: {len(errors)} region(s) could not be read; what they hold is unknown.", err=True)
+        raise click.exceptions.Exit(1)
 
 
 def _render_inventory(inventory: Any) -> None:
     click.echo(f"{'ENDPOINT':<32} {'REGION':<14} {'STATUS':<12} {'INSTANCE':<16} {'AGE':>7} {'$/H':>7} EXPIRES")
     for item in inventory.endpoints:
         age = f"{item.age_s / 3600:.1f}h" if item.age_s is not None else "?"
-        usd = f"{item.usd_per_hour:.3f}" if item.usd_per_hour is not None else "?"
+        usd = f"{item.usd_per_hour:.3f}" if item.usd_per_hour is not None else "unknown"
+        if item.usd_per_hour is None and item.price_range is not None:
+            usd = f"{item.price_range.low_usd_per_hour:.2f}-{item.price_range.high_usd_per_hour:.2f}"
+        shown_type = item.instance_type or ("pool:" + "|".join(item.pool_types) if item.pool_types else "?")
         expires = "keep" if item.keep else (f"{item.expires_at:%Y-%m-%d %H:%M}Z" if item.expires_at else "?")
         if item.expired:
             expires += " EXPIRED"
         click.echo(f"{item.endpoint_name:<32} {item.region:<14} {item.status.value:<12} "
-                   f"{item.instance_type or '?':<16} {age:>7} {usd:>7} {expires}")
-    click.echo(f"Total: ${inventory.total_usd_per_hour:.3f}/hour")
-    for error in inventory.errors:
-        click.echo(f"Warning: {error.region} not listed: {error.message}", err=True)
+                   f"{shown_type:<16} {age:>7} {usd:>7} {expires}")
+    bound = "at least " if inventory.total_is_lower_bound else ""
+    why = []
+    if inventory.unpriced:
+        why.append(f"price unknown for {', '.join(inventory.unpriced)}")
+    if inventory.errors:
+        why.append(f"{len(inventory.errors)} region(s) unread")
+    if len(inventory.errors) == len(inventory.regions):
+        click.echo(f"Total: unknown (no region could be read: {', '.join(inventory.regions)})")
+    else:
+        click.echo(f"Total: {bound}${inventory.total_usd_per_hour:.3f}/hour" + (f" ({'; '.join(why)})" if why else ""))
+    if inventory.orphans:
+        click.echo("Leftovers with no endpoint (delete: gemmaserve sagemaker cleanup --orphans):")
+        for orphan in inventory.orphans:
+            click.echo(f"  {orphan.kind}:{orphan.name} ({orphan.region})")
 
 
 @cli.command()
-@click.option("--expired", is_flag=True, required=True, help="Delete endpoints past their TTL (required).")
+@click.option("--expired", is_flag=True, help="Delete our endpoints past their TTL.")
+@click.option("--orphans", is_flag=True, help="Delete our models and endpoint configs that no endpoint uses.")
 @click.option("--regions", help="Comma-separated regions.")
-@click.option("--all-regions", is_flag=True)
+@click.option("--all-regions", is_flag=True, help="Sweep every region botocore lists for SageMaker.")
 @region_option
 @click.option("--dry-run", is_flag=True)
 @click.option("--yes", is_flag=True)
 @json_option
-def cleanup(expired: bool, regions: str | None, all_regions: bool, region: str | None, dry_run: bool, yes: bool,
-            as_json: bool) -> None:
-    """Delete every endpoint of ours whose TTL has passed."""
+def cleanup(expired: bool, orphans: bool, regions: str | None, all_regions: bool, region: str | None, dry_run: bool,
+            yes: bool, as_json: bool) -> None:
+    """Delete every endpoint of ours whose TTL has passed (--expired) and our leftovers (--orphans).
+
+    Exits 1 when a region could not be read.
+    """
     from gemmaserve.sagemaker import api
 
+    if not expired and not orphans:
+        raise UsageError("cleanup needs --expired, --orphans or both.", hint="gemmaserve sagemaker cleanup --expired")
     chosen = _regions(regions, region, sweep=all_regions)
     if not dry_run:
-        _confirm(f"Delete every expired gemmaserve endpoint in {', '.join(chosen)}", yes)
-    report = api.cleanup(regions=chosen, dry_run=dry_run)
+        what = " and ".join(x for x, on in (("expired endpoint", expired), ("orphaned model/config", orphans)) if on)
+        _confirm(f"Delete every {what} of gemmaserve in {', '.join(chosen)}", yes)
+    report = api.cleanup(regions=chosen, dry_run=dry_run, expired=expired, orphans=orphans)
     emit(report, as_json=as_json, render=_render_cleanup)
+    _fail_if_incomplete(report.errors)
 
 
 def _render_cleanup(report: Any) -> None:
     click.echo(("Would delete" if report.dry_run else "Expired") + ": "
                + (", ".join(f"{e.endpoint_name} ({e.region})" for e in report.expired) or "none"))
+    if report.orphans:
+        click.echo(("Would delete" if report.dry_run else "Orphans") + ": "
+                   + ", ".join(f"{o.kind}:{o.name} ({o.region})" for o in report.orphans))
     for deleted in report.deleted:
-        click.echo(f"Deleted {', '.join(deleted.deleted)}")
-    for error in report.errors:
-        click.echo(f"Warning: {error.region}: {error.message}", err=True)
+        click.echo(f"Deleted {', '.join(deleted.deleted) or 'nothing'}"
+                   + (f"; left in place: {', '.join(deleted.skipped)}" if deleted.skipped else ""))
 
 
 

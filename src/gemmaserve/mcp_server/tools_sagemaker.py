@@ -278,10 +278,14 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         region: Region = None,
         busy_timeout_s: Annotated[float, Field(ge=0, description="Wait this long while it is Creating.")] = 1800.0,
         dry_run: DryRun = False,
+        force: Annotated[bool, Field(description="Also delete resources gemmaserve did not create (untagged). "
+                                                 "Only when the user said so.")] = False,
     ) -> Annotated[CallToolResult, DeleteReport]:
         """Delete the endpoint, then its config, then its model(s); pieces already gone are fine.
 
-        Needs confirm=true (or dry_run=true). Same as `gemmaserve sagemaker delete --yes --json`.
+        Refuses resources without gemmaserve's tags unless force=true; never deletes a config or model
+        another endpoint uses (listed as skipped). Needs confirm=true (or dry_run=true).
+        Same as `gemmaserve sagemaker delete --yes --json`.
         """
         from gemmaserve.sagemaker import api
 
@@ -289,13 +293,15 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
             require_confirmation(confirm, f"delete endpoint {endpoint_name} and its config and model")
         extra = {"sleep": deps.sleep} if deps.sleep is not None else {}
         report = api.delete(
-            endpoint_name, region=_region(region), dry_run=dry_run, busy_timeout_s=busy_timeout_s,
+            endpoint_name, region=_region(region), dry_run=dry_run, force=force, busy_timeout_s=busy_timeout_s,
             factory=deps.clients(), now=deps.now, **extra,  # type: ignore[arg-type]
         )
         verb = "Would delete" if report.dry_run else "Deleted"
         summary = f"{verb}: {', '.join(report.deleted) or 'nothing'}"
         if report.absent:
             summary += f"; already absent: {', '.join(report.absent)}"
+        if report.skipped:
+            summary += f"; left in place: {', '.join(report.skipped)}"
         return typed_result(report, summary)
 
     @server.tool(name="sagemaker_list", title="Endpoints gemmaserve created", annotations=READ_ONLY_REMOTE)
@@ -306,16 +312,26 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         all_regions: Annotated[bool, Field(description="Sweep every region with SageMaker GPU hosting.")] = False,
         list_prices: ListPrices = False,
     ) -> Annotated[CallToolResult, Inventory]:
-        """Every endpoint gemmaserve created, with age, status, owner, expiry and hourly cost."""
+        """Every endpoint gemmaserve created (age, status, owner, expiry, hourly cost) and leftover models/configs.
+
+        `complete` is false when a region could not be read: then an absence proves nothing, and the
+        total is a lower bound (also when an endpoint's price is unknown).
+        """
         from gemmaserve.sagemaker import api
 
         inventory = api.list_endpoints(
             regions=_regions(regions, region, sweep=all_regions), live_prices=not list_prices,
             factory=deps.clients(), now=deps.now,
         )
-        summary = f"{len(inventory.endpoints)} endpoints, ${inventory.total_usd_per_hour:.3f}/hour in total"
+        bound = "at least " if inventory.total_is_lower_bound else ""
+        summary = f"{len(inventory.endpoints)} endpoints, {bound}${inventory.total_usd_per_hour:.3f}/hour in total"
+        if inventory.unpriced:
+            summary += "; price unknown for " + ", ".join(inventory.unpriced)
+        if inventory.orphans:
+            summary += f"; {len(inventory.orphans)} leftover models/configs (sagemaker_cleanup with orphans=true)"
         if inventory.errors:
-            summary += "; not listed: " + ", ".join(f"{e.region} ({e.message})" for e in inventory.errors)
+            summary += "; INCOMPLETE, could not check: " + ", ".join(f"{e.region} ({e.message})"
+                                                                    for e in inventory.errors)
         return typed_result(inventory, summary)
 
     @server.tool(name="sagemaker_cleanup", title="Delete expired endpoints", annotations=DESTRUCTIVE_REMOTE)
@@ -327,8 +343,9 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         all_regions: bool = False,
         list_prices: ListPrices = False,
         dry_run: DryRun = False,
+        orphans: Annotated[bool, Field(description="Also delete our models/configs that no endpoint uses.")] = False,
     ) -> Annotated[CallToolResult, CleanupReport]:
-        """Delete every gemmaserve endpoint whose TTL has passed (never those tagged keep).
+        """Delete every gemmaserve endpoint whose TTL has passed (never those tagged keep), and orphans if asked.
 
         Needs confirm=true (or dry_run=true). Same as `gemmaserve sagemaker cleanup --expired --yes --json`.
         """
@@ -338,8 +355,14 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         if not dry_run:
             require_confirmation(confirm, f"delete every expired gemmaserve endpoint in {', '.join(chosen)}")
         report = api.cleanup(
-            regions=chosen, dry_run=dry_run, live_prices=not list_prices, factory=deps.clients(), now=deps.now,
+            regions=chosen, dry_run=dry_run, orphans=orphans, live_prices=not list_prices, factory=deps.clients(),
+            now=deps.now,
         )
         names = ", ".join(f"{e.endpoint_name} ({e.region})" for e in report.expired) or "none"
         summary = ("Would delete" if report.dry_run else "Expired and deleted") + f": {names}"
+        if report.orphans:
+            summary += "; orphans: " + ", ".join(f"{o.kind}:{o.name} ({o.region})" for o in report.orphans)
+        if report.errors:
+            summary += "; INCOMPLETE, could not check: " + ", ".join(f"{e.region} ({e.message})"
+                                                                    for e in report.errors)
         return typed_result(report, summary)

@@ -61,7 +61,7 @@ from gemmaserve.sagemaker.runtime import (
     invoke_stream,
     iter_stream_text,
 )
-from gemmaserve.sagemaker.status import EndpointState, describe_endpoint_state
+from gemmaserve.sagemaker.status import EndpointState, EndpointStatus, describe_endpoint_state
 from gemmaserve.sagemaker.watch import Progress, _quiet, wait_for_endpoint
 
 Clock = Callable[[], datetime]
@@ -251,9 +251,16 @@ def _user() -> str:
         return "unknown"
 
 
-def status(endpoint_name: str, *, region: str, factory: ClientFactory | None = None, now: Clock = _now
-           ) -> EndpointState:
-    return describe_endpoint_state(_factory(factory)("sagemaker", region), endpoint_name, region=region, now=now())
+def status(endpoint_name: str, *, region: str, live_prices: bool = False, factory: ClientFactory | None = None,
+           now: Clock = _now) -> EndpointState:
+    """The endpoint's state with $/hour (the catalog's dated prices unless ``live_prices``)."""
+    from gemmaserve.sagemaker.status import with_prices
+
+    clients = _factory(factory)
+    state = describe_endpoint_state(clients("sagemaker", region), endpoint_name, region=region, now=now())
+    if state.status is EndpointStatus.NOT_FOUND:
+        return state
+    return with_prices(state, make_price_lookup(clients if live_prices else None, today=date.today()))
 
 
 def wait(
@@ -327,33 +334,44 @@ def delete(
     *,
     region: str,
     dry_run: bool = False,
+    force: bool = False,
     busy_timeout_s: float = 1800.0,
     factory: ClientFactory | None = None,
     progress: Progress = _quiet,
     now: Clock = _now,
     sleep: Callable[[float], None] = time.sleep,
 ) -> DeleteReport:
+    """Delete the endpoint, its config and model(s); refuses what gemmaserve did not create unless ``force``."""
     return delete_deployment(
         _factory(factory)("sagemaker", region), endpoint_name, region=region, busy_timeout_s=busy_timeout_s,
-        dry_run=dry_run, now=now, sleep=sleep, progress=progress,
+        dry_run=dry_run, force=force, now=now, sleep=sleep, progress=progress,
     )
 
 
 def list_endpoints(
-    *, regions: list[str], live_prices: bool = True, factory: ClientFactory | None = None, now: Clock = _now
+    *, regions: list[str], live_prices: bool = True, orphans: bool = True, factory: ClientFactory | None = None,
+    now: Clock = _now,
 ) -> Inventory:
+    """Our endpoints and (``orphans``) our unused models/configs; check ``complete`` before trusting an absence."""
+    regions = _checked_regions(regions)
     clients = _factory(factory)
     lookup = make_price_lookup(clients if live_prices else None, today=date.today())
-    return list_deployments(clients, regions, now=now(), price_lookup=lookup)
+    return list_deployments(clients, regions, now=now(), price_lookup=lookup, orphans=orphans)
 
 
 def cleanup(
-    *, regions: list[str], dry_run: bool = False, live_prices: bool = True, factory: ClientFactory | None = None,
-    now: Clock = _now,
+    *, regions: list[str], dry_run: bool = False, expired: bool = True, orphans: bool = False,
+    live_prices: bool = True, factory: ClientFactory | None = None, now: Clock = _now,
 ) -> CleanupReport:
+    """Delete our expired endpoints and (``orphans``) our unused models/configs; ``complete`` says all was read."""
+    if not expired and not orphans:
+        raise UsageError("Nothing to clean up: choose expired endpoints, orphans, or both.",
+                         hint="gemmaserve sagemaker cleanup --expired --orphans")
+    regions = _checked_regions(regions)
     clients = _factory(factory)
     lookup = make_price_lookup(clients if live_prices else None, today=date.today())
-    return cleanup_expired(clients, regions, now=now(), dry_run=dry_run, price_lookup=lookup)
+    return cleanup_expired(clients, regions, now=now(), dry_run=dry_run, price_lookup=lookup, expired=expired,
+                           orphans=orphans)
 
 
 def autoscale(

@@ -13,10 +13,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from gemmaserve.errors import AwsError, SageMakerTimedOut
-from gemmaserve.sagemaker.aws import call, is_not_found
+from gemmaserve.errors import AwsError, SageMakerTimedOut, UsageError
+from gemmaserve.sagemaker.aws import call, is_not_found, paginate
 from gemmaserve.sagemaker.names import config_name_for, model_name_for, validate_name
 from gemmaserve.sagemaker.status import EndpointStatus, describe_endpoint_state
+from gemmaserve.sagemaker.tags import TOOL_KEY, is_ours, tags_to_dict
 from gemmaserve.sagemaker.watch import Progress, _quiet, utc_now
 
 
@@ -40,11 +41,17 @@ def delete_deployment(
     busy_timeout_s: float = 1800.0,
     poll_s: float = 15.0,
     dry_run: bool = False,
+    force: bool = False,
     now: Callable[[], datetime] = utc_now,
     sleep: Callable[[float], None] = time.sleep,
     progress: Progress = _quiet,
 ) -> DeleteReport:
-    """Delete the endpoint and every config and model it uses (plus the ones a deploy derives from its name)."""
+    """Delete the endpoint and every config and model it uses (plus the ones a deploy derives from its name).
+
+    Refuses (UsageError) when any of them exists without gemmaserve's tags, unless ``force``.
+    A config or model that another endpoint uses is never deleted, ``force`` or not: it is
+    listed in ``skipped``.
+    """
     validate_name(endpoint_name)
     report = DeleteReport(endpoint_name=endpoint_name, region=region, dry_run=dry_run)
     state = describe_endpoint_state(sm, endpoint_name, region=region, now=now())
@@ -56,14 +63,75 @@ def delete_deployment(
         models.extend(model for model in _models_of_config(sm, config, region) if model not in models)
     if len(endpoint_name) <= 56 and model_name_for(endpoint_name) not in models:
         models.append(model_name_for(endpoint_name))
+    endpoint = endpoint_name if state.status is not EndpointStatus.NOT_FOUND else None
+    arns = {"endpoint": {endpoint_name: state.arn} if endpoint and state.arn else {},
+            "endpoint-config": _arns(sm, region, "endpoint-config", configs),
+            "model": _arns(sm, region, "model", models)}
+    foreign = [f"{kind}:{name}" for kind, found in arns.items() for name, arn in found.items()
+               if not is_ours(tags_to_dict(call(region, sm.list_tags, ResourceArn=arn).get("Tags", [])))]
+    if foreign and not force:
+        raise UsageError(
+            f"Refusing to delete {', '.join(foreign)} in {region}: gemmaserve did not create "
+            f"{'it' if len(foreign) == 1 else 'them'} (no {TOOL_KEY} tag).",
+            hint=f"Check with: aws sagemaker list-tags --region {region} --resource-arn <arn>; delete anyway "
+                 f"with: gemmaserve sagemaker delete {endpoint_name} --region {region} --force",
+            endpoint_name=endpoint_name, region=region, not_ours=foreign,
+        )
+    used_configs, used_models = usage_by_other_endpoints(sm, region, exclude=endpoint_name)
+    for config in [c for c in configs if c in used_configs]:
+        configs.remove(config)
+        report.skipped.append(f"endpoint-config:{config} (used by endpoint {used_configs[config]})")
+    for model in [m for m in models if m in used_models]:
+        models.remove(model)
+        report.skipped.append(f"model:{model} (used by endpoint {used_models[model]})")
     delete_resources(
-        sm, region=region, endpoint=endpoint_name if state.status is not EndpointStatus.NOT_FOUND else None,
+        sm, region=region, endpoint=endpoint,
         configs=configs, models=models, report=report, busy_timeout_s=busy_timeout_s, poll_s=poll_s,
         dry_run=dry_run, now=now, sleep=sleep, progress=progress,
     )
     if state.status is EndpointStatus.NOT_FOUND:
         report.absent.insert(0, f"endpoint:{endpoint_name}")
     return report
+
+
+def _arns(sm: Any, region: str, kind: str, names: list[str]) -> dict[str, str]:
+    """The ARN of each of ``names`` that exists (Describe*); the missing are left out."""
+    method, param, key = {
+        "model": (sm.describe_model, "ModelName", "ModelArn"),
+        "endpoint-config": (sm.describe_endpoint_config, "EndpointConfigName", "EndpointConfigArn"),
+    }[kind]
+    found: dict[str, str] = {}
+    for name in names:
+        try:
+            found[name] = str(call(region, method, **{param: name})[key])
+        except AwsError as error:
+            if not is_not_found(error):
+                raise
+    return found
+
+
+def usage_by_other_endpoints(sm: Any, region: str, *, exclude: str | None = None
+                             ) -> tuple[dict[str, str], dict[str, str]]:
+    """Config name → an endpoint using it, and model name → an endpoint using it (endpoints other than ``exclude``)."""
+    configs: dict[str, str] = {}
+    models: dict[str, str] = {}
+    for page in paginate(region, sm, "list_endpoints"):
+        for summary in page.get("Endpoints", []):
+            name = summary["EndpointName"]
+            if name == exclude:
+                continue
+            try:
+                config = call(region, sm.describe_endpoint, EndpointName=name).get("EndpointConfigName")
+            except AwsError as error:
+                if is_not_found(error):
+                    continue  # deleted meanwhile
+                raise
+            if not config:
+                continue
+            configs.setdefault(config, name)
+            for model in _models_of_config(sm, config, region):
+                models.setdefault(model, name)
+    return configs, models
 
 
 def delete_resources(

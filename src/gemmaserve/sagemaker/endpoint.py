@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, field_serializer, field_validator
 from gemmaserve.errors import AwsError, DeployInterrupted, GemmaserveError, UsageError
 from gemmaserve.sagemaker.aws import call, is_not_found
 from gemmaserve.sagemaker.container import DEFAULT_AMI, image_for_region
-from gemmaserve.sagemaker.cost import PriceLookup, PriceQuote, catalog_price
+from gemmaserve.sagemaker.cost import PriceLookup, PriceQuote, PriceRange, catalog_price, price_range
 from gemmaserve.sagemaker.delete import DeleteReport, delete_resources
 from gemmaserve.sagemaker.env_mapping import env_to_serve_args, validate_environment
 from gemmaserve.sagemaker.inputs import validate_environment_limits
@@ -94,8 +94,9 @@ class DeployPlan(BaseModel):
     instance_types: list[str]
     serve_args: list[str]  # what the container will run: vllm serve <serve_args>
     calls: list[PlannedCall]
-    price: PriceQuote | None
+    price: PriceQuote | None  # of the first (preferred) type
     usd_per_hour: float | None
+    price_range: PriceRange | None = None  # an InstancePools endpoint bills at the type SageMaker places
 
     @field_serializer("serve_args")
     def _masked_args(self, args: list[str]) -> list[str]:
@@ -159,10 +160,12 @@ def plan_deploy(
         }),
     ]
     price = price_lookup(spec.instance_types[0], region)
+    pool = price_range(spec.instance_types, region, price_lookup, spec.instance_count) \
+        if len(spec.instance_types) > 1 else None
     return DeployPlan(
         endpoint_name=name, region=region, model_name=model_name, config_name=config_name, image_uri=image,
         instance_types=list(spec.instance_types), serve_args=env_to_serve_args(spec.environment), calls=calls,
-        price=price, usd_per_hour=price.usd_per_hour * spec.instance_count if price else None,
+        price=price, usd_per_hour=price.usd_per_hour * spec.instance_count if price else None, price_range=pool,
     )
 
 

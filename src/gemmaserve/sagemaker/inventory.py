@@ -1,35 +1,38 @@
-"""Every endpoint gemmaserve created, across regions, with age, status and hourly cost; and cleanup of the expired.
+"""Everything gemmaserve left in SageMaker, across regions: endpoints with age, status and cost, and orphans.
 
-Ours = tagged ``gemmaserve:tool=gemmaserve``. A region that fails to answer is
-reported, not hidden: a list that silently skips a region would hide a leak.
+Ours = tagged ``gemmaserve:tool=gemmaserve``. An orphan is a model or endpoint config of
+ours that no existing endpoint uses (a failed or interrupted deploy's debris, which also
+blocks the next deploy of that name). Fail closed: a region that cannot be read is
+reported and makes the inventory incomplete, and an endpoint without a known price makes
+the total a lower bound; neither is ever shown as $0.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, computed_field
 
 from gemmaserve.errors import AwsError
-from gemmaserve.sagemaker.aws import call, paginate
+from gemmaserve.sagemaker.aws import call, is_not_found, paginate
 from gemmaserve.sagemaker.clients import ClientFactory
-from gemmaserve.sagemaker.cost import PriceLookup, catalog_price, cost_so_far_usd
-from gemmaserve.sagemaker.delete import DeleteReport, delete_deployment
+from gemmaserve.sagemaker.cost import PriceLookup, PriceRange, catalog_price, cost_so_far_usd, price_range
+from gemmaserve.sagemaker.delete import DeleteReport, delete_deployment, usage_by_other_endpoints
 from gemmaserve.sagemaker.status import EndpointStatus, describe_endpoint_state
 from gemmaserve.sagemaker.tags import is_expired, parse_tags, tags_to_dict
 
-# Regions with SageMaker GPU hosting that `--all-regions` sweeps.
-SWEEP_REGIONS = ["us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1", "eu-north-1",
-                 "ap-northeast-1", "ap-southeast-1", "ap-southeast-2", "ap-south-1", "ca-central-1", "sa-east-1"]
+# A model or config younger than this may belong to a deploy still making its next call.
+ORPHAN_GRACE = timedelta(minutes=15)
 
 
 class DeploymentSummary(BaseModel):
     endpoint_name: str
     region: str
     status: EndpointStatus
-    instance_type: str | None
+    instance_type: str | None  # the placed type; None while an InstancePools endpoint has none placed
+    pool_types: list[str] = []
     instance_count: int | None
     created_at: datetime | None
     age_s: float | None
@@ -38,9 +41,18 @@ class DeploymentSummary(BaseModel):
     expires_at: datetime | None
     keep: bool
     expired: bool
-    usd_per_hour: float | None
+    usd_per_hour: float | None  # None: price unknown (see price_range)
+    price_range: PriceRange | None = None  # the pool's cheapest to dearest type, for instance_count instances
     price_source: str | None
     cost_so_far_usd: float | None
+
+
+class OrphanResource(BaseModel):
+    kind: str  # "model" or "endpoint-config"
+    name: str
+    region: str
+    created_at: datetime | None
+    owner: str | None
 
 
 class RegionError(BaseModel):
@@ -52,29 +64,64 @@ class RegionError(BaseModel):
 class Inventory(BaseModel):
     regions: list[str]
     endpoints: list[DeploymentSummary]
+    orphans: list[OrphanResource] = []
     errors: list[RegionError]
-    total_usd_per_hour: float
+    total_usd_per_hour: float  # a lower bound when total_is_lower_bound
+    unpriced: list[str] = []  # endpoints billing at an unknown price
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def complete(self) -> bool:
+        """Every region was read: a missing endpoint is really absent, not just unread."""
+        return not self.errors
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def total_is_lower_bound(self) -> bool:
+        return bool(self.errors or self.unpriced)
 
 
 class CleanupReport(BaseModel):
     dry_run: bool
     expired: list[DeploymentSummary]
+    orphans: list[OrphanResource] = []
     deleted: list[DeleteReport]
     errors: list[RegionError]
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def complete(self) -> bool:
+        return not self.errors
+
 
 def list_deployments(
-    factory: ClientFactory, regions: list[str], *, now: datetime, price_lookup: PriceLookup = catalog_price
+    factory: ClientFactory, regions: list[str], *, now: datetime, price_lookup: PriceLookup = catalog_price,
+    orphans: bool = True,
 ) -> Inventory:
     endpoints: list[DeploymentSummary] = []
+    found_orphans: list[OrphanResource] = []
     errors: list[RegionError] = []
     for region in regions:
         try:
-            endpoints.extend(_region_deployments(factory("sagemaker", region), region, now, price_lookup))
+            sm = factory("sagemaker", region)
+            endpoints.extend(_region_deployments(sm, region, now, price_lookup))
+            if orphans:
+                found_orphans.extend(find_orphans(sm, region, now=now))
         except AwsError as error:
             errors.append(RegionError(region=region, error=type(error).__name__, message=error.message))
-    total = sum(item.usd_per_hour or 0.0 for item in endpoints if item.status.billing)
-    return Inventory(regions=regions, endpoints=endpoints, errors=errors, total_usd_per_hour=round(total, 4))
+    billing = [item for item in endpoints if item.status.billing]
+    total = sum(_lower_usd(item) for item in billing)
+    unpriced = [f"{item.endpoint_name} ({item.region})" for item in billing if item.usd_per_hour is None]
+    return Inventory(regions=regions, endpoints=endpoints, orphans=found_orphans, errors=errors,
+                     total_usd_per_hour=round(total, 4), unpriced=unpriced)
+
+
+def _lower_usd(item: DeploymentSummary) -> float:
+    if item.usd_per_hour is not None:
+        return item.usd_per_hour
+    if item.price_range is not None and not item.price_range.unpriced:
+        return item.price_range.low_usd_per_hour
+    return 0.0
 
 
 def _region_deployments(sm: Any, region: str, now: datetime, price_lookup: PriceLookup) -> list[DeploymentSummary]:
@@ -88,20 +135,63 @@ def _region_deployments(sm: Any, region: str, now: datetime, price_lookup: Price
             state = describe_endpoint_state(sm, summary["EndpointName"], region=region, now=now)
             if state.status is EndpointStatus.NOT_FOUND:
                 continue
-            price = price_lookup(state.instance_type, region) if state.instance_type else None
             count = state.instance_count or 1
+            placed = state.instance_type
+            price = price_lookup(placed, region) if placed else None
             usd_per_hour = price.usd_per_hour * count if price else None
+            pool = price_range(state.pool_types, region, price_lookup, count) if state.pool_types else None
             age_s = state.elapsed_s
             found.append(DeploymentSummary(
                 endpoint_name=state.endpoint_name, region=region, status=state.status,
-                instance_type=state.instance_type, instance_count=state.instance_count,
+                instance_type=placed, pool_types=state.pool_types, instance_count=state.instance_count,
                 created_at=state.created_at, age_s=age_s, owner=ours.owner, model=ours.model,
                 expires_at=ours.expires_at, keep=ours.keep, expired=is_expired(ours, now),
-                usd_per_hour=usd_per_hour,
+                usd_per_hour=usd_per_hour, price_range=pool,
                 price_source=f"{price.source} ({price.date}{', estimated' if price.estimated else ''})" if price else None,
                 cost_so_far_usd=cost_so_far_usd(usd_per_hour, age_s or 0.0) if state.status.billing else None,
             ))
     return found
+
+
+def find_orphans(sm: Any, region: str, *, now: datetime) -> list[OrphanResource]:
+    """Our models and endpoint configs that no existing endpoint uses (older than :data:`ORPHAN_GRACE`)."""
+    used_configs, used_models = usage_by_other_endpoints(sm, region)
+    orphans: list[OrphanResource] = []
+    listings = (("endpoint-config", "list_endpoint_configs", "EndpointConfigs", "EndpointConfigName",
+                 "EndpointConfigArn", used_configs),
+                ("model", "list_models", "Models", "ModelName", "ModelArn", used_models))
+    for kind, operation, key, name_key, arn_key, used in listings:
+        for page in paginate(region, sm, operation):
+            for item in page.get(key, []):
+                name = item[name_key]
+                created = item.get("CreationTime")
+                if name in used or (created is not None and now - created < ORPHAN_GRACE):
+                    continue
+                try:
+                    tags = tags_to_dict(call(region, sm.list_tags, ResourceArn=item[arn_key]).get("Tags", []))
+                except AwsError as error:
+                    if is_not_found(error):
+                        continue
+                    raise
+                ours = parse_tags(tags)
+                if ours is not None:
+                    orphans.append(OrphanResource(kind=kind, name=name, region=region, created_at=created,
+                                                  owner=ours.owner))
+    return orphans
+
+
+def delete_orphan(sm: Any, orphan: OrphanResource) -> DeleteReport:
+    """Delete one orphan after checking again that no endpoint took it up meanwhile."""
+    from gemmaserve.sagemaker.delete import delete_resources
+
+    report = DeleteReport(endpoint_name="", region=orphan.region)
+    used_configs, used_models = usage_by_other_endpoints(sm, orphan.region)
+    if orphan.name in (used_configs if orphan.kind == "endpoint-config" else used_models):
+        report.skipped.append(f"{orphan.kind}:{orphan.name} (now used by an endpoint)")
+        return report
+    return delete_resources(sm, region=orphan.region, endpoint=None,
+                            configs=[orphan.name] if orphan.kind == "endpoint-config" else [],
+                            models=[orphan.name] if orphan.kind == "model" else [], report=report)
 
 
 def cleanup_expired(
@@ -112,17 +202,27 @@ def cleanup_expired(
     dry_run: bool,
     delete: Callable[[Any, str, str], DeleteReport] | None = None,
     price_lookup: PriceLookup = catalog_price,
+    expired: bool = True,
+    orphans: bool = False,
 ) -> CleanupReport:
-    """Delete every endpoint of ours past its TTL (``dry_run``: only say which)."""
-    inventory = list_deployments(factory, regions, now=now, price_lookup=price_lookup)
-    expired = [item for item in inventory.endpoints if item.expired]
-    report = CleanupReport(dry_run=dry_run, expired=expired, deleted=[], errors=list(inventory.errors))
+    """Delete every endpoint of ours past its TTL, and (``orphans``) our unused models and configs."""
+    inventory = list_deployments(factory, regions, now=now, price_lookup=price_lookup, orphans=orphans)
+    chosen = [item for item in inventory.endpoints if item.expired] if expired else []
+    report = CleanupReport(dry_run=dry_run, expired=chosen, orphans=inventory.orphans, deleted=[],
+                           errors=list(inventory.errors))
     if dry_run:
         return report
     remove = delete or (lambda sm, name, region: delete_deployment(sm, name, region=region))
-    for item in expired:
+    for item in chosen:
         try:
             report.deleted.append(remove(factory("sagemaker", item.region), item.endpoint_name, item.region))
         except AwsError as error:
             report.errors.append(RegionError(region=item.region, error=type(error).__name__, message=error.message))
+    # configs before models: a config names its model, and a model in use is not an orphan
+    for orphan in sorted(inventory.orphans, key=lambda o: o.kind != "endpoint-config"):
+        try:
+            report.deleted.append(delete_orphan(factory("sagemaker", orphan.region), orphan))
+        except AwsError as error:
+            report.errors.append(RegionError(region=orphan.region, error=type(error).__name__,
+                                             message=error.message))
     return report

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from gemmaserve.errors import AwsError
 from gemmaserve.sagemaker.aws import call, is_not_found
+from gemmaserve.sagemaker.cost import PriceLookup, PriceRange, price_range
 from gemmaserve.sagemaker.names import validate_name
 
 
@@ -53,6 +54,8 @@ class EndpointState(BaseModel):
     created_at: datetime | None = None
     elapsed_s: float | None = None
     arn: str | None = None
+    usd_per_hour: float | None = None  # of the placed type; None when not placed yet or no price is known
+    price_range: PriceRange | None = None  # an InstancePools endpoint: cheapest to dearest type
 
 
 def describe_endpoint_state(sm: Any, endpoint_name: str, *, region: str, now: datetime) -> EndpointState:
@@ -119,3 +122,12 @@ def state_from_description(described: dict[str, Any], *, region: str, now: datet
         elapsed_s=(now - created_at).total_seconds() if created_at else None,
         arn=described.get("EndpointArn"),
     )
+
+
+def with_prices(state: EndpointState, lookup: PriceLookup) -> EndpointState:
+    """The state with $/hour of the placed type and, for a pool, the range over its types."""
+    count = state.instance_count or 1
+    placed = lookup(state.instance_type, state.region) if state.instance_type else None
+    pool = price_range(state.pool_types, state.region, lookup, count) if state.pool_types else None
+    return state.model_copy(update={"usd_per_hour": placed.usd_per_hour * count if placed else None,
+                                    "price_range": pool})
