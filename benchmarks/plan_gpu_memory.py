@@ -73,7 +73,7 @@ RUNS: list[Run] = [
     # Warm, and 1,024 sequences: the sampler's dummy batch (1,024 × 262,144 logits) against the
     # forward pass at 2,048 tokens.
     Run("e2b-l4-seqs1024-warm", "gemma-4-e2b", 8192, 2048, 1024, "l4", "e2b-8192-2048", False, False, 45),
-    Run("e4b-l4-cold", "gemma-4-e4b", 8192, 2048, 256, "l4", "e4b-8192-2048", True, False, 110),
+    Run("e4b-l4-cold", "gemma-4-e4b", 8192, 2048, 256, "l4", "e4b-8192-2048", True, True, 120),
     Run("26b-a4b-h100-cold", "gemma-4-26b-a4b", 8192, 8192, 1024, "h100", "26b-8192-8192", True, False, 130),
     Run("31b-h100-cold", "gemma-4-31b", 8192, 8192, 1024, "h100", "31b-8192-8192", True, False, 130),
     Run("e2b-t4-seqs64-warm", "gemma-4-e2b", 8192, 2048, 64, "t4", "e2b-8192-2048", False, False, 45),
