@@ -18,7 +18,7 @@ from gemmaserve.testing.runner import MockProcess, ThreadedMockServer
 def _small(**changes: object) -> ClientSettings:
     values: dict[str, object] = {"decode_calls": 2, "decode_long_tokens": 48, "concurrency_levels": [1, 3],
                                  "load_repeats": 2, "load_input_tokens": 20, "load_output_tokens": 12,
-                                 "quality_set": None}
+                                 "quality_set": None, "max_client_lag_s": None}
     values.update(changes)
     return ClientSettings(**values)  # type: ignore[arg-type]
 
@@ -222,7 +222,8 @@ def test_empty_text_stream_keeps_decode_rate_and_ttft_within_one_percent(tmp_pat
     from gemmaserve.bench import stats
     from gemmaserve.testing.runner import fetch_json, start_mock_process
 
-    ttft_s, itl_s = 0.100, 0.004
+    # a TTFT long enough that 1% (3 ms) is above a shared machine's scheduling noise
+    ttft_s, itl_s = 0.300, 0.004
     config = MockConfig(ttft_s=ttft_s, itl_s=itl_s, empty_text_every=every, record=True)
     settings = _small(decode_calls=3, decode_long_tokens=128, concurrency_levels=[], load_repeats=0)
     with start_mock_process(config) as server:
@@ -241,3 +242,50 @@ def test_empty_text_stream_keeps_decode_rate_and_ttft_within_one_percent(tmp_pat
     assert server_ttft >= ttft_s  # its sleeps only overshoot: the records, not the setting, are the truth
     empty = [r.empty_text for r in result.requests if r.kind == RequestKind.DECODE]
     assert all(empty) if every == 1 else not any(empty)
+
+
+class _LoopBlocking:
+    """A transport whose parsing blocks the event loop 20 ms per chunk: a client that cannot keep up."""
+
+    kind = "http"
+    description = "blocking"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Chunk]:
+        import asyncio
+        import time
+
+        for k in range(request.max_tokens):
+            await asyncio.sleep(0.001)
+            time.sleep(0.02)  # CPU-bound work on the loop: every timer in this process fires late
+            yield Chunk(float(k), content="x", token=True)
+        yield Chunk(float(request.max_tokens), finish_reason="length", completion_tokens=request.max_tokens)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_a_lagging_client_stops_the_run_instead_of_reporting_inflated_latencies(tmp_path: Path) -> None:
+    from gemmaserve.errors import ClientSaturated
+
+    settings = _small(decode_calls=1, decode_short_tokens=4, decode_long_tokens=8, concurrency_levels=[2], load_repeats=1,
+                      max_client_lag_s=0.005)
+    with pytest.raises(ClientSaturated, match=r"client was its own limit: .* lagged [\d.]+ ms \(p90\)") as info:
+        measure_targets(["http://127.0.0.1:1"], tmp_path, settings=settings,
+                        transport_factory=lambda spec: _LoopBlocking(spec.url), use_uvloop=False)
+    assert info.value.fields["lag_p90_s"] > 0.005 and "--client-processes" in (info.value.hint or "")
+    saved = load_result(tmp_path / "127.0.0.1-1.json")
+    assert "decode" in saved.completeness.missing and not any(r.kind == RequestKind.DECODE for r in saved.requests)
+
+
+def test_load_levels_can_be_sent_from_several_processes(timed_server: MockProcess, tmp_path: Path) -> None:
+    settings = _small(decode_calls=0, concurrency_levels=[4], load_repeats=1, load_output_tokens=16,
+                      client_processes=2)
+    report = measure_targets([timed_server.url], tmp_path, settings=settings)
+    result = load_result(report.targets[0].path)
+    level = [r for r in result.requests if r.kind == RequestKind.LOAD]
+    assert len(level) == 4 and all(r.success and r.output_tokens == 16 for r in level)
+    assert all(r.client_queue_s is not None for r in level)  # stamped by each worker's trace hooks
+    assert result.client.client_processes == 2 and result.load[0].client_queue_s is not None

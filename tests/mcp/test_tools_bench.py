@@ -22,7 +22,7 @@ from tests.mcp.conftest import (
     error_text,
 )
 
-SMALL = {"decode_calls": 2, "decode_short": 4, "decode_long": 12, "concurrency": [1, 2], "repeats": 1,
+SMALL = {"max_client_lag_ms": 0, "decode_calls": 2, "decode_short": 4, "decode_long": 12, "concurrency": [1, 2], "repeats": 1,
          "input_tokens": 8, "output_tokens": 8, "quality_set": "none", "warmup": 0}
 SMALL_CLI = ["--decode-calls", "2", "--decode-short", "4", "--decode-long", "12", "--concurrency", "1,2",
              "--repeats", "1", "--input-tokens", "8", "--output-tokens", "8", "--quality-set", "none", "--warmup", "0"]

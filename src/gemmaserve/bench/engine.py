@@ -47,6 +47,21 @@ class BatchResult:
     started_s: float
     finished_s: float
     cpu_s: float  # client CPU time while the batch ran
+    # How late a timer due every LAG_PROBE_INTERVAL_S fired while the batch ran: a chunk that
+    # arrives while the loop is busy is stamped that late. 0.0 when not probed.
+    lag_p90_s: float = 0.0
+    lag_max_s: float = 0.0
+
+
+LAG_PROBE_INTERVAL_S = 0.005
+
+
+def quantile(values: Sequence[float], share: float) -> float:
+    """The order statistic at ``share`` (nearest rank); 0.0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
 def verify_reply(request: ChatRequest, metrics: RequestMetrics) -> tuple[str, str] | None:
@@ -122,8 +137,13 @@ async def run_batch(
     timeout_s: float,
     cpu_clock: Callable[[], float] = time.process_time,
     on_done: Callable[[Outcome], None] | None = None,
+    probe_lag: bool = True,
 ) -> BatchResult:
-    """Run ``requests`` with at most ``concurrency`` in flight; outcomes keep the input order."""
+    """Run ``requests`` with at most ``concurrency`` in flight; outcomes keep the input order.
+
+    With ``probe_lag`` a timer measures the event loop's lateness on the real clock while
+    the batch runs (``lag_p90_s``): how late this client's own timestamps can be.
+    """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     gate = asyncio.Semaphore(concurrency)
@@ -135,10 +155,26 @@ async def run_batch(
             on_done(outcome)
         return outcome
 
+    lags: list[float] = []
+    running = True
+
+    async def probe() -> None:
+        while running:
+            due = time.perf_counter() + LAG_PROBE_INTERVAL_S
+            await asyncio.sleep(LAG_PROBE_INTERVAL_S)
+            lags.append(max(0.0, time.perf_counter() - due))
+
+    probe_task = asyncio.create_task(probe()) if probe_lag else None
     cpu_started = cpu_clock()
     started_s = clock()
-    outcomes = await asyncio.gather(*(one(request_id, request) for request_id, request in requests))
+    try:
+        outcomes = await asyncio.gather(*(one(request_id, request) for request_id, request in requests))
+    finally:
+        running = False
+        if probe_task is not None:
+            probe_task.cancel()
     finished_s = clock()
     return BatchResult(
-        outcomes=tuple(outcomes), started_s=started_s, finished_s=finished_s, cpu_s=cpu_clock() - cpu_started
+        outcomes=tuple(outcomes), started_s=started_s, finished_s=finished_s, cpu_s=cpu_clock() - cpu_started,
+        lag_p90_s=quantile(lags, 0.9), lag_max_s=max(lags, default=0.0),
     )

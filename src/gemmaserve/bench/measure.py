@@ -233,7 +233,9 @@ def measure_targets(
                 raise UsageError(f"Cannot read engine log {run.options.log_path}: {exc}") from None
         run.save()
     factory = transport_factory or (lambda spec: open_transport(spec, timeout_s=settings.timeout_s, clock=clock))
-    coroutine = _measure(runs, settings, factory, clock=clock, cpu_clock=cpu_clock, progress=progress)
+    # Sharded load levels open their own sessions in worker processes: only with the real transports.
+    shard = settings.client_processes > 1 and transport_factory is None
+    coroutine = _measure(runs, settings, factory, clock=clock, cpu_clock=cpu_clock, progress=progress, shard=shard)
     description = "aiohttp"
     interrupted = False
     try:
@@ -269,6 +271,7 @@ async def _measure(
     clock: Clock,
     cpu_clock: Callable[[], float],
     progress: ProgressSink | None,
+    shard: bool = False,
 ) -> str:
     run_started_s = clock()
     plans = [plan_steps(settings, target_index=run.index) for run in runs]
@@ -295,15 +298,8 @@ async def _measure(
                         progress(ProgressEvent(done, total, f"{run.label}: {step.label}"))
 
                 assert run.transport is not None
-                batch = await run_batch(
-                    run.transport,
-                    [(p.request_id, p.request) for p in step.requests],
-                    concurrency=step.concurrency,
-                    clock=clock,
-                    timeout_s=settings.timeout_s,
-                    cpu_clock=cpu_clock,
-                    on_done=on_done,
-                )
+                batch = await _run_step(run, step, settings, clock=clock, cpu_clock=cpu_clock, on_done=on_done,
+                                        shard=shard)
                 _account(run, step, batch, run_started_s)
                 run.save()
         for run in runs:
@@ -318,6 +314,50 @@ async def _measure(
                 await run.transport.aclose()
         raise
     return description
+
+
+async def _run_step(
+    run: _TargetRun,
+    step: Step,
+    settings: ClientSettings,
+    *,
+    clock: Clock,
+    cpu_clock: Callable[[], float],
+    on_done: Callable[[Outcome], None],
+    shard: bool,
+) -> BatchResult:
+    """One step's batch, sharded over processes for a load level when asked; stop if the client lagged."""
+    requests = [(p.request_id, p.request) for p in step.requests]
+    processes = min(settings.client_processes, step.concurrency)
+    if shard and step.kind == RequestKind.LOAD and run.spec.kind == "http" and processes > 1:
+        from gemmaserve.bench.shards import run_sharded_batch
+
+        assert run.spec.base_url is not None
+        sharded = await asyncio.to_thread(
+            run_sharded_batch, run.spec.base_url, requests, processes=processes, concurrency=step.concurrency,
+            timeout_s=settings.timeout_s, max_lag_s=settings.max_client_lag_s or float("inf"),
+            raise_on_saturation=False,
+        )
+        for outcome in sharded.batch.outcomes:
+            on_done(outcome)
+        batch = sharded.batch
+        lag_s = sharded.worst_lag_p90_s
+        share = max(s.cpu_share for s in sharded.shards)
+        where = f"{run.label} {step.label}, {len(sharded.shards)} worker processes"
+    else:
+        assert run.transport is not None
+        batch = await run_batch(run.transport, requests, concurrency=step.concurrency, clock=clock,
+                                timeout_s=settings.timeout_s, cpu_clock=cpu_clock, on_done=on_done)
+        wall_s = batch.finished_s - batch.started_s
+        lag_s, share, processes = batch.lag_p90_s, batch.cpu_s / wall_s if wall_s > 0 else 0.0, 1
+        where = f"{run.label} {step.label}, one process"
+    limit = settings.max_client_lag_s
+    if limit is not None and step.kind in (RequestKind.DECODE, RequestKind.LOAD) and lag_s > limit:
+        from gemmaserve.bench.shards import saturation_error
+
+        raise saturation_error(where, lag_p90_s=lag_s, max_lag_s=limit, cpu_share=share,
+                               streams=step.concurrency, processes=processes)
+    return batch
 
 
 async def _open_target(run: _TargetRun) -> None:

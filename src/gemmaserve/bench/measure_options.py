@@ -45,6 +45,8 @@ def build_measure_inputs(
     warmup: int,
     quality_concurrency: int,
     requests_per_stream: int,
+    client_processes: int = 1,
+    max_client_lag_ms: float | None = 5.0,
     labels: Sequence[str] | None = None,
     logs: Sequence[str] | None = None,
     instances: Sequence[str] | None = None,
@@ -73,6 +75,8 @@ def build_measure_inputs(
         concurrency_levels=list(concurrency), load_repeats=repeats, load_input_tokens=input_tokens,
         load_output_tokens=output_tokens, quality_set=quality, quality_max_tokens=quality_max_tokens,
         temperature=temperature, ignore_eos=ignore_eos, timeout_s=timeout_s, seed=seed,
+        client_processes=client_processes,
+        max_client_lag_s=max_client_lag_ms / 1000 if max_client_lag_ms else None,
         extra={"warmup_calls": warmup, "quality_concurrency": quality_concurrency,
                "load_requests_per_stream": requests_per_stream},
     )

@@ -106,6 +106,12 @@ class ClientSettings(_Strict):
     timeout_s: float = 600.0
     seed: int = 0
     transport: str | None = Field(default=None, description="e.g. 'aiohttp+uvloop'")
+    client_processes: int = Field(default=1, ge=1, description="Worker processes the load levels were sent from")
+    max_client_lag_s: float | None = Field(
+        default=0.005,
+        description="The run stops when the client's event loop lags more than this (p90) in a decode or load "
+        "step; None: not checked",
+    )
     extra: dict[str, Any] = Field(default_factory=dict, description="Engine-specific settings")
 
 

@@ -25,12 +25,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gemmaserve.bench.engine import BatchResult, Outcome, run_batch
+from gemmaserve.bench.engine import LAG_PROBE_INTERVAL_S, BatchResult, Outcome, quantile, run_batch
 from gemmaserve.bench.transports import ChatRequest, HttpTransport
 from gemmaserve.errors import ClientSaturated, UsageError
 
 DEFAULT_MAX_LAG_S = 0.005  # the timing budget: median TTFT/ITL errors under 5 ms
-PROBE_INTERVAL_S = 0.005
+PROBE_INTERVAL_S = LAG_PROBE_INTERVAL_S
 BARRIER_TIMEOUT_S = 120.0
 
 
@@ -69,13 +69,6 @@ def split_requests(requests: Sequence[tuple[str, ChatRequest]], shards: int) -> 
     return [list(range(shard, len(requests), shards)) for shard in range(shards)]
 
 
-def _quantile(values: Sequence[float], share: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
-
-
 async def _shard(url: str, requests: list[tuple[str, ChatRequest]], concurrency: int, timeout_s: float,
                  ready: Any, go: Any, probe_interval_s: float, warm: bool) -> tuple[list[Outcome], float, float, list[float]]:
     transport = HttpTransport(url, timeout_s=timeout_s)
@@ -98,7 +91,7 @@ async def _shard(url: str, requests: list[tuple[str, ChatRequest]], concurrency:
         probe_task = asyncio.create_task(probe())
         cpu_started, wall_started = time.process_time(), time.perf_counter()
         batch = await run_batch(transport, requests, concurrency=concurrency, clock=time.perf_counter,
-                                timeout_s=timeout_s)
+                                timeout_s=timeout_s, probe_lag=False)
         cpu_s, wall_s = time.process_time() - cpu_started, time.perf_counter() - wall_started
         running = False
         await probe_task
@@ -127,7 +120,7 @@ def _shard_main(index: int, url: str, requests: list[tuple[str, ChatRequest]], c
         results.put((index, None, f"{type(exc).__name__}: {exc}"))
         return
     stats = ShardStats(shard=index, requests=len(requests), chunks=sum(o.chunks for o in outcomes), cpu_s=cpu_s,
-                       wall_s=wall_s, lag_p50_s=_quantile(lags, 0.5), lag_p90_s=_quantile(lags, 0.9),
+                       wall_s=wall_s, lag_p50_s=quantile(lags, 0.5), lag_p90_s=quantile(lags, 0.9),
                        lag_max_s=max(lags, default=0.0))
     results.put((index, (outcomes, stats), None))
 
@@ -137,6 +130,7 @@ def run_sharded_batch(
     requests: Sequence[tuple[str, ChatRequest]],
     *,
     processes: int,
+    concurrency: int | None = None,
     timeout_s: float = 600.0,
     warm: bool = True,
     max_lag_s: float = DEFAULT_MAX_LAG_S,
@@ -145,7 +139,8 @@ def run_sharded_batch(
     raise_on_saturation: bool = True,
     before_start: Callable[[], None] | None = None,
 ) -> ShardedBatch:
-    """Send every request at once (one stream each) from ``processes`` workers; merge the outcomes.
+    """Send the requests from ``processes`` workers, ``concurrency`` streams in all (default: every
+    request at once), each worker a round-robin share; merge the outcomes in input order.
 
     ``before_start`` runs in the parent once every worker has warmed its connections and
     before any is released (a test clears its server's records there).
@@ -155,9 +150,10 @@ def run_sharded_batch(
         ClientSaturated: a worker's loop lagged past ``max_lag_s`` (p90), so its timestamps are not trusted.
         BenchError: a worker died.
     """
-    if processes < 1 or not requests:
-        raise UsageError("A sharded batch needs at least one process and one request.")
-    processes = min(processes, len(requests))
+    if processes < 1 or not requests or (concurrency is not None and concurrency < 1):
+        raise UsageError("A sharded batch needs at least one process, one stream and one request.")
+    streams = len(requests) if concurrency is None else min(concurrency, len(requests))
+    processes = min(processes, streams)
     parts = split_requests(requests, processes)
     context = multiprocessing.get_context("spawn")  # no inherited event loop or session
     ready, go = context.Barrier(processes + 1), context.Barrier(processes + 1)
@@ -165,9 +161,10 @@ def run_sharded_batch(
     workers = []
     for index, part in enumerate(parts):
         shard_requests = [requests[i] for i in part]
+        shard_streams = streams // processes + (1 if index < streams % processes else 0)
         worker = context.Process(
             target=_shard_main,
-            args=(index, url, shard_requests, len(shard_requests), timeout_s, ready, go, probe_interval_s, warm,
+            args=(index, url, shard_requests, shard_streams, timeout_s, ready, go, probe_interval_s, warm,
                   use_uvloop, results),
             daemon=True,
         )
@@ -221,12 +218,20 @@ def run_sharded_batch(
     result = ShardedBatch(batch=batch, shards=shards, saturated=saturated, max_lag_s=max_lag_s)
     if saturated and raise_on_saturation:
         worst = max(shards, key=lambda shard: shard.lag_p90_s)
-        raise ClientSaturated(
-            f"The client was its own limit: worker {worst.shard} ran {worst.requests} streams at "
-            f"{worst.cpu_share:.0%} of a core and its event loop lagged {worst.lag_p90_s * 1000:.1f} ms (p90) "
-            f"against a budget of {max_lag_s * 1000:.1f} ms, so its TTFT/ITL would read high.",
-            hint="Use more client processes (one per free core), fewer streams, or a larger client machine.",
-            worst_lag_p90_s=worst.lag_p90_s, cpu_share=worst.cpu_share, processes=len(shards),
-            streams=len(requests),
-        )
+        raise saturation_error(f"worker {worst.shard} of {len(shards)}", lag_p90_s=worst.lag_p90_s,
+                               max_lag_s=max_lag_s, cpu_share=worst.cpu_share, streams=streams,
+                               processes=len(shards))
     return result
+
+
+def saturation_error(where: str, *, lag_p90_s: float, max_lag_s: float, cpu_share: float, streams: int,
+                     processes: int) -> ClientSaturated:
+    """The error that stops a run whose client lagged past its timing budget."""
+    return ClientSaturated(
+        f"The client was its own limit: {where} ran {streams} streams in all, at {cpu_share:.0%} of a core, "
+        f"and its event loop lagged {lag_p90_s * 1000:.1f} ms (p90) against a budget of {max_lag_s * 1000:.1f} ms, "
+        "so its TTFT/ITL would read high; they are not reported.",
+        hint="Use more client processes (--client-processes, one per free core), fewer streams, a quieter or "
+        "larger client machine, or a wider budget (--max-client-lag-ms).",
+        lag_p90_s=lag_p90_s, max_lag_s=max_lag_s, cpu_share=cpu_share, processes=processes, streams=streams,
+    )

@@ -51,6 +51,10 @@ def _levels(text: str) -> list[int]:
               help="Seconds one request may take.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the synthetic prompts.")
 @click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Unscored calls per target first.")
+@click.option("--client-processes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes that send each load level (one per free core for thousands of streams).")
+@click.option("--max-client-lag-ms", type=click.FloatRange(min=0), default=5.0, show_default=True,
+              help="Stop when the client's own event loop lags more than this (p90) in a decode or load step; 0: never.")
 @click.option("--log", "logs", multiple=True, type=click.Path(dir_okay=False), help="vLLM log file per target, in target order.")
 @click.option("--instance", "instances", multiple=True, help="Catalog instance per target (price, GPU), in target order.")
 @click.option("--gpu", "gpus", multiple=True, help="Catalog GPU per target, in target order.")
@@ -78,6 +82,8 @@ def measure(
     timeout_s: float,
     seed: int,
     warmup: int,
+    client_processes: int,
+    max_client_lag_ms: float,
     logs: tuple[str, ...],
     instances: tuple[str, ...],
     gpus: tuple[str, ...],
@@ -99,6 +105,7 @@ def measure(
         output_tokens=output_tokens, quality_set=quality_set, quality_max_tokens=quality_max_tokens,
         temperature=temperature, ignore_eos=ignore_eos, timeout_s=timeout_s, seed=seed, warmup=warmup,
         quality_concurrency=quality_concurrency, requests_per_stream=requests_per_stream,
+        client_processes=client_processes, max_client_lag_ms=max_client_lag_ms or None,
         labels=labels, logs=logs, instances=instances, gpus=gpus, prices_usd_per_hour=prices,
         option_names={"labels": "--label", "logs": "--log", "instances": "--instance", "gpus": "--gpu",
                       "prices_usd_per_hour": "--price-usd-per-hour"},

@@ -77,6 +77,9 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         timeout_s: Annotated[float, Field(gt=0, description="Seconds one request may take.")] = 600.0,
         seed: int = 0,
         warmup: Annotated[int, Field(ge=0)] = 1,
+        client_processes: Annotated[int, Field(ge=1, description="Worker processes per load level.")] = 1,
+        max_client_lag_ms: Annotated[float, Field(ge=0, description="Stop when the client's event loop lags "
+                                                  "more than this (p90); 0: never.")] = 5.0,
         logs: PerTarget = None,
         instances: PerTarget = None,
         gpus: PerTarget = None,
@@ -97,6 +100,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
             output_tokens=output_tokens, quality_set=quality_set, quality_max_tokens=quality_max_tokens,
             temperature=temperature, ignore_eos=ignore_eos, timeout_s=timeout_s, seed=seed, warmup=warmup,
             quality_concurrency=quality_concurrency, requests_per_stream=requests_per_stream,
+            client_processes=client_processes, max_client_lag_ms=max_client_lag_ms or None,
             labels=labels, logs=logs, instances=instances, gpus=gpus, prices_usd_per_hour=prices_usd_per_hour,
         )
 
