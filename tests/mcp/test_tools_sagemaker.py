@@ -38,8 +38,14 @@ def _reachable(repo_id: str) -> Reachability:
 
 @pytest.fixture
 def aws_server(aws_cli_env: Any) -> tuple[MCPServer, Any, str]:
+    from gemmaserve.sagemaker.container import default_image_uri
+    from gemmaserve.sagemaker.iam import ensure_execution_role
+
     factory = QuotaStubbedFactory(aws_cli_env, QUOTAS)
-    role = make_role(aws_cli_env("iam", REGION))
+    # the role `sagemaker role create` makes: preflight can then check it works in the region
+    role = ensure_execution_role(aws_cli_env("iam", REGION), aws_cli_env("sts", REGION), region=REGION,
+                                 image_uris=[T4_DERIVED, default_image_uri(REGION)]).role_arn
+    assert role is not None
     server = build_server(ServerDeps(aws_clients=factory, check_model=_reachable, sleep=lambda s: None))
     return server, aws_cli_env, role
 

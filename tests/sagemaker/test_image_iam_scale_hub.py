@@ -56,7 +56,7 @@ def test_the_arch_check_fails_on_a_torch_without_sm_75() -> None:
 
 
 def test_execution_policy_is_least_privilege() -> None:
-    policy = execution_role_policy(region=REGION, account_id="123456789012", image_uris=[BASE],
+    policy = execution_role_policy(regions=[REGION], account_id="123456789012", image_uris=[BASE],
                                    s3_model_uri="s3://models/gemma4/e2b/")
     actions = {a for s in policy["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
     assert "sagemaker:*" not in actions and not any(a.endswith(":*") for a in actions)

@@ -516,20 +516,23 @@ def role() -> None:
 
 @role.command(name="create")
 @region_option
+@click.option("--regions", help="Comma-separated regions the role must work in (deploy --regions fallbacks); "
+                                "regions it already serves are kept.")
 @click.option("--name", "role_name", default="gemmaserve-endpoint", show_default=True)
 @click.option("--image", "images", multiple=True, help="Image URIs the role may pull (default: the pinned AWS image).")
 @click.option("--model-s3", help="s3://bucket/prefix the endpoint may read model files from.")
 @click.option("--dry-run", is_flag=True)
 @json_option
-def role_create(region: str | None, role_name: str, images: tuple[str, ...], model_s3: str | None, dry_run: bool,
-                as_json: bool) -> None:
+def role_create(region: str | None, regions: str | None, role_name: str, images: tuple[str, ...],
+                model_s3: str | None, dry_run: bool, as_json: bool) -> None:
     """Create (or update) the execution role and print the policy it carries."""
     import json
 
     from gemmaserve.sagemaker import api
 
-    result = api.create_execution_role(region=_region(region), role_name=role_name, image_uris=list(images),
-                                       s3_model_uri=model_s3, dry_run=dry_run)
+    chosen = _regions(regions, region)
+    result = api.create_execution_role(region=chosen[0], regions=chosen, role_name=role_name,
+                                       image_uris=list(images), s3_model_uri=model_s3, dry_run=dry_run)
 
     def render(r: Any) -> None:
         verb = ("Would create" if r.created else "Would update") if r.dry_run else ("Created" if r.created else "Updated")

@@ -26,7 +26,7 @@ from gemmaserve.mcp_server.framework import (
     translate_errors,
     typed_result,
 )
-from gemmaserve.mcp_server.tools_sagemaker import DryRun, EndpointName, Region, _region
+from gemmaserve.mcp_server.tools_sagemaker import DryRun, EndpointName, Region, _region, _regions
 from gemmaserve.sagemaker.autoscale import AutoscaleResult
 from gemmaserve.sagemaker.codebuild import ImageBuildPlan, ImageBuildResult
 from gemmaserve.sagemaker.iam import RoleResult
@@ -97,6 +97,9 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
     def sagemaker_role_create(
         confirm: Confirm,
         region: Region = None,
+        regions: Annotated[list[str] | None, Field(
+            description="Regions the role must work in (a deploy's fallbacks); regions it already serves are kept.",
+        )] = None,
         role_name: str = "gemmaserve-endpoint",
         image_uris: Annotated[list[str] | None, Field(description="Images the role may pull.")] = None,
         model_s3_uri: Annotated[str | None, Field(description="s3://bucket/prefix the endpoint may read.")] = None,
@@ -107,8 +110,9 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
 
         if not dry_run:
             require_confirmation(confirm, f"create or update the IAM role {role_name}")
+        chosen = _regions(regions, region)
         result = api.create_execution_role(
-            region=_region(region), role_name=role_name, image_uris=image_uris, s3_model_uri=model_s3_uri,
+            region=chosen[0], regions=chosen, role_name=role_name, image_uris=image_uris, s3_model_uri=model_s3_uri,
             dry_run=dry_run, factory=deps.clients(),
         )
         verb = ("would create" if result.created else "would update") if result.dry_run else (

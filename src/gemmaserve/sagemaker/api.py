@@ -432,17 +432,24 @@ def image_build(
 def create_execution_role(
     *,
     region: str,
+    regions: list[str] | None = None,
     role_name: str = "gemmaserve-endpoint",
     image_uris: list[str] | None = None,
     s3_model_uri: str | None = None,
     dry_run: bool = False,
     factory: ClientFactory | None = None,
 ) -> RoleResult:
-    """The least-privilege execution role (pull of the pinned image and any given ones, logs, the S3 prefix)."""
-    from gemmaserve.sagemaker.container import default_image_uri
+    """The least-privilege execution role, usable in ``regions`` (default ``region``) and those it already served.
+
+    Pull of the pinned image (each region's) and any given ones, endpoint logs per region, the S3 prefix.
+    """
+    from gemmaserve.sagemaker.container import default_image_uri, image_for_region
     from gemmaserve.sagemaker.iam import ensure_execution_role
 
+    chosen = _checked_regions(regions or [region])
     clients = _factory(factory)
-    images = list(image_uris or []) or [default_image_uri(region)]
-    return ensure_execution_role(clients("iam", region), clients("sts", region), region=region, role_name=role_name,
-                                 image_uris=images, s3_model_uri=s3_model_uri, dry_run=dry_run)
+    images = [image_for_region(uri, r) for uri in image_uris for r in chosen] if image_uris else \
+        [default_image_uri(r) for r in chosen]
+    return ensure_execution_role(clients("iam", region), clients("sts", region), region=region, regions=chosen,
+                                 role_name=role_name, image_uris=list(dict.fromkeys(images)),
+                                 s3_model_uri=s3_model_uri, dry_run=dry_run)

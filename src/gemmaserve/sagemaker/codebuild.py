@@ -140,7 +140,7 @@ def build_image(
                             requirement=requirement)
     role = ensure_role(
         factory("iam", region), role_name=f"{plan.project}-{region}", service="codebuild.amazonaws.com",
-        policy_name="gemmaserve-image-build", region=region, dry_run=dry_run,
+        policy_name="gemmaserve-image-build", region=region, dry_run=dry_run, account=account,
         policy=codebuild_role_policy(region=region, account=account, project=plan.project,
                                      base_image=plan.base_image, target_image=plan.target_image),
         description="gemmaserve CodeBuild role: build and push the derived T4 image (least privilege)",

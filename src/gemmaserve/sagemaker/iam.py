@@ -2,7 +2,10 @@
 
 Not AmazonSageMakerFullAccess: the execution role may pull the image, write its
 endpoint's logs, and read the model's S3 prefix if there is one — nothing else.
-Creation is idempotent; the inline policy is rewritten each time so it stays exact.
+Creation is idempotent; the inline policy is rewritten each time so it stays exact, and
+it keeps every region and image an earlier run allowed, so making the role usable in a new
+region never breaks an old one. The trust policy names the account (``aws:SourceAccount``),
+so no other account's SageMaker can make it act for them (the confused deputy).
 """
 
 from __future__ import annotations
@@ -28,9 +31,39 @@ class RoleResult(BaseModel):
     policy: dict[str, Any]
 
 
-def trust_policy(service: str) -> dict[str, Any]:
-    return {"Version": "2012-10-17", "Statement": [
-        {"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}]}
+def trust_policy(service: str, account: str | None = None) -> dict[str, Any]:
+    statement: dict[str, Any] = {"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}
+    if account:
+        statement["Condition"] = {"StringEquals": {"aws:SourceAccount": account}}
+    return {"Version": "2012-10-17", "Statement": [statement]}
+
+
+def role_account(role_arn: str) -> str:
+    """``arn:aws:iam::123456789012:role/x`` → ``123456789012``; anything else is a UsageError."""
+    parts = role_arn.split(":")
+    if len(parts) != 6 or parts[0] != "arn" or parts[2] != "iam" or not parts[4].isdigit() or \
+            not parts[5].startswith("role/"):
+        raise UsageError(f"{role_arn!r} is not an IAM role ARN.", hint="arn:aws:iam::ACCOUNT:role/NAME", role_arn=role_arn)
+    return parts[4]
+
+
+def log_group_arns(region: str, account_id: str) -> list[str]:
+    return [f"arn:aws:logs:{region}:{account_id}:log-group:/aws/sagemaker/Endpoints/*",
+            f"arn:aws:logs:{region}:{account_id}:log-group:/aws/sagemaker/Endpoints/*:log-stream:*"]
+
+
+def statement_resources(policy: dict[str, Any], sid: str) -> list[str]:
+    for statement in policy.get("Statement", []):
+        if statement.get("Sid") == sid:
+            resource = statement.get("Resource", [])
+            return [resource] if isinstance(resource, str) else list(resource)
+    return []
+
+
+def policy_regions(policy: dict[str, Any]) -> list[str]:
+    """The regions whose endpoint logs an execution policy allows (from its EndpointLogs ARNs)."""
+    regions = [arn.split(":")[3] for arn in statement_resources(policy, "EndpointLogs") if arn.count(":") >= 4]
+    return list(dict.fromkeys(regions))
 
 
 def ecr_repository_arn(image_uri: str) -> str:
@@ -55,18 +88,18 @@ def s3_prefix_arns(s3_uri: str) -> tuple[str, str, str]:
 
 
 def execution_role_policy(
-    *, region: str, account_id: str, image_uris: list[str], s3_model_uri: str | None = None
+    *, regions: list[str], account_id: str, image_uris: list[str], s3_model_uri: str | None = None,
+    repository_arns: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The execution role's policy: ECR pull of these images, its endpoints' logs, the model's S3 prefix."""
+    """The execution role's policy: ECR pull of these images, its endpoints' logs in each region, the S3 prefix."""
     statements: list[dict[str, Any]] = [
         {"Sid": "EcrAuth", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
         {"Sid": "EcrPull", "Effect": "Allow",
          "Action": ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
-         "Resource": sorted({ecr_repository_arn(uri) for uri in image_uris})},
+         "Resource": sorted({ecr_repository_arn(uri) for uri in image_uris} | set(repository_arns or []))},
         {"Sid": "EndpointLogs", "Effect": "Allow",
          "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-         "Resource": [f"arn:aws:logs:{region}:{account_id}:log-group:/aws/sagemaker/Endpoints/*",
-                      f"arn:aws:logs:{region}:{account_id}:log-group:/aws/sagemaker/Endpoints/*:log-stream:*"]},
+         "Resource": [arn for region in regions for arn in log_group_arns(region, account_id)]},
         {"Sid": "EndpointMetrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
          "Condition": {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}},
     ]
@@ -82,10 +115,13 @@ def execution_role_policy(
 
 def ensure_role(
     iam: Any, *, role_name: str, service: str, policy_name: str, policy: dict[str, Any], region: str,
-    description: str, dry_run: bool = False,
+    description: str, dry_run: bool = False, account: str | None = None,
 ) -> RoleResult:
-    """Create the role if missing (trusting ``service``), then put the inline policy. Safe to repeat."""
-    trust = trust_policy(service)
+    """Create the role if missing (trusting ``service`` for ``account`` only), then put the inline policy.
+
+    Safe to repeat; an existing role's trust policy is brought to the same document.
+    """
+    trust = trust_policy(service, account)
     result = RoleResult(role_name=role_name, role_arn=None, created=False, dry_run=dry_run, trust_policy=trust,
                         policy_name=policy_name, policy=policy)
     try:
@@ -100,21 +136,60 @@ def ensure_role(
         role = call(region, iam.create_role, RoleName=role_name, AssumeRolePolicyDocument=json.dumps(trust),
                     Description=description, Tags=[{"Key": "gemmaserve:tool", "Value": "gemmaserve"}])["Role"]
         result.created = True
+    elif account and _trust_document(role) != trust:
+        call(region, iam.update_assume_role_policy, RoleName=role_name, PolicyDocument=json.dumps(trust))
     call(region, iam.put_role_policy, RoleName=role_name, PolicyName=policy_name, PolicyDocument=json.dumps(policy))
     result.role_arn = role["Arn"]
     return result
+
+
+def _trust_document(role: dict[str, Any]) -> dict[str, Any]:
+    document = role.get("AssumeRolePolicyDocument", {})
+    if isinstance(document, str):
+        from urllib.parse import unquote
+
+        document = json.loads(unquote(document))
+    return dict(document)
 
 
 def account_id(sts: Any, *, region: str) -> str:
     return str(call(region, sts.get_caller_identity)["Account"])
 
 
+def read_inline_policy(iam: Any, role_name: str, policy_name: str, *, region: str) -> dict[str, Any] | None:
+    """The role's inline policy document, or None when the role has no policy of that name."""
+    try:
+        document = call(region, iam.get_role_policy, RoleName=role_name, PolicyName=policy_name)["PolicyDocument"]
+    except AwsError as error:
+        if is_not_found(error):
+            return None
+        raise
+    if isinstance(document, str):
+        from urllib.parse import unquote
+
+        document = json.loads(unquote(document))
+    return dict(document)
+
+
 def ensure_execution_role(
-    iam: Any, sts: Any, *, region: str, role_name: str = "gemmaserve-endpoint", image_uris: list[str],
-    s3_model_uri: str | None = None, dry_run: bool = False,
+    iam: Any, sts: Any, *, region: str, regions: list[str] | None = None, role_name: str = "gemmaserve-endpoint",
+    image_uris: list[str], s3_model_uri: str | None = None, dry_run: bool = False,
 ) -> RoleResult:
-    policy = execution_role_policy(region=region, account_id=account_id(sts, region=region), image_uris=image_uris,
-                                   s3_model_uri=s3_model_uri)
+    """The execution role, usable in ``regions`` (default: ``region``) and every region it already served."""
+    account = account_id(sts, region=region)
+    wanted = list(dict.fromkeys(regions or [region]))
+    existing = read_inline_policy(iam, role_name, EXECUTION_POLICY_NAME, region=region)
+    kept_repositories: list[str] = []
+    if existing is not None:
+        wanted = list(dict.fromkeys(policy_regions(existing) + wanted))
+        kept_repositories = statement_resources(existing, "EcrPull")
+        if s3_model_uri is None and statement_resources(existing, "ModelRead"):
+            raise UsageError(
+                f"Role {role_name} already allows reading a model from S3; re-running without --model-s3 would "
+                "remove that.", hint="Pass the same --model-s3 again (or a new one to replace it).",
+                role_name=role_name)
+    policy = execution_role_policy(regions=wanted, account_id=account, image_uris=image_uris,
+                                   s3_model_uri=s3_model_uri, repository_arns=kept_repositories)
     return ensure_role(iam, role_name=role_name, service="sagemaker.amazonaws.com",
                        policy_name=EXECUTION_POLICY_NAME, policy=policy, region=region, dry_run=dry_run,
-                       description="gemmaserve SageMaker endpoint execution role (least privilege)")
+                       account=account, description="gemmaserve SageMaker endpoint execution role (least privilege)")

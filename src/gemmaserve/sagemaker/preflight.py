@@ -101,7 +101,7 @@ def run_preflight(
     findings = report.findings
     for region in regions:
         findings.extend(_quota_findings(factory, instance_types, instance_count, region))
-    findings.append(_role_finding(factory, role_arn, regions[0]))
+    findings.extend(role_findings(factory, role_arn, regions, image_uri))
     findings.append(_model_finding(report.repo_id or "", check_model))
     return report
 
@@ -228,25 +228,79 @@ def _quota_findings(factory: ClientFactory, types: list[str], count: int, region
     return findings
 
 
-def _role_finding(factory: ClientFactory, role_arn: str | None, region: str) -> Finding:
-    fix = "Create a least-privilege one: gemmaserve sagemaker role create"
+def role_findings(factory: ClientFactory, role_arn: str | None, regions: list[str], image_uri: str | None
+                  ) -> list[Finding]:
+    """The role exists, is in the caller's account, trusts SageMaker, and (ours) works in every region tried."""
+    from gemmaserve.sagemaker.iam import (
+        EXECUTION_POLICY_NAME,
+        ecr_repository_arn,
+        log_group_arns,
+        read_inline_policy,
+        role_account,
+        statement_resources,
+    )
+
+    fix = "Create a least-privilege one: gemmaserve sagemaker role create --regions " + ",".join(regions)
     if not role_arn:
-        return Finding(check="execution-role", status=FindingStatus.FAIL, detail="No execution role given.", fix=fix)
-    name = role_arn.rsplit("/", 1)[-1]
+        return [Finding(check="execution-role", status=FindingStatus.FAIL, detail="No execution role given.", fix=fix)]
+    region = regions[0]
+    arn_account = role_account(role_arn)
     try:
-        role = call(region, factory("iam", region).get_role, RoleName=name)["Role"]
+        caller = call(region, factory("sts", region).get_caller_identity)["Account"]
+    except AwsError as error:
+        return [Finding(check="execution-role", status=FindingStatus.UNKNOWN,
+                        detail=f"Cannot read the caller's account: {error.message}")]
+    if caller != arn_account:
+        return [Finding(check="execution-role", status=FindingStatus.FAIL,
+                        detail=f"{role_arn} is in account {arn_account}, but these credentials are account {caller}: "
+                               "SageMaker cannot pass a role of another account.", fix=fix)]
+    name = role_arn.rsplit("/", 1)[-1]
+    iam = factory("iam", region)
+    try:
+        role = call(region, iam.get_role, RoleName=name)["Role"]
     except AwsError as error:
         status = FindingStatus.FAIL if is_not_found(error) else FindingStatus.UNKNOWN
-        return Finding(check="execution-role", status=status, detail=f"Role {name}: {error.message}", fix=fix)
+        return [Finding(check="execution-role", status=status, detail=f"Role {name}: {error.message}", fix=fix)]
     document = role.get("AssumeRolePolicyDocument", {})
     if isinstance(document, str):
         from urllib.parse import unquote
 
         document = json.loads(unquote(document))
-    if _trusts_sagemaker(document):
-        return Finding(check="execution-role", status=FindingStatus.OK, detail=f"{role['Arn']} trusts sagemaker.")
-    return Finding(check="execution-role", status=FindingStatus.FAIL,
-                   detail=f"{role['Arn']} cannot be assumed by sagemaker.amazonaws.com.", fix=fix)
+    if not _trusts_sagemaker(document):
+        return [Finding(check="execution-role", status=FindingStatus.FAIL,
+                        detail=f"{role['Arn']} cannot be assumed by sagemaker.amazonaws.com.", fix=fix)]
+    findings = [Finding(check="execution-role", status=FindingStatus.OK,
+                        detail=f"{role['Arn']} is in this account and trusts sagemaker.")]
+    try:
+        policy = read_inline_policy(iam, name, EXECUTION_POLICY_NAME, region=region)
+    except AwsError as error:
+        return [*findings, Finding(check="role-regions", status=FindingStatus.UNKNOWN,
+                                   detail=f"Cannot read {name}'s policy: {error.message}")]
+    if policy is None:
+        return [*findings, Finding(check="role-regions", status=FindingStatus.WARN,
+                                   detail=f"{name} has no {EXECUTION_POLICY_NAME} policy, so gemmaserve cannot tell "
+                                          f"whether it may pull the image and write logs in {', '.join(regions)}.",
+                                   fix=fix)]
+    logs, pulls = set(statement_resources(policy, "EndpointLogs")), set(statement_resources(policy, "EcrPull"))
+    missing = []
+    for candidate in regions:
+        image = image_for_region(image_uri, candidate)
+        try:
+            repository = ecr_repository_arn(image)
+        except GemmaserveError:
+            repository = None  # not an ECR image: nothing to pull-check
+        if not set(log_group_arns(candidate, arn_account)) <= logs or (repository and repository not in pulls):
+            missing.append(candidate)
+    findings.extend(
+        Finding(check=f"role-regions:{candidate}", status=FindingStatus.FAIL, region=candidate, fix=fix,
+                detail=f"{name} cannot pull the image or write endpoint logs in {candidate}: a deploy there "
+                       "would fail.")
+        for candidate in missing)
+    working = [candidate for candidate in regions if candidate not in missing]
+    if working:
+        findings.append(Finding(check="role-regions", status=FindingStatus.OK,
+                                detail=f"{name} works in {', '.join(working)}."))
+    return findings
 
 
 def _trusts_sagemaker(document: dict[str, Any]) -> bool:

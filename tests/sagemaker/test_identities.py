@@ -1,0 +1,88 @@
+"""Identities: the role is in the caller's account, works in every region a deploy may fall back to, and
+`role create` adds regions without breaking earlier ones and names the account in its trust policy (moto)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from gemmaserve.cli import app
+from gemmaserve.cli.errors import run_with_error_mapping
+from gemmaserve.errors import UsageError
+from gemmaserve.sagemaker import api
+from gemmaserve.sagemaker.iam import EXECUTION_POLICY_NAME, policy_regions
+from tests.sagemaker.helpers import make_role
+
+ACCOUNT = "123456789012"  # moto's
+
+
+@pytest.fixture
+def aws_env(moto_factory: Any, moto_server_url: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("GEMMASERVE_AWS_ENDPOINT_URL", moto_server_url)
+    return moto_factory
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = run_with_error_mapping(app, args, debug=False)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def findings(factory: Any, role_arn: str, regions: list[str]) -> dict[str, str]:
+    report = api.preflight("gemma-4-e2b", "qat-w4a16", ["ml.g6.xlarge"], regions=regions, role_arn=role_arn,
+                           check_model=None, factory=factory)
+    return {f.check: f.status.value for f in report.findings if f.check.startswith(("execution-role", "role-"))}
+
+
+def test_a_role_of_another_account_fails_preflight(moto_factory: Any) -> None:
+    found = findings(moto_factory, "arn:aws:iam::210987654321:role/gemmaserve-endpoint", ["us-east-1"])
+    assert found == {"execution-role": "fail"}
+
+
+def test_a_malformed_role_arn_is_a_usage_error(moto_factory: Any) -> None:
+    with pytest.raises(UsageError, match="not an IAM role ARN"):
+        findings(moto_factory, "gemmaserve-endpoint", ["us-east-1"])
+
+
+def test_role_create_adds_a_region_without_breaking_the_first(aws_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(["sagemaker", "role", "create", "--region", "us-east-1", "--json"], capsys)
+    assert code == 0, err
+    arn = json.loads(out)["role_arn"]
+    code, out, err = run(["sagemaker", "role", "create", "--region", "eu-west-1", "--json"], capsys)
+    assert code == 0, err
+    stored = aws_env("iam", "us-east-1").get_role_policy(RoleName="gemmaserve-endpoint",
+                                                         PolicyName=EXECUTION_POLICY_NAME)["PolicyDocument"]
+    assert policy_regions(stored) == ["us-east-1", "eu-west-1"]
+    pulls = next(s for s in stored["Statement"] if s["Sid"] == "EcrPull")["Resource"]
+    assert "arn:aws:ecr:us-east-1:763104351884:repository/vllm" in pulls
+    assert "arn:aws:ecr:eu-west-1:763104351884:repository/vllm" in pulls
+    assert findings(aws_env, arn, ["us-east-1", "eu-west-1"]) == {"execution-role": "ok", "role-regions": "ok"}
+
+
+def test_role_create_with_several_regions_and_preflight_names_a_missing_one(aws_env: Any,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["sagemaker", "role", "create", "--regions", "us-east-1,us-west-2", "--json"], capsys)
+    arn = json.loads(out)["role_arn"]
+    assert code == 0
+    found = findings(aws_env, arn, ["us-east-1", "us-west-2", "eu-central-1"])
+    assert found == {"execution-role": "ok", "role-regions:eu-central-1": "fail", "role-regions": "ok"}
+
+
+def test_trust_policy_names_the_account_and_an_old_role_is_brought_up_to_date(aws_env: Any,
+                                                                               capsys: pytest.CaptureFixture[str]
+                                                                               ) -> None:
+    iam = aws_env("iam", "us-east-1")
+    make_role(iam, name="gemmaserve-endpoint")  # an earlier version's role: trust without a condition
+    code, _, err = run(["sagemaker", "role", "create", "--region", "us-east-1"], capsys)
+    assert code == 0, err
+    trust = iam.get_role(RoleName="gemmaserve-endpoint")["Role"]["AssumeRolePolicyDocument"]
+    statement = trust["Statement"][0]
+    assert statement["Principal"]["Service"] == "sagemaker.amazonaws.com"
+    assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT}}
+
+
+def test_a_role_not_made_by_gemmaserve_is_a_warning_not_a_pass(moto_factory: Any) -> None:
+    role = make_role(moto_factory("iam", "us-east-1"))
+    assert findings(moto_factory, role, ["us-east-1"]) == {"execution-role": "ok", "role-regions": "warn"}
