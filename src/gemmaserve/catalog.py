@@ -99,6 +99,8 @@ class Geometry(_Frozen):
         default=False, description="the KV-shared layers' MLP is twice intermediate_size wide"
     )
     use_bidirectional_attention: Literal["vision"] | None = None
+    vision_hidden_size: int = 0
+    vision_intermediate_size: int = 0
     source: str
 
     @model_validator(mode="after")
@@ -125,6 +127,8 @@ class Calibration(_Frozen):
     weights_gib: float
     kv_cache_tokens: int
     max_concurrency: float
+    vllm_version: str | None = None
+    language_model_only: bool = False
     source: str
 
 

@@ -1,12 +1,14 @@
 """Capacity and cost planning: which Gemma 4 checkpoint fits which GPU, and at what price (pure).
 
 ``plan_deployment`` answers for one model × encoding × GPU (and optionally an
-instance type, whose host RAM and price then count): weights on the GPU, the KV
-pool vLLM will report, concurrency at the context length, host RAM and swap
-needed while loading, disk, dtype, whether the Turing clamp is needed, and the
-first term that binds. ``plan_all`` builds the full table. No I/O beyond the
-packaged catalog; every constant below is fitted to or read from a published
-run, and ``docs/plan.md`` says how close it gets.
+instance type, whose host RAM and price then count), for one vLLM release: weights on
+the GPU, what vLLM subtracts before its KV pool (:mod:`gemmaserve.engine_memory`), the
+KV pool and concurrency it will log (:mod:`gemmaserve.capacity`), host RAM and swap
+needed while loading, disk, dtype, whether the Turing clamp is needed, and the first
+term that binds, in words. Figures are those of a first start (a fresh container
+compiles); the warm figure is given beside it where it differs. ``plan_all`` builds the
+full table. No I/O beyond the packaged catalog; ``docs/plan.md`` compares the plan with
+recorded and published engine runs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from gemmaserve.capacity import GIB, kv_capacity
+from gemmaserve.capacity import GIB, kv_capacity, longest_context_that_fits
 from gemmaserve.catalog import (
     Checkpoint,
     Gpu,
@@ -27,26 +29,13 @@ from gemmaserve.catalog import (
     resolve_gpu,
     resolve_model,
 )
-
-# vLLM's defaults for GPUs under 70 GiB when run as `vllm serve` (arg_utils: larger GPUs get
-# 8192 / 1024). The published L4 runs only reconcile with 2048 batched tokens.
-SMALL_GPU_MAX_NUM_BATCHED_TOKENS = 2048
-LARGE_GPU_MAX_NUM_BATCHED_TOKENS = 8192
-DEFAULT_MAX_NUM_SEQS = 256
-LARGE_GPU_THRESHOLD_GIB = 70.0
-
-# Weights as vLLM reports them ("Model loading took X GiB") versus the checkpoint's parts:
-# E2B bf16 9.75 GiB for 9.51 GiB of parts (1.025), QAT 8.01 for 7.75 (1.034).
-WEIGHTS_OVERHEAD_FACTOR = 1.03
-# Memory vLLM keeps for itself besides weights and KV (non-torch allocations, the sampler's
-# logits for max_num_seqs × 262,144-token vocabulary, the multimodal encoder's profiling run),
-# fitted so the published E2B L4 figures come out: 0.9 × visible − weights − KV budget.
-ENGINE_OVERHEAD_BASE_GIB = 3.335
-# Extra overhead of the W4A16 (Marlin) path, fitted from the two E2B runs.
-QUANTIZED_EXTRA_OVERHEAD_GIB = 0.39
-# Activation memory per batched token of the profiling run, in bytes per (hidden + 3 × widest
-# MLP) element at 2 bytes, scaled against E2B (whose share is folded into the base above).
-_E2B_ACTIVATION_WIDTH = 1536 + 3 * 12288
+from gemmaserve.engine_memory import EngineMemory, engine_memory
+from gemmaserve.vllm_releases import (
+    DEFAULT_SERIES,
+    SAGEMAKER_IMAGE_SERIES,
+    SUPPORTED_SERIES,
+    resolve_release,
+)
 
 # Host RAM while vLLM loads: the checkpoint is staged through host memory on top of the
 # engine's own resident set. Published: a 7.8 GB host peaked at 6,761 MiB swap (bf16 E2B)
@@ -56,13 +45,13 @@ HOST_OS_RESERVE_GIB = 0.5
 # A CUDA build of torch + vLLM and its caches in the install environment.
 INSTALL_DISK_GIB = 12.0
 COMPILE_CACHE_DISK_GIB = 1.0
+MIN_MAX_MODEL_LEN = 16
 
 Verdict = Literal["fits", "fits-with-swap", "does-not-fit", "not-servable"]
+SortKey = Literal["cost", "fit"]
 
-# vLLM releases whose memory arithmetic the plan follows, oldest first; the last is the default.
-SUPPORTED_VLLM_VERSIONS = ("0.26", "0.27", "0.28", "0.29", "0.30", "0.31", "0.32", "0.33", "0.34")
-DEFAULT_VLLM_VERSION = SUPPORTED_VLLM_VERSIONS[-1]
-TOWER_PARTS = ("audio_tower", "vision_tower")
+SUPPORTED_VLLM_VERSIONS = SUPPORTED_SERIES
+DEFAULT_VLLM_VERSION = DEFAULT_SERIES
 
 
 def resolve_vllm_version(version: str | None) -> str:
@@ -71,19 +60,7 @@ def resolve_vllm_version(version: str | None) -> str:
     Raises:
         UsageError: for a version outside the supported range.
     """
-    from gemmaserve.errors import UsageError
-
-    if version is None:
-        return DEFAULT_VLLM_VERSION
-    text = version.strip().lower().removeprefix("v")
-    parts = text.split(".")
-    series = ".".join(parts[:2])
-    if len(parts) >= 2 and all(p.isdigit() for p in parts[:2]) and series in SUPPORTED_VLLM_VERSIONS:
-        return series
-    raise UsageError(
-        f"vLLM {version!r} is outside the releases the plan follows",
-        hint=f"Use one of {SUPPORTED_VLLM_VERSIONS[0]}.x to {SUPPORTED_VLLM_VERSIONS[-1]}.x, e.g. --vllm 0.30.0.",
-    )
+    return resolve_release(version).series
 
 
 class PlanRow(BaseModel):
@@ -103,13 +80,18 @@ class PlanRow(BaseModel):
     max_num_seqs: int
     max_num_batched_tokens: int
     language_model_only: bool = False
-    vllm_version: str = DEFAULT_VLLM_VERSION
+    vllm_version: str = DEFAULT_SERIES
+    first_start: bool = True
     weights_gib: float
     weights_source: Literal["published", "estimated"]
     engine_overhead_gib: float
     kv_budget_gib: float
     kv_cache_tokens: int
     max_concurrency: float
+    kv_cache_tokens_warm: int = 0
+    max_concurrency_warm: float = 0.0
+    max_model_len_that_fits: int | None = None
+    memory: EngineMemory | None = None
     checkpoint_gib: float
     host_ram_needed_gib: float
     host_ram_gib: float | None
@@ -125,29 +107,10 @@ class PlanRow(BaseModel):
 class PlanTable(BaseModel):
     rows: list[PlanRow]
     price_date: str
-
-
-def _weights_gib(
-    checkpoint: Checkpoint, *, language_model_only: bool = False
-) -> tuple[float, Literal["published", "estimated"]]:
-    if checkpoint.calibration and not language_model_only:
-        return checkpoint.calibration[0].weights_gib, "published"
-    parts = sum(
-        size for name, size in checkpoint.parts_bytes.items()
-        if not (language_model_only and name in TOWER_PARTS)
-    )
-    return parts / GIB * WEIGHTS_OVERHEAD_FACTOR, "estimated"
-
-
-def _engine_overhead_gib(model: Model, checkpoint: Checkpoint, max_num_batched_tokens: int) -> float:
-    geometry = model.geometry
-    widest_mlp = geometry.intermediate_size * (2 if geometry.num_kv_shared_layers else 1)
-    width = geometry.hidden_size + 3 * widest_mlp
-    activation_delta = (width - _E2B_ACTIVATION_WIDTH) * 2 * max_num_batched_tokens / GIB
-    overhead = ENGINE_OVERHEAD_BASE_GIB + max(0.0, activation_delta) * 4
-    if checkpoint.quantization:
-        overhead += QUANTIZED_EXTRA_OVERHEAD_GIB
-    return overhead
+    vllm_version: str = DEFAULT_SERIES
+    sort: SortKey = "fit"
+    cheapest_fit: int | None = None  # index into rows
+    next_command: str | None = None
 
 
 def smallest_instance(gpu: Gpu, platform: str = "ec2") -> Instance | None:
@@ -157,6 +120,12 @@ def smallest_instance(gpu: Gpu, platform: str = "ec2") -> Instance | None:
         if inst.gpu == gpu.key and inst.platform == platform and inst.gpu_count == 1
     ]
     return min(candidates, key=lambda inst: (inst.price_usd_per_hour or math.inf, inst.memory_gib), default=None)
+
+
+def _series_for(vllm_version: str | None, instance: Instance | None) -> str:
+    if vllm_version is None and instance is not None and instance.platform == "sagemaker":
+        return SAGEMAKER_IMAGE_SERIES
+    return resolve_release(vllm_version).series
 
 
 def plan_deployment(
@@ -172,12 +141,15 @@ def plan_deployment(
     decode_tokens_per_s: float | None = None,
     language_model_only: bool = False,
     vllm_version: str | None = None,
+    first_start: bool = True,
 ) -> PlanRow:
     """Plan one model × encoding on one GPU (or on the GPU of ``instance``).
 
     ``language_model_only`` plans vLLM's ``--language-model-only``: the vision and audio
     towers are neither loaded nor profiled. ``vllm_version`` picks the release whose memory
-    arithmetic is followed (default: the newest supported).
+    arithmetic is followed (default: the newest supported, or the SageMaker image's release
+    for a SageMaker instance). ``first_start`` plans a start that compiles (a fresh
+    container); the warm figures are returned beside it either way.
 
     Raises:
         UnknownName: for names not in the catalog.
@@ -185,14 +157,14 @@ def plan_deployment(
     """
     from gemmaserve.errors import UsageError
 
-    series = resolve_vllm_version(vllm_version)
+    release = resolve_release(_series_for(vllm_version, instance))
     if not 0.05 <= gpu_memory_utilization <= 0.99:
         raise UsageError(
             f"--gpu-memory-utilization must be between 0.05 and 0.99, got {gpu_memory_utilization}",
-            hint="vLLM's default is 0.9.",
+            hint="vLLM's default is 0.92 (0.34: unset sizes the pool from measured free memory).",
         )
-    if max_model_len < 16:
-        raise UsageError(f"--max-model-len must be at least 16, got {max_model_len}")
+    if max_model_len < MIN_MAX_MODEL_LEN:
+        raise UsageError(f"--max-model-len must be at least {MIN_MAX_MODEL_LEN}, got {max_model_len}")
     model_obj = resolve_model(model) if isinstance(model, str) else model
     checkpoint = resolve_encoding(model_obj, encoding) if isinstance(encoding, str) else encoding
     if instance is not None:
@@ -201,33 +173,47 @@ def plan_deployment(
         raise UsageError("Name a GPU or an instance type.", hint="--gpu t4 or --instance ml.g4dn.xlarge")
     else:
         gpu_obj = resolve_gpu(gpu) if isinstance(gpu, str) else gpu
-    if max_model_len > model_obj.geometry.max_position_embeddings:
+    geometry = model_obj.geometry
+    if max_model_len > geometry.max_position_embeddings:
         raise UsageError(
             f"--max-model-len {max_model_len} exceeds {model_obj.key}'s context of "
-            f"{model_obj.geometry.max_position_embeddings} tokens"
+            f"{geometry.max_position_embeddings} tokens",
+            hint=f"Use --max-model-len {geometry.max_position_embeddings} or less.",
         )
 
-    large_gpu = gpu_obj.visible_memory_gib >= LARGE_GPU_THRESHOLD_GIB
-    batched = max_num_batched_tokens or (
-        LARGE_GPU_MAX_NUM_BATCHED_TOKENS if large_gpu else SMALL_GPU_MAX_NUM_BATCHED_TOKENS
-    )
-    seqs = max_num_seqs or DEFAULT_MAX_NUM_SEQS
     dtype = gpu_obj.serving_dtype
     notes: list[str] = []
     if not gpu_obj.bf16:
         notes.append(f"{gpu_obj.name} has no bf16 datapath: serve in float16")
-    needs_clamp = gpu_obj.pre_ampere and model_obj.geometry.full_head_dim >= 512
+    needs_clamp = gpu_obj.pre_ampere and geometry.full_head_dim >= 512
 
-    weights_gib, weights_source = _weights_gib(checkpoint, language_model_only=language_model_only)
-    overhead_gib = _engine_overhead_gib(model_obj, checkpoint, batched)
-    budget_gib = gpu_obj.visible_memory_gib * gpu_memory_utilization - weights_gib - overhead_gib
-    capacity = kv_capacity(
-        max(0.0, budget_gib) * GIB,
-        model_obj.geometry,
-        dtype_bytes=2,
-        max_model_len=max_model_len,
-        max_num_batched_tokens=min(batched, max_model_len),
+    memory = engine_memory(
+        geometry, checkpoint, gpu_obj, release, max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, language_model_only=language_model_only,
+        first_start=first_start,
     )
+    batched, seqs = memory.max_num_batched_tokens, memory.max_num_seqs
+    budget_gib = memory.kv_budget_gib
+    capacity = kv_capacity(max(0.0, budget_gib) * GIB, geometry, max_model_len=max_model_len,
+                           max_num_batched_tokens=batched, release=release)
+    warm = kv_capacity(max(0.0, memory.kv_budget_warm_gib) * GIB, geometry, max_model_len=max_model_len,
+                       max_num_batched_tokens=batched, release=release)
+    overhead_gib = memory.requested_gib - memory.weights_gib - budget_gib
+    if memory.compile_peak_gib > memory.peak_activation_warm_gib:
+        notes.append(
+            f"a first start compiles and counts a {memory.peak_activation_gib:.2f} GiB peak "
+            f"({memory.peak_activation_warm_gib:.2f} GiB once the compile cache is warm: "
+            f"{warm.kv_cache_tokens:,} KV tokens)"
+        )
+    if memory.batched_tokens_raised_for_video:
+        notes.append(f"vLLM raises --max-num-batched-tokens to {batched:,} to fit one video")
+    if memory.estimated_terms:
+        notes.append("estimated: " + "; ".join(memory.estimated_terms))
+    if release.sizing == "after-warmup":
+        notes.append("vLLM 0.34 sizes the pool after warmup; leave --gpu-memory-utilization unset to give it all "
+                     "free memory")
+
     checkpoint_gib = checkpoint.total_bytes / GIB
     host_needed = checkpoint_gib + LOAD_BASELINE_HOST_GIB
     host_ram = instance.memory_gib if instance else None
@@ -235,20 +221,26 @@ def plan_deployment(
 
     verdict: Verdict = "fits"
     binding: str | None = None
+    longest: int | None = None
     if not checkpoint.servable_by_vllm:
         verdict, binding = "not-servable", f"{checkpoint.format} is not served by vLLM (use llama.cpp)"
     elif budget_gib <= 0:
         verdict = "does-not-fit"
         binding = (
-            f"GPU memory: weights {weights_gib:.2f} GiB + engine {overhead_gib:.2f} GiB exceed "
+            f"GPU memory: weights {memory.weights_gib:.2f} GiB + engine {overhead_gib:.2f} GiB exceed "
             f"{gpu_memory_utilization:g} × {gpu_obj.visible_memory_gib} GiB"
         )
-    elif capacity.max_concurrency < 1:
+        if not language_model_only and any(p in checkpoint.parts_bytes for p in ("audio_tower", "vision_tower")):
+            binding += "; --language-model-only leaves the towers out"
+    elif not capacity.fits_one_request:
         verdict = "does-not-fit"
-        binding = (
-            f"KV cache: {capacity.kv_cache_tokens:,} tokens cannot hold one {max_model_len:,}-token request; "
-            "lower --max-model-len (or --max-num-batched-tokens: sliding layers keep that many tokens too)"
-        )
+        longest = longest_context_that_fits(budget_gib * GIB, geometry, max_num_batched_tokens=batched,
+                                            release=release, upper=max_model_len)
+        binding = f"KV cache: {capacity.kv_cache_tokens:,} tokens cannot hold one {max_model_len:,}-token request"
+        if longest >= MIN_MAX_MODEL_LEN:
+            binding += f"; lower --max-model-len to {longest:,}"
+        else:
+            binding += "; no context fits: a smaller model, encoding or --max-num-batched-tokens"
     elif swap_needed:
         verdict = "fits-with-swap"
         binding = (
@@ -293,13 +285,18 @@ def plan_deployment(
         max_num_seqs=seqs,
         max_num_batched_tokens=batched,
         language_model_only=language_model_only,
-        vllm_version=series,
-        weights_gib=round(weights_gib, 2),
-        weights_source=weights_source,
+        vllm_version=release.series,
+        first_start=first_start,
+        weights_gib=round(memory.weights_gib, 2),
+        weights_source="published" if memory.weights_source == "published" else "estimated",
         engine_overhead_gib=round(overhead_gib, 2),
         kv_budget_gib=round(max(0.0, budget_gib), 2),
         kv_cache_tokens=capacity.kv_cache_tokens,
         max_concurrency=round(capacity.max_concurrency, 2),
+        kv_cache_tokens_warm=warm.kv_cache_tokens,
+        max_concurrency_warm=round(warm.max_concurrency, 2),
+        max_model_len_that_fits=longest,
+        memory=memory,
         checkpoint_gib=round(checkpoint_gib, 2),
         host_ram_needed_gib=round(host_needed, 1),
         host_ram_gib=host_ram,
@@ -311,6 +308,28 @@ def plan_deployment(
         usd_per_million_output_tokens=round(usd_per_m, 3) if usd_per_m is not None else None,
         vllm_args=args,
     )
+
+
+_VERDICT_ORDER = {"fits": 0, "fits-with-swap": 1, "does-not-fit": 2, "not-servable": 3}
+
+
+def _sort_key(row: PlanRow, sort: SortKey) -> tuple[object, ...]:
+    price = row.usd_per_million_output_tokens
+    hourly = row.price_usd_per_hour if row.price_usd_per_hour is not None else math.inf
+    if sort == "cost":
+        return (price if price is not None else math.inf, hourly, _VERDICT_ORDER[row.verdict], -row.kv_cache_tokens)
+    return (_VERDICT_ORDER[row.verdict], hourly, -row.max_concurrency, row.model, row.encoding)
+
+
+def next_command(row: PlanRow) -> str:
+    """The command that deploys ``row``: a SageMaker preflight for ml.* instances, else a local serve."""
+    flags = [f"--model {row.model.removeprefix('gemma-4-')}", f"--encoding {row.encoding}",
+             f"--max-model-len {row.max_model_len}"]
+    if row.language_model_only:
+        flags.append("--language-model-only")
+    if row.instance and row.instance.startswith("ml."):
+        return f"gemmaserve sagemaker preflight {' '.join(flags)} --instance {row.instance}"
+    return f"gemmaserve serve start {' '.join(flags)}"
 
 
 def plan_all(
@@ -327,15 +346,20 @@ def plan_all(
     decode_tokens_per_s: float | None = None,
     language_model_only: bool = False,
     vllm_version: str | None = None,
+    sort: SortKey = "fit",
+    first_start: bool = True,
 ) -> PlanTable:
-    """Every model × encoding × GPU asked for (all of the catalog by default).
+    """Every model × encoding × GPU asked for (all of the catalog by default), sorted.
 
     Without ``instance`` each GPU is planned on the cheapest single-GPU instance of
     ``platform`` that carries it, so host RAM and price are real terms of every row.
+    ``sort="cost"`` orders by $/M output tokens (then $/h), ``"fit"`` fitting rows first.
     """
     from gemmaserve.catalog import resolve_instance
 
     catalog = load_catalog()
+    if vllm_version is not None:
+        resolve_release(vllm_version)  # bad versions fail before any row
     chosen_models = [resolve_model(name) for name in models] if models else list(catalog.models.values())
     targets: list[tuple[Gpu, Instance | None]]
     if instance is not None:
@@ -359,6 +383,18 @@ def plan_all(
                         gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
                         max_num_batched_tokens=max_num_batched_tokens, decode_tokens_per_s=decode_tokens_per_s,
                         language_model_only=language_model_only, vllm_version=vllm_version,
+                        first_start=first_start,
                     )
                 )
-    return PlanTable(rows=rows, price_date=catalog.price_date)
+    rows.sort(key=lambda row: _sort_key(row, sort))
+    fitting = [i for i, row in enumerate(rows) if row.fits and row.price_usd_per_hour is not None]
+    cheapest = min(fitting, key=lambda i: _sort_key(rows[i], "cost"), default=None)
+    series = {row.vllm_version for row in rows}
+    return PlanTable(
+        rows=rows,
+        price_date=catalog.price_date,
+        vllm_version=series.pop() if len(series) == 1 else resolve_release(vllm_version).series,
+        sort=sort,
+        cheapest_fit=cheapest,
+        next_command=next_command(rows[cheapest]) if cheapest is not None else None,
+    )

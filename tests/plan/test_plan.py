@@ -41,10 +41,17 @@ def test_weights_that_do_not_fit_bind_on_gpu_memory() -> None:
     assert row.kv_cache_tokens == 0
 
 
-def test_a_context_the_pool_cannot_hold_binds_on_kv() -> None:
-    row = plan_deployment("e4b", "bf16", "l4", max_model_len=131072, gpu_memory_utilization=0.9)
+def test_a_context_the_pool_cannot_hold_binds_on_kv_and_names_one_that_fits() -> None:
+    row = plan_deployment("31b", "qat-w4a16", "l40s", max_model_len=262144, gpu_memory_utilization=0.9)
     assert row.verdict == "does-not-fit"
     assert row.binding_term is not None and row.binding_term.startswith("KV cache")
+    assert row.max_model_len_that_fits is not None
+    assert f"lower --max-model-len to {row.max_model_len_that_fits:,}" in row.binding_term
+    # The advice is consistent with the plan's own numbers: that context fits, one more token does not.
+    advised = plan_deployment("31b", "qat-w4a16", "l40s", max_model_len=row.max_model_len_that_fits)
+    assert advised.fits and advised.max_concurrency >= 1
+    over = plan_deployment("31b", "qat-w4a16", "l40s", max_model_len=row.max_model_len_that_fits + 1)
+    assert not over.fits
 
 
 def test_price_per_million_tokens_needs_a_measured_rate() -> None:
@@ -110,7 +117,8 @@ def test_cli_json_and_table_render_the_same_rows() -> None:
     assert table.exit_code == 0
     for row in document["rows"]:
         assert row["encoding"] in table.output
-    assert "868,0" in table.output  # the QAT L4 KV pool
+    qat_l4 = next(r for r in document["rows"] if (r["encoding"], r["gpu"]) == ("qat-w4a16", "l4"))
+    assert f"{qat_l4['kv_cache_tokens']:,}" in table.output
 
 
 def test_cli_rejects_out_of_range_numbers_with_exit_2() -> None:

@@ -1,0 +1,265 @@
+"""What vLLM subtracts from its budget before the KV pool, term by term (pure: no I/O).
+
+Up to 0.33 vLLM profiles before it sizes the pool
+(``v1/worker/gpu_worker.py`` ``determine_available_memory``)::
+
+    available = utilisation × total − weights − peak activation − non-torch − CUDA-graph estimate
+
+and 0.34 sizes its extensible KV cache after warmup and graph capture
+(``v1/worker/extensible_kv_cache.py`` ``measure_kv_cache_bytes``), which subtracts the
+same terms with the graphs measured rather than estimated. Each term here comes from
+the model's parts, not from a fit:
+
+- **weights**: the checkpoint's parts (towers left out with ``--language-model-only``,
+  the tied ``lm_head`` never loaded) plus the rotary caches vLLM builds for
+  ``max_position_embeddings``; a published ``Model loading took`` figure when one exists.
+- **peak activation**: the largest of the profiling forward pass at
+  ``max_num_batched_tokens``, the sampler's dummy batch of ``min(max_num_seqs,
+  max_num_batched_tokens)`` rows of 262,144 logits, and, with towers, the encoder's
+  profile on the largest item (a 32-frame video); on a start that compiles (every fresh
+  container) vLLM 0.26 counts a larger peak, measured on a real engine.
+- **non-torch** memory and **CUDA graphs**: measured on a real engine (see
+  ``benchmarks/plan_gpu_memory_runs.json``); graphs count before sizing only where the
+  release's runner estimates them.
+
+Terms that rest on an assumption rather than on source or measurement are named in
+:attr:`EngineMemory.estimated_terms`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from gemmaserve.catalog import Checkpoint, Geometry, Gpu
+from gemmaserve.vllm_releases import VllmRelease
+
+GIB = 1024**3
+TOWER_PARTS = ("audio_tower", "vision_tower")
+LM_HEAD_PART = "lm_head"
+BF16 = 2
+
+# vLLM's defaults (engine/arg_utils.py get_batch_defaults): GPUs of 70 GiB and more that are
+# not A100s get the large defaults; 0.28+ gives 160 GiB and more 16,384 batched tokens.
+SMALL_GPU_BATCHED, SMALL_GPU_SEQS = 2048, 256
+LARGE_GPU_SEQS = 1024
+LARGE_GPU_MIN_GIB = 70.0
+HUGE_GPU_BATCHED = 16384
+
+# Gemma 4's largest multimodal item, a video (model_executor/models/gemma4_mm.py:91-92,266):
+# 32 frames × (70 soft tokens + boi + eoi + ~6 timestamp tokens) = 2,496 tokens. Prefix-LM
+# models (use_bidirectional_attention "vision") raise a default max_num_batched_tokens to it.
+VIDEO_FRAMES = 32
+VIDEO_SOFT_TOKENS_PER_FRAME = 70
+VIDEO_TOKENS_PER_ITEM = VIDEO_FRAMES * (VIDEO_SOFT_TOKENS_PER_FRAME + 2 + 6)
+VISION_POOLING = 3  # gemma4_vision pooling_kernel_size: 3 × 3 patches per soft token
+
+# Measured on a real vLLM 0.26.0 (H200, E2B text-only, ../shared/gpu-vllm-kit/README.md, four
+# starts): non-torch memory 0.22 GiB every time; CUDA graphs 0.53 GiB for E2B (35 layers).
+NON_TORCH_GIB = 0.22
+E2B_CUDAGRAPH_GIB = 0.53
+E2B_LAYERS = 35
+
+Runner = Literal["v1", "v2"]
+
+
+class EngineMemory(BaseModel):
+    """The terms of one start, in GiB, as vLLM 0.26's own breakdown names them."""
+
+    vllm_series: str
+    runner: Runner
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    batched_tokens_raised_for_video: bool
+    requested_gib: float
+    weights_gib: float
+    weights_source: Literal["published", "parts"]
+    non_torch_gib: float
+    forward_peak_gib: float
+    sampler_peak_gib: float
+    encoder_peak_gib: float
+    compile_peak_gib: float
+    peak_activation_gib: float
+    peak_activation_warm_gib: float
+    cudagraph_gib: float
+    cudagraph_counted: bool
+    kv_budget_gib: float
+    kv_budget_warm_gib: float
+    estimated_terms: list[str]
+
+
+def runner_for(geometry: Geometry, release: VllmRelease) -> Runner:
+    """Model Runner V2 for dense models in every supported release, and for MoE from 0.29."""
+    return "v1" if geometry.num_experts and not release.v2_runner_for_moe else "v2"
+
+
+def default_batch(gpu: Gpu, release: VllmRelease) -> tuple[int, int]:
+    """vLLM's ``max_num_batched_tokens`` and ``max_num_seqs`` defaults for ``vllm serve`` on ``gpu``."""
+    device_gib = gpu.memory_mib / 1024
+    if release.huge_gpu_gib is not None and device_gib >= release.huge_gpu_gib:
+        return HUGE_GPU_BATCHED, LARGE_GPU_SEQS
+    if device_gib >= LARGE_GPU_MIN_GIB and "a100" not in gpu.name.lower():
+        return release.large_gpu_batched_tokens, LARGE_GPU_SEQS
+    return SMALL_GPU_BATCHED, SMALL_GPU_SEQS
+
+
+def resolve_batch(
+    geometry: Geometry,
+    gpu: Gpu,
+    release: VllmRelease,
+    *,
+    max_model_len: int,
+    max_num_seqs: int | None,
+    max_num_batched_tokens: int | None,
+    language_model_only: bool,
+) -> tuple[int, int, bool]:
+    """``(max_num_batched_tokens, max_num_seqs, raised)`` as ``_set_default_max_num_seqs_and_batched_tokens_args`` sets them."""
+    default_batched, default_seqs = default_batch(gpu, release)
+    seqs = max_num_seqs or default_seqs
+    raised = False
+    if max_num_batched_tokens is None:
+        batched = default_batched
+        if (not language_model_only and geometry.use_bidirectional_attention == "vision"
+                and VIDEO_TOKENS_PER_ITEM > batched):
+            batched, raised = VIDEO_TOKENS_PER_ITEM, True
+        batched = min(seqs * max_model_len, batched)
+    else:
+        batched = max_num_batched_tokens
+    if max_num_seqs is None:
+        seqs = min(seqs, batched)
+    return batched, seqs, raised
+
+
+def tower_bytes(checkpoint: Checkpoint) -> int:
+    return sum(size for name, size in checkpoint.parts_bytes.items() if name in TOWER_PARTS)
+
+
+def rotary_cache_bytes(geometry: Geometry, dtype_bytes: int = BF16) -> int:
+    """cos/sin caches for every position (rotary_embedding/base.py:59-63, in the model dtype);
+    Gemma 4's full layers rotate over the whole head (gemma4_rope.py:44-50)."""
+    return geometry.max_position_embeddings * (geometry.sliding_head_dim + geometry.full_head_dim) * dtype_bytes
+
+
+def weights_gib(
+    checkpoint: Checkpoint, geometry: Geometry, *, language_model_only: bool
+) -> tuple[float, Literal["published", "parts"]]:
+    """What vLLM logs as ``Model loading took``."""
+    towers = tower_bytes(checkpoint) if language_model_only else 0
+    if checkpoint.calibration:
+        return checkpoint.calibration[0].weights_gib - towers / GIB, "published"
+    loaded = sum(
+        size for name, size in checkpoint.parts_bytes.items()
+        if name != LM_HEAD_PART  # tied: models/gemma4.py skips lm_head when tie_word_embeddings
+    ) - towers
+    return (loaded + rotary_cache_bytes(geometry)) / GIB, "parts"
+
+
+def forward_peak_bytes(geometry: Geometry, tokens: int) -> int:
+    """Live tensors of the profiling forward pass at ``tokens`` (bf16): the widest MLP's
+    gate/up output and its activation, the MoE's per-expert copies, the per-layer inputs
+    (looked up and projected, kept for every layer) and a few hidden-size buffers."""
+    mlp = geometry.intermediate_size * (2 if geometry.use_double_wide_mlp else 1)
+    moe = geometry.experts_per_token * (3 * geometry.moe_intermediate_size + geometry.hidden_size)
+    per_layer = 2 * geometry.num_hidden_layers * geometry.per_layer_input_size
+    return tokens * BF16 * (3 * mlp + moe + per_layer + 4 * geometry.hidden_size)
+
+
+def sampler_peak_bytes(geometry: Geometry, rows: int, runner: Runner) -> int:
+    """The dummy sampler batch: V2 keeps bf16 logits and samples in place (Triton); V1 also
+    makes a float32 copy and sorts it (values and int64 indices) for top-k/top-p."""
+    per_logit = BF16 if runner == "v2" else BF16 + 4 + 4 + 8
+    return rows * geometry.vocab_size * per_logit
+
+
+def encoder_peak_bytes(geometry: Geometry, max_num_batched_tokens: int) -> int:
+    """The encoder profile on the largest item (a 32-frame video) through the vision tower."""
+    if not geometry.vision_hidden_size:
+        return 0
+    items = max(1, max_num_batched_tokens // VIDEO_TOKENS_PER_ITEM)
+    patches = VIDEO_FRAMES * VIDEO_SOFT_TOKENS_PER_FRAME * VISION_POOLING**2
+    per_patch = 5 * geometry.vision_hidden_size + 2 * geometry.vision_intermediate_size
+    return items * patches * per_patch * BF16
+
+
+def compile_peak_bytes(geometry: Geometry, tokens: int, release: VllmRelease) -> int:
+    """The extra peak a start that compiles counts (measured on 0.26: E2B 4.55 GiB cold against
+    0.23 warm at 2,048 tokens, 4.75 cold at 8,192): a copy of the per-layer-embedding table
+    and the per-layer inputs of every token. Not seen in the published 0.30 starts."""
+    if release.series not in ("0.26", "0.27", "0.28") or not geometry.per_layer_input_size:
+        return 0
+    table = geometry.vocab_size * geometry.num_hidden_layers * geometry.per_layer_input_size * BF16
+    return table + tokens * 2 * geometry.num_hidden_layers * geometry.per_layer_input_size * BF16
+
+
+def cudagraph_bytes(geometry: Geometry) -> int:
+    """CUDA-graph pool memory, from the E2B measurement scaled by layer count (one graph piece per layer)."""
+    return int(E2B_CUDAGRAPH_GIB * GIB * geometry.num_hidden_layers / E2B_LAYERS)
+
+
+def engine_memory(
+    geometry: Geometry,
+    checkpoint: Checkpoint,
+    gpu: Gpu,
+    release: VllmRelease,
+    *,
+    max_model_len: int,
+    gpu_memory_utilization: float,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    language_model_only: bool = False,
+    first_start: bool = True,
+) -> EngineMemory:
+    """Every term vLLM subtracts before the KV pool, for one start of ``checkpoint`` on ``gpu``."""
+    estimated: list[str] = []
+    runner = runner_for(geometry, release)
+    batched, seqs, raised = resolve_batch(
+        geometry, gpu, release, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, language_model_only=language_model_only,
+    )
+    weights, weights_source = weights_gib(checkpoint, geometry, language_model_only=language_model_only)
+    if weights_source == "parts" and "derived" in checkpoint.source:
+        estimated.append("weights (checkpoint parts derived from the geometry)")
+    forward = forward_peak_bytes(geometry, batched) / GIB
+    sampler = sampler_peak_bytes(geometry, min(seqs, batched), runner) / GIB
+    encoder = 0.0 if language_model_only else encoder_peak_bytes(geometry, batched) / GIB
+    if encoder:
+        estimated.append("encoder profile (vision tower activations on a 32-frame video)")
+    warm_peak = max(forward, sampler, encoder)
+    compile_peak = compile_peak_bytes(geometry, batched, release) / GIB
+    cold_peak = max(warm_peak, compile_peak)
+    peak = cold_peak if first_start else warm_peak
+    if first_start and release.series in ("0.27", "0.28") and compile_peak:
+        estimated.append("compile peak (measured on 0.26, assumed for this release)")
+    if first_start and not geometry.per_layer_input_size and release.series == "0.26":
+        estimated.append("compile peak of a model without per-layer embeddings (not yet measured)")
+    counted = release.sizing == "after-warmup" or (
+        release.v2_profiles_cudagraphs if runner == "v2" else True
+    )
+    graphs = cudagraph_bytes(geometry) / GIB
+    if counted and geometry.num_hidden_layers != E2B_LAYERS:
+        estimated.append("CUDA-graph memory (E2B's measured pool scaled by layer count)")
+    requested = gpu.visible_memory_gib * gpu_memory_utilization
+    fixed = weights + NON_TORCH_GIB + (graphs if counted else 0.0)
+    return EngineMemory(
+        vllm_series=release.series,
+        runner=runner,
+        max_num_seqs=seqs,
+        max_num_batched_tokens=batched,
+        batched_tokens_raised_for_video=raised,
+        requested_gib=requested,
+        weights_gib=weights,
+        weights_source=weights_source,
+        non_torch_gib=NON_TORCH_GIB,
+        forward_peak_gib=forward,
+        sampler_peak_gib=sampler,
+        encoder_peak_gib=encoder,
+        compile_peak_gib=compile_peak if first_start else 0.0,
+        peak_activation_gib=peak,
+        peak_activation_warm_gib=warm_peak,
+        cudagraph_gib=graphs,
+        cudagraph_counted=counted,
+        kv_budget_gib=requested - fixed - peak,
+        kv_budget_warm_gib=requested - fixed - warm_peak,
+        estimated_terms=estimated,
+    )
