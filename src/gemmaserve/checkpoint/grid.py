@@ -6,13 +6,53 @@ normally (signed element of largest |x|) / -8, exactly; when the peak sits at
 another level the step is searched among peak/m for every level m, rounded to
 the scale dtype (plus one ulp either side), and accepted only if every value of
 the group reconstructs exactly as dtype(q * step). No I/O here.
+
+For bf16 tensors the hot loops run in compiled kernels (``kernels.py``, numba) when
+numba is installed; the numpy code here is the reference implementation, the
+fallback, and what the tests hold the kernels to (GEMMASERVE_CHECKPOINT_KERNEL=numpy
+forces it).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from functools import cache
+from types import ModuleType
 
 import numpy as np
+
+from gemmaserve.errors import MissingExtra
+
+KERNEL_ENV = "GEMMASERVE_CHECKPOINT_KERNEL"  # "auto" (default), "numba" or "numpy"
+
+
+@cache
+def _import_kernels() -> ModuleType | None:
+    try:
+        from gemmaserve.checkpoint import kernels
+    except ImportError:
+        return None
+    return kernels
+
+
+def kernels() -> ModuleType | None:
+    """The compiled kernels, or None for the numpy path (numba missing, or GEMMASERVE_CHECKPOINT_KERNEL=numpy).
+
+    Raises:
+        MissingExtra: GEMMASERVE_CHECKPOINT_KERNEL=numba without numba installed.
+    """
+    choice = os.environ.get(KERNEL_ENV, "auto")
+    if choice == "numpy":
+        return None
+    found = _import_kernels()
+    if found is None and choice == "numba":
+        raise MissingExtra("numba", "numba", f"{KERNEL_ENV}=numba (the compiled checkpoint kernels)")
+    return found
+
+
+def kernel_name() -> str:
+    return "numba" if kernels() is not None else "numpy"
 
 GROUP_SIZE = 32
 LEVEL_MIN, LEVEL_MAX = -8, 7
@@ -38,6 +78,9 @@ def f32_to_bf16_bits(values: np.ndarray) -> np.ndarray:
 def decode_values(raw: np.ndarray, dtype: str) -> np.ndarray:
     """Stored values (BF16 as uint16 bits, F16, F32) as float32, exactly."""
     if dtype == "BF16":
+        fast = kernels()
+        if fast is not None and raw.ndim == 2 and raw.flags.c_contiguous:
+            return fast.decode_bf16(raw)  # type: ignore[no-any-return]
         return bf16_bits_to_f32(raw)
     if dtype in ("F16", "F32"):
         return raw.astype(np.float32)
@@ -165,6 +208,14 @@ def recover_grid(
 
 
 def _recover_block(values: np.ndarray, model_dtype: str, scale_dtype: str, group_size: int) -> GridFit:
+    fast = kernels()
+    if fast is not None and model_dtype == scale_dtype == "BF16" and group_size % 8 == 0:
+        return _recover_block_compiled(fast, values, group_size)
+    with np.errstate(all="ignore"):  # inf and NaN weights: off the grid, not a warning
+        return _recover_block_numpy(values, model_dtype, scale_dtype, group_size)
+
+
+def _recover_block_numpy(values: np.ndarray, model_dtype: str, scale_dtype: str, group_size: int) -> GridFit:
     rows, cols = values.shape
     n_groups = rows * (cols // group_size)
     columns = np.ascontiguousarray(np.asarray(values, dtype=np.float32).reshape(n_groups, group_size).T)
@@ -196,6 +247,22 @@ def _recover_block(values: np.ndarray, model_dtype: str, scale_dtype: str, group
         peak_elsewhere.reshape(shape),
         same.reshape(rows, cols),
     )
+
+
+def _recover_block_compiled(fast: ModuleType, values: np.ndarray, group_size: int) -> GridFit:
+    """The compiled peak-at--8 pass, then the same numpy step search for the groups it leaves off the grid."""
+    values = np.ascontiguousarray(values, dtype=np.float32)
+    levels, steps, ok, same, peaks = fast.fit_bf16(values, group_size)
+    peak_elsewhere = np.zeros_like(ok)
+    todo = np.flatnonzero(~ok)
+    if len(todo):
+        g = group_size
+        with np.errstate(all="ignore"):
+            _search_steps(
+                values.reshape(-1, g), peaks.reshape(-1), steps.reshape(-1), levels.reshape(-1, g), ok.reshape(-1),
+                peak_elsewhere.reshape(-1), same.reshape(-1, g), todo, "BF16", "BF16",
+            )  # fmt: skip
+    return GridFit(levels, steps, ok, peak_elsewhere, same)
 
 
 def _search_steps(
@@ -295,6 +362,13 @@ def pack_int4(levels: np.ndarray) -> np.ndarray:
     Built bytewise (two nibbles per byte, little-endian words): the same bits as
     compressed-tensors' ``pack_to_int32``, without a reduction over a short axis.
     """
+    fast = kernels()
+    if fast is not None and levels.flags.c_contiguous:
+        return fast.pack_int4(levels)  # type: ignore[no-any-return]
+    return _pack_int4_numpy(levels)
+
+
+def _pack_int4_numpy(levels: np.ndarray) -> np.ndarray:
     rows, cols = levels.shape
     u = (levels.view(np.uint8) + np.uint8(8)) & np.uint8(0xF)  # two's complement q -> q+8 (mod 16)
     packed_bytes = u[:, 0::2] | (u[:, 1::2] << np.uint8(4))
@@ -369,6 +443,52 @@ class GridComparison:
     sum_abs_diff: float = 0.0
 
     def add(self, build: np.ndarray, reference: np.ndarray, reference_steps: np.ndarray, group_size: int) -> None:
+        fast = kernels()
+        if fast is not None and group_size % 32 == 0:
+            self._add_counts(
+                fast.compare(_f32(build), _f32(reference), _f32(reference_steps), group_size), reference.shape, group_size
+            )
+            return
+        self._add_numpy(build, reference, reference_steps, group_size)
+
+    def add_packed(
+        self, packed: np.ndarray, scales: np.ndarray, *, build_group_size: int, scale_dtype: str,
+        reference: np.ndarray, reference_steps: np.ndarray, group_size: int,
+    ) -> None:  # fmt: skip
+        """``add`` for a pack-quantized build block (int32 [rows, cols/8], float32 scales), dequantized as dtype(q * scale)."""
+        cols = reference.shape[1]
+        fast = kernels()
+        if fast is not None and scale_dtype == "BF16" and build_group_size % 8 == 0 and group_size % 32 == 0:
+            counts = fast.compare_packed(
+                np.ascontiguousarray(packed, dtype=np.int32), _f32(scales), build_group_size,
+                _f32(reference), _f32(reference_steps), group_size,
+            )  # fmt: skip
+            self._add_counts(counts, reference.shape, group_size)
+            return
+        build = dequantize_pack_quantized(packed, scales, cols=cols, group_size=build_group_size, model_dtype=scale_dtype)
+        self._add_numpy(build, reference, reference_steps, group_size)
+
+    def merge(self, other: GridComparison) -> None:
+        self.values += other.values
+        self.values_bit_identical += other.values_bit_identical
+        self.groups += other.groups
+        self.groups_bit_identical += other.groups_bit_identical
+        self.values_off_by_a_level_or_more += other.values_off_by_a_level_or_more
+        self.max_abs_diff = max(self.max_abs_diff, other.max_abs_diff)
+        self.sum_abs_diff += other.sum_abs_diff
+
+    def _add_counts(self, counts: tuple[int, int, int, float, float], shape: tuple[int, ...], group_size: int) -> None:
+        identical, groups_identical, off, max_diff, sum_diff = counts
+        rows, cols = shape
+        self.values += rows * cols
+        self.values_bit_identical += int(identical)
+        self.groups += rows * (cols // group_size)
+        self.groups_bit_identical += int(groups_identical)
+        self.values_off_by_a_level_or_more += int(off)
+        self.max_abs_diff = max(self.max_abs_diff, float(max_diff))
+        self.sum_abs_diff += float(sum_diff)
+
+    def _add_numpy(self, build: np.ndarray, reference: np.ndarray, reference_steps: np.ndarray, group_size: int) -> None:
         rows, cols = reference.shape
         shape = (rows, cols // group_size, group_size)
         same = (build.view(np.uint32) == reference.view(np.uint32)).reshape(shape)
@@ -389,3 +509,7 @@ class GridComparison:
     @property
     def mean_abs_diff(self) -> float:
         return self.sum_abs_diff / self.values if self.values else 0.0
+
+
+def _f32(array: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(array, dtype=np.float32)
