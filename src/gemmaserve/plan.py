@@ -325,6 +325,8 @@ def next_command(row: PlanRow) -> str:
     """The command that deploys ``row``: a SageMaker preflight for ml.* instances, else a local serve."""
     flags = [f"--model {row.model.removeprefix('gemma-4-')}", f"--encoding {row.encoding}",
              f"--max-model-len {row.max_model_len}"]
+    if row.gpu_memory_utilization != 0.9:
+        flags.append(f"--gpu-memory-utilization {row.gpu_memory_utilization:g}")
     if row.language_model_only:
         flags.append("--language-model-only")
     if row.instance and row.instance.startswith("ml."):
@@ -360,6 +362,8 @@ def plan_all(
     catalog = load_catalog()
     if vllm_version is not None:
         resolve_release(vllm_version)  # bad versions fail before any row
+    elif platform == "sagemaker" or (instance or "").strip().lower().startswith("ml."):
+        vllm_version = SAGEMAKER_IMAGE_SERIES
     chosen_models = [resolve_model(name) for name in models] if models else list(catalog.models.values())
     targets: list[tuple[Gpu, Instance | None]]
     if instance is not None:

@@ -49,3 +49,21 @@ def test_env_equals_cli_json(server: MCPServer) -> None:
     result = call_tool(server, "env", {})
     assert result.structured_content == cli_json("env")
     assert "gemmaserve" in result.content[0].text  # type: ignore[union-attr]
+
+
+def test_plan_text_only_vllm_release_sort_and_warm_match_cli(server: MCPServer) -> None:
+    arguments = {"models": ["e2b"], "gpus": ["t4", "l4"], "language_model_only": True, "vllm_version": "0.26.0",
+                 "sort": "cost", "warm": True}
+    result = call_tool(server, "plan", arguments)
+    assert not result.is_error
+    expected = cli_json("plan", "--model", "e2b", "--gpu", "t4", "--gpu", "l4", "--language-model-only",
+                        "--vllm", "0.26.0", "--sort", "cost", "--warm")
+    assert result.structured_content == expected
+    assert expected["vllm_version"] == "0.26"
+    assert all(row["language_model_only"] and not row["first_start"] for row in expected["rows"])
+    assert "Next: gemmaserve serve start" in result.content[0].text  # type: ignore[union-attr]
+
+
+def test_plan_unsupported_vllm_release_is_an_error_with_the_fix(server: MCPServer) -> None:
+    text = error_text(call_tool(server, "plan", {"vllm_version": "0.12.0"}))
+    assert "0.12.0" in text and "--vllm" in text

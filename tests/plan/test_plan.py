@@ -139,3 +139,105 @@ def test_language_model_only_and_vllm_version_are_keyword_options() -> None:
     assert excinfo.value.hint is not None and "--vllm" in excinfo.value.hint
     rows = plan_all(models=["e2b"], encodings=["bf16"], gpus=["l4"], language_model_only=True).rows
     assert rows and all(row.language_model_only for row in rows)
+
+
+def _table_lines(output: str) -> list[str]:
+    lines = output.splitlines()
+    return [line for line in lines if not line.startswith("  gemmaserve ")]
+
+
+def test_the_default_table_fits_100_columns_and_wide_shows_everything() -> None:
+    runner = CliRunner()
+    narrow = runner.invoke(app, ["plan"])
+    assert narrow.exit_code == 0, narrow.output
+    assert max(len(line.rstrip()) for line in _table_lines(narrow.output)) <= 100
+    wide = runner.invoke(app, ["plan", "--model", "e2b", "--gpu", "l4", "--wide"])
+    assert wide.exit_code == 0
+    for column in ("instance", "weights GiB", "host RAM", "swap", "disk", "clamp"):
+        assert column in wide.output and column not in narrow.output.split("\n", 3)[2]
+
+
+def test_the_last_line_names_the_cheapest_fitting_row_and_the_next_command() -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["plan", "--model", "e2b", "--gpu", "t4", "--gpu", "l4", "--json"])
+    table = json.loads(result.output)
+    best = table["rows"][table["cheapest_fit"]]
+    assert best["fits"]
+    fitting_prices = [r["price_usd_per_hour"] for r in table["rows"] if r["fits"] and r["price_usd_per_hour"]]
+    assert best["price_usd_per_hour"] == min(fitting_prices)
+    text = runner.invoke(app, ["plan", "--model", "e2b", "--gpu", "t4", "--gpu", "l4"]).output.splitlines()
+    assert text[-2].startswith(f"Cheapest that fits: e2b {best['encoding']} on {best['gpu']}")
+    assert text[-1].strip() == table["next_command"]
+    assert table["next_command"].startswith("gemmaserve serve start --model e2b")
+    sagemaker = json.loads(runner.invoke(app, ["plan", "--model", "e2b", "--platform", "sagemaker", "--json"]).output)
+    assert sagemaker["next_command"].startswith("gemmaserve sagemaker preflight")
+    assert sagemaker["vllm_version"] == "0.30"  # the SageMaker image's release
+
+
+def test_rows_sort_by_fit_or_by_cost() -> None:
+    by_fit = plan_all(models=["e2b", "31b"], gpus=["t4", "l4", "h100"]).rows
+    ranks = [0 if row.verdict == "fits" else 1 if row.verdict == "fits-with-swap" else 2 for row in by_fit]
+    assert ranks == sorted(ranks)
+    by_cost = plan_all(models=["e2b"], gpus=["t4", "l4", "h100"], sort="cost", decode_tokens_per_s=30.0).rows
+    prices = [row.usd_per_million_output_tokens for row in by_cost if row.usd_per_million_output_tokens is not None]
+    assert prices == sorted(prices)
+
+
+def test_cli_vllm_and_text_only_options() -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["plan", "--model", "e2b", "--gpu", "l4", "--vllm", "0.30.0",
+                                 "--language-model-only", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)["rows"]
+    assert all(row["vllm_version"] == "0.30" and "--language-model-only" in row["vllm_args"] for row in rows)
+    bad = runner.invoke(app, ["plan", "--vllm", "0.12"], standalone_mode=False)
+    assert isinstance(bad.exception, UsageError) and bad.exception.exit_code == 2
+
+
+def test_json_keeps_the_old_field_names() -> None:
+    row = plan_deployment("e2b", "qat-w4a16", "l4").model_dump(mode="json")
+    for name in ("model", "encoding", "repo_id", "gpu", "instance", "verdict", "fits", "binding_term", "notes",
+                 "dtype", "needs_turing_clamp", "max_model_len", "gpu_memory_utilization", "max_num_seqs",
+                 "max_num_batched_tokens", "weights_gib", "weights_source", "engine_overhead_gib", "kv_budget_gib",
+                 "kv_cache_tokens", "max_concurrency", "checkpoint_gib", "host_ram_needed_gib", "host_ram_gib",
+                 "swap_needed_gib", "disk_gib", "price_usd_per_hour", "price_source", "decode_tokens_per_s",
+                 "usd_per_million_output_tokens", "vllm_args"):
+        assert name in row
+    memory = row["memory"]
+    assert memory["weights_gib"] + memory["non_torch_gib"] + memory["peak_activation_gib"] + (
+        memory["cudagraph_gib"] if memory["cudagraph_counted"] else 0) + memory["kv_budget_gib"] == pytest.approx(
+        memory["requested_gib"])
+
+
+def test_text_only_leaves_the_towers_out_of_weights_and_profiling() -> None:
+    full = plan_deployment("e2b", "bf16", "l4", vllm_version="0.30")
+    text = plan_deployment("e2b", "bf16", "l4", vllm_version="0.30", language_model_only=True)
+    assert full.memory is not None and text.memory is not None
+    assert full.weights_gib - text.weights_gib == pytest.approx((614_000_000 + 337_000_000) / 1024**3, abs=0.01)
+    assert full.memory.encoder_peak_gib > 0 and text.memory.encoder_peak_gib == 0
+    assert text.kv_cache_tokens > full.kv_cache_tokens
+
+
+def test_prefix_lm_models_raise_the_default_batch_to_one_video_unless_text_only() -> None:
+    row = plan_deployment("26b-a4b", "qat-w4a16", "l40s")
+    assert row.max_num_batched_tokens == 2496
+    assert any("2,496" in note for note in row.notes)
+    text = plan_deployment("26b-a4b", "qat-w4a16", "l40s", language_model_only=True)
+    assert text.max_num_batched_tokens == 2048
+    explicit = plan_deployment("26b-a4b", "qat-w4a16", "l40s", max_num_batched_tokens=1024)
+    assert explicit.max_num_batched_tokens == 1024
+
+
+def test_large_gpus_get_vllms_large_defaults_and_a100s_do_not() -> None:
+    assert plan_deployment("e2b", "bf16", "h100").max_num_seqs == 1024
+    assert plan_deployment("e2b", "bf16", "h100").max_num_batched_tokens == 8192
+    assert plan_deployment("e2b", "bf16", "a100-80gb").max_num_batched_tokens == 2048
+    assert plan_deployment("e2b", "bf16", "l4").max_num_seqs == 256
+
+
+def test_a_first_start_on_026_counts_the_compile_peak_and_shows_the_warm_figure() -> None:
+    row = plan_deployment("e2b", "bf16", "l4", vllm_version="0.26", language_model_only=True)
+    assert row.first_start and row.kv_cache_tokens_warm > row.kv_cache_tokens
+    assert any("compile cache is warm" in note for note in row.notes)
+    warm = plan_deployment("e2b", "bf16", "l4", vllm_version="0.26", language_model_only=True, first_start=False)
+    assert warm.kv_cache_tokens == row.kv_cache_tokens_warm

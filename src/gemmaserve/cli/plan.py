@@ -11,9 +11,12 @@ from gemmaserve.cli.output import (
     json_option,
     max_model_len_option,
 )
-from gemmaserve.plan import PlanTable, plan_all
+from gemmaserve.plan import PlanRow, PlanTable, plan_all
+from gemmaserve.vllm_releases import SUPPORTED_SERIES
 
 _VERDICT_STYLE = {"fits": "green", "fits-with-swap": "yellow", "does-not-fit": "red", "not-servable": "dim"}
+_VERDICT_SHORT = {"fits": "fits", "fits-with-swap": "swap", "does-not-fit": "no", "not-servable": "n/a"}
+TABLE_WIDTH = 100
 
 
 @click.command(name="plan")
@@ -26,9 +29,19 @@ _VERDICT_STYLE = {"fits": "green", "fits-with-swap": "yellow", "does-not-fit": "
               help="Which instances price a GPU when --instance is not given.")
 @max_model_len_option
 @gpu_memory_utilization_option
-@click.option("--max-num-seqs", type=click.IntRange(min=1), help="vLLM's --max-num-seqs (default 256).")
+@click.option("--max-num-seqs", type=click.IntRange(min=1),
+              help="vLLM's --max-num-seqs (default: vLLM's, 256 below 70 GiB, else 1,024).")
 @click.option("--max-num-batched-tokens", type=click.IntRange(min=16),
-              help="vLLM's --max-num-batched-tokens (default 2048 on GPUs under 70 GiB, else 8192).")
+              help="vLLM's --max-num-batched-tokens (default: vLLM's, 2,048 below 70 GiB, else 8,192).")
+@click.option("--language-model-only", is_flag=True,
+              help="vLLM's --language-model-only: text only, no vision/audio towers loaded or profiled.")
+@click.option("--vllm", "vllm_version", metavar="VERSION",
+              help=f"The vLLM release whose memory rules to follow ({SUPPORTED_SERIES[0]}–{SUPPORTED_SERIES[-1]}; "
+                   "default the newest, or the SageMaker image's for ml.* instances).")
+@click.option("--warm", is_flag=True, help="Plan a restart with a warm compile cache (default: a first start).")
+@click.option("--sort", type=click.Choice(["fit", "cost"]), default="fit", show_default=True,
+              help="Fitting rows first (then $/h), or by $/M output tokens (then $/h).")
+@click.option("--wide", is_flag=True, help="Every column (instance, dtype, weights, host RAM, swap, disk, clamp, …).")
 @click.option("--decode-rate", "decode_tokens_per_s", type=click.FloatRange(min=0, min_open=True),
               help="A measured decode rate (output tokens/s) to price $/M output tokens with.")
 @json_option
@@ -42,12 +55,18 @@ def cli(
     gpu_memory_utilization: float,
     max_num_seqs: int | None,
     max_num_batched_tokens: int | None,
+    language_model_only: bool,
+    vllm_version: str | None,
+    warm: bool,
+    sort: str,
+    wide: bool,
     decode_tokens_per_s: float | None,
     as_json: bool,
 ) -> None:
     """Which Gemma 4 model, encoding and GPU fit, with KV pool, host RAM, swap, disk and cost.
 
-    With no options: every model × encoding × GPU in the built-in catalog.
+    With no options: every model × encoding × GPU in the built-in catalog, for the first
+    start of the newest supported vLLM.
     """
     table = plan_all(
         models=list(models) or None,
@@ -60,53 +79,88 @@ def cli(
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
         decode_tokens_per_s=decode_tokens_per_s,
+        language_model_only=language_model_only,
+        vllm_version=vllm_version,
+        sort=sort,  # type: ignore[arg-type]
+        first_start=not warm,
     )
-    emit(table, as_json=as_json, render=_render)
+    emit(table, as_json=as_json, render=lambda result: _render(result, wide=wide))
 
 
-def _render(table: PlanTable) -> None:
+def _money(value: float | None, digits: int) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _cells(row: PlanRow, marker: str, wide: bool) -> list[str]:
+    style = _VERDICT_STYLE[row.verdict]
+    verdict = row.verdict if wide else _VERDICT_SHORT[row.verdict]
+    kv = f"{row.kv_cache_tokens:,}" if row.fits else "—"
+    conc = f"{row.max_concurrency:.1f}" if row.fits else "—"
+    cells = [row.model.removeprefix("gemma-4-"), row.encoding, row.gpu]
+    if wide:
+        weights = f"{row.weights_gib:.2f}" + ("" if row.weights_source == "published" else "*")
+        warm = f"{row.kv_cache_tokens_warm:,}" if row.fits and row.kv_cache_tokens_warm != row.kv_cache_tokens else ""
+        cells += [row.instance or "—", "fp16" if row.dtype == "float16" else "bf16", weights,
+                  f"{row.engine_overhead_gib:.2f}", kv, warm, conc, f"{row.host_ram_needed_gib:.1f}",
+                  "—" if row.swap_needed_gib is None else f"{row.swap_needed_gib:.1f}", f"{row.disk_gib:.0f}",
+                  "yes" if row.needs_turing_clamp else ""]
+    else:
+        cells += [kv, conc]
+    cells += [_money(row.price_usd_per_hour, 3), _money(row.usd_per_million_output_tokens, 2),
+              f"[{style}]{verdict}[/{style}]{marker}"]
+    return cells
+
+
+def _say(out: object, text: str, *, style: str | None = None, width: int | None = TABLE_WIDTH) -> None:
+    import textwrap
+
+    lines = textwrap.wrap(text, width=width, subsequent_indent="    ") if width else [text]
+    for line in lines:
+        out.print(line, style=style, highlight=False, soft_wrap=True, markup=False)  # type: ignore[attr-defined]
+
+
+def _render(table: PlanTable, *, wide: bool = False) -> None:
+    from rich import box
     from rich.table import Table
 
     out = console()
-    grid = Table(title="gemmaserve plan", show_lines=False, header_style="bold")
-    for column, justify in [
-        ("model", "left"), ("encoding", "left"), ("gpu", "left"), ("instance", "left"), ("dtype", "left"),
-        ("weights GiB", "right"), ("KV tokens", "right"), ("max conc.", "right"), ("host RAM GiB", "right"),
-        ("swap GiB", "right"), ("disk GiB", "right"), ("clamp", "center"), ("$/h", "right"), ("$/M out", "right"),
-        ("verdict", "left"),
-    ]:
-        grid.add_column(column, justify=justify)  # type: ignore[arg-type]
+    columns = [("model", "left"), ("encoding", "left"), ("gpu", "left")]
+    if wide:
+        columns += [("instance", "left"), ("dtype", "left"), ("weights GiB", "right"), ("engine GiB", "right"),
+                    ("KV tokens", "right"), ("KV warm", "right"), ("conc.", "right"), ("host RAM", "right"),
+                    ("swap", "right"), ("disk", "right"), ("clamp", "center")]
+    else:
+        columns += [("KV tokens", "right"), ("conc.", "right")]
+    columns += [("$/h", "right"), ("$/M out", "right"), ("fits", "left")]
+    grid = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, header_style="bold")
+    for name, justify in columns:
+        grid.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     footnotes: list[str] = []
     for row in table.rows:
-        style = _VERDICT_STYLE[row.verdict]
         marker = ""
         if row.binding_term:
             if row.binding_term not in footnotes:
                 footnotes.append(row.binding_term)
             marker = f" [{footnotes.index(row.binding_term) + 1}]"
-        grid.add_row(
-            row.model.removeprefix("gemma-4-"),
-            row.encoding,
-            row.gpu,
-            row.instance or "—",
-            "fp16" if row.dtype == "float16" else "bf16",
-            f"{row.weights_gib:.2f}" + ("" if row.weights_source == "published" else "*"),
-            f"{row.kv_cache_tokens:,}" if row.fits else "—",
-            f"{row.max_concurrency:.1f}" if row.fits else "—",
-            f"{row.host_ram_needed_gib:.1f}",
-            "—" if row.swap_needed_gib is None else f"{row.swap_needed_gib:.1f}",
-            f"{row.disk_gib:.0f}",
-            "yes" if row.needs_turing_clamp else "",
-            "—" if row.price_usd_per_hour is None else f"{row.price_usd_per_hour:.3f}",
-            "—" if row.usd_per_million_output_tokens is None else f"{row.usd_per_million_output_tokens:.2f}",
-            f"[{style}]{row.verdict}[/{style}]{marker}",
-        )
+        grid.add_row(*_cells(row, marker, wide))
+    first = "a first start (compiles)" if all(row.first_start for row in table.rows) else "a warm restart"
+    out.print(f"gemmaserve plan — vLLM {table.vllm_version}, {first}; sorted by {table.sort}", highlight=False)
     out.print(grid)
+    width = None if wide else TABLE_WIDTH
     for number, text in enumerate(footnotes, start=1):
-        out.print(f"[{number}] {text}", highlight=False)
-    out.print(
-        f"* estimated from the checkpoint's parts (others: published engine logs). Prices: list prices of "
-        f"{table.price_date}, us-east-1. $/M output tokens needs a measured rate: --decode-rate or "
-        "`gemmaserve bench`.",
-        style="dim",
-    )
+        _say(out, f"[{number}] {text}", width=width)
+    notes = sorted({note for row in table.rows for note in row.notes if note.startswith(("a first start", "vLLM"))})
+    for note in notes[:2]:
+        _say(out, f"note: {note}", style="dim", width=width)
+    _say(out, f"KV tokens and conc. are what vLLM logs (GPU KV cache size, Maximum concurrency). Prices: list "
+              f"prices of {table.price_date}, us-east-1; $/M needs a measured rate (--decode-rate). --wide: every "
+              "column; --json: every term.", style="dim", width=width)
+    if table.cheapest_fit is not None and table.next_command:
+        best = table.rows[table.cheapest_fit]
+        _say(out, f"Cheapest that fits: {best.model.removeprefix('gemma-4-')} {best.encoding} on {best.gpu} "
+                  f"({best.instance}, ${best.price_usd_per_hour:.3f}/h, {best.kv_cache_tokens:,} KV tokens). Next:",
+             width=width)
+        _say(out, f"  {table.next_command}", width=None)
+    else:
+        _say(out, "Nothing listed fits: try --language-model-only, a 4-bit encoding, a larger GPU or a shorter "
+                  "--max-model-len.", width=width)

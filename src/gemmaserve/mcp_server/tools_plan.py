@@ -33,6 +33,10 @@ def summarise_plan(table: PlanTable) -> str:
             f"- {row.model} {row.encoding} on {row.gpu} ({row.instance}, ${row.price_usd_per_hour:.3f}/h): "
             f"{row.verdict}, {row.kv_cache_tokens:,} KV tokens, {row.max_concurrency:.1f}x at {row.max_model_len}"
         )
+    lines.append(f"vLLM {table.vllm_version} memory rules, " + (
+        "a first start (compiles)." if all(row.first_start for row in table.rows) else "a warm restart."))
+    if table.next_command:
+        lines.append(f"Next: {table.next_command}")
     return "\n".join(lines)
 
 
@@ -61,6 +65,16 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         decode_tokens_per_s: Annotated[
             float | None, Field(gt=0, description="A measured decode rate, to price $/M output tokens.")
         ] = None,
+        language_model_only: Annotated[
+            bool, Field(description="vLLM's --language-model-only: text only, no vision/audio towers.")
+        ] = False,
+        vllm_version: Annotated[
+            str | None,
+            Field(description="vLLM release whose memory rules to follow, 0.26-0.34 (default: newest; "
+                              "the SageMaker image's for ml.* instances)."),
+        ] = None,
+        sort: Annotated[Literal["fit", "cost"], Field(description="Fitting rows first, or by $/M tokens.")] = "fit",
+        warm: Annotated[bool, Field(description="Plan a restart with a warm compile cache.")] = False,
     ) -> Annotated[CallToolResult, PlanTable]:
         """Which Gemma 4 model, encoding and GPU fit, with KV pool, concurrency, host RAM, swap, disk and cost.
 
@@ -79,6 +93,10 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
             max_num_seqs=max_num_seqs,
             max_num_batched_tokens=max_num_batched_tokens,
             decode_tokens_per_s=decode_tokens_per_s,
+            language_model_only=language_model_only,
+            vllm_version=vllm_version,
+            sort=sort,
+            first_start=not warm,
         )
         return typed_result(table, summarise_plan(table))
 
