@@ -166,9 +166,11 @@ def forward_peak_bytes(geometry: Geometry, tokens: int) -> int:
 
 
 def sampler_peak_bytes(geometry: Geometry, rows: int, runner: Runner) -> int:
-    """The dummy sampler batch: V2 keeps bf16 logits and samples in place (Triton); V1 also
-    makes a float32 copy and sorts it (values and int64 indices) for top-k/top-p."""
-    per_logit = BF16 if runner == "v2" else BF16 + 4 + 4 + 8
+    """The dummy sampler batch: V2 keeps bf16 logits and samples in place with Triton kernels
+    (v1/worker/gpu/model_runner.py ``_dummy_sampler_run``); V1 keeps them, makes a float32 copy
+    (v1/sample/sampler.py:96), applies top-k/top-p in place with Triton for 8 rows or more, then
+    a float32 softmax (topk_topp_sampler.py:141) and float32 exponential noise to sample."""
+    per_logit = BF16 if runner == "v2" else BF16 + 4 + 4 + 4
     return rows * geometry.vocab_size * per_logit
 
 
