@@ -15,12 +15,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from itertools import chain
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
 
 from gemmaserve.checkpoint import grid
+from gemmaserve.checkpoint.blocks import map_in_order, row_blocks
 from gemmaserve.checkpoint.header import SafetensorsHeader, TensorEntry
 from gemmaserve.checkpoint.inspect import text_config
 from gemmaserve.checkpoint.sources import (
@@ -32,9 +34,12 @@ from gemmaserve.checkpoint.sources import (
 from gemmaserve.errors import CheckpointError, MalformedCheckpoint, OffGrid, UsageError
 
 Progress = Callable[[str, int, int], None]  # (tensor, bytes done, bytes total)
-# Local reads: small blocks keep numpy's temporaries in cache. Hub reads: one range request per 16 MB.
-_ROW_BLOCK_BYTES = 1 << 18
-_HUB_ROW_BLOCK_BYTES = 1 << 24
+# Reference bytes per row block. numpy: small blocks keep its temporaries in cache; the compiled
+# kernels make one pass, so larger blocks only spread the per-block overhead. Hub: one range
+# request per block, a few in flight, so download overlaps compute.
+_NUMPY_BLOCK_BYTES = 1 << 18
+_COMPILED_BLOCK_BYTES = 1 << 22
+_HUB_BLOCK_BYTES = 1 << 23
 
 
 class TensorGridResult(BaseModel):
@@ -133,6 +138,16 @@ def _check_given_group_size(given: ReferenceGroupSize) -> None:
         raise UsageError(f"--reference-group-size {given!r}: expected a positive number of weights or 'channel'.")
 
 
+class _BlockResult:
+    """What one row block adds to a tensor's result (built on a worker thread, summed on the caller's)."""
+
+    def __init__(self, fit: grid.GridFit, comparison: grid.GridComparison, stop: int) -> None:
+        self.comparison, self.stop = comparison, stop
+        self.on_grid = int(fit.on_grid.sum())
+        self.peak_elsewhere = int(fit.peak_elsewhere.sum())
+        self.groups = fit.on_grid.size
+
+
 class _ReferenceGrid:
     """Recovers a reference tensor's grid block by block at one group size, fixed on its first block."""
 
@@ -148,17 +163,19 @@ class _ReferenceGrid:
         self.on_grid = self.peak_elsewhere = self.groups = 0
 
     def fit(self, values: np.ndarray) -> grid.GridFit:
+        """The grid of a block of rows; the first block fixes the group size (callers run it before the rest)."""
         if self.group_size is None:
             guess = grid.detect_group_size(values[: grid.DETECT_ROWS], model_dtype=self.dtype)
             if guess.group_size is None:
                 tried = ", ".join(f"{size}: {share:.1%}" for size, share in guess.tried.items())
                 raise self._not_on_grid(f"no group size reconstructs its groups (share on the grid by size: {tried})")
             self.group_size = guess.group_size
-        fit = grid.recover_grid(values, model_dtype=self.dtype, group_size=self.group_size)
-        self.on_grid += int(fit.on_grid.sum())
-        self.peak_elsewhere += int(fit.peak_elsewhere.sum())
-        self.groups += fit.on_grid.size
-        return fit
+        return grid.recover_grid(values, model_dtype=self.dtype, group_size=self.group_size)
+
+    def count(self, part: _BlockResult) -> None:
+        self.on_grid += part.on_grid
+        self.peak_elsewhere += part.peak_elsewhere
+        self.groups += part.groups
 
     def finish(self) -> None:
         """Refuse a tensor whose reference groups do not (almost all) sit on the grid: there is no grid to compare to."""
@@ -187,8 +204,25 @@ def _float_rows(source: CheckpointSource, loc: tuple[SafetensorsHeader, TensorEn
     return grid.decode_values(source.read_rows(header, entry, r0, r1), entry.dtype)
 
 
-def _block_bytes(*sources: CheckpointSource) -> int:
-    return _HUB_ROW_BLOCK_BYTES if any(isinstance(s, HubSource) for s in sources) else _ROW_BLOCK_BYTES
+def _block_rows(entry: TensorEntry, *sources: CheckpointSource) -> int:
+    if any(isinstance(s, HubSource) for s in sources):
+        size = _HUB_BLOCK_BYTES
+    else:
+        size = _NUMPY_BLOCK_BYTES if grid.kernels() is None else _COMPILED_BLOCK_BYTES
+    return max(1, size // max(entry.row_bytes, 1))
+
+
+def _run_blocks(
+    spans: list[tuple[int, int]], work: Callable[[tuple[int, int]], _BlockResult], ref_grid: _ReferenceGrid,
+    counts: grid.GridComparison, report: Callable[[int], None],
+) -> None:  # fmt: skip
+    """The first block alone (it may fix the reference's group size), then the rest on worker threads, summed in order."""
+    if not spans:
+        return
+    for part in chain([work(spans[0])], map_in_order(work, spans[1:])):
+        ref_grid.count(part)
+        counts.merge(part.comparison)
+        report(part.stop)
 
 
 def _need(locations: Locations, name: str, where: str) -> tuple[SafetensorsHeader, TensorEntry]:
@@ -220,13 +254,23 @@ def check_module(
     rows, cols = ref_entry.shape
     counts = grid.GridComparison()
     ref_grid = _ReferenceGrid(reference, module, cols, ref_entry.dtype, reference_group_size)
+    spans = row_blocks(rows, _block_rows(ref_entry, build, reference))
 
-    def compare(build_values: np.ndarray, r0: int, r1: int) -> None:
-        ref_values = _float_rows(reference, ref_loc, r0, r1)
-        fit = ref_grid.fit(ref_values)
-        counts.add(build_values, ref_values, fit.steps, fit.levels.shape[1] // fit.steps.shape[1])
+    def report(stop: int) -> None:
         if progress:
-            progress(module, r1 * ref_entry.row_bytes, ref_entry.nbytes)
+            progress(module, stop * ref_entry.row_bytes, ref_entry.nbytes)
+
+    def compare_values(build_values: Callable[[int, int], np.ndarray]) -> Callable[[tuple[int, int]], _BlockResult]:
+        def work(span: tuple[int, int]) -> _BlockResult:
+            r0, r1 = span
+            values = build_values(r0, r1)
+            ref_values = _float_rows(reference, ref_loc, r0, r1)
+            fit = ref_grid.fit(ref_values)
+            part = grid.GridComparison()
+            part.add(values, ref_values, fit.steps, _fit_group(fit))
+            return _BlockResult(fit, part, r1)
+
+        return work
 
     if f"{module}.weight_packed" in build_locations:
         fmt = "pack-quantized"
@@ -242,15 +286,21 @@ def check_module(
             )
         build_group = _build_group_size(module, "weight_scale", cols, scale_shape[1])
         scale_dtype = scale_loc[1].dtype
-        block = max(1, _block_bytes(build, reference) // max(ref_entry.row_bytes, 1))
-        for r0 in range(0, rows, block):
-            r1 = min(rows, r0 + block)
+
+        def work_packed(span: tuple[int, int]) -> _BlockResult:
+            r0, r1 = span
             packed = build.read_rows(packed_loc[0], packed_loc[1], r0, r1)
             scales = _float_rows(build, scale_loc, r0, r1)
-            values = grid.dequantize_pack_quantized(
-                packed, scales, cols=cols, group_size=build_group, model_dtype=scale_dtype
-            )
-            compare(values, r0, r1)
+            ref_values = _float_rows(reference, ref_loc, r0, r1)
+            fit = ref_grid.fit(ref_values)
+            part = grid.GridComparison()
+            part.add_packed(
+                packed, scales, build_group_size=build_group, scale_dtype=scale_dtype,
+                reference=ref_values, reference_steps=fit.steps, group_size=_fit_group(fit),
+            )  # fmt: skip
+            return _BlockResult(fit, part, r1)
+
+        _run_blocks(spans, work_packed, ref_grid, counts, report)
     elif f"{module}.qweight" in build_locations:
         fmt = "awq-gemm"  # packed along outputs: compared whole (bounded by one tensor, not the checkpoint)
         q_loc = build_locations[f"{module}.qweight"]
@@ -263,14 +313,11 @@ def check_module(
         scales = _float_rows(build, s_loc, 0, s_loc[1].shape[0])
         build_group = _build_group_size(module, "scales", cols, s_loc[1].shape[0])
         values = grid.dequantize_awq(qweight, qzeros, scales, group_size=build_group)
-        compare(values, 0, rows)
+        _run_blocks(spans, compare_values(lambda r0, r1: values[r0:r1]), ref_grid, counts, report)
     else:
         fmt, build_group = "16-bit", None
         loc = _need(build_locations, f"{module}.weight", f"Build {build.label}")
-        block = max(1, _block_bytes(build, reference) // max(ref_entry.row_bytes, 1))
-        for r0 in range(0, rows, block):
-            r1 = min(rows, r0 + block)
-            compare(_float_rows(build, loc, r0, r1), r0, r1)
+        _run_blocks(spans, compare_values(lambda r0, r1: _float_rows(build, loc, r0, r1)), ref_grid, counts, report)
     ref_grid.finish()
     return _result(module, fmt, rows, cols, build_group, ref_grid, counts)
 
@@ -382,14 +429,13 @@ def _grid_check_gguf(
                 raise MalformedCheckpoint(f"{gt.name} is {list(gt.dims)} (GGUF order), the reference [{rows}, {cols}].")
             counts = grid.GridComparison()
             ref_grid = _ReferenceGrid(ref_src, module, cols, ref_loc[1].dtype, reference_group_size)
-            block = max(1, _block_bytes(ref_src) // max(ref_loc[1].row_bytes, 1))
-            for r0 in range(0, rows, block):
-                r1 = min(rows, r0 + block)
+            for r0, r1 in row_blocks(rows, _block_rows(ref_loc[1], ref_src)):
                 values = read_q4_0_rows(build, gt, r0, r1)
                 build_bytes += (r1 - r0) * cols // 32 * 18
                 ref_values = _float_rows(ref_src, ref_loc, r0, r1)
                 fit = ref_grid.fit(ref_values)
-                counts.add(values, ref_values, fit.steps, fit.levels.shape[1] // fit.steps.shape[1])
+                counts.add(values, ref_values, fit.steps, _fit_group(fit))
+                ref_grid.count(_BlockResult(fit, grid.GridComparison(), r1))
                 if progress:
                     progress(module, r1 * ref_loc[1].row_bytes, ref_loc[1].nbytes)
             ref_grid.finish()
@@ -398,6 +444,10 @@ def _grid_check_gguf(
         ref_src.close()
     source = "detected" if reference_group_size is None else "given"
     return _summarize(build, ref_src.label, source, results, build_bytes, ref_src.bytes_fetched)
+
+
+def _fit_group(fit: grid.GridFit) -> int:
+    return int(fit.levels.shape[1] // fit.steps.shape[1])
 
 
 def _result(

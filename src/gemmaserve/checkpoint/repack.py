@@ -24,13 +24,15 @@ import numpy as np
 from pydantic import BaseModel
 
 from gemmaserve.checkpoint import grid
+from gemmaserve.checkpoint.blocks import map_in_order, row_blocks
 from gemmaserve.checkpoint.header import DTYPE_BYTES, SafetensorsHeader, TensorEntry
 from gemmaserve.checkpoint.inspect import classify_tensor
 from gemmaserve.checkpoint.sources import INDEX_FILE, LocalSource
 from gemmaserve.errors import CheckpointError, OffGrid, UsageError
 
 MANIFEST_FILE = "gemmaserve-manifest.json"
-_ROW_BLOCK_BYTES = 1 << 20
+_ROW_BLOCK_BYTES = 1 << 20  # numpy: its temporaries stay in cache
+_COMPILED_BLOCK_BYTES = 1 << 22  # compiled kernels: one pass, larger blocks spread the per-block overhead
 Progress = Callable[[str, int, int], None]
 _TOWERS = ("vision_tower", "audio_tower")
 _MODALITY_KEY = re.compile(r"vision|audio|image|video|^bo[ia]_|^eo[ia]_")
@@ -160,6 +162,11 @@ def _pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:
         view, offset = view[written:], offset + written
 
 
+def _bytes_of(array: np.ndarray) -> memoryview:
+    """The array's bytes without a copy (``tobytes`` copies each block once more)."""
+    return np.ascontiguousarray(array).reshape(-1).view(np.uint8).data
+
+
 class _Stats:
     def __init__(self) -> None:
         self.tensors = self.values = self.bit_exact = self.groups = self.peak_elsewhere = 0
@@ -175,16 +182,23 @@ def _scale_dtype_for(src: LocalSource, header: SafetensorsHeader, entry: TensorE
     return entry.dtype
 
 
+def _quantize_block_rows(entry: TensorEntry) -> int:
+    size = _ROW_BLOCK_BYTES if grid.kernels() is None else _COMPILED_BLOCK_BYTES
+    return max(1, size // max(entry.row_bytes, 1))
+
+
 def _write_quantized(
     src: LocalSource, header: SafetensorsHeader, entry: TensorEntry, scale_dtype: str,
     fd: int, base: int, offsets: dict[str, int], stats: _Stats, progress: Progress | None,
 ) -> None:  # fmt: skip
+    """Pack one tensor block by block on worker threads (each writes its own byte ranges); stats and
+    progress are summed in block order on this thread, and the first off-grid block in order is the one reported."""
     rows, cols = entry.shape
     module = entry.name[: -len(".weight")]
-    block = max(1, _ROW_BLOCK_BYTES // max(entry.row_bytes, 1))
     packed_row, scale_row = cols // 8 * 4, cols // grid.GROUP_SIZE * DTYPE_BYTES[scale_dtype]
-    for r0 in range(0, rows, block):
-        r1 = min(rows, r0 + block)
+
+    def work(span: tuple[int, int]) -> tuple[int, int, int, int, int]:
+        r0, r1 = span
         values = grid.decode_values(src.read_rows(header, entry, r0, r1), entry.dtype)
         fit = grid.recover_grid(values, model_dtype=entry.dtype, scale_dtype=scale_dtype)
         if not fit.on_grid.all():
@@ -196,15 +210,19 @@ def _write_quantized(
                 tensor=entry.name,
                 groups_off_grid=len(bad),
             )
-        _pwrite_all(fd, grid.pack_int4(fit.levels).astype("<i4").tobytes(), base + offsets[f"{module}.weight_packed"] + r0 * packed_row)
+        packed = grid.pack_int4(fit.levels).astype("<i4", copy=False)
+        _pwrite_all(fd, _bytes_of(packed), base + offsets[f"{module}.weight_packed"] + r0 * packed_row)
         scales = grid.encode_values(fit.steps, scale_dtype)
-        _pwrite_all(fd, scales.tobytes(), base + offsets[f"{module}.weight_scale"] + r0 * scale_row)
-        stats.values += values.size
-        stats.bit_exact += int(fit.bit_exact.sum())
-        stats.groups += fit.on_grid.size
-        stats.peak_elsewhere += int(fit.peak_elsewhere.sum())
+        _pwrite_all(fd, _bytes_of(scales), base + offsets[f"{module}.weight_scale"] + r0 * scale_row)
+        return values.size, int(fit.bit_exact.sum()), fit.on_grid.size, int(fit.peak_elsewhere.sum()), r1
+
+    for n_values, bit_exact, groups, peak_elsewhere, stop in map_in_order(work, row_blocks(rows, _quantize_block_rows(entry))):
+        stats.values += n_values
+        stats.bit_exact += bit_exact
+        stats.groups += groups
+        stats.peak_elsewhere += peak_elsewhere
         if progress:
-            progress(entry.name, r1 * entry.row_bytes, entry.nbytes)
+            progress(entry.name, stop * entry.row_bytes, entry.nbytes)
     _pwrite_all(fd, np.array([rows, cols], dtype="<i8").tobytes(), base + offsets[f"{module}.weight_shape"])
     stats.tensors += 1
 
@@ -217,7 +235,7 @@ def _copy_tensor(src: LocalSource, header: SafetensorsHeader, entry: TensorEntry
     block = max(1, _ROW_BLOCK_BYTES // max(entry.row_bytes, 1))
     for r0 in range(0, rows, block):
         r1 = min(rows, r0 + block)
-        _pwrite_all(fd, src.read_rows(header, entry, r0, r1).tobytes(), offset + r0 * entry.row_bytes)
+        _pwrite_all(fd, _bytes_of(src.read_rows(header, entry, r0, r1)), offset + r0 * entry.row_bytes)
 
 
 def _sha256(path: Path) -> str:
@@ -323,8 +341,11 @@ def repack_checkpoint(
         for extra in sorted(src.root.iterdir()):
             if extra.is_file() and extra.name not in headers and extra.name not in ("config.json", INDEX_FILE, MANIFEST_FILE):
                 _link_or_copy(extra, tmp / extra.name)
+        paths = sorted(tmp.iterdir())
+        # hashlib releases the GIL on large buffers: one file per thread.
         files: dict[str, dict[str, Any]] = {
-            p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir())
+            p.name: {"bytes": p.stat().st_size, "sha256": digest}
+            for p, digest in zip(paths, map_in_order(_sha256, paths), strict=True)
         }
         report = RepackReport(
             source=str(src.path), output=str(out), text_only=text_only, int4_embeddings=int4_embeddings,

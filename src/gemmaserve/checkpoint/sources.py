@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -92,6 +93,7 @@ class LocalSource:
         self.bytes_fetched = 0
         self._headers: dict[str, SafetensorsHeader] | None = None
         self._fds: dict[str, int] = {}
+        self._lock = threading.Lock()  # row reads come from worker threads: the fd cache and the byte count
 
     def _read_json(self, name: str) -> dict[str, Any] | None:
         if not self.path.is_dir():
@@ -133,18 +135,23 @@ class LocalSource:
         return self._headers
 
     def _fd(self, file: str) -> int:
-        if file not in self._fds:
-            try:
-                self._fds[file] = os.open(self.root / file, os.O_RDONLY)
-            except FileNotFoundError as exc:
-                raise CheckpointNotFound(f"Shard {file} is missing from {self.root}.", file=file) from exc
-        return self._fds[file]
+        with self._lock:
+            if file not in self._fds:
+                try:
+                    self._fds[file] = os.open(self.root / file, os.O_RDONLY)
+                except FileNotFoundError as exc:
+                    raise CheckpointNotFound(f"Shard {file} is missing from {self.root}.", file=file) from exc
+            return self._fds[file]
+
+    def _count(self, n: int) -> None:
+        with self._lock:
+            self.bytes_fetched += n
 
     def read_range(self, file: str, offset: int, length: int) -> bytes:
         data = os.pread(self._fd(file), length, offset)
         if len(data) != length:
             raise MalformedCheckpoint(f"{file}: truncated read at byte {offset:,}.", file=file)
-        self.bytes_fetched += length
+        self._count(length)
         return data
 
     def read_rows(self, header: SafetensorsHeader, entry: TensorEntry, start: int, stop: int) -> np.ndarray:
@@ -158,7 +165,7 @@ class LocalSource:
             if got <= 0:
                 raise MalformedCheckpoint(f"{entry.file}: truncated inside tensor {entry.name!r}.", file=entry.file)
             done += got
-        self.bytes_fetched += len(buffer)
+        self._count(len(buffer))
         return _rows_to_array(buffer, entry, start, stop)
 
     def close(self) -> None:
@@ -191,6 +198,7 @@ class HubSource:
         self._headers: dict[str, SafetensorsHeader] | None = None
         self._index: dict[str, Any] | bool | None = False
         self._header_lengths: dict[str, int] = {}
+        self._lock = threading.Lock()  # range reads come from worker threads: the byte count, the header lengths
 
     def _get(self, filename: str, byte_range: tuple[int, int] | None = None) -> bytes | None:
         """GET a file (or a byte range of it); None when the repo has no such file."""
@@ -213,7 +221,8 @@ class HubSource:
                 hint="The server ignored the range request or the file is truncated.",
                 file=filename,
             )
-        self.bytes_fetched += len(data)
+        with self._lock:
+            self.bytes_fetched += len(data)
         return data
 
     def load_config(self) -> dict[str, Any] | None:
@@ -245,12 +254,16 @@ class HubSource:
         return headers
 
     def _data_start(self, file: str) -> int:
-        if file not in self._header_lengths:
+        with self._lock:
+            known = self._header_lengths.get(file)
+        if known is None:  # callers read a tensor's first block alone, so this runs once per file
             prefix = self._get(file, (0, 8))
             if prefix is None:
                 raise CheckpointNotFound(f"{self.label} has no file {file}.", file=file)
-            self._header_lengths[file] = 8 + header_length(prefix, file=file, file_size=None)
-        return self._header_lengths[file]
+            known = 8 + header_length(prefix, file=file, file_size=None)
+            with self._lock:
+                self._header_lengths[file] = known
+        return known
 
     def read_range(self, file: str, offset: int, length: int) -> bytes:
         data = self._get(file, (offset, offset + length))
