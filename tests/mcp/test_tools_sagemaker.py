@@ -24,11 +24,16 @@ from tests.mcp.conftest import (
     error_text,
     without,
 )
-from tests.sagemaker.helpers import make_role
+from tests.sagemaker.helpers import DERIVED_T4, make_role, record_derived_image
 
 QUOTAS = {"ml.g6.xlarge for endpoint usage": 2.0, "ml.g4dn.xlarge for endpoint usage": 2.0}
-# A derived image whose tag carries the Turing clamp (what `sagemaker image build` produces).
-T4_DERIVED = "123456789012.dkr.ecr.us-east-1.amazonaws.com/gemmaserve-vllm:server-sagemaker-cuda-v1.3-turing"
+# A derived image with the build record `sagemaker image build` writes (its tag's text proves nothing).
+T4_DERIVED = DERIVED_T4
+
+
+@pytest.fixture(autouse=True)
+def _derived_image_built() -> None:
+    record_derived_image(T4_DERIVED)
 VOLATILE = {"age_s", "elapsed_s", "cost_so_far_usd", "latency_s", "waited_s"}
 
 

@@ -30,19 +30,20 @@ from gemmaserve.sagemaker.jumpstart import list_gemma4_models
 from tests.sagemaker.helpers import ScriptedClock
 
 REGION = "us-east-1"
-BASE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:server-sagemaker-cuda-v1.3"
+BASE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:server-sagemaker-cuda-v2.3"
+GIT_REQUIREMENT = "gemmaserve @ git+https://github.com/example/gemmaserve@v0.1.0"
 
 
 def test_dockerfile_keeps_the_base_and_fails_without_sm_75() -> None:
-    plan = plan_image_build(region=REGION, account="123456789012")
+    plan = plan_image_build(region=REGION, account="123456789012", requirement=GIT_REQUIREMENT)
     lines = plan.dockerfile.splitlines()
     assert lines[0] == f"FROM {BASE}"
     assert not any(line.startswith(("ENTRYPOINT", "CMD")) for line in lines)  # the stock entrypoint stays
     assert "gemmaserve turing status --capability sm_75" in plan.dockerfile and "get_arch_list" in plan.dockerfile
     assert "-c /tmp/gemmaserve-keep.txt" in plan.dockerfile  # torch/vLLM pinned to the image's own
-    # The derived tag keeps the base tag (CUDA known) and claims the clamp.
-    assert image_cuda_version(plan.target_image) == (12, 9)
-    assert image_claims_turing_clamp(plan.target_image) is True
+    # The derived tag keeps the base tag (CUDA known); its text alone proves no clamp.
+    assert image_cuda_version(plan.target_image) == (13, 0)
+    assert image_claims_turing_clamp(plan.target_image) is None
     embedded = plan.buildspec.split('DOCKERFILE_B64: "')[1].split('"')[0]
     assert base64.b64decode(embedded).decode() == plan.dockerfile
     assert "on-failure: ABORT" in plan.buildspec and 'CODEBUILD_BUILD_SUCCEEDING" = "1"' in plan.buildspec
@@ -101,7 +102,7 @@ def _build(status: str, phase: str) -> dict[str, Any]:
 def test_image_build_creates_resources_idempotently_and_follows_the_build(moto_factory: Any) -> None:
     clock = ScriptedClock()
     factory = StubbedCodeBuild(moto_factory)
-    plan = plan_image_build(region=REGION, account="123456789012")
+    plan = plan_image_build(region=REGION, account="123456789012", requirement=GIT_REQUIREMENT)
     role_arn = "arn:aws:iam::123456789012:role/gemmaserve-turing-image-us-east-1"
     project = {"name": plan.project, "source": {"type": "NO_SOURCE", "buildspec": plan.buildspec},
                "artifacts": {"type": "NO_ARTIFACTS"},
@@ -121,7 +122,7 @@ def test_image_build_creates_resources_idempotently_and_follows_the_build(moto_f
     stub.add_response("batch_get_builds", _build("SUCCEEDED", "COMPLETED"), {"ids": ["gemmaserve-turing-image:1"]})
     progress: list[str] = []
     result = build_image(factory, region=REGION, now=clock.now, sleep=clock.sleep, progress=progress.append,
-                         poll_s=5)
+                         poll_s=5, requirement=GIT_REQUIREMENT)
     stub.assert_no_pending_responses()
     assert result.status == "SUCCEEDED" and result.image_uri == plan.target_image
     assert result.repository_uri == "123456789012.dkr.ecr.us-east-1.amazonaws.com/gemmaserve-vllm"
@@ -131,7 +132,8 @@ def test_image_build_creates_resources_idempotently_and_follows_the_build(moto_f
     stub.add_response("update_project", {"project": {"name": plan.project}}, project)
     stub.add_response("start_build", {"build": {"id": "gemmaserve-turing-image:2", "buildStatus": "IN_PROGRESS"}},
                       {"projectName": plan.project})
-    again = build_image(factory, region=REGION, follow=False, now=clock.now, sleep=clock.sleep)
+    again = build_image(factory, region=REGION, follow=False, now=clock.now, sleep=clock.sleep,
+                        requirement=GIT_REQUIREMENT)
     stub.assert_no_pending_responses()
     assert again.role is not None and not again.role.created
     assert len(moto_factory("ecr", REGION).describe_repositories()["repositories"]) == 1
@@ -149,7 +151,7 @@ def test_failed_build_is_an_error_with_its_log(moto_factory: Any) -> None:
     stub.add_response("start_build", {"build": {"id": "b:1", "buildStatus": "IN_PROGRESS"}})
     stub.add_response("batch_get_builds", _build("FAILED", "BUILD"))
     with pytest.raises(AwsError, match="ended FAILED") as info:
-        build_image(factory, region=REGION, sleep=lambda s: None)
+        build_image(factory, region=REGION, sleep=lambda s: None, requirement=GIT_REQUIREMENT)
     assert "https://console/logs" in (info.value.hint or "")
 
 

@@ -17,10 +17,10 @@ from gemmaserve.sagemaker.preflight import (
     run_preflight,
 )
 from gemmaserve.sagemaker.quota import instances_held, quota_verdict
-from tests.sagemaker.helpers import make_role
+from tests.sagemaker.helpers import DERIVED_T4, make_role, record_derived_image
 
 REGION = "us-east-1"
-T4_DERIVED = "123456789012.dkr.ecr.us-east-1.amazonaws.com/gemmaserve-vllm:server-sagemaker-cuda-v1.3-turing"
+T4_DERIVED = DERIVED_T4
 
 
 class Factory:
@@ -64,6 +64,7 @@ def test_t4_with_the_stock_image_fails_on_the_clamp_and_passes_the_rest(moto_fac
 
 
 def test_derived_image_and_held_quota(moto_factory: Any) -> None:
+    record_derived_image()
     sm = moto_factory("sagemaker", REGION)
     role = make_role(moto_factory("iam", REGION))
     # An existing endpoint already holds the only ml.g4dn.xlarge of the quota.
@@ -127,4 +128,4 @@ def test_quota_verdict(limit: float | None, used: int | None, needed: int, expec
 
 
 def test_default_image_is_regional() -> None:
-    assert default_image_uri("eu-west-1") == "763104351884.dkr.ecr.eu-west-1.amazonaws.com/vllm:server-sagemaker-cuda-v1.3"
+    assert default_image_uri("eu-west-1") == "763104351884.dkr.ecr.eu-west-1.amazonaws.com/vllm:server-sagemaker-cuda-v2.3"

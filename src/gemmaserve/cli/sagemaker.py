@@ -551,7 +551,8 @@ def image() -> None:
 @region_option
 @click.option("--account", default="ACCOUNT", show_default=True, help="Account of the target ECR repository.")
 @click.option("--base-image", help="Base image (default: the pinned AWS vLLM SageMaker image of the region).")
-@click.option("--requirement", help="pip requirement for gemmaserve (default: this version from PyPI).")
+@click.option("--requirement", help="pip requirement for gemmaserve (default: a wheel built from this checkout; "
+                                    "gemmaserve is not on the package index).")
 @click.option("--buildspec", "show_buildspec", is_flag=True, help="Print the buildspec instead of the Dockerfile.")
 @json_option
 def image_render(region: str | None, account: str, base_image: str | None, requirement: str | None,
@@ -566,14 +567,17 @@ def image_render(region: str | None, account: str, base_image: str | None, requi
 
 @image.command(name="build")
 @region_option
-@click.option("--base-image")
-@click.option("--requirement")
+@click.option("--base-image", help="Base image (default: the pinned AWS vLLM SageMaker image of the region).")
+@click.option("--requirement", help="pip requirement for gemmaserve instead of a wheel of this checkout.")
+@click.option("--wheel", "wheel_path", type=click.Path(exists=True, dir_okay=False),
+              help="A gemmaserve wheel to install (default: built now from this checkout).")
 @click.option("--no-follow", is_flag=True, help="Return once the build has started.")
 @click.option("--timeout-s", type=click.FloatRange(min=60), default=5400, show_default=True)
 @click.option("--dry-run", is_flag=True, help="Show the role, policy and target image; create nothing.")
 @click.option("--yes", is_flag=True)
 @json_option
-def image_build(region: str | None, base_image: str | None, requirement: str | None, no_follow: bool,
+def image_build(region: str | None, base_image: str | None, requirement: str | None, wheel_path: str | None,
+                no_follow: bool,
                 timeout_s: float, dry_run: bool, yes: bool, as_json: bool) -> None:
     """Create the ECR repository, CodeBuild project and role (idempotent), build, push, follow."""
     from gemmaserve.sagemaker import api
@@ -581,10 +585,16 @@ def image_build(region: str | None, base_image: str | None, requirement: str | N
     chosen = _region(region)
     if not dry_run:
         _confirm(f"Create/update the CodeBuild project and run a build in {chosen} (billed per build minute)", yes)
-    result = api.image_build(region=chosen, base_image=base_image, requirement=requirement, dry_run=dry_run,
+    if wheel_path and requirement:
+        raise UsageError("Give --wheel or --requirement, not both.")
+    result = api.image_build(region=chosen, base_image=base_image, requirement=requirement, wheel_path=wheel_path,
+                             dry_run=dry_run,
                              follow=not no_follow, timeout_s=timeout_s, progress=_progress)
 
     def render(r: Any) -> None:
+        click.echo(f"Base image: {r.plan.base_image} (vLLM {r.plan.base_vllm_version or 'checked in the build'}, "
+                   f"CUDA {r.plan.base_cuda_version or '?'})")
+        click.echo(f"gemmaserve from: {r.plan.gemmaserve_source}")
         click.echo(f"Target image: {r.plan.target_image}")
         click.echo(f"Build: {r.build_id or '(dry run)'} {r.status or ''}")
         if r.image_uri:

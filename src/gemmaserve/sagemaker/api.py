@@ -415,6 +415,7 @@ def image_build(
     region: str,
     base_image: str | None = None,
     requirement: str | None = None,
+    wheel_path: str | None = None,
     dry_run: bool = False,
     follow: bool = True,
     timeout_s: float = 5400.0,
@@ -423,10 +424,12 @@ def image_build(
     now: Clock = _now,
     sleep: Callable[[float], None] = time.sleep,
 ) -> ImageBuildResult:
+    from pathlib import Path
+
     from gemmaserve.sagemaker.codebuild import build_image
 
     return build_image(_factory(factory), region=region, base_image=base_image, requirement=requirement,
-                       dry_run=dry_run, follow=follow, timeout_s=timeout_s, now=now, sleep=sleep, progress=progress)
+                       wheel_path=Path(wheel_path) if wheel_path else None, dry_run=dry_run, follow=follow, timeout_s=timeout_s, now=now, sleep=sleep, progress=progress)
 
 
 def create_execution_role(

@@ -1,5 +1,10 @@
 """Build and push the derived T4 image in CodeBuild: ECR repository, least-privilege role, project — all
 idempotent — then start the build and follow it. The 8 GB image never touches the user's disk.
+
+gemmaserve goes in from a wheel built here from the user's checkout (uploaded to a tagged S3
+bucket of the account; the build checks its SHA-256), or from a requirement the user names —
+never from the package index, where it is not published. A successful build writes the
+build record (:mod:`.build_record`) that preflight reads to trust the image's clamp.
 """
 
 from __future__ import annotations
@@ -7,13 +12,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from gemmaserve.errors import AwsError, SageMakerTimedOut
+from gemmaserve.errors import AwsError, SageMakerTimedOut, UsageError
 from gemmaserve.sagemaker.aws import call, is_not_found
-from gemmaserve.sagemaker.container import default_image_uri
+from gemmaserve.sagemaker.build_record import ImageBuildRecord, save_record
+from gemmaserve.sagemaker.container import PINNED_IMAGE, default_image_uri
 from gemmaserve.sagemaker.iam import (
     RoleResult,
     account_id,
@@ -25,6 +32,7 @@ from gemmaserve.sagemaker.image import (
     derived_image_tag,
     render_buildspec,
     render_dockerfile,
+    wheel_filename,
 )
 from gemmaserve.sagemaker.watch import Progress, _quiet, utc_now
 
@@ -37,9 +45,16 @@ _ROLE_PROPAGATION_RETRIES = 8
 class ImageBuildPlan(BaseModel):
     region: str
     base_image: str
+    base_vllm_version: str | None  # known for the pinned base; else the build's own check decides
+    base_cuda_version: str | None
+    base_vllm_supported: bool | None  # inside the Turing clamp's range (None: unknown until the build)
     target_image: str
     repository: str
     project: str
+    gemmaserve_source: str  # "wheel:<file> sha256:<hex>" or "requirement:<spec>"
+    wheel_name: str | None = None
+    wheel_s3_uri: str | None = None
+    wheel_sha256: str | None = None
     dockerfile: str
     buildspec: str
 
@@ -55,10 +70,12 @@ class ImageBuildResult(BaseModel):
     image_uri: str | None = None
 
 
-def codebuild_role_policy(*, region: str, account: str, project: str, base_image: str, target_image: str
-                          ) -> dict[str, Any]:
-    """Logs for this project, ECR auth, pull of the base repository, push to the target repository."""
-    return {"Version": "2012-10-17", "Statement": [
+def codebuild_role_policy(*, region: str, account: str, project: str, base_image: str, target_image: str,
+                          wheel_s3_uri: str | None = None) -> dict[str, Any]:
+    """Logs for this project, ECR auth, pull of the base repository, push to the target repository, the wheel."""
+    wheel = [{"Sid": "ReadWheel", "Effect": "Allow", "Action": "s3:GetObject",
+              "Resource": "arn:aws:s3:::" + wheel_s3_uri.removeprefix("s3://")}] if wheel_s3_uri else []
+    return {"Version": "2012-10-17", "Statement": [*wheel,
         {"Sid": "BuildLogs", "Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream",
                                                            "logs:PutLogEvents"],
          "Resource": [f"arn:aws:logs:{region}:{account}:log-group:/aws/codebuild/{project}",
@@ -75,14 +92,92 @@ def codebuild_role_policy(*, region: str, account: str, project: str, base_image
 
 
 def plan_image_build(*, region: str, account: str, base_image: str | None = None, repository: str = DEFAULT_REPOSITORY,
-                     requirement: str | None = None, project: str = PROJECT_NAME) -> ImageBuildPlan:
+                     requirement: str | None = None, project: str = PROJECT_NAME, wheel_name: str | None = None,
+                     wheel_sha256: str | None = None) -> ImageBuildPlan:
+    """The build's Dockerfile and buildspec (pure). Without ``requirement``, gemmaserve comes from a wheel."""
+    from gemmaserve.turing.versions import is_supported
+
     base = base_image or default_image_uri(region)
+    pinned = base == default_image_uri(region)
     base_tag = base.rsplit(":", 1)[-1] if ":" in base.rsplit("/", 1)[-1] else "latest"
     target = f"{account}.dkr.ecr.{region}.amazonaws.com/{repository}:{derived_image_tag(base_tag)}"
-    dockerfile = render_dockerfile(base, requirement=requirement)
-    return ImageBuildPlan(region=region, base_image=base, target_image=target, repository=repository, project=project,
-                          dockerfile=dockerfile,
-                          buildspec=render_buildspec(dockerfile=dockerfile, base_image=base, target_image=target))
+    wheel = None if requirement else (wheel_name or wheel_filename())
+    wheel_uri = f"s3://{build_bucket(account, region)}/wheels/{wheel_sha256}/{wheel}" if wheel and wheel_sha256 else None
+    dockerfile = render_dockerfile(base, wheel_name=wheel, requirement=requirement)
+    source = f"requirement:{requirement}" if requirement else f"wheel:{wheel} sha256:{wheel_sha256 or '(built at build time)'}"
+    return ImageBuildPlan(
+        region=region, base_image=base, base_vllm_version=PINNED_IMAGE.vllm_version if pinned else None,
+        base_cuda_version=PINNED_IMAGE.cuda_version if pinned else None,
+        base_vllm_supported=is_supported(PINNED_IMAGE.vllm_version) if pinned else None,
+        target_image=target, repository=repository, project=project, gemmaserve_source=source, wheel_name=wheel,
+        wheel_s3_uri=wheel_uri, wheel_sha256=wheel_sha256, dockerfile=dockerfile,
+        buildspec=render_buildspec(dockerfile=dockerfile, base_image=base, target_image=target, wheel_name=wheel,
+                                   wheel_s3_uri=wheel_uri, wheel_sha256=wheel_sha256))
+
+
+def build_bucket(account: str, region: str) -> str:
+    return f"gemmaserve-build-{account}-{region}"
+
+
+def checkout_root() -> Path | None:
+    """The source checkout this gemmaserve runs from (``pyproject.toml`` + ``src/gemmaserve``), if any."""
+    import gemmaserve
+
+    root = Path(gemmaserve.__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file() and (root / "src" / "gemmaserve" / "__init__.py").is_file():
+        return root
+    return None
+
+
+def build_wheel_from_checkout(out_dir: Path, root: Path | None = None) -> Path:
+    """``pip wheel`` of the checkout as it is now (uncommitted edits included), built in a copy of it.
+
+    The copy keeps ``build/`` and ``*.egg-info`` out of the user's tree.
+    """
+    import shutil
+    import subprocess
+    import sys
+
+    root = root or checkout_root()
+    if root is None:
+        raise UsageError("gemmaserve is not running from a source checkout, and it is not on the package index.",
+                         hint="Run from a gemmaserve checkout (pip install -e .), or pass --requirement with a "
+                              "pip spec the build can install (a git URL, or your own index).")
+    staging = out_dir / "src-copy"
+    shutil.copytree(root / "src", staging / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        if (root / name).is_file():
+            shutil.copy2(root / name, staging / name)
+    wheels = out_dir / "wheels"
+    completed = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels),
+         str(staging)], capture_output=True, text=True, timeout=600, check=False)
+    built = sorted(wheels.glob("gemmaserve-*.whl")) if wheels.is_dir() else []
+    if completed.returncode != 0 or not built:
+        raise UsageError(f"Building the gemmaserve wheel from {root} failed: {completed.stderr.strip()[-800:]}",
+                         hint="pip install setuptools wheel (the build runs without network isolation).")
+    return built[0]
+
+
+def upload_wheel(s3: Any, wheel: Path, *, account: str, region: str, sha256: str) -> str:
+    """Put the wheel in the account's gemmaserve build bucket (created private and tagged if missing)."""
+    bucket = build_bucket(account, region)
+    try:
+        call(region, s3.head_bucket, Bucket=bucket)
+    except AwsError as error:
+        if not (is_not_found(error) or error.fields.get("aws_error_code") in ("404", "NoSuchBucket")):
+            raise
+        params: dict[str, Any] = {"Bucket": bucket}
+        if region != "us-east-1":
+            params["CreateBucketConfiguration"] = {"LocationConstraint": region}
+        call(region, s3.create_bucket, **params)
+        call(region, s3.put_public_access_block, Bucket=bucket, PublicAccessBlockConfiguration={
+            "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": True})
+        call(region, s3.put_bucket_tagging, Bucket=bucket,
+             Tagging={"TagSet": [{"Key": "gemmaserve:tool", "Value": "gemmaserve"}]})
+    key = f"wheels/{sha256}/{wheel.name}"
+    call(region, s3.put_object, Bucket=bucket, Key=key, Body=wheel.read_bytes())
+    return f"s3://{bucket}/{key}"
 
 
 def ensure_repository(ecr: Any, name: str, *, region: str) -> str:
@@ -126,6 +221,7 @@ def build_image(
     base_image: str | None = None,
     repository: str = DEFAULT_REPOSITORY,
     requirement: str | None = None,
+    wheel_path: Path | None = None,
     dry_run: bool = False,
     follow: bool = True,
     timeout_s: float = 5400.0,
@@ -134,20 +230,39 @@ def build_image(
     sleep: Callable[[float], None] = time.sleep,
     progress: Progress = _quiet,
 ) -> ImageBuildResult:
-    """Ensure repository, role and project; start the build; follow it to the end (``follow``)."""
+    """Ensure repository, role and project; start the build; follow it to the end (``follow``).
+
+    Without ``requirement``, gemmaserve goes in as ``wheel_path`` or a wheel built now from this checkout.
+    """
+    import hashlib
+    import tempfile
+
     account = account_id(factory("sts", region), region=region)
-    plan = plan_image_build(region=region, account=account, base_image=base_image, repository=repository,
-                            requirement=requirement)
-    role = ensure_role(
-        factory("iam", region), role_name=f"{plan.project}-{region}", service="codebuild.amazonaws.com",
-        policy_name="gemmaserve-image-build", region=region, dry_run=dry_run, account=account,
-        policy=codebuild_role_policy(region=region, account=account, project=plan.project,
-                                     base_image=plan.base_image, target_image=plan.target_image),
-        description="gemmaserve CodeBuild role: build and push the derived T4 image (least privilege)",
-    )
-    result = ImageBuildResult(plan=plan, role=role)
-    if dry_run:
-        return result
+    with tempfile.TemporaryDirectory(prefix="gemmaserve-wheel-") as scratch:
+        wheel = None
+        if requirement is None and not dry_run:
+            wheel = wheel_path or build_wheel_from_checkout(Path(scratch))
+        sha256 = hashlib.sha256(wheel.read_bytes()).hexdigest() if wheel else None
+        plan = plan_image_build(region=region, account=account, base_image=base_image, repository=repository,
+                                requirement=requirement, wheel_name=wheel.name if wheel else None, wheel_sha256=sha256)
+        if plan.base_vllm_supported is False:
+            raise UsageError(f"The base image {plan.base_image} carries vLLM {plan.base_vllm_version}, outside the "
+                             "range the Turing clamp supports; the build's own check would fail.",
+                             hint="Pass --base-image with a supported AWS vLLM SageMaker image.")
+        role = ensure_role(
+            factory("iam", region), role_name=f"{plan.project}-{region}", service="codebuild.amazonaws.com",
+            policy_name="gemmaserve-image-build", region=region, dry_run=dry_run, account=account,
+            policy=codebuild_role_policy(region=region, account=account, project=plan.project,
+                                         base_image=plan.base_image, target_image=plan.target_image,
+                                         wheel_s3_uri=plan.wheel_s3_uri),
+            description="gemmaserve CodeBuild role: build and push the derived T4 image (least privilege)",
+        )
+        result = ImageBuildResult(plan=plan, role=role)
+        if dry_run:
+            return result
+        if wheel is not None and sha256 is not None:
+            upload_wheel(factory("s3", region), wheel, account=account, region=region, sha256=sha256)
+            progress(f"Uploaded {wheel.name} (sha256 {sha256[:12]}…) to {plan.wheel_s3_uri}")
     result.repository_uri = ensure_repository(factory("ecr", region), repository, region=region)
     cb = factory("codebuild", region)
     assert role.role_arn is not None
@@ -156,7 +271,12 @@ def build_image(
     result.build_id = build["id"]
     progress(f"Started CodeBuild build {build['id']} for {plan.target_image}")
     if follow:
-        return follow_build(cb, result, timeout_s=timeout_s, poll_s=poll_s, now=now, sleep=sleep, progress=progress)
+        result = follow_build(cb, result, timeout_s=timeout_s, poll_s=poll_s, now=now, sleep=sleep, progress=progress)
+        save_record(ImageBuildRecord(
+            image_uri=plan.target_image, region=region, build_id=result.build_id or "", built_at=now(),
+            base_image=plan.base_image, base_vllm_version=plan.base_vllm_version,
+            base_cuda_version=plan.base_cuda_version, gemmaserve_source=plan.gemmaserve_source, clamp_verified=True))
+        return result
     result.status = build.get("buildStatus")
     return result
 

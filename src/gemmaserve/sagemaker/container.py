@@ -1,10 +1,9 @@
 """The pinned AWS vLLM SageMaker image, the host AMIs' CUDA levels, and the rule between them (pure).
 
-The one place the default image is recorded. Source: the AWS Deep Learning
-Containers vLLM changelog (https://aws.github.io/deep-learning-containers/vllm/changelog/),
-v1.3.0 of 2026-05-12, tag ``server-sagemaker-cuda-v1.3``: vLLM 0.20.0.dev (Gemma 4
-fixes), CUDA 12.9.1, Python 3.12, in account 763104351884 of each region. AMI
-driver/CUDA levels: the ``InferenceAmiVersion`` documentation of CreateEndpointConfig.
+The one place the default image is recorded (:data:`PINNED_IMAGE`: tag, vLLM, CUDA, source).
+It is both the stock serving image and the base of the derived T4 image, so its vLLM must lie
+inside the Turing clamp's supported range (``gemmaserve.turing.versions``); a test holds that.
+AMI driver/CUDA levels: the ``InferenceAmiVersion`` documentation of CreateEndpointConfig.
 """
 
 from __future__ import annotations
@@ -14,17 +13,42 @@ from enum import StrEnum
 
 from pydantic import BaseModel
 
+
+class PinnedImage(BaseModel):
+    """An AWS vLLM SageMaker image as its publisher records it."""
+
+    repository: str
+    tag: str
+    vllm_version: str  # as the image's wheel reports it
+    cuda_version: str
+    python_version: str
+    released: str
+    source: str
+
+
 DLC_ACCOUNT = "763104351884"
-DEFAULT_IMAGE_REPOSITORY = "vllm"
-DEFAULT_IMAGE_TAG = "server-sagemaker-cuda-v1.3"
-DEFAULT_IMAGE_CUDA = (12, 9)
-DEFAULT_IMAGE_SOURCE = "https://aws.github.io/deep-learning-containers/vllm/changelog/ (v1.3.0, 2026-05-12)"
+PINNED_IMAGE = PinnedImage(
+    repository="vllm",
+    tag="server-sagemaker-cuda-v2.3",
+    vllm_version="0.27.0+amzn2023.4bdc8a78",
+    cuda_version="13.0.2",
+    python_version="3.12",
+    released="2026-08-17",
+    source="aws/deep-learning-containers docs/vllm/changelog/index.md (v2.3.0 — 2026-08-17: vLLM source 4bdc8a7, "
+           "CUDA 13.0.2, Python 3.12) and docs/src/data/vllm-server/0.27.0+amzn2023.4bdc8a78-gpu-sagemaker.yml "
+           "(cuda: cu130, platform: sagemaker), commit e0ecedea of 2026-08-21; "
+           "https://aws.github.io/deep-learning-containers/vllm/changelog/",
+)
+DEFAULT_IMAGE_REPOSITORY = PINNED_IMAGE.repository
+DEFAULT_IMAGE_TAG = PINNED_IMAGE.tag
+DEFAULT_IMAGE_CUDA = (13, 0)
+DEFAULT_IMAGE_SOURCE = PINNED_IMAGE.source
 # Regions where the DLC account is not 763104351884 (opt-in and China regions).
 _DLC_ACCOUNT_BY_REGION = {"cn-north-1": "727897471807", "cn-northwest-1": "727897471807"}
 
 # Labels the derived T4 image carries (see image.py) so preflight can tell it from the stock one.
 TURING_CLAMP_LABEL = "io.gemmaserve.turing-clamp"
-TURING_TAG_MARK = "turing"
+TURING_TAG_MARK = "turing"  # for people reading tags only: no check trusts a tag's text
 
 DEFAULT_AMI = "al2023-ami-sagemaker-inference-gpu-4-1"
 
@@ -112,13 +136,19 @@ def ami_for_cuda(image_cuda: tuple[int, int] | None) -> str:
     return DEFAULT_AMI
 
 
-def image_claims_turing_clamp(image_uri: str, labels: dict[str, str] | None = None) -> bool | None:
-    """Whether the image carries our Turing clamp: from its labels when known, else its tag; None if unknowable."""
+def image_claims_turing_clamp(image_uri: str, labels: dict[str, str] | None = None,
+                              build_verified: bool | None = None) -> bool | None:
+    """Whether the image carries our Turing clamp, from what the build wrote, never from the tag's text.
+
+    ``labels``: the image's labels, when read; ``build_verified``: the build record's verdict for
+    this URI (``image build`` writes one after the in-image check passed), when there is one.
+    The stock AWS image is known not to; anything else is unknown (None).
+    """
     if labels is not None:
         return labels.get(TURING_CLAMP_LABEL) == "verified"
-    tag = image_uri.rsplit(":", 1)[-1] if ":" in image_uri.rsplit("/", 1)[-1] else ""
-    if TURING_TAG_MARK in tag:
-        return True
-    if image_uri.endswith(f"/{DEFAULT_IMAGE_REPOSITORY}:{DEFAULT_IMAGE_TAG}"):
-        return False  # the stock AWS image: stock vLLM fails on T4 with OutOfResources
+    if build_verified is not None:
+        return build_verified
+    if image_uri.rsplit("/", 1)[-1].startswith(f"{DEFAULT_IMAGE_REPOSITORY}:") and \
+            image_uri.split("/", 1)[0].split(".")[0] in (DLC_ACCOUNT, *_DLC_ACCOUNT_BY_REGION.values()):
+        return False  # an AWS vLLM image: stock vLLM fails on T4 with OutOfResources
     return None

@@ -3,7 +3,9 @@ and the CodeBuild buildspec that builds and pushes it (pure text rendering).
 
 The base's entrypoint and every ``SM_VLLM_*`` setting keep working (no ENTRYPOINT
 change), so one image serves T4 and L4 variants. The build fails unless the clamp
-verifies and the image's torch carries sm_75 kernels.
+verifies and the image's torch carries sm_75 kernels. gemmaserve is not on the package
+index: it goes in as a wheel built from the user's checkout (fetched by the build from S3
+and checked against its SHA-256), or as a requirement the user names.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import base64
 
 from gemmaserve import __version__
+from gemmaserve.errors import UsageError
 from gemmaserve.sagemaker.container import (
     DEFAULT_IMAGE_TAG,
     TURING_CLAMP_LABEL,
@@ -32,20 +35,28 @@ def derived_image_tag(base_tag: str = DEFAULT_IMAGE_TAG, version: str = __versio
     return f"{base_tag}-gemmaserve{version}-{TURING_TAG_MARK}"
 
 
-def default_requirement(version: str = __version__) -> str:
-    return f"gemmaserve=={version}"
+def wheel_filename(version: str = __version__) -> str:
+    """The wheel ``pip wheel`` makes of this checkout (pure Python: py3-none-any)."""
+    return f"gemmaserve-{version}-py3-none-any.whl"
 
 
-def render_dockerfile(base_image: str, *, requirement: str | None = None) -> str:
-    req = requirement or default_requirement()
+def render_dockerfile(base_image: str, *, wheel_name: str | None = None, requirement: str | None = None) -> str:
+    """``wheel_name``: a wheel in the build context (from the checkout); else ``requirement`` (a pip spec)."""
+    if (wheel_name is None) == (requirement is None):
+        raise UsageError("The image needs gemmaserve from exactly one place: a wheel of this checkout, or a "
+                         "requirement.", hint="Give --requirement, or run from a gemmaserve checkout.")
+    source = wheel_name or requirement or ""
+    install = f"/tmp/{wheel_name}" if wheel_name else f"'{requirement}'"
+    copy = [f"COPY {wheel_name} /tmp/{wheel_name}"] if wheel_name else []
     return "\n".join([
         f"FROM {base_image}",
         f'LABEL {TURING_CLAMP_LABEL}="verified" io.gemmaserve.base-image="{base_image}" '
-        f'io.gemmaserve.requirement="{req}"',
+        f'io.gemmaserve.source="{source}"',
+        *copy,
         "# Keep the image's torch, vLLM and Triton exactly: gemmaserve must not move them.",
         "RUN python3 -m pip freeze | grep -iE '^(torch|vllm|triton)==' > /tmp/gemmaserve-keep.txt \\",
-        f"    && python3 -m pip install --no-cache-dir -c /tmp/gemmaserve-keep.txt '{req}' \\",
-        "    && rm /tmp/gemmaserve-keep.txt",
+        f"    && python3 -m pip install --no-cache-dir -c /tmp/gemmaserve-keep.txt {install} \\",
+        "    && rm /tmp/gemmaserve-keep.txt" + (f" /tmp/{wheel_name}" if wheel_name else ""),
         "# The clamp is the vllm.general_plugins entry point pip just installed. The build host has no",
         "# GPU, so state the T4's capability: status exits non-zero unless this image's vLLM is a",
         "# supported release whose kernel source has the shape the plugin clamps, and the plugin imports.",
@@ -55,11 +66,19 @@ def render_dockerfile(base_image: str, *, requirement: str | None = None) -> str
     ])
 
 
-def render_buildspec(*, dockerfile: str, base_image: str, target_image: str) -> str:
-    """A CodeBuild buildspec (0.2) that logs in to both registries, builds, and pushes only on success."""
+def render_buildspec(*, dockerfile: str, base_image: str, target_image: str, wheel_name: str | None = None,
+                     wheel_s3_uri: str | None = None, wheel_sha256: str | None = None) -> str:
+    """A CodeBuild buildspec (0.2) that logs in to both registries, builds, and pushes only on success.
+
+    With a wheel, it first copies it from ``wheel_s3_uri`` and refuses it unless its SHA-256 matches.
+    """
     base_registry = base_image.split("/", 1)[0]
     target_registry = target_image.split("/", 1)[0]
     encoded = base64.b64encode(dockerfile.encode()).decode()
+    fetch = [
+        f"      - aws s3 cp {wheel_s3_uri} {wheel_name}",
+        f'      - echo "{wheel_sha256}  {wheel_name}" | sha256sum -c -',
+    ] if wheel_name and wheel_s3_uri and wheel_sha256 else []
     return "\n".join([
         "version: 0.2",
         "env:",
@@ -74,6 +93,7 @@ def render_buildspec(*, dockerfile: str, base_image: str, target_image: str) -> 
         f"      - aws ecr get-login-password --region {_registry_region(target_registry)} | docker login "
         f"--username AWS --password-stdin {target_registry}",
         "      - echo \"$DOCKERFILE_B64\" | base64 -d > Dockerfile",
+        *fetch,
         "  build:",
         "    on-failure: ABORT",
         "    commands:",

@@ -195,16 +195,24 @@ def _cuda_findings(image: str, instance_types: list[str], ami: str | None) -> li
 
 
 def _clamp_finding(image: str, labels: dict[str, str] | None) -> Finding:
-    claims = image_claims_turing_clamp(image, labels)
+    from gemmaserve.sagemaker.build_record import find_record
+
+    record = find_record(image) if labels is None else None
+    claims = image_claims_turing_clamp(image, labels, record.clamp_verified if record else None)
     if claims is True:
-        return Finding(check="turing-clamp", status=FindingStatus.OK, detail=f"{image} carries the Turing clamp.")
+        how = f"build {record.build_id} of {record.built_at:%Y-%m-%d} verified it on base {record.base_image}" \
+            if record else "its label says so"
+        return Finding(check="turing-clamp", status=FindingStatus.OK,
+                       detail=f"{image} carries the Turing clamp ({how}).")
     fix = "Build the derived image: gemmaserve sagemaker image build --region … ; then deploy --image <its URI>."
     if claims is False:
         return Finding(check="turing-clamp", status=FindingStatus.FAIL,
                        detail=f"{image} is stock vLLM: Gemma 4's head-512 attention tile needs 98,304 bytes of "
                               "shared memory, a T4 allows 65,536 (OutOfResources).", fix=fix)
     return Finding(check="turing-clamp", status=FindingStatus.UNKNOWN,
-                   detail=f"Cannot tell whether {image} carries the Turing clamp.", fix=fix)
+                   detail=f"No build record of {image} on this host, so nothing says it carries the Turing clamp "
+                          "(a tag's text proves nothing).",
+                   fix=fix + " Or deploy from the host that built it.")
 
 
 def _quota_findings(factory: ClientFactory, types: list[str], count: int, region: str) -> list[Finding]:

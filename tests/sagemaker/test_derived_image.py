@@ -1,0 +1,118 @@
+"""The derived T4 image: a base whose vLLM the clamp supports, gemmaserve from a wheel of this checkout (never
+the package index), and a clamp verdict read from the build record, never from a tag's text."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+
+from gemmaserve.sagemaker import api
+from gemmaserve.sagemaker.build_record import ImageBuildRecord, find_record, save_record
+from gemmaserve.sagemaker.codebuild import build_image, build_wheel_from_checkout, plan_image_build
+from gemmaserve.sagemaker.container import PINNED_IMAGE, default_image_uri, image_cuda_version
+from gemmaserve.turing.versions import is_supported
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+
+
+def test_the_pinned_base_carries_a_vllm_the_clamp_supports() -> None:
+    assert is_supported(PINNED_IMAGE.vllm_version), PINNED_IMAGE
+    plan = plan_image_build(region=REGION, account=ACCOUNT)
+    assert plan.base_image == default_image_uri(REGION) and plan.base_vllm_supported is True
+    assert plan.base_vllm_version == PINNED_IMAGE.vllm_version and plan.base_cuda_version == PINNED_IMAGE.cuda_version
+    assert image_cuda_version(plan.base_image) == tuple(int(x) for x in PINNED_IMAGE.cuda_version.split(".")[:2])
+
+
+def test_by_default_gemmaserve_goes_in_as_a_wheel_not_from_the_index() -> None:
+    plan = plan_image_build(region=REGION, account=ACCOUNT, wheel_name="gemmaserve-0.1.0-py3-none-any.whl",
+                            wheel_sha256="ab" * 32)
+    assert "COPY gemmaserve-0.1.0-py3-none-any.whl /tmp/" in plan.dockerfile
+    assert "gemmaserve==" not in plan.dockerfile and "pip install --no-cache-dir -c /tmp/gemmaserve-keep.txt " \
+        "/tmp/gemmaserve-0.1.0-py3-none-any.whl" in plan.dockerfile
+    assert f'echo "{"ab" * 32}  gemmaserve-0.1.0-py3-none-any.whl" | sha256sum -c -' in plan.buildspec
+    assert plan.wheel_s3_uri == f"s3://gemmaserve-build-{ACCOUNT}-{REGION}/wheels/{'ab' * 32}/" \
+        "gemmaserve-0.1.0-py3-none-any.whl"
+
+
+def _preflight_clamp(image: str) -> str:
+    report = api.preflight("gemma-4-e2b", "qat-w4a16", ["ml.g4dn.xlarge"], regions=[REGION], image_uri=image,
+                           check_model=None, factory=lambda service, region: None)  # offline part only is read
+    return next(f.status.value for f in report.findings if f.check == "turing-clamp")
+
+
+def test_a_tag_that_says_turing_proves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gemmaserve.sagemaker import preflight
+
+    monkeypatch.setattr(preflight, "_quota_findings", lambda *a, **k: [])
+    monkeypatch.setattr(preflight, "role_findings", lambda *a, **k: [])
+    image = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/anything:stock-vllm-not-turing"
+    assert _preflight_clamp(image) == "unknown"
+    assert _preflight_clamp(default_image_uri(REGION)) == "fail"
+    save_record(ImageBuildRecord(image_uri=image, region=REGION, build_id="b:1", built_at=datetime.now(UTC),
+                                 base_image=default_image_uri(REGION), base_vllm_version=PINNED_IMAGE.vllm_version,
+                                 base_cuda_version=PINNED_IMAGE.cuda_version, gemmaserve_source="wheel:x",
+                                 clamp_verified=True))
+    assert _preflight_clamp(image) == "ok"
+
+
+def test_the_wheel_is_built_from_this_checkout_without_touching_it(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    before = {p.name for p in root.iterdir()}
+    wheel = build_wheel_from_checkout(tmp_path)
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        shipped = archive.read("gemmaserve/sagemaker/interrupts.py")
+    assert shipped == (root / "src" / "gemmaserve" / "sagemaker" / "interrupts.py").read_bytes()
+    assert "gemmaserve/catalog/models.toml" in names
+    assert {p.name for p in root.iterdir()} == before
+
+
+class StubbedCodeBuild:
+    def __init__(self, moto_factory: Any) -> None:
+        self.moto = moto_factory
+        self.client = boto3.client("codebuild", region_name=REGION)
+        self.stub = Stubber(self.client)
+        self.stub.activate()
+
+    def __call__(self, service: str, region: str) -> Any:
+        return self.client if service == "codebuild" else self.moto(service, region)
+
+
+def test_image_build_uploads_the_wheel_checks_its_hash_and_records_the_build(moto_factory: Any,
+                                                                             tmp_path: Path) -> None:
+    wheel = tmp_path / "gemmaserve-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip: its bytes are what matter here
+    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    factory = StubbedCodeBuild(moto_factory)
+    stub = factory.stub
+    stub.add_response("batch_get_projects", {"projects": []}, {"names": ["gemmaserve-turing-image"]})
+    stub.add_response("create_project", {"project": {"name": "gemmaserve-turing-image"}},
+                      {"name": "gemmaserve-turing-image", "source": ANY, "artifacts": ANY, "environment": ANY,
+                       "serviceRole": ANY, "timeoutInMinutes": 90, "tags": ANY})
+    stub.add_response("start_build", {"build": {"id": "gemmaserve-turing-image:7", "buildStatus": "IN_PROGRESS"}})
+    stub.add_response("batch_get_builds", {"builds": [{"id": "gemmaserve-turing-image:7", "buildStatus": "SUCCEEDED",
+                                                       "currentPhase": "COMPLETED", "phases": []}]})
+    result = build_image(factory, region=REGION, wheel_path=wheel, sleep=lambda s: None)
+    stub.assert_no_pending_responses()
+    body = moto_factory("s3", REGION).get_object(Bucket=f"gemmaserve-build-{ACCOUNT}-{REGION}",
+                                                 Key=f"wheels/{sha}/{wheel.name}")["Body"].read()
+    assert body == wheel.read_bytes()
+    assert result.plan.wheel_sha256 == sha and f"{sha}  {wheel.name}" in result.plan.buildspec
+    dockerfile = base64.b64decode(result.plan.buildspec.split('DOCKERFILE_B64: "')[1].split('"')[0]).decode()
+    assert f"COPY {wheel.name}" in dockerfile
+    policy = moto_factory("iam", REGION).get_role_policy(RoleName=f"gemmaserve-turing-image-{REGION}",
+                                                         PolicyName="gemmaserve-image-build")["PolicyDocument"]
+    read = next(s for s in policy["Statement"] if s["Sid"] == "ReadWheel")
+    assert read["Resource"] == f"arn:aws:s3:::gemmaserve-build-{ACCOUNT}-{REGION}/wheels/{sha}/{wheel.name}"
+    record = find_record(result.plan.target_image)
+    assert record is not None and record.clamp_verified and record.base_vllm_version == PINNED_IMAGE.vllm_version
+    assert record.gemmaserve_source == f"wheel:{wheel.name} sha256:{sha}"
