@@ -1,10 +1,15 @@
-"""Throughput and peak RSS of `checkpoint repack` and `grid-check` on a multi-GB synthetic checkpoint,
-and the bytes `checkpoint inspect` fetches from a (local, fake) hub.
+"""Throughput, CPU time and peak RSS of `checkpoint repack` and `grid-check` on a multi-GB synthetic checkpoint,
+beside the disk-limited figure (`cat` of the same files to /dev/null), before and after, in one run;
+grid-check over a (loopback) hub with the bytes it fetched; and the bytes `checkpoint inspect` fetches.
 
-    /work/venv/bin/python benchmarks/checkpoint_throughput.py --gb 2.5 --workdir /tmp/gs-ckpt-bench
+    .venv/bin/python benchmarks/checkpoint_throughput.py --gb 1.0 --rounds 3 --before 3a115d9
 
-Writes a -qat-q4_0-unquantized-style checkpoint (bf16 values on the q4_0 grid) under --workdir,
-runs each phase in a fresh child process (so ru_maxrss is that phase's peak), and prints JSON.
+Writes a -qat-q4_0-unquantized-style checkpoint (bf16 values on the q4_0 grid) under --workdir. Each
+measurement runs in a fresh child interpreter (so VmHWM is that phase's peak RSS), and rounds
+interleave every implementation (the machine is shared: compare within a round, quote medians):
+``before`` is --before REV's src/ (git archive), ``numpy`` and ``numba`` are this tree with
+GEMMASERVE_CHECKPOINT_KERNEL set. Every repack's files must hash the same and every grid-check
+must report the same counts, else the run fails. Prints one JSON document.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -63,22 +69,76 @@ def write_synthetic(root: Path, total_gb: float, seed: int = 0) -> int:
     return total
 
 
-def run_phase(code: str) -> dict:
-    """Run ``code`` in a child interpreter; return its JSON result plus wall time and peak RSS."""
-    prelude = "import resource, time, json; import gemmaserve.checkpoint; t0 = time.perf_counter()\n"
+def run_phase(code: str, *, pythonpath: str | None = None, env: dict[str, str] | None = None) -> dict:
+    """Run ``code`` in a child interpreter; return its JSON result plus wall time, CPU time and peak RSS."""
+    prelude = (
+        "import resource, time, json; import gemmaserve.checkpoint\n"
+        "u0 = resource.getrusage(resource.RUSAGE_SELF); t0 = time.perf_counter()\n"
+    )
     epilogue = (
-        "\nprint(json.dumps({'work_s': time.perf_counter() - t0,"
+        "\nu1 = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "print(json.dumps({'work_s': time.perf_counter() - t0,"
+        " 'cpu_s': (u1.ru_utime - u0.ru_utime) + (u1.ru_stime - u0.ru_stime),"
+        " 'module': gemmaserve.__file__,"
         " 'peak_rss_mib': int([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]) / 1024}))"
     )
-    out = subprocess.run([sys.executable, "-c", prelude + code + epilogue], check=True, capture_output=True, text=True).stdout
+    child_env = dict(os.environ, **(env or {}))
+    if pythonpath:
+        child_env["PYTHONPATH"] = pythonpath
+    out = subprocess.run(
+        [sys.executable, "-c", prelude + code + epilogue], check=True, capture_output=True, text=True, env=child_env
+    ).stdout
     lines = out.strip().splitlines()
     result = json.loads(lines[0])
     measured = json.loads(lines[-1])
-    result.update(wall_s=round(measured["work_s"], 2), peak_rss_mib=round(measured["peak_rss_mib"], 1))
+    result.update(
+        wall_s=round(measured["work_s"], 3), cpu_s=round(measured["cpu_s"], 3),
+        peak_rss_mib=round(measured["peak_rss_mib"], 1), module=measured["module"],
+    )  # fmt: skip
     return result
 
 
-def serve(root: Path) -> tuple[ThreadingHTTPServer, dict[str, int]]:
+def cat_seconds(files: list[Path]) -> float:
+    """Wall seconds for `cat FILES > /dev/null`: what reading the bytes costs here (page cache when warm)."""
+    with open(os.devnull, "wb") as devnull:
+        t0 = time.perf_counter()
+        subprocess.run(["cat", *map(str, files)], stdout=devnull, check=True)
+        return time.perf_counter() - t0
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    manifest = json.loads((root / "gemmaserve-manifest.json").read_text())
+    return {name: f["sha256"] for name, f in manifest["files"].items()}
+
+
+def export_tree(rev: str, into: Path) -> Path:
+    """``git archive REV src`` unpacked under ``into``: the code before, importable by PYTHONPATH."""
+    into.mkdir(parents=True, exist_ok=True)
+    repo = Path(__file__).resolve().parent.parent
+    archive = subprocess.run(["git", "-C", str(repo), "archive", rev, "src"], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into / "src"
+
+
+REPACK = (
+    "import json, shutil; from gemmaserve.checkpoint import repack_checkpoint as r\n"
+    "x = r({src!r}, {out!r})\n"
+    "print(json.dumps({{'values': x.values_quantized, 'bit_exact': x.values_bit_exact}}))"
+)
+CHECK = (
+    "import json; from gemmaserve.checkpoint import grid_check as g\n"
+    "x = g({build!r}, {ref!r}{extra})\n"
+    "print(json.dumps({{'values': x.values, 'bit_identical': x.values_bit_identical, 'off': x.values_off_by_a_level_or_more,"
+    " 'verdict': x.verdict, 'build_bytes_fetched': x.build_bytes_fetched, 'reference_bytes_fetched': x.reference_bytes_fetched}}))"
+)
+
+
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 3)
+
+
+def serve(repos: dict[str, Path]) -> tuple[ThreadingHTTPServer, dict[str, int]]:
+    """A loopback hub: GET /{owner}/{name}/resolve/{rev}/{file} with Range support; counts bytes sent per file."""
     sent: dict[str, int] = {}
 
     class Handler(BaseHTTPRequestHandler):
@@ -86,8 +146,9 @@ def serve(root: Path) -> tuple[ThreadingHTTPServer, dict[str, int]]:
             return None
 
         def do_GET(self) -> None:
-            name = self.path.split("/resolve/main/", 1)[-1].split("?")[0]
-            file = root / name
+            repo, _, name = self.path.split("?")[0].lstrip("/").partition("/resolve/main/")
+            root = repos.get(repo)
+            file = root / name if root else Path("/nonexistent")
             if not file.is_file():
                 self.send_response(404)
                 self.send_header("X-Error-Code", "EntryNotFound")
@@ -108,7 +169,7 @@ def serve(root: Path) -> tuple[ThreadingHTTPServer, dict[str, int]]:
                 self.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
             self.end_headers()
             self.wfile.write(body)
-            sent[name] = sent.get(name, 0) + len(body)
+            sent[f"{repo}/{name}"] = sent.get(f"{repo}/{name}", 0) + len(body)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -117,40 +178,92 @@ def serve(root: Path) -> tuple[ThreadingHTTPServer, dict[str, int]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--gb", type=float, default=2.5)
+    parser.add_argument("--gb", type=float, default=1.0)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/gemmaserve-checkpoint-bench"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--before", default=None, help="git revision whose src/ is measured as 'before'")
+    parser.add_argument("--reuse", action="store_true", help="reuse a checkpoint already generated under --workdir")
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
-    shutil.rmtree(args.workdir, ignore_errors=True)
     src, out = args.workdir / "src", args.workdir / "w4a16"
+    if not (args.reuse and src.is_dir()):
+        shutil.rmtree(args.workdir, ignore_errors=True)
+        write_synthetic(src, args.gb)
+    shutil.rmtree(out, ignore_errors=True)
+    here = str(Path(__file__).resolve().parent.parent / "src")
+    impls: dict[str, tuple[str, dict[str, str]]] = {}
+    if args.before:
+        impls["before"] = (str(export_tree(args.before, args.workdir / "before")), {})
+    impls["numpy"] = (here, {"GEMMASERVE_CHECKPOINT_KERNEL": "numpy"})
+    impls["numba"] = (here, {"GEMMASERVE_CHECKPOINT_KERNEL": "numba"})
+    src_files = sorted(src.glob("*.safetensors"))
+    total = sum(f.stat().st_size for f in src_files)
+    results: dict = {"input_bytes": total, "cpus": os.cpu_count(), "rounds": args.rounds, "before": args.before}
+    # Untimed: compile (or load) the numba kernels, and the reference output every repack must match.
     t0 = time.perf_counter()
-    total = write_synthetic(src, args.gb)
-    results: dict = {"input_bytes": total, "generate_s": round(time.perf_counter() - t0, 1), "cpus": os.cpu_count()}
-    os.system("sync")
-    repack = run_phase(
-        "import json; from gemmaserve.checkpoint import repack_checkpoint as r;"
-        f"x = r({str(src)!r}, {str(out)!r}); print(json.dumps({{'values': x.values_quantized, 'bit_exact': x.values_bit_exact}}))"
-    )
-    repack["gb_per_s"] = round(total / 1e9 / repack["wall_s"], 3)
-    results["repack"] = repack
-    check = run_phase(
-        "import json; from gemmaserve.checkpoint import grid_check as g;"
-        f"x = g({str(out)!r}, {str(src)!r}); print(json.dumps({{'values': x.values, 'bit_identical': x.values_bit_identical, 'verdict': x.verdict}}))"
-    )
-    check["reference_gb_per_s"] = round(total / 1e9 / check["wall_s"], 3)
-    results["grid_check"] = check
-    server, sent = serve(out)
+    run_phase(REPACK.format(src=str(src), out=str(out)), pythonpath=here, env=impls["numba"][1])
+    results["first_numba_repack_s_including_compile"] = round(time.perf_counter() - t0, 2)
+    expected_digest = tree_digest(out)
+    out_files = sorted(out.glob("*.safetensors"))
+    cat_seconds(src_files + out_files)  # warm the page cache
+    walls: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
+    rss: dict[str, float] = {}
+    answers: dict[str, set[str]] = {"repack": set(), "grid_check": set()}
+    for _ in range(args.rounds):
+        walls.setdefault("cat_src", []).append(cat_seconds(src_files))
+        walls.setdefault("cat_src_and_build", []).append(cat_seconds(src_files + out_files))
+        for name, (path, env) in impls.items():
+            target = args.workdir / f"out-{name}"
+            shutil.rmtree(target, ignore_errors=True)
+            r = run_phase(REPACK.format(src=str(src), out=str(target)), pythonpath=path, env=env)
+            assert r["module"].startswith(path), r["module"]
+            if tree_digest(target) != expected_digest:
+                raise SystemExit(f"repack by {name} wrote different files")
+            shutil.rmtree(target)
+            answers["repack"].add(json.dumps({k: r[k] for k in ("values", "bit_exact")}))
+            c = run_phase(CHECK.format(build=str(out), ref=str(src), extra=""), pythonpath=path, env=env)
+            answers["grid_check"].add(json.dumps({k: c[k] for k in ("values", "bit_identical", "off", "verdict")}))
+            for phase, m in ((f"repack_{name}", r), (f"grid_check_{name}", c)):
+                walls.setdefault(phase, []).append(m["wall_s"])
+                cpus.setdefault(phase, []).append(m["cpu_s"])
+                rss[phase] = max(rss.get(phase, 0.0), m["peak_rss_mib"])
+    if len(answers["repack"]) != 1 or len(answers["grid_check"]) != 1:
+        raise SystemExit(f"implementations disagree: {answers}")
+    results["results_identical"] = {k: json.loads(next(iter(v))) for k, v in answers.items()}
+    phases = {}
+    for phase, ws in walls.items():
+        gb = (total + (sum(f.stat().st_size for f in out_files) if phase == "cat_src_and_build" else 0)) / 1e9
+        entry = {"wall_s_median": _median(ws), "wall_s": [round(w, 3) for w in ws], "gb_per_s": round(gb / statistics.median(ws), 3)}
+        if phase in cpus:
+            entry.update(cpu_s_median=_median(cpus[phase]), cpu_s_per_gb=round(statistics.median(cpus[phase]) / gb, 3),
+                         peak_rss_mib=rss[phase])  # fmt: skip
+        phases[phase] = entry
+    results["phases"] = phases  # gb_per_s: input (reference) bytes per second
+    # Grid-check over a loopback hub: only the tensors' byte ranges, blocks in flight while others compute.
+    server, sent = serve({"bench/ref": src, "bench/build": out})
     endpoint = f"http://127.0.0.1:{server.server_address[1]}"
-    os.environ.pop("HF_HUB_OFFLINE", None)
+    hub_env = {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": endpoint}
+    extra = f", hub_api=__import__('huggingface_hub').HfApi(endpoint={endpoint!r}, token=False)"
+    hub = run_phase(CHECK.format(build="bench/build", ref="bench/ref", extra=extra), pythonpath=here, env={**impls["numba"][1], **hub_env})
+    checkpoint_bytes = total + sum(f.stat().st_size for f in out_files)
+    results["grid_check_hub_numba"] = {
+        **{k: hub[k] for k in ("verdict", "wall_s", "cpu_s", "peak_rss_mib", "build_bytes_fetched", "reference_bytes_fetched")},
+        "bytes_sent_by_server": sum(sent.values()),
+        "checkpoint_bytes": checkpoint_bytes,
+        "gb_per_s_fetched": round(sum(sent.values()) / 1e9 / hub["wall_s"], 3),
+    }
+    sent.clear()
     from huggingface_hub import HfApi
 
     from gemmaserve.checkpoint import inspect_checkpoint
 
-    report = inspect_checkpoint("bench/synthetic-w4a16", hub_api=HfApi(endpoint=endpoint, token=False))
+    os.environ.pop("HF_HUB_OFFLINE", None)
+    report = inspect_checkpoint("bench/build", hub_api=HfApi(endpoint=endpoint, token=False))
     shards = {k: v for k, v in sent.items() if k.endswith(".safetensors")}
     results["inspect_hub"] = {
         "shards": len(shards),
-        "checkpoint_bytes": sum((out / k).stat().st_size for k in shards),
+        "checkpoint_bytes": sum(f.stat().st_size for f in out_files),
         "bytes_fetched_per_shard_max": max(shards.values()),
         "bytes_fetched_total": sum(sent.values()),
         "parts": {p.part: p.bytes for p in report.parts},

@@ -198,7 +198,7 @@ def recover_grid(
     if cols % group_size:
         raise ValueError(f"{cols} columns are not a multiple of the group size {group_size}")
     block = max(1, _BLOCK_ELEMENTS // max(cols, 1))
-    if rows <= block:
+    if rows <= block or kernels() is not None:  # the compiled pass makes one sweep: no need to split
         return _recover_block(values, model_dtype, scale_dtype or model_dtype, group_size)
     parts = [
         _recover_block(values[r : r + block], model_dtype, scale_dtype or model_dtype, group_size)
@@ -313,8 +313,10 @@ def _search_steps(
 # off); the margin only tolerates a damaged group or two, while a plain bf16 model
 # reconstructs almost none (a group of 32 random bf16 values is on no 16-level grid).
 ON_GRID_MIN_SHARE = 0.99
-# Rows of a tensor's first block that group-size detection looks at.
+# Rows of a tensor's first block that group-size detection looks at, at most; and the groups it wants
+# per candidate size (fewer rows for larger groups: a failing size costs the full step search).
 DETECT_ROWS = 16
+DETECT_GROUPS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,8 +346,10 @@ def detect_group_size(values: np.ndarray, *, model_dtype: str, scale_dtype: str 
     """
     tried: dict[int, float] = {}
     found: int | None = None
-    for size in candidate_group_sizes(values.shape[1]):
-        fit = recover_grid(values, model_dtype=model_dtype, scale_dtype=scale_dtype, group_size=size)
+    cols = values.shape[1]
+    for size in candidate_group_sizes(cols):
+        rows = min(DETECT_ROWS, max(1, -(-DETECT_GROUPS * size // cols)))
+        fit = recover_grid(values[:rows], model_dtype=model_dtype, scale_dtype=scale_dtype, group_size=size)
         tried[size] = float(fit.on_grid.mean()) if fit.on_grid.size else 0.0
         if tried[size] < ON_GRID_MIN_SHARE:
             break
