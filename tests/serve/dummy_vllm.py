@@ -1,7 +1,9 @@
 """A stand-in for ``vllm serve``: writes vLLM-shaped log lines, serves /health after a delay, or crashes.
 
 Behaviour comes from the environment: DUMMY_MODE = ok | crash | ignore-term | never-ready,
-DUMMY_READY_AFTER_S (default 0.5). Arguments are read like ``vllm serve MODEL … --port N``.
+DUMMY_READY_AFTER_S (default 0.5); DUMMY_STRAGGLER_S starts a child in the server's process group
+that ignores SIGTERM and outlives the server by that many seconds (as multiprocessing's resource
+tracker does under vLLM). Arguments are read like ``vllm serve MODEL … --port N``.
 """
 
 from __future__ import annotations
@@ -9,9 +11,19 @@ from __future__ import annotations
 import http.server
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
+
+STRAGGLER = """
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+parent = os.getppid()
+while os.getppid() == parent:
+    time.sleep(0.02)
+time.sleep(float(sys.argv[1]))
+"""
 
 
 def log(text: str) -> None:
@@ -26,6 +38,8 @@ def main() -> None:
     port = int(args[args.index("--port") + 1])
     mode = os.environ.get("DUMMY_MODE", "ok")
     ready_after_s = float(os.environ.get("DUMMY_READY_AFTER_S", "0.5"))
+    if "DUMMY_STRAGGLER_S" in os.environ:
+        subprocess.Popen([sys.executable, "-c", STRAGGLER, os.environ["DUMMY_STRAGGLER_S"]])
     print(
         f"(APIServer pid={os.getpid()}) INFO 12-02 10:00:00 [api_server.py:1851] vLLM API server version 0.29.0",
         flush=True,

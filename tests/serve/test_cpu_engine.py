@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from gemmaserve.engine_log import EngineStage
 from gemmaserve.errors import InterlockRefused
 from gemmaserve.host.verdicts import Check, CheckStatus, make_report
-from gemmaserve.engine_log import EngineStage
+from gemmaserve.serve import records
 from gemmaserve.serve.api import launch_args
 from gemmaserve.serve.launcher import (
     API_SERVER_MODULE,
@@ -19,7 +23,7 @@ from gemmaserve.serve.launcher import (
     vllm_command_for,
     vllm_serve_argv,
 )
-from gemmaserve.serve.supervisor import ServerState, server_state
+from gemmaserve.serve.supervisor import ServerState, server_state, stop_server
 from tests.serve.conftest import DUMMY_COMMAND, Spawned, seams_for
 
 PLAN_ARGS = ["/models/tiny", "--dtype", "bfloat16", "--max-model-len", "512"]
@@ -103,3 +107,39 @@ def test_a_log_that_says_serving_before_health_answers_is_still_compiling() -> N
     assert server_state(alive=True, healthy=False, stage=EngineStage.LOADING) is ServerState.LOADING
     assert server_state(alive=True, healthy=False, stage=EngineStage.NOT_STARTED) is ServerState.STARTING
     assert server_state(alive=False, healthy=False, stage=EngineStage.SERVING) is ServerState.DEAD
+
+
+def _start_with_straggler(port: int, spawned: Spawned, linger_s: float) -> int:
+    seams = seams_for(cpu_report(), spawned)
+    seams.env["DUMMY_STRAGGLER_S"] = str(linger_s)
+    result = start_server(PLAN_ARGS, model="m", seams=seams, gpu_sm=None, vllm_command=DUMMY_COMMAND,
+                          port=port, ready_timeout_s=20)
+    assert result.ready
+    deadline = time.monotonic() + 5
+    while len(records.group_members(result.record.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(records.group_members(result.record.pid)) == 2
+    return result.record.pid
+
+
+def test_stop_waits_for_a_child_that_outlives_the_server(port: int, spawned: Spawned) -> None:
+    pgid = _start_with_straggler(port, spawned, linger_s=1.0)
+    stopped = stop_server(port, timeout_s=10)
+    assert (stopped.signal_sent, stopped.processes_left) == ("SIGTERM", [])
+    assert records.group_members(pgid) == [] and "no process of its group left" in stopped.note
+
+
+def test_stop_kills_a_child_that_ignores_sigterm_after_the_timeout(port: int, spawned: Spawned) -> None:
+    pgid = _start_with_straggler(port, spawned, linger_s=600)
+    stopped = stop_server(port, timeout_s=1)
+    assert (stopped.signal_sent, stopped.processes_left) == ("SIGKILL", [])
+    assert records.group_members(pgid) == []
+
+
+def test_stop_after_the_server_died_kills_what_it_left_in_its_group(port: int, spawned: Spawned) -> None:
+    pgid = _start_with_straggler(port, spawned, linger_s=600)
+    os.kill(pgid, signal.SIGKILL)
+    spawned.processes[-1].wait(timeout=10)
+    stopped = stop_server(port, timeout_s=1)
+    assert stopped.was_running is False and stopped.signal_sent == "SIGKILL"
+    assert records.group_members(pgid) == [] and "it left" in stopped.note

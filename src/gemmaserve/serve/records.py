@@ -105,6 +105,21 @@ def process_running(pid: int) -> bool:
     return fields is not None and bool(fields) and fields[0] not in ("Z", "X")
 
 
+def group_members(pgid: int) -> list[int]:
+    """Live pids whose process group is ``pgid`` (field 5 of /proc/PID/stat).
+
+    The kernel never hands out a pid that is still some group's id, so while members
+    exist they are the children of the process that created the group.
+    """
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields and len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+                members.append(int(entry.name))
+    return sorted(members)
+
+
 def process_cmdline(pid: int) -> list[str] | None:
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()

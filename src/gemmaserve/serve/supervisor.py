@@ -2,7 +2,9 @@
 
 Status reads the process (through the record's pid + start-time identity), ``/health``
 and the engine log. Stop signals the process group only after checking the pid is
-still the process gemmaserve started, and escalates SIGTERM → SIGKILL.
+still the process gemmaserve started, escalates SIGTERM → SIGKILL, and returns once the
+whole group is gone (vLLM's engine core and workers, and multiprocessing's resource
+tracker, which ignores SIGTERM and exits only after the others).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class StopResult(BaseModel):
     signal_sent: str | None  # "SIGTERM", "SIGKILL", or None when nothing was signalled
     waited_s: float
     note: str
+    processes_left: list[int] = []  # pids of the server's process group still alive on return
 
 
 def _require_record(port: int) -> ServerRecord:
@@ -177,6 +180,25 @@ def list_statuses(
     ]
 
 
+def _wait_group_gone(
+    pgid: int,
+    timeout_s: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> list[int]:
+    deadline = clock() + timeout_s
+    while (left := records.group_members(pgid)) and clock() < deadline:
+        sleep(0.05)
+    return left
+
+
+def _signal_group(kill_group: Callable[[int, int], None], pgid: int, signum: int) -> None:
+    try:
+        kill_group(pgid, signum)
+    except ProcessLookupError:  # the group emptied in between
+        pass
+
+
 def _wait_gone(
     record: ServerRecord,
     timeout_s: float,
@@ -212,34 +234,58 @@ def stop_server(
     if not records.process_matches(record):
         records.remove_record(port)
         reused = records.process_running(record.pid)
-        note = (
-            f"pid {record.pid} is now a different process (start time or command line differ): not signalled"
-            if reused
-            else f"pid {record.pid} had already exited"
-        )
+        if reused:
+            return StopResult(
+                port=port,
+                pid=record.pid,
+                was_running=False,
+                signal_sent=None,
+                waited_s=0.0,
+                note=f"pid {record.pid} is now a different process (start time or command line differ): not signalled",
+            )
+        # The server exited; children it left in its group (an engine core holding GPU memory) are ours.
+        orphans = records.group_members(record.pid)
+        if not orphans:
+            return StopResult(
+                port=port,
+                pid=record.pid,
+                was_running=False,
+                signal_sent=None,
+                waited_s=0.0,
+                note=f"pid {record.pid} had already exited",
+            )
+        _signal_group(kill_group, record.pid, signal.SIGKILL)
         return StopResult(
             port=port,
             pid=record.pid,
             was_running=False,
-            signal_sent=None,
-            waited_s=0.0,
-            note=note,
+            signal_sent="SIGKILL",
+            waited_s=clock() - started,
+            note=f"pid {record.pid} had already exited; SIGKILL to {len(orphans)} process(es) it left: {orphans}",
+            processes_left=_wait_group_gone(record.pid, 10.0, clock, sleep),
         )
-    kill_group(record.pid, signal.SIGTERM)
+    _signal_group(kill_group, record.pid, signal.SIGTERM)
     sent = "SIGTERM"
     if not _wait_gone(record, timeout_s, clock, sleep):
-        kill_group(record.pid, signal.SIGKILL)
+        _signal_group(kill_group, record.pid, signal.SIGKILL)
         sent = "SIGKILL"
         _wait_gone(record, 10.0, clock, sleep)
     gone = not records.process_matches(record)
+    left: list[int] = []
     if gone:
+        left = _wait_group_gone(record.pid, max(0.0, timeout_s - (clock() - started)), clock, sleep)
+        if left:
+            _signal_group(kill_group, record.pid, signal.SIGKILL)
+            sent = "SIGKILL"
+            left = _wait_group_gone(record.pid, 10.0, clock, sleep)
         records.remove_record(port)
     waited = clock() - started
-    note = (
-        f"stopped after {sent} in {waited:.1f} s"
-        if gone
-        else f"pid {record.pid} survived {sent}"
-    )
+    if not gone:
+        note = f"pid {record.pid} survived {sent}"
+    elif left:
+        note = f"stopped after {sent} in {waited:.1f} s, but {len(left)} process(es) of its group survived: {left}"
+    else:
+        note = f"stopped after {sent} in {waited:.1f} s, no process of its group left"
     return StopResult(
         port=port,
         pid=record.pid,
@@ -247,6 +293,7 @@ def stop_server(
         signal_sent=sent,
         waited_s=waited,
         note=note,
+        processes_left=left,
     )
 
 
