@@ -52,7 +52,7 @@ PROMPTS = [
     # Over the 512-token sliding window (one token per byte), so both layer kinds see long contexts.
     " ".join(f"item {i} costs {i * 7 % 100} dollars;" for i in range(60)),
 ]
-_PREFIX = re.compile(r"^\((?P<process>[A-Za-z0-9_]+) pid=(?P<pid>\d+)\)")
+_PREFIX = re.compile(r"^\((?P<process>[^\s)]+) pid=(?P<pid>\d+)\)")
 _PLUGIN = re.compile(r"gemmaserve turing plugin \(pid (?P<pid>\d+)\): (?P<what>.*)$")
 
 
@@ -125,7 +125,7 @@ class Engine:
 
     def __init__(self, label: str, command: list[str], env: dict[str, str], log: Path, port: int) -> None:
         self.label, self.log, self.port = label, log, port
-        self.handle = open(log, "w")  # noqa: SIM115 — closed in stop()
+        self.handle = open(log, "w")  # closed in stop()
         self.process = subprocess.Popen(command, env=env, stdout=self.handle, stderr=subprocess.STDOUT,
                                         start_new_session=True)
         self.started = time.monotonic()
@@ -141,13 +141,13 @@ class Engine:
 
     def stop(self) -> int | None:
         if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.send_signal(signal.SIGTERM)  # the API server shuts its engine core down itself
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=30)
-        try:  # children that outlived the leader (engine core) share its process group
+        try:  # children that outlived the leader share its process group
             os.killpg(self.process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
@@ -155,8 +155,11 @@ class Engine:
         return self.process.returncode
 
 
-def plugin_evidence(log_text: str, server_pid: int) -> dict[str, Any]:
-    """The plugin's own lines in the engine log, grouped by the process that wrote them."""
+def plugin_evidence(log_text: str, server_pid: int, serving_part: str) -> dict[str, Any]:
+    """The plugin's own lines in the engine log, grouped by the process that wrote them.
+
+    ``serving_part`` is the log up to the moment the engine was told to stop: errors are looked for there.
+    """
     by_pid: dict[str, dict[str, Any]] = {}
     for line in log_text.splitlines():
         found = _PLUGIN.search(line)
@@ -174,13 +177,15 @@ def plugin_evidence(log_text: str, server_pid: int) -> dict[str, Any]:
         "diagnostic_warning": f"DIAGNOSTIC {DIAG_ENV}" in log_text,
         "api_server_ran_plugin": any(p["process"].startswith("APIServer") for p in processes),
         "engine_core_ran_plugin": any(p["process"].startswith("EngineCore") for p in processes),
+        "other_processes_ran_plugin": sorted({p["process"] for p in processes
+                                              if not p["process"].startswith(("APIServer", "EngineCore"))}),
         "head512_tile_clamped": any("head 512 prefill tile 32 -> 16" in line for p in processes
                                     for line in p["lines"] if "launch changed" in line),
         "warps_changed": sorted({line.split("launch changed: ", 1)[1] for p in processes for line in p["lines"]
                                  if "num_warps" in line and "launch changed" in line}),
         "attention_backend_lines": [line[:300] for line in log_text.splitlines()
                                     if "TRITON_ATTN" in line or "attention backend" in line.lower()][:6],
-        "engine_errors": [line[:400] for line in log_text.splitlines()
+        "engine_errors": [line[:400] for line in serving_part.splitlines()
                           if "OutOfResources" in line or "Traceback" in line or "TuringError" in line][:10],
     }
 
@@ -234,16 +239,17 @@ def run_engine(label: str, args: argparse.Namespace, model_dir: Path, port: int,
                "--max-model-len", "2048", "--max-num-seqs", "16", *shlex.split(args.engine_args)]
     log = out / f"engine_{label}.log"
     engine = Engine(label, command, env, log, port)
-    result: dict[str, Any] = {"label": label, "command": command,
-                              "env": {k: v for k, v in extra_env.items()}, "server_pid": engine.process.pid}
+    result: dict[str, Any] = {"label": label, "command": command, "env": dict(extra_env),
+                              "server_pid": engine.process.pid}
     try:
         healthy_after = engine.wait_healthy(args.start_timeout_s)
         result["healthy_after_s"] = None if healthy_after is None else round(healthy_after, 1)
         if healthy_after is not None:
             result["answers"] = [ask(port, "m", prompt, args.max_tokens) for prompt in PROMPTS]
     finally:
+        serving_part = log.read_text(errors="replace")
         result["exit_code"] = engine.stop()
-    result["plugin"] = plugin_evidence(log.read_text(errors="replace"), engine.process.pid)
+    result["plugin"] = plugin_evidence(log.read_text(errors="replace"), engine.process.pid, serving_part)
     return result
 
 

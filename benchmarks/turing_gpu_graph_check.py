@@ -11,6 +11,8 @@ Variants: "stock" (vLLM's own launch), "tile16" (the blind halving of every tile
 num_warps). The sm_75 choices are forced on whatever GPU runs this, so numerics and cost compare;
 an H200 is not a T4 (the JSON records both), so the times price the launch shapes on this GPU.
 Times come from CUDA-graph replays in interleaved rounds, so Python's launch cost is not timed.
+`--dry-run-cpu` runs small shapes through Triton's interpreter on the CPU (no graphs, no timing
+worth reading): a check of the script itself before GPU time is spent.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from gemmaserve.turing.kernel_source import load_kernel_module
-from gemmaserve.turing.plugin import CudaDevice, TuringLaunch, clamped_tile_function as plugin_tile_function
-from gemmaserve.turing.rule import STOCK_NUM_WARPS, clamp_tile_size, launch_num_warps, next_power_of_2
+from gemmaserve.turing.plugin import CudaDevice, TuringLaunch
+from gemmaserve.turing.plugin import clamped_tile_function as plugin_tile_function
+from gemmaserve.turing.rule import clamp_tile_size, next_power_of_2
 
 BLOCK_SIZE = 16
 NUM_QUERY_HEADS = 8  # Gemma 4 E2B: 8 query heads share 1 KV head
@@ -52,6 +55,7 @@ TURING_MAJOR = 7
 BLOCK_M = 16  # unified_attention's BLOCK_M when <= 16 query heads share a KV head
 
 TileFunction = Callable[[int, int, int, bool], int]
+DEVICE = "cuda"  # "cpu" under --dry-run-cpu (Triton's interpreter)
 
 
 def clamped_tile_function(stock_function: TileFunction) -> TileFunction:
@@ -68,9 +72,27 @@ def tile16_function(head_size: int, sliding_window: int, element_size: int, is_p
     return 16
 
 
+class LaunchSpy:
+    """Between a variant's launch path and the real kernel: what the kernel was last launched with."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+        self.last: dict[str, Any] = {}
+
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        launcher = self.kernel[grid]
+
+        def launch(*args: Any, **kwargs: Any) -> Any:
+            self.last = {"TILE_SIZE": kwargs.get("TILE_SIZE"), "num_warps": kwargs.get("num_warps"),
+                         "IS_3D": kwargs.get("IS_3D"), "BLOCK_M": kwargs.get("BLOCK_M")}
+            return launcher(*args, **kwargs)
+
+        return launch
+
+
 def make_batch(query_lens: list[int], context_lens: list[int], head: int,
                generator: torch.Generator) -> tuple[torch.Tensor, ...]:
-    device = "cuda"
+    device = DEVICE
     num_blocks_per_seq = [math.ceil(c / BLOCK_SIZE) for c in context_lens]
     total_blocks = sum(num_blocks_per_seq) + 8
     permutation = torch.randperm(total_blocks, generator=generator).tolist()  # scattered, paged blocks
@@ -83,7 +105,7 @@ def make_batch(query_lens: list[int], context_lens: list[int], head: int,
     k = torch.randn(kv_shape, generator=generator).to(device, torch.float16)
     v = torch.randn(kv_shape, generator=generator).to(device, torch.float16)
     q = torch.randn(sum(query_lens), NUM_QUERY_HEADS, head, generator=generator).to(device, torch.float16)
-    cu = torch.tensor([0] + list(torch.tensor(query_lens).cumsum(0)), dtype=torch.int32, device=device)
+    cu = torch.tensor([0, *torch.tensor(query_lens).cumsum(0).tolist()], dtype=torch.int32, device=device)
     return q, k, v, block_table.to(device), cu, torch.tensor(context_lens, dtype=torch.int32, device=device)
 
 
@@ -128,6 +150,13 @@ def graph_of(call: Callable[[], None], repeats: int) -> torch.cuda.CUDAGraph:
 def time_interleaved(calls: dict[str, Callable[[], None]], rounds: int = 15,
                      repeats: int = 20) -> dict[str, list[float]]:
     """Milliseconds per launch, per variant: rounds alternate the variants (A-B-C-A-B-C...) against drift."""
+    if DEVICE == "cpu":  # the interpreter: one plain call each, for the script's sake only
+        samples_cpu: dict[str, list[float]] = {}
+        for label, call in calls.items():
+            begin = time.perf_counter()
+            call()
+            samples_cpu[label] = [(time.perf_counter() - begin) * 1000]
+        return samples_cpu
     graphs = {label: graph_of(call, repeats) for label, call in calls.items()}
     samples: dict[str, list[float]] = {label: [] for label in calls}
     for graph in graphs.values():
@@ -155,25 +184,26 @@ def run_case(module: ModuleType, head: int, window: int, query_lens: list[int], 
     segm: dict[str, Any] = {
         "seq_threshold_3D": seq_threshold_3d, "num_par_softmax_segments": SEGMENTS,
         "softmax_segm_output": torch.empty(segm_rows, NUM_QUERY_HEADS, SEGMENTS, head_padded,
-                                           dtype=torch.float32, device="cuda"),
-        "softmax_segm_max": torch.empty(segm_rows, NUM_QUERY_HEADS, SEGMENTS, dtype=torch.float32, device="cuda"),
-        "softmax_segm_expsum": torch.empty(segm_rows, NUM_QUERY_HEADS, SEGMENTS, dtype=torch.float32, device="cuda"),
+                                           dtype=torch.float32, device=DEVICE),
+        "softmax_segm_max": torch.empty(segm_rows, NUM_QUERY_HEADS, SEGMENTS, dtype=torch.float32, device=DEVICE),
+        "softmax_segm_expsum": torch.empty(segm_rows, NUM_QUERY_HEADS, SEGMENTS, dtype=torch.float32, device=DEVICE),
     }
-    scales = torch.ones(len(query_lens), NUM_KV_HEADS, dtype=torch.float32, device="cuda")
+    scales = torch.ones(len(query_lens), NUM_KV_HEADS, dtype=torch.float32, device=DEVICE)
     expected = reference(q, k, v, block_table, cu, seq_lens, window)
     stock_function: TileFunction = getattr(module, TILE_FUNCTION_NAME)
     uses_3d = max_q == 1 and len(query_lens) <= seq_threshold_3d
     result: dict[str, Any] = {"head_size": head, "sliding_window": window, "query_lens": query_lens,
                               "context_lens": context_lens, "seq_threshold_3d": seq_threshold_3d,
-                              "launch": "3D" if uses_3d else "2D"}
+                              "layout": "3D" if uses_3d else "2D"}
     calls: dict[str, Callable[[], None]] = {}
     outputs: dict[str, torch.Tensor] = {}
     real_kernel = getattr(module, KERNEL_NAME)
-    delivered = TuringLaunch(real_kernel, T4_AS_THE_RULE_SEES_IT)
+    spies = {label: LaunchSpy(real_kernel) for label in ("stock", "tile16", "clamped", "launch")}
     variants: tuple[tuple[str, TileFunction, Any], ...] = (
-        ("stock", stock_function, real_kernel), ("tile16", tile16_function, real_kernel),
-        ("clamped", clamped_tile_function(stock_function), real_kernel),
-        ("launch", plugin_tile_function(stock_function, T4_AS_THE_RULE_SEES_IT), delivered))
+        ("stock", stock_function, spies["stock"]), ("tile16", tile16_function, spies["tile16"]),
+        ("clamped", clamped_tile_function(stock_function), spies["clamped"]),
+        ("launch", plugin_tile_function(stock_function, T4_AS_THE_RULE_SEES_IT),
+         TuringLaunch(spies["launch"], T4_AS_THE_RULE_SEES_IT)))
     for label, tile_function, kernel in variants:
         out = torch.empty_like(q)
 
@@ -189,18 +219,18 @@ def run_case(module: ModuleType, head: int, window: int, query_lens: list[int], 
                 softcap=0, q_descale=None, k_descale=scales, v_descale=scales, **segm)
 
         call()  # compiles, and the output checked below
-        torch.cuda.synchronize()
+        if DEVICE == "cuda":
+            torch.cuda.synchronize()
         calls[label] = call
         outputs[label] = out
         error = (out.double() - expected).norm() / expected.norm()
         max_abs = (out.double() - expected).abs().max()
         fp16_rounding = (expected.half().double() - expected).norm() / expected.norm()
-        tile = tile_function(head, window, 2, not uses_3d)
-        warps = (launch_num_warps(7, head_padded, tile, BLOCK_M, uses_3d, 2, STOCK_NUM_WARPS) if label == "launch"
-                 else STOCK_NUM_WARPS)
+        launched = spies[label].last
         result[label] = {"tile_prefill": tile_function(head, window, 2, True),
                          "tile_decode": tile_function(head, window, 2, False),
-                         "tile_launched": tile, "num_warps": warps,
+                         "tile_launched": launched["TILE_SIZE"], "num_warps": launched["num_warps"] or "default (4)",
+                         "block_m": launched["BLOCK_M"],
                          "relative_error": float(error), "max_abs_error": float(max_abs),
                          "fp16_rounding_of_reference": float(fp16_rounding)}
     times = time_interleaved(calls)
@@ -248,9 +278,14 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget-s", type=float, default=0.0,
                         help="stop starting new cases after this many seconds (0: no limit); the JSON says so")
+    parser.add_argument("--dry-run-cpu", action="store_true",
+                        help="small shapes in Triton's interpreter on the CPU (set TRITON_INTERPRET=1)")
     args = parser.parse_args()
     started = time.monotonic()
-    capability = torch.cuda.get_device_capability()
+    global DEVICE
+    if args.dry_run_cpu:
+        DEVICE = "cpu"
+    capability = (9, 0) if args.dry_run_cpu else torch.cuda.get_device_capability()
     module = load_kernel_module(args.vllm_file, capability=capability)
     decode_contexts = [33 + 131 * i for i in range(32)]
     workloads = {
@@ -261,6 +296,9 @@ def main() -> int:
         # The same decode step above the 3D threshold: vLLM runs it 2D, with the *prefill* tile.
         "decode-2d": ([1] * 32, decode_contexts, 16),
     }
+    if args.dry_run_cpu:
+        workloads = {"mixed": ([40, 1, 1], [600, 57, 90], 4), "decode": ([1, 1], [600, 40], 4),
+                     "decode-2d": ([1, 1, 1], [600, 40, 20], 2)}
     cases: list[dict[str, Any]] = []
     skipped: list[str] = []
     for head, window in ((512, 0), (256, 512)):
@@ -271,8 +309,8 @@ def main() -> int:
             case = run_case(module, head, window, query_lens, context_lens, args.seed + len(cases), threshold)
             case["workload"] = name
             cases.append(case)
-            print(f"head {head} window {window} {name} ({case['launch']}): " + ", ".join(
-                f"{label} tiles {case[label]['tile_prefill']}/{case[label]['tile_decode']} "
+            print(f"head {head} window {window} {name} ({case['layout']}): " + ", ".join(
+                f"{label} tile {case[label]['tile_launched']} warps {case[label]['num_warps']} "
                 f"err {case[label]['relative_error']:.3e} {case[label]['time_ms']:.4f} ms"
                 for label in ("stock", "tile16", "clamped", "launch")), flush=True)
             args.out.write_text(json.dumps(_report(capability, args.vllm_file, cases, skipped, started), indent=2))
@@ -282,6 +320,9 @@ def main() -> int:
 
 def _report(capability: tuple[int, int], vllm_file: Path, cases: list[dict[str, Any]], skipped: list[str],
             started: float) -> dict[str, Any]:
+    if DEVICE == "cpu":
+        return {"device": "cpu (Triton interpreter dry run)", "capability": list(capability), "cases": cases,
+                "skipped_for_time": skipped}
     return {"device": torch.cuda.get_device_name(), "capability": list(capability),
             "torch": torch.__version__, "triton": triton.__version__, "vllm_file": str(vllm_file),
             "this_gpu": device_facts(), "t4_for_comparison": T4_FACTS,

@@ -302,3 +302,14 @@ def test_read_platform_takes_the_version_from_the_imported_package(monkeypatch: 
     assert plugin.read_platform() == PlatformView("cpu", None, "0.32.0+cpu")
     monkeypatch.setitem(sys.modules, "vllm", None)
     assert plugin.read_platform().platform == "unavailable"
+
+
+def test_lines_are_not_lost_before_vllm_configures_its_logging(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    bare = logging.Logger("vllm.gemmaserve.turing")  # no handlers anywhere up its chain
+    stream = io.StringIO()
+    monkeypatch.setattr(plugin, "logger", bare)
+    monkeypatch.setattr(plugin._FALLBACK, "stream", stream)
+    install_clamp(platform=lambda: PlatformView("cpu", None, "0.32.0+cpu"), load_module=_must_not_load, environ={})
+    assert "gemmaserve turing plugin (pid" in stream.getvalue() and "not-cuda" in stream.getvalue()

@@ -82,8 +82,8 @@ def register() -> None:
     try:
         install_clamp()
     except Exception:  # vLLM does not catch: a raise here would abort every vllm command
-        logger.exception("gemmaserve: the Turing clamp plugin failed and stepped aside; a launch that does not "
-                         "fit shared memory will fail in Triton. Fix: %s", FIX_HINT)
+        _emit(logging.ERROR, "gemmaserve: the Turing clamp plugin failed and stepped aside; a launch that does not "
+              "fit shared memory will fail in Triton. Fix: %s", FIX_HINT, exc_info=True)
 
 
 def install_clamp(*, platform: Callable[[], PlatformView] | None = None,
@@ -102,15 +102,15 @@ def install_clamp(*, platform: Callable[[], PlatformView] | None = None,
             "stepping aside"))
     diagnostic = diagnostic_limit(env)
     if isinstance(diagnostic, str):
-        logger.error("gemmaserve: %s is ignored: %s", DIAG_SMEM_LIMIT_ENV, diagnostic)
+        _emit(logging.ERROR, "gemmaserve: %s is ignored: %s", DIAG_SMEM_LIMIT_ENV, diagnostic)
         diagnostic = None
     real = view.capability
     if real[0] >= 8 and diagnostic is None:
         return _log(logging.INFO, PluginOutcome("ampere-or-newer", f"sm_{real[0]}{real[1]}: untouched"))
     if diagnostic is not None:
-        logger.warning("gemmaserve: DIAGNOSTIC %s=%d is set: the Turing clamp treats this sm_%d%d GPU as sm_%d%d "
-                       "with %s B of shared memory per block. Never set this in production.",
-                       DIAG_SMEM_LIMIT_ENV, diagnostic, real[0], real[1], *DIAG_CAPABILITY, f"{diagnostic:,}")
+        _emit(logging.WARNING, "gemmaserve: DIAGNOSTIC %s=%d is set: the Turing clamp treats this sm_%d%d GPU as "
+              "sm_%d%d with %s B of shared memory per block. Never set this in production.",
+              DIAG_SMEM_LIMIT_ENV, diagnostic, real[0], real[1], *DIAG_CAPABILITY, f"{diagnostic:,}")
         device = CudaDevice(capability=DIAG_CAPABILITY, smem_optin_bytes=diagnostic, diagnostic=True)
     else:
         limit = PRE_AMPERE_SMEM_OPTIN_BYTES.get(real)
@@ -190,8 +190,24 @@ def _guard(module: ModuleType, device: CudaDevice, version: str, why_not: str) -
 
 
 def _log(level: int, outcome: PluginOutcome) -> PluginOutcome:
-    logger.log(level, "gemmaserve turing plugin (pid %d): %s: %s", os.getpid(), outcome.action, outcome.detail)
+    _emit(level, "gemmaserve turing plugin (pid %d): %s: %s", os.getpid(), outcome.action, outcome.detail)
     return outcome
+
+
+#: Used only while vLLM has not configured its loggers yet: vLLM 0.32 runs general plugins in the API
+#: server while building its argument parser, before it sets up logging, so the line would be lost.
+_FALLBACK = logging.StreamHandler()
+_FALLBACK.setFormatter(logging.Formatter("%(levelname)s %(asctime)s [gemmaserve] %(message)s", "%m-%d %H:%M:%S"))
+
+
+def _emit(level: int, message: str, *args: Any, exc_info: bool = False) -> None:
+    if logger.hasHandlers():
+        logger.log(level, message, *args, exc_info=exc_info)
+    else:
+        import sys
+
+        _FALLBACK.handle(logger.makeRecord(logger.name, level, __file__, 0, message, args,
+                                           sys.exc_info() if exc_info else None))
 
 
 def clamped_tile_function(stock: Callable[..., int], device: CudaDevice) -> Callable[..., int]:
@@ -264,7 +280,7 @@ def _log_first(kind: str, key: tuple[Any, ...], message: str, *args: Any) -> Non
     """One INFO line per process the first time a launch of this kind is changed (evidence in the engine log)."""
     if (kind, key) not in _LOGGED:
         _LOGGED.add((kind, key))
-        logger.info("gemmaserve turing plugin (pid %d): launch changed: " + message, os.getpid(), *args)
+        _emit(logging.INFO, "gemmaserve turing plugin (pid %d): launch changed: " + message, os.getpid(), *args)
 
 
 #: Opt-in shared memory per block before Ampere (CUDA C++ Programming Guide, "Compute Capabilities").
