@@ -264,6 +264,8 @@ def main() -> int:
     parser.add_argument("--start-timeout-s", type=float, default=240.0)
     parser.add_argument("--port", type=int, default=8123)
     args = parser.parse_args()
+    # A `timeout` around this script sends SIGTERM: turn it into SystemExit so every engine is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.out.mkdir(parents=True, exist_ok=True)
     model_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"gemmaserve-turing-gemma4-{args.preset}"
     config = write_checkpoint(model_dir, args.preset)

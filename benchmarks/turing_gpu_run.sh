@@ -43,7 +43,7 @@ CUDA_VISIBLE_DEVICES="" timeout 300 python3 -m gemmaserve turing smem --search -
 SEARCH=$!
 
 echo "== [$(elapsed)s] engine check: vLLM 0.26.0 clamped (diagnostic T4 limit) and stock"
-timeout 330 python3 benchmarks/turing_engine_check.py --out "$OUT" --preset tiny
+timeout 300 python3 benchmarks/turing_engine_check.py --out "$OUT" --preset tiny --start-timeout-s 150
 echo "engine check exit $?"
 
 for version in 0.26.0 0.34.0; do
@@ -58,3 +58,4 @@ wait "$SEARCH"; echo "== [$(elapsed)s] smem search exit $? ($(wc -c < "$OUT/smem
 tail -n 5 "$OUT/smem_search.log"
 pgrep -af "vllm serve" && echo "!! a vllm serve is still running" || echo "== no vllm serve left"
 echo "== done in $(elapsed)s"
+sleep 1  # let tee finish run.log
