@@ -116,3 +116,23 @@ def test_image_build_uploads_the_wheel_checks_its_hash_and_records_the_build(mot
     record = find_record(result.plan.target_image)
     assert record is not None and record.clamp_verified and record.base_vllm_version == PINNED_IMAGE.vllm_version
     assert record.gemmaserve_source == f"wheel:{wheel.name} sha256:{sha}"
+
+
+def test_ctrl_c_while_following_a_build_says_how_to_stop_it(moto_factory: Any) -> None:
+    factory = StubbedCodeBuild(moto_factory)
+    stub = factory.stub
+    stub.add_response("batch_get_projects", {"projects": []}, {"names": ["gemmaserve-turing-image"]})
+    stub.add_response("create_project", {"project": {"name": "gemmaserve-turing-image"}})
+    stub.add_response("start_build", {"build": {"id": "gemmaserve-turing-image:9", "buildStatus": "IN_PROGRESS"}})
+    stub.add_response("batch_get_builds", {"builds": [{"id": "gemmaserve-turing-image:9", "buildStatus": "IN_PROGRESS",
+                                                       "currentPhase": "BUILD"}]})
+
+    def ctrl_c(_: float) -> None:
+        raise KeyboardInterrupt
+
+    progress: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        build_image(factory, region=REGION, requirement="gemmaserve @ git+https://github.com/example/gemmaserve",
+                    sleep=ctrl_c, progress=progress.append)
+    assert "aws codebuild stop-build --id gemmaserve-turing-image:9 --region us-east-1" in progress[-1]
+    assert find_record(plan_image_build(region=REGION, account=ACCOUNT).target_image) is None  # nothing recorded

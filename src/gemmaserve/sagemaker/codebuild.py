@@ -271,7 +271,14 @@ def build_image(
     result.build_id = build["id"]
     progress(f"Started CodeBuild build {build['id']} for {plan.target_image}")
     if follow:
-        result = follow_build(cb, result, timeout_s=timeout_s, poll_s=poll_s, now=now, sleep=sleep, progress=progress)
+        try:
+            result = follow_build(cb, result, timeout_s=timeout_s, poll_s=poll_s, now=now, sleep=sleep,
+                                  progress=progress)
+        except KeyboardInterrupt:
+            # Stopping our follow does not stop the build: say so, and how to stop it.
+            progress(f"Stopped following build {result.build_id}; it goes on in CodeBuild (billed per build minute). "
+                     f"Stop it with: aws codebuild stop-build --id {result.build_id} --region {region}")
+            raise
         save_record(ImageBuildRecord(
             image_uri=plan.target_image, region=region, build_id=result.build_id or "", built_at=now(),
             base_image=plan.base_image, base_vllm_version=plan.base_vllm_version,

@@ -283,7 +283,8 @@ def _after_failure(
         say(f"Deploy stopped ({cause}): deleting what this run created in {region}: "
             + ", ".join(f"{label}:{_name_of(plan, label)}" for label in reversed(attempted)))
         report = teardown(sm, plan, attempted, timeout_s=timeout_s, now=now, sleep=sleep, progress=say)
-        say(teardown_summary(report))
+        if not interrupted:  # an interrupt's error message carries the same line
+            say(teardown_summary(report))
     if interrupted:
         raise DeployInterrupted(
             f"Deploy of {plan.endpoint_name!r} in {region} stopped by {signal_name(exc)}. " + teardown_summary(report),

@@ -300,7 +300,9 @@ def role_findings(factory: ClientFactory, role_arn: str | None, regions: list[st
         if not set(log_group_arns(candidate, arn_account)) <= logs or (repository and repository not in pulls):
             missing.append(candidate)
     findings.extend(
-        Finding(check=f"role-regions:{candidate}", status=FindingStatus.FAIL, region=candidate, fix=fix,
+        Finding(check=f"role-regions:{candidate}", status=FindingStatus.FAIL, region=candidate,
+                fix=f"Make the role usable there too (earlier regions are kept): gemmaserve sagemaker role create "
+                    f"--name {name} --regions {','.join(regions)}",
                 detail=f"{name} cannot pull the image or write endpoint logs in {candidate}: a deploy there "
                        "would fail.")
         for candidate in missing)
