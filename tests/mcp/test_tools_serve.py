@@ -134,3 +134,16 @@ def test_cancelled_start_stops_the_server_it_launched(
         time.sleep(0.05)
     assert not process_matches(records[0]), "the launched vLLM is still running after the cancellation"
     assert load_record(port) is None
+
+
+def test_start_passes_the_checkpoint_and_language_model_only_to_vllm(tmp_path: Path, popen: KeptPopen) -> None:
+    server, python = _server(tmp_path, "l4", popen)
+    port = free_port()
+    started = call_tool(server, "serve_start", {"python": python, "port": port, "ready_timeout_s": 30,
+                                                "checkpoint": "/models/e2b", "language_model_only": True})
+    try:
+        assert not started.is_error, started.content
+        argv = started.structured_content["record"]["argv"]  # type: ignore[index]
+        assert argv[argv.index("serve") + 1] == "/models/e2b" and "--language-model-only" in argv
+    finally:
+        call_tool(server, "serve_stop", {"port": port, "confirm": True})

@@ -66,6 +66,10 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         gpu_memory_utilization: Annotated[float, Field(ge=0.05, le=0.99)] = 0.9,
         max_num_seqs: Annotated[int | None, Field(ge=1)] = None,
         served_model_name: str | None = None,
+        checkpoint: Annotated[str | None, Field(
+            description="A local directory or repo vLLM loads instead of the catalog's repo for the encoding.")] = None,
+        language_model_only: Annotated[bool, Field(
+            description="vLLM's --language-model-only: no vision or audio tower (planned so).")] = False,
         extra_args: Annotated[list[str] | None, Field(description="Extra `vllm serve` flag tokens.")] = None,
         wait: Annotated[bool, Field(description="Wait until /health answers (progress per start-up stage).")] = True,
         ready_timeout_s: Annotated[float | None, Field(gt=0)] = None,
@@ -91,7 +95,8 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
                 return api.start(
                     model=model, encoding=encoding, python=python, gpu=gpu, port=port, gpu_index=gpu_index,
                     max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
-                    max_num_seqs=max_num_seqs, served_model_name=served_model_name, extra_args=extra_args or (),
+                    max_num_seqs=max_num_seqs, served_model_name=served_model_name, checkpoint=checkpoint,
+                    language_model_only=language_model_only, extra_args=extra_args or (),
                     wait=wait, ready_timeout_s=ready_timeout_s, on_progress=progress, seams=seams,
                     doctor_sources=deps.doctor_sources, vllm_command=deps.vllm_command,
                 )
