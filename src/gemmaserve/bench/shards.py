@@ -9,7 +9,7 @@ merged times compare directly.
 Each shard also runs a loop-lag probe: a timer due every ``probe_interval_s`` whose
 lateness bounds how late a chunk's timestamp can be (a chunk that arrives while the loop
 is busy is stamped when the loop gets to it). When the probe's p90 lateness in any shard
-exceeds ``max_lag_s`` the client was its own limit: :func:`run_sharded_batch` raises
+exceeds ``max_lag_s`` the client could not keep time: :func:`run_sharded_batch` raises
 :class:`~gemmaserve.errors.ClientSaturated` instead of returning inflated latencies.
 Never prints; the CLI and the benchmark script render the result.
 """
@@ -227,10 +227,14 @@ def run_sharded_batch(
 def saturation_error(where: str, *, lag_p90_s: float, max_lag_s: float, cpu_share: float, streams: int,
                      processes: int) -> ClientSaturated:
     """The error that stops a run whose client lagged past its timing budget."""
+    # A loop that lags while using little CPU was not given the CPU it asked for (other
+    # processes on the machine); one that lags near a full core is doing too much itself.
+    cause = ("it was CPU-bound" if cpu_share >= 0.5 else
+             "the machine did not give it the CPU it needed (other processes compete for the cores)")
     return ClientSaturated(
-        f"The client was its own limit: {where} ran {streams} streams in all, at {cpu_share:.0%} of a core, "
-        f"and its event loop lagged {lag_p90_s * 1000:.1f} ms (p90) against a budget of {max_lag_s * 1000:.1f} ms, "
-        "so its TTFT/ITL would read high; they are not reported.",
+        f"The client could not keep time: {where} ran {streams} streams in all, at {cpu_share:.0%} of a core, "
+        f"and its event loop lagged {lag_p90_s * 1000:.1f} ms (p90) against a budget of {max_lag_s * 1000:.1f} ms "
+        f"({cause}), so its TTFT/ITL would read high; they are not reported.",
         hint="Use more client processes (--client-processes, one per free core), fewer streams, a quieter or "
         "larger client machine, or a wider budget (--max-client-lag-ms).",
         lag_p90_s=lag_p90_s, max_lag_s=max_lag_s, cpu_share=cpu_share, processes=processes, streams=streams,
