@@ -190,6 +190,18 @@ def plugin_evidence(log_text: str, server_pid: int, serving_part: str) -> dict[s
     }
 
 
+def cuda_context_pids() -> list[int] | None:
+    """PIDs holding a CUDA context now (nvidia-smi), or None where nvidia-smi cannot tell (no GPU, no tool)."""
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    return [int(line) for line in done.stdout.split() if line.strip().isdigit()]
+
+
 def ask(port: int, model: str, prompt: str, max_tokens: int) -> dict[str, Any]:
     body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "logprobs": 5,
             "seed": 0, "ignore_eos": True, "return_tokens_as_token_ids": True}
@@ -246,6 +258,10 @@ def run_engine(label: str, args: argparse.Namespace, model_dir: Path, port: int,
         result["healthy_after_s"] = None if healthy_after is None else round(healthy_after, 1)
         if healthy_after is not None:
             result["answers"] = [ask(port, "m", prompt, args.max_tokens) for prompt in PROMPTS]
+            pids = cuda_context_pids()
+            # The API server is the process we started; it must serve without a CUDA context of its own.
+            result["cuda_context_pids"] = pids
+            result["api_server_has_cuda_context"] = None if pids is None else engine.process.pid in pids
     finally:
         serving_part = log.read_text(errors="replace")
         result["exit_code"] = engine.stop()
@@ -274,7 +290,8 @@ def main() -> int:
     for label, extra, port in (("clamped", {DIAG_ENV: "65536"}, args.port), ("stock", {}, args.port + 1)):
         report["runs"][label] = run_engine(label, args, model_dir, port, extra, args.out)
         summary.write_text(json.dumps(report, indent=1))
-        print(f"{label}: healthy after {report['runs'][label].get('healthy_after_s')} s; plugin: "
+        print(f"{label}: healthy after {report['runs'][label].get('healthy_after_s')} s; API server holds a CUDA "
+              f"context: {report['runs'][label].get('api_server_has_cuda_context')}; plugin: "
               + json.dumps({k: v for k, v in report["runs"][label]["plugin"].items()
                             if k not in ("processes", "attention_backend_lines")}), flush=True)
     runs = report["runs"]
