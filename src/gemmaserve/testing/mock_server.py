@@ -182,7 +182,7 @@ class MockServer:
             if index == 0 and config.role_chunk:
                 # vLLM sends the role once the first engine output is there, just before its text.
                 yield (head + '[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,'
-                       '"finish_reason":null}],"prompt_token_ids":null}').encode(), 0
+                       '"finish_reason":null}],"prompt_token_ids":null,"prompt_text":null}').encode(), 0
             sent += len(group)
             content = json.dumps("".join(group))
             if finishes and index + per >= len(tokens_to_send):
@@ -211,9 +211,10 @@ class MockServer:
         if stream_options.get("include_usage") and fault != "no_usage":
             if config.usage_delay_s:
                 await asyncio.sleep(config.usage_delay_s)
-            # vLLM dumps this one with exclude_none: no system_fingerprint or metrics when unset.
+            # vLLM dumps this one with exclude_none; 0.32 stamps its fingerprint here.
             usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + sent, "completion_tokens": sent}
-            yield (head + "[],\"usage\":%s}" % json.dumps(usage, separators=(",", ":"))).encode(), 0  # noqa: UP031
+            yield (head + "[],\"usage\":%s,\"system_fingerprint\":\"vllm-0.32.0-mock\"}"  # noqa: UP031
+                   % json.dumps(usage, separators=(",", ":"))).encode(), 0
         yield b"[DONE]", 0
 
     # --- routes ----------------------------------------------------------------
