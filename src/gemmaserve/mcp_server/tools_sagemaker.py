@@ -87,10 +87,18 @@ def summarise_state(state: EndpointState) -> str:
 def summarise_deploy(outcome: DeployOutcome) -> str:
     plan = outcome.plan
     price = f"${plan.usd_per_hour:.3f}/hour" if plan.usd_per_hour is not None else "an unknown price"
-    head = f"Endpoint {plan.endpoint_name} in {plan.region} on {', '.join(plan.instance_types)} at {price}"
+    where = plan.instance_types[0]
+    if plan.price_range is not None:
+        where = "an instance pool of " + " > ".join(plan.instance_types)
+        price = f"${plan.price_range.low_usd_per_hour:.3f}–{plan.price_range.high_usd_per_hour:.3f}/hour"
+    head = f"Endpoint {plan.endpoint_name} in {plan.region} on {where} at {price}"
     if outcome.dry_run:
         calls = ", ".join(call.operation for call in plan.calls)
-        return f"Dry run: {head}. Would call {calls}. Container runs: vllm serve {' '.join(plan.masked_serve_args())}"
+        text = f"Dry run: {head}. Would call {calls}. Container runs: vllm serve {' '.join(plan.masked_serve_args())}"
+        failed = outcome.preflight.failures(accept_unknown=True) if outcome.preflight else []
+        if failed:
+            text += ". A deploy would be refused: " + "; ".join(f"{f.check}: {f.detail}" for f in failed)
+        return text
     state = outcome.result.state if outcome.result else None
     tail = summarise_state(state) if state else "created; not waited for (call sagemaker_wait)"
     return f"{head}. {tail}. It bills until deleted: sagemaker_delete {plan.endpoint_name}."
