@@ -57,7 +57,8 @@ def _handlers(handler: Callable[[int, FrameType | None], Any], signals: tuple[in
         yield
     finally:
         for number, old in previous.items():
-            signal.signal(number, old)
+            # None: a handler installed outside Python; the default is the closest we can restore.
+            signal.signal(number, old if old is not None else signal.SIG_DFL)
 
 
 @contextlib.contextmanager
