@@ -78,7 +78,8 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         num_warps: Annotated[int, Field(ge=1, le=32)] = 4,
     ) -> Annotated[CallToolResult, SmemReport]:
         """Compile the real kernel for `arch` with Triton and ptxas (no GPU): shared memory, registers, spills,
-        stock vs clamped. Needs the `kernel` extra. Same as `gemmaserve turing smem --json`."""
+        stock vs clamped (the rule's tile and num_warps). Needs the `kernel` extra. Same as
+        `gemmaserve turing smem --json`."""
         from gemmaserve.turing.filepatch import resolve_target
         from gemmaserve.turing.smem import compile_report
 
@@ -87,8 +88,9 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
                                 num_warps=num_warps)
         summary = (f"{report.arch}: stock fits {'yes' if report.stock_fits else 'NO'}, clamped fits "
                    f"{'yes' if report.clamped_fits else 'NO'}; " + "; ".join(
-                       f"head {r.head_size} {r.phase} {r.variant} tile {r.tile_size}: {r.smem_bytes:,}/"
-                       f"{r.smem_limit_bytes:,} B" for r in report.rows))
+                       f"head {r.head_size} {r.phase} {r.variant} tile {r.tile_size} warps {r.num_warps}: "
+                       f"{r.smem_bytes:,}/{r.smem_limit_bytes:,} B, spills {r.spill_store_bytes}/{r.spill_load_bytes}"
+                       for r in report.rows))
         return typed_result(report, summary)
 
     @server.tool(name="turing_apply", title="Apply the Turing clamp", annotations=PATCH)
