@@ -512,6 +512,31 @@ def save(out: Path, document: dict[str, Any], root: Path) -> None:
     write_atomic(out / "logs.tar.gz", buffer.getvalue())
 
 
+def merge_runs(data_file: Path, result_file: Path) -> int:
+    """Add the runs of a result file from the GPU machine to the committed data file (by name)."""
+    data = json.loads(data_file.read_text(encoding="utf-8"))
+    result = json.loads(result_file.read_text(encoding="utf-8"))
+    vllm = (result.get("environment") or {}).get("vllm")
+    if vllm and not str(vllm).startswith(data["vllm_version"].rsplit(".", 1)[0]):
+        raise SystemExit(f"{result_file} ran vLLM {vllm}, the data file holds {data['vllm_version']}")
+    names = {run["name"] for run in data["runs"]}
+    added = 0
+    for run in result["runs"]:
+        if run["name"] in names:
+            continue
+        record = {key: run[key] for key in ("name", "status", "wall_s", "figures", "engine_lines") if key in run}
+        settings = dict(run["settings"])
+        settings["language_model_only"] = "--language-model-only" in run.get("command", [])
+        record["settings"] = settings
+        record["command"] = run.get("command")
+        record["source"] = f"benchmarks/plan_gpu_memory.py on {result.get('environment', {}).get('nvidia_smi')} " \
+                           f"({result.get('started_utc')})"
+        data["runs"].append(record)
+        added += 1
+    write_atomic(data_file, (json.dumps(data, indent=1) + "\n").encode())
+    return added
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "plan-gpu-out")))
@@ -530,7 +555,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vllm-python-module", action="store_true")
     parser.add_argument("--total-gib", type=float, help="device memory (skip asking torch; for CPU tests)")
     parser.add_argument("--engine-arg", action="append", default=[], help="one more vllm serve argument")
+    parser.add_argument("--merge", type=Path, metavar="RESULT_JSON",
+                        help="add the runs of a returned plan_gpu_memory_runs.json to --data-file and exit")
+    parser.add_argument("--data-file", type=Path,
+                        default=Path(__file__).resolve().parent / "plan_gpu_memory_runs.json")
     args = parser.parse_args(argv)
+    if args.merge:
+        print(f"added {merge_runs(args.data_file, args.merge)} runs to {args.data_file}", file=sys.stderr)
+        return 0
 
     runs = [run for run in RUNS if not args.only or run.name in args.only]
     if args.list:
