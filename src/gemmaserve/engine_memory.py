@@ -185,10 +185,11 @@ def encoder_peak_bytes(geometry: Geometry, max_num_batched_tokens: int) -> int:
 
 
 def compile_peak_bytes(geometry: Geometry, tokens: int, release: VllmRelease) -> int:
-    """The extra peak a start that compiles counts (measured on 0.26: E2B 4.55 GiB cold against
-    0.23 warm at 2,048 tokens, 4.75 cold at 8,192): a copy of the per-layer-embedding table
-    and the per-layer inputs of every token. Not seen in the published 0.30 starts."""
-    if release.series not in ("0.26", "0.27", "0.28") or not geometry.per_layer_input_size:
+    """The extra peak a start that compiles counts (measured on 0.26, H200: E2B 4.55 GiB cold
+    against 0.23 warm at 2,048 tokens, 4.75 cold at 8,192): a copy of the per-layer-embedding
+    table and the per-layer inputs of every token. Not seen in the published 0.28 (T4) and 0.30
+    (L4) first starts, so applied to 0.26 only."""
+    if release.series != "0.26" or not geometry.per_layer_input_size:
         return 0
     table = geometry.vocab_size * geometry.num_hidden_layers * geometry.per_layer_input_size * BF16
     return table + tokens * 2 * geometry.num_hidden_layers * geometry.per_layer_input_size * BF16
@@ -231,10 +232,9 @@ def engine_memory(
     compile_peak = compile_peak_bytes(geometry, batched, release) / GIB
     cold_peak = max(warm_peak, compile_peak)
     peak = cold_peak if first_start else warm_peak
-    if first_start and release.series in ("0.27", "0.28") and compile_peak:
-        estimated.append("compile peak (measured on 0.26, assumed for this release)")
-    if first_start and not geometry.per_layer_input_size and release.series == "0.26":
-        estimated.append("compile peak of a model without per-layer embeddings (not yet measured)")
+    if first_start and release.series == "0.26":
+        estimated.append("compile peak (measured on an H200 only)" if geometry.per_layer_input_size
+                         else "compile peak of a model without per-layer embeddings (not yet measured)")
     counted = release.sizing == "after-warmup" or (
         release.v2_profiles_cudagraphs if runner == "v2" else True
     )
