@@ -114,7 +114,7 @@ def _cells(row: PlanRow, marker: str, wide: bool) -> list[str]:
 def _say(out: object, text: str, *, style: str | None = None, width: int | None = TABLE_WIDTH) -> None:
     import textwrap
 
-    lines = textwrap.wrap(text, width=width, subsequent_indent="    ") if width else [text]
+    lines = textwrap.wrap(text, width=width, subsequent_indent="    ", break_on_hyphens=False) if width else [text]
     for line in lines:
         out.print(line, style=style, highlight=False, soft_wrap=True, markup=False)  # type: ignore[attr-defined]
 
