@@ -137,7 +137,7 @@ def text_config(geometry: Any) -> dict[str, Any]:
     ]
     moe = geometry.num_experts > 0
     ple = geometry.per_layer_input_size > 0
-    return {
+    config: dict[str, Any] = {
         "architectures": ["Gemma4ForCausalLM"],
         "model_type": "gemma4_text",
         "vocab_size": geometry.vocab_size,
@@ -179,6 +179,9 @@ def text_config(geometry: Any) -> dict[str, Any]:
         "moe_intermediate_size": geometry.moe_intermediate_size if moe else None,
         "dtype": "bfloat16",
     }
+    if config["num_global_key_value_heads"] is None:
+        del config["num_global_key_value_heads"]  # as the kit's E2B config: the field only with K=V
+    return config
 
 
 def shrink(geometry: Any) -> Any:
