@@ -32,9 +32,9 @@ from gemmaserve.catalog import (
 from gemmaserve.engine_memory import EngineMemory, engine_memory
 from gemmaserve.vllm_releases import (
     DEFAULT_SERIES,
-    SAGEMAKER_IMAGE_SERIES,
     SUPPORTED_SERIES,
     resolve_release,
+    sagemaker_image_series,
 )
 
 # Host RAM while vLLM loads: the checkpoint is staged through host memory on top of the
@@ -124,7 +124,7 @@ def smallest_instance(gpu: Gpu, platform: str = "ec2") -> Instance | None:
 
 def _series_for(vllm_version: str | None, instance: Instance | None) -> str:
     if vllm_version is None and instance is not None and instance.platform == "sagemaker":
-        return SAGEMAKER_IMAGE_SERIES
+        return sagemaker_image_series()
     return resolve_release(vllm_version).series
 
 
@@ -363,7 +363,7 @@ def plan_all(
     if vllm_version is not None:
         resolve_release(vllm_version)  # bad versions fail before any row
     elif platform == "sagemaker" or (instance or "").strip().lower().startswith("ml."):
-        vllm_version = SAGEMAKER_IMAGE_SERIES
+        vllm_version = sagemaker_image_series()
     chosen_models = [resolve_model(name) for name in models] if models else list(catalog.models.values())
     targets: list[tuple[Gpu, Instance | None]]
     if instance is not None:

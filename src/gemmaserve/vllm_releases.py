@@ -157,9 +157,13 @@ RELEASES: dict[str, VllmRelease] = {
 SUPPORTED_SERIES: tuple[str, ...] = tuple(RELEASES)
 DEFAULT_SERIES = SUPPORTED_SERIES[-1]
 
-# vLLM releases of SageMaker's LMI/DJL images are not recorded in the catalog; the published
-# SageMaker runs used 0.30.0.
-SAGEMAKER_IMAGE_SERIES = "0.30"
+
+
+def sagemaker_image_series() -> str:
+    """The series of the vLLM in the SageMaker image gemmaserve deploys (``sagemaker/container.py``)."""
+    from gemmaserve.sagemaker.container import PINNED_IMAGE
+
+    return resolve_release(PINNED_IMAGE.vllm_version.split("+")[0]).series
 
 
 def resolve_release(version: str | None) -> VllmRelease:
