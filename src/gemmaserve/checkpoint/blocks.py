@@ -10,6 +10,7 @@ Progress callbacks and errors reach the caller in block order, on the caller's t
 from __future__ import annotations
 
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,10 +23,15 @@ THREADS_ENV = "GEMMASERVE_CHECKPOINT_THREADS"
 
 
 def worker_count() -> int:
-    """Threads for block work: GEMMASERVE_CHECKPOINT_THREADS, else the CPUs this process may run on."""
+    """Threads for block work: GEMMASERVE_CHECKPOINT_THREADS, else the CPUs this process may run on, else
+    one on the numpy path (its many small operations hold the GIL in turn: two threads ran slower than one)."""
     value = os.environ.get(THREADS_ENV, "")
     if value.isdigit() and int(value) > 0:
         return int(value)
+    from gemmaserve.checkpoint import grid
+
+    if grid.kernels() is None:
+        return 1
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
@@ -37,14 +43,27 @@ def row_blocks(rows: int, rows_per_block: int) -> list[tuple[int, int]]:
     return [(r0, min(rows, r0 + step)) for r0 in range(0, rows, step)]
 
 
+_pools: dict[int, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """One long-lived pool per size: its threads keep their scratch buffers (``grid._scratch``) from
+    tensor to tensor, where fresh threads would fault fresh pages in for every tensor."""
+    with _pools_lock:
+        if workers not in _pools:
+            _pools[workers] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gemmaserve-block")
+        return _pools[workers]
+
+
 def map_in_order(fn: Callable[[T], R], items: Iterable[T], *, workers: int | None = None) -> Iterator[R]:
-    """``map(fn, items)`` on ``workers`` threads, results yielded in order; pending work is cancelled
-    when the consumer stops (an error, a cancelled progress callback)."""
+    """``map(fn, items)`` on ``workers`` threads, results yielded in order; work not yet started is
+    cancelled when the consumer stops (an error, a cancelled progress callback)."""
     workers = worker_count() if workers is None else workers
     if workers <= 1:
         yield from map(fn, items)
         return
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gemmaserve-block")
+    pool = _pool(workers)
     pending: deque[Future[R]] = deque()
     try:
         for item in items:
@@ -56,4 +75,9 @@ def map_in_order(fn: Callable[[T], R], items: Iterable[T], *, workers: int | Non
     finally:
         for future in pending:
             future.cancel()
-        pool.shutdown(wait=True, cancel_futures=True)
+        for future in pending:  # let running blocks finish before the caller closes files under them
+            if not future.cancelled():
+                try:
+                    future.result()
+                except BaseException:  # the first error already propagates to the caller
+                    pass

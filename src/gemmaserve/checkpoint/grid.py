@@ -16,6 +16,7 @@ forces it).
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
@@ -75,12 +76,28 @@ def f32_to_bf16_bits(values: np.ndarray) -> np.ndarray:
     return rounded
 
 
-def decode_values(raw: np.ndarray, dtype: str) -> np.ndarray:
-    """Stored values (BF16 as uint16 bits, F16, F32) as float32, exactly."""
+_thread_scratch = threading.local()
+
+
+def _scratch(name: str, n: int, dtype: type) -> np.ndarray:
+    """A buffer of ``n`` items kept per thread and reused from block to block (see ``kernels.decode_bf16``)."""
+    buffers: dict[str, np.ndarray] = _thread_scratch.__dict__.setdefault("buffers", {})
+    buffer = buffers.get(name)
+    if buffer is None or buffer.size < n:
+        buffer = buffers[name] = np.empty(max(n, 1), dtype)
+    return buffer[:n]
+
+
+def decode_values(raw: np.ndarray, dtype: str, *, scratch: str | None = None) -> np.ndarray:
+    """Stored values (BF16 as uint16 bits, F16, F32) as float32, exactly.
+
+    ``scratch``: the result may live in this thread's buffer of that name, reused by its next call.
+    """
     if dtype == "BF16":
         fast = kernels()
         if fast is not None and raw.ndim == 2 and raw.flags.c_contiguous:
-            return fast.decode_bf16(raw)  # type: ignore[no-any-return]
+            out = _scratch(scratch, raw.size, np.float32) if scratch else np.empty(raw.size, np.float32)
+            return fast.decode_bf16(raw, out.reshape(raw.shape))  # type: ignore[no-any-return]
         return bf16_bits_to_f32(raw)
     if dtype in ("F16", "F32"):
         return raw.astype(np.float32)
@@ -191,14 +208,21 @@ _BLOCK_ELEMENTS = 1 << 17
 
 
 def recover_grid(
-    values: np.ndarray, *, model_dtype: str, scale_dtype: str | None = None, group_size: int = GROUP_SIZE
-) -> GridFit:
-    """Recover levels and per-group steps for float32 ``values`` [rows, cols] (cols % group_size == 0)."""
+    values: np.ndarray, *, model_dtype: str, scale_dtype: str | None = None, group_size: int = GROUP_SIZE,
+    scratch: bool = False,
+) -> GridFit:  # fmt: skip
+    """Recover levels and per-group steps for float32 ``values`` [rows, cols] (cols % group_size == 0).
+
+    ``scratch``: the fit's arrays may live in per-thread buffers that this thread's next call reuses.
+    """
     rows, cols = values.shape
     if cols % group_size:
         raise ValueError(f"{cols} columns are not a multiple of the group size {group_size}")
+    fast = kernels()
+    if fast is not None and model_dtype == (scale_dtype or model_dtype) == "BF16" and group_size % 8 == 0:
+        return _recover_block_compiled(fast, values, group_size, scratch=scratch)  # one sweep: no need to split
     block = max(1, _BLOCK_ELEMENTS // max(cols, 1))
-    if rows <= block or kernels() is not None:  # the compiled pass makes one sweep: no need to split
+    if rows <= block:
         return _recover_block(values, model_dtype, scale_dtype or model_dtype, group_size)
     parts = [
         _recover_block(values[r : r + block], model_dtype, scale_dtype or model_dtype, group_size)
@@ -208,9 +232,6 @@ def recover_grid(
 
 
 def _recover_block(values: np.ndarray, model_dtype: str, scale_dtype: str, group_size: int) -> GridFit:
-    fast = kernels()
-    if fast is not None and model_dtype == scale_dtype == "BF16" and group_size % 8 == 0:
-        return _recover_block_compiled(fast, values, group_size)
     with np.errstate(all="ignore"):  # inf and NaN weights: off the grid, not a warning
         return _recover_block_numpy(values, model_dtype, scale_dtype, group_size)
 
@@ -249,10 +270,20 @@ def _recover_block_numpy(values: np.ndarray, model_dtype: str, scale_dtype: str,
     )
 
 
-def _recover_block_compiled(fast: ModuleType, values: np.ndarray, group_size: int) -> GridFit:
+def _recover_block_compiled(fast: ModuleType, values: np.ndarray, group_size: int, *, scratch: bool) -> GridFit:
     """The compiled peak-at--8 pass, then the same numpy step search for the groups it leaves off the grid."""
     values = np.ascontiguousarray(values, dtype=np.float32)
-    levels, steps, ok, same, peaks = fast.fit_bf16(values, group_size)
+    rows, cols = values.shape
+    n, ng = rows * cols, rows * cols // group_size
+
+    def array(name: str, size: int, dtype: type) -> np.ndarray:
+        return _scratch(name, size, dtype) if scratch else np.empty(size, dtype)
+
+    levels, same = array("levels", n, np.int8), array("same", n, np.bool_)
+    steps, ok, peaks = array("steps", ng, np.float32), array("ok", ng, np.bool_), array("peaks", ng, np.float32)
+    fast.fit_bf16(values, group_size, levels, same, _scratch("product", n, np.float32), steps, ok, peaks)
+    levels, same = levels.reshape(rows, cols), same.reshape(rows, cols)
+    steps, ok, peaks = steps.reshape(rows, -1), ok.reshape(rows, -1), peaks.reshape(rows, -1)
     peak_elsewhere = np.zeros_like(ok)
     todo = np.flatnonzero(~ok)
     if len(todo):

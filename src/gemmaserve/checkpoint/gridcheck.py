@@ -170,7 +170,7 @@ class _ReferenceGrid:
                 tried = ", ".join(f"{size}: {share:.1%}" for size, share in guess.tried.items())
                 raise self._not_on_grid(f"no group size reconstructs its groups (share on the grid by size: {tried})")
             self.group_size = guess.group_size
-        return grid.recover_grid(values, model_dtype=self.dtype, group_size=self.group_size)
+        return grid.recover_grid(values, model_dtype=self.dtype, group_size=self.group_size, scratch=True)
 
     def count(self, part: _BlockResult) -> None:
         self.on_grid += part.on_grid
@@ -197,11 +197,14 @@ class _ReferenceGrid:
         )
 
 
-def _float_rows(source: CheckpointSource, loc: tuple[SafetensorsHeader, TensorEntry], r0: int, r1: int) -> np.ndarray:
+def _float_rows(
+    source: CheckpointSource, loc: tuple[SafetensorsHeader, TensorEntry], r0: int, r1: int, scratch: str | None = None
+) -> np.ndarray:
+    """Rows as float32; with ``scratch``, in this thread's buffer of that name (valid until its next use)."""
     header, entry = loc
     if entry.dtype not in grid.FLOAT_DTYPES or len(entry.shape) != 2:
         raise MalformedCheckpoint(f"{entry.name} is {entry.dtype} {list(entry.shape)}, not a 2-D float weight.")
-    return grid.decode_values(source.read_rows(header, entry, r0, r1), entry.dtype)
+    return grid.decode_values(source.read_rows(header, entry, r0, r1), entry.dtype, scratch=scratch)
 
 
 def _block_rows(entry: TensorEntry, *sources: CheckpointSource) -> int:
@@ -264,7 +267,7 @@ def check_module(
         def work(span: tuple[int, int]) -> _BlockResult:
             r0, r1 = span
             values = build_values(r0, r1)
-            ref_values = _float_rows(reference, ref_loc, r0, r1)
+            ref_values = _float_rows(reference, ref_loc, r0, r1, "reference")
             fit = ref_grid.fit(ref_values)
             part = grid.GridComparison()
             part.add(values, ref_values, fit.steps, _fit_group(fit))
@@ -290,8 +293,8 @@ def check_module(
         def work_packed(span: tuple[int, int]) -> _BlockResult:
             r0, r1 = span
             packed = build.read_rows(packed_loc[0], packed_loc[1], r0, r1)
-            scales = _float_rows(build, scale_loc, r0, r1)
-            ref_values = _float_rows(reference, ref_loc, r0, r1)
+            scales = _float_rows(build, scale_loc, r0, r1, "scales")
+            ref_values = _float_rows(reference, ref_loc, r0, r1, "reference")
             fit = ref_grid.fit(ref_values)
             part = grid.GridComparison()
             part.add_packed(
@@ -317,7 +320,7 @@ def check_module(
     else:
         fmt, build_group = "16-bit", None
         loc = _need(build_locations, f"{module}.weight", f"Build {build.label}")
-        _run_blocks(spans, compare_values(lambda r0, r1: _float_rows(build, loc, r0, r1)), ref_grid, counts, report)
+        _run_blocks(spans, compare_values(lambda r0, r1: _float_rows(build, loc, r0, r1, "build")), ref_grid, counts, report)
     ref_grid.finish()
     return _result(module, fmt, rows, cols, build_group, ref_grid, counts)
 

@@ -45,9 +45,12 @@ def _bf16_round_bits(u: Any) -> Any:
 
 
 @_jit
-def decode_bf16(bits: Any) -> Any:
-    """uint16 bf16 bits [rows, cols] -> float32 values."""
-    out = np.empty(bits.shape, np.float32)
+def decode_bf16(bits: Any, out: Any) -> Any:
+    """uint16 bf16 bits [rows, cols] -> float32 values, into ``out`` (same shape).
+
+    Outputs come from the caller, here and below: arrays allocated inside a kernel come
+    from fresh pages on every call (a page fault per 4 KiB, as much system time as the work).
+    """
     o = out.reshape(-1).view(np.uint32)
     b = bits.reshape(-1)
     for i in range(b.size):
@@ -56,12 +59,12 @@ def decode_bf16(bits: Any) -> Any:
 
 
 @_jit
-def fit_bf16(values: Any, group: int) -> Any:
+def fit_bf16(values: Any, group: int, levels: Any, same: Any, product: Any, steps: Any, ok: Any, peaks: Any) -> None:
     """The peak-at-level--8 pass of ``grid._recover_block`` for a bf16 model and bf16 scales.
 
-    ``group`` is a multiple of 8. Returns levels int8 [rows, cols], steps float32
-    [rows, groups], ok [rows, groups], same (bitwise) [rows, cols] and peaks float32
-    [rows, groups] (for the step search). The group's max and min are taken on order
+    ``group`` is a multiple of 8. Writes levels int8, same (bitwise) bool and the float32
+    products (scratch), one per value, and steps float32, ok bool and peaks float32 (for
+    the step search), one per group (1-D arrays). The group's max and min are taken on order
     keys of the float bits (integer reductions vectorize; float ones do not without
     fast-math): they pick the same values as numpy's max and min, except which zero
     when the peak is zero, and such a group is all zeros, with step 0 either way.
@@ -73,13 +76,7 @@ def fit_bf16(values: Any, group: int) -> Any:
     flat = values.reshape(-1)
     ibits = flat.view(np.int32)
     ubits = flat.view(np.uint32)
-    product = np.empty(n, np.float32)
     pbits = product.view(np.uint32)
-    levels = np.empty(n, np.int8)
-    same = np.empty(n, np.bool_)
-    steps = np.empty(ng, np.float32)
-    peaks = np.empty(ng, np.float32)
-    ok = np.empty(ng, np.bool_)
     scratch = np.empty(2, np.float32)
     sbits = scratch.view(np.int32)
     for gi in range(ng):
@@ -127,13 +124,6 @@ def fit_bf16(values: Any, group: int) -> Any:
         for w in range(gi * per_group, (gi + 1) * per_group):
             all_same &= words[w] == _ALL_EQUAL
         ok[gi] = all_same or steps[gi] == 0  # an all-zero group is on the grid whatever the sign of its zeros
-    return (
-        levels.reshape(rows, cols),
-        steps.reshape(rows, cols // group),
-        ok.reshape(rows, cols // group),
-        same.reshape(rows, cols),
-        peaks.reshape(rows, cols // group),
-    )
 
 
 @_jit_sum

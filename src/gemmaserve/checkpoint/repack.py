@@ -199,8 +199,8 @@ def _write_quantized(
 
     def work(span: tuple[int, int]) -> tuple[int, int, int, int, int]:
         r0, r1 = span
-        values = grid.decode_values(src.read_rows(header, entry, r0, r1), entry.dtype)
-        fit = grid.recover_grid(values, model_dtype=entry.dtype, scale_dtype=scale_dtype)
+        values = grid.decode_values(src.read_rows(header, entry, r0, r1), entry.dtype, scratch="values")
+        fit = grid.recover_grid(values, model_dtype=entry.dtype, scale_dtype=scale_dtype, scratch=True)
         if not fit.on_grid.all():
             bad = np.argwhere(~fit.on_grid)
             raise OffGrid(
