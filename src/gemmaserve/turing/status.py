@@ -22,6 +22,7 @@ from gemmaserve.host.gpu import GpuInfo, probe_gpus
 from gemmaserve.host.probed import Probed
 from gemmaserve.host.runner import CommandRunner, run_command
 from gemmaserve.turing.filepatch import PatchTarget, PatchVerdict, verify
+from gemmaserve.turing.plugin import DIAG_SMEM_LIMIT_ENV
 from gemmaserve.turing.versions import is_supported, supported_range_text
 
 ENTRY_POINT_NAME = "gemmaserve_turing"
@@ -108,6 +109,9 @@ def turing_status(python: str | None = None, *, capability: str | None = None,
         reasons.append(_why_no_delivery(registered, importable, allowed, facts.get("plugin_import_error"), verdict))
     if verdict in (PatchVerdict.STALE, PatchVerdict.PATCHED_TWICE):
         reasons.append(f"the file patch is {verdict.value}: reinstall vLLM, then apply again")
+    if env.get(DIAG_SMEM_LIMIT_ENV, "").strip():
+        reasons.append(f"DIAGNOSTIC {DIAG_SMEM_LIMIT_ENV}={env[DIAG_SMEM_LIMIT_ENV]} is set: vLLM started from this "
+                       "environment runs the T4 launches on any GPU; unset it outside a diagnosis")
     would_start = (cap is not None and kernel is not None and supported and recognised
                    and (clamp_needed is False or delivery is not Delivery.NONE)
                    and verdict not in (PatchVerdict.STALE, PatchVerdict.PATCHED_TWICE))
