@@ -20,20 +20,20 @@ KERNELS=.cache/turing-vllm
 
 echo "== $(date -u +%FT%TZ) $(nvidia-smi -L)"
 python3 -c 'import torch, triton, vllm; print("torch", torch.__version__, "triton", triton.__version__, "vllm", vllm.__version__)'
-if ! cmp -s src/gemmaserve/turing/plugin.py "$SITE/gemmaserve/turing/plugin.py" \
-   || ! cmp -s src/gemmaserve/turing/rule.py "$SITE/gemmaserve/turing/rule.py"; then
-    echo "== installing gemmaserve from this tree into $SITE"
-    if ! python3 -m pip install -q --no-deps --no-index --no-build-isolation --upgrade --target "$SITE" . ; then
-        # No build backend here: copy the package and declare its entry point by hand (what pip would write).
-        rm -rf "$SITE/gemmaserve" && cp -r src/gemmaserve "$SITE/gemmaserve"
-        if ! ls -d "$SITE"/gemmaserve-*.dist-info >/dev/null 2>&1; then
-            mkdir -p "$SITE/gemmaserve-0.1.0.dist-info"
-            printf 'Metadata-Version: 2.1\nName: gemmaserve\nVersion: 0.1.0\n' > "$SITE/gemmaserve-0.1.0.dist-info/METADATA"
-            printf '[vllm.general_plugins]\ngemmaserve_turing = gemmaserve.turing.plugin:register\n' \
-                > "$SITE/gemmaserve-0.1.0.dist-info/entry_points.txt"
-        fi
+if ! diff -rq src/gemmaserve "$SITE/gemmaserve" -x __pycache__ >/dev/null 2>&1; then
+    # Copy the package over the installed one; never `pip install --upgrade --target $SITE`, which
+    # replaces $SITE/bin and with it the kit's `vllm` script. The entry point is declared by the
+    # dist-info already there, or by a minimal one written here (what pip would write).
+    echo "== copying gemmaserve from this tree into $SITE"
+    rm -rf "$SITE/gemmaserve" && cp -r src/gemmaserve "$SITE/gemmaserve"
+    if ! ls -d "$SITE"/gemmaserve-*.dist-info >/dev/null 2>&1; then
+        mkdir -p "$SITE/gemmaserve-0.1.0.dist-info"
+        printf 'Metadata-Version: 2.1\nName: gemmaserve\nVersion: 0.1.0\n' > "$SITE/gemmaserve-0.1.0.dist-info/METADATA"
+        printf '[vllm.general_plugins]\ngemmaserve_turing = gemmaserve.turing.plugin:register\n' \
+            > "$SITE/gemmaserve-0.1.0.dist-info/entry_points.txt"
     fi
 fi
+command -v vllm >/dev/null || { echo "!! no vllm on PATH (is /tmp/site/bin/vllm there?)"; exit 1; }
 cmp -s src/gemmaserve/turing/plugin.py "$SITE/gemmaserve/turing/plugin.py" || { echo "!! gemmaserve not installed"; exit 1; }
 python3 -c 'import importlib.metadata as m; print("vllm.general_plugins:", [(p.name, p.value) for p in m.entry_points(group="vllm.general_plugins")])'
 
