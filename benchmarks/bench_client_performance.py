@@ -323,8 +323,9 @@ def client_run(url: str, streams: int, requests: int, tokens: int, processes: in
         "itl_s": [g for o in ok for g in o.metrics.itl_s],  # type: ignore[union-attr]
         "client_queue_s": [o.client_queue_s for o in ok if o.client_queue_s is not None],
         "failed": len(batch.batch.outcomes) - len(ok),
-        "lag_p90_s": batch.worst_lag_p90_s,
-        "shards": [{"streams": s.requests, "cpu_share": s.cpu_share, "lag_p90_s": s.lag_p90_s} for s in batch.shards],
+        "lag_p50_s": batch.worst_lag_p50_s, "lag_p90_s": batch.worst_lag_p90_s,
+        "shards": [{"streams": s.requests, "cpu_share": s.cpu_share, "lag_p50_s": s.lag_p50_s,
+                    "lag_p90_s": s.lag_p90_s} for s in batch.shards],
     }))
     return 0
 
@@ -405,7 +406,8 @@ def _read_client(tool: str, out: Path) -> tuple[list[float], list[float], dict[s
     if tool == "gemmaserve":
         queue = document["client_queue_s"]
         return document["ttft_s"], document["itl_s"], {
-            "failed": document["failed"], "lag_p90_s": document["lag_p90_s"],
+            "failed": document["failed"], "lag_p50_s": document.get("lag_p50_s"),
+            "lag_p90_s": document["lag_p90_s"],
             "client_queue_p50_s": statistics.median(queue) if queue else None}
     if tool == "vllm":
         ok = [i for i, error in enumerate(document["errors"]) if not error]
@@ -457,7 +459,7 @@ def scale_check(streams: int, processes: int, tokens: int, itl_s: float, ttft_s:
         "client_queue_p50_s": stats.median([o.client_queue_s for o in ok if o.client_queue_s is not None]),
         "client_cpu_s": result.batch.cpu_s, "client_cores": result.batch.cpu_s / wall,
         "client_cpu_us_per_chunk": 1e6 * result.batch.cpu_s / chunks if chunks else None,
-        "lag_p90_s": result.worst_lag_p90_s, "shards": [dataclasses.asdict(s) for s in result.shards],
+        "lag_p50_s": result.worst_lag_p50_s, "lag_p90_s": result.worst_lag_p90_s, "shards": [dataclasses.asdict(s) for s in result.shards],
     }
 
 

@@ -233,7 +233,15 @@ def test_empty_text_stream_keeps_decode_rate_and_ttft_within_one_percent(tmp_pat
     assert result.failures.failed == 0, result.failures.by_reason
     decode = result.decode
     assert decode is not None and decode.rate_tokens_per_s is not None
-    assert decode.rate_tokens_per_s == pytest.approx(1 / itl_s, rel=0.01)
+    # the server's truth: the same differencing over its own clock (arrival → last token written);
+    # a loaded machine stretches its sleeps, so the configured 250 tok/s is not the truth
+    walls: dict[int, list[float]] = {16: [], 128: []}
+    for record in records:
+        if record["tokens"] in walls:
+            walls[record["tokens"]].append(record["token_times_s"][-1] - record["received_s"])
+    server_rate = stats.decode_rate(walls[16], walls[128], short_tokens=16, long_tokens=128).rate_tokens_per_s
+    assert decode.rate_tokens_per_s == pytest.approx(server_rate, rel=0.01)
+    assert server_rate == pytest.approx(1 / itl_s, rel=0.05)
     assert decode.intercept_flag is None and decode.intercept_s is not None and decode.intercept_s > 0
     # the server's truth: arrival of the request → its first token leaving
     server_ttft = stats.median([r["token_times_s"][0] - r["received_s"] for r in records])
@@ -272,10 +280,10 @@ def test_a_lagging_client_stops_the_run_instead_of_reporting_inflated_latencies(
 
     settings = _small(decode_calls=1, decode_short_tokens=4, decode_long_tokens=8, concurrency_levels=[2], load_repeats=1,
                       max_client_lag_s=0.005)
-    with pytest.raises(ClientSaturated, match=r"client could not keep time: .* lagged [\d.]+ ms \(p90\)") as info:
+    with pytest.raises(ClientSaturated, match=r"client could not keep time: .* lagged [\d.]+ ms \(median; p90 [\d.]+ ms\)") as info:
         measure_targets(["http://127.0.0.1:1"], tmp_path, settings=settings,
                         transport_factory=lambda spec: _LoopBlocking(spec.url), use_uvloop=False)
-    assert info.value.fields["lag_p90_s"] > 0.005 and "--client-processes" in (info.value.hint or "")
+    assert info.value.fields["lag_p50_s"] > 0.005 and "--client-processes" in (info.value.hint or "")
     saved = load_result(tmp_path / "127.0.0.1-1.json")
     assert "decode" in saved.completeness.missing and not any(r.kind == RequestKind.DECODE for r in saved.requests)
 

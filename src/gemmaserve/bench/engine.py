@@ -49,6 +49,7 @@ class BatchResult:
     cpu_s: float  # client CPU time while the batch ran
     # How late a timer due every LAG_PROBE_INTERVAL_S fired while the batch ran: a chunk that
     # arrives while the loop is busy is stamped that late. 0.0 when not probed.
+    lag_p50_s: float = 0.0
     lag_p90_s: float = 0.0
     lag_max_s: float = 0.0
 
@@ -142,7 +143,7 @@ async def run_batch(
     """Run ``requests`` with at most ``concurrency`` in flight; outcomes keep the input order.
 
     With ``probe_lag`` a timer measures the event loop's lateness on the real clock while
-    the batch runs (``lag_p90_s``): how late this client's own timestamps can be.
+    the batch runs (``lag_p50_s``, ``lag_p90_s``): how late this client's own timestamps are.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -176,5 +177,5 @@ async def run_batch(
     finished_s = clock()
     return BatchResult(
         outcomes=tuple(outcomes), started_s=started_s, finished_s=finished_s, cpu_s=cpu_clock() - cpu_started,
-        lag_p90_s=quantile(lags, 0.9), lag_max_s=max(lags, default=0.0),
+        lag_p50_s=quantile(lags, 0.5), lag_p90_s=quantile(lags, 0.9), lag_max_s=max(lags, default=0.0),
     )

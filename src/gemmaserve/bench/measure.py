@@ -341,7 +341,7 @@ async def _run_step(
         for outcome in sharded.batch.outcomes:
             on_done(outcome)
         batch = sharded.batch
-        lag_s = sharded.worst_lag_p90_s
+        lag_s, lag_p90_s = sharded.worst_lag_p50_s, sharded.worst_lag_p90_s
         share = max(s.cpu_share for s in sharded.shards)
         where = f"{run.label} {step.label}, {len(sharded.shards)} worker processes"
     else:
@@ -349,13 +349,14 @@ async def _run_step(
         batch = await run_batch(run.transport, requests, concurrency=step.concurrency, clock=clock,
                                 timeout_s=settings.timeout_s, cpu_clock=cpu_clock, on_done=on_done)
         wall_s = batch.finished_s - batch.started_s
-        lag_s, share, processes = batch.lag_p90_s, batch.cpu_s / wall_s if wall_s > 0 else 0.0, 1
+        lag_s, lag_p90_s = batch.lag_p50_s, batch.lag_p90_s
+        share, processes = batch.cpu_s / wall_s if wall_s > 0 else 0.0, 1
         where = f"{run.label} {step.label}, one process"
     limit = settings.max_client_lag_s
     if limit is not None and step.kind in (RequestKind.DECODE, RequestKind.LOAD) and lag_s > limit:
         from gemmaserve.bench.shards import saturation_error
 
-        raise saturation_error(where, lag_p90_s=lag_s, max_lag_s=limit, cpu_share=share,
+        raise saturation_error(where, lag_p50_s=lag_s, lag_p90_s=lag_p90_s, max_lag_s=limit, cpu_share=share,
                                streams=step.concurrency, processes=processes)
     return batch
 

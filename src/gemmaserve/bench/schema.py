@@ -109,7 +109,7 @@ class ClientSettings(_Strict):
     client_processes: int = Field(default=1, ge=1, description="Worker processes the load levels were sent from")
     max_client_lag_s: float | None = Field(
         default=0.005,
-        description="The run stops when the client's event loop lags more than this (p90) in a decode or load "
+        description="The run stops when the client's event loop lags more than this (median) in a decode or load "
         "step; None: not checked",
     )
     extra: dict[str, Any] = Field(default_factory=dict, description="Engine-specific settings")

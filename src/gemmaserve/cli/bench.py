@@ -54,7 +54,7 @@ def _levels(text: str) -> list[int]:
 @click.option("--client-processes", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes that send each load level (one per free core for thousands of streams).")
 @click.option("--max-client-lag-ms", type=click.FloatRange(min=0), default=5.0, show_default=True,
-              help="Stop when the client's own event loop lags more than this (p90) in a decode or load step; 0: never.")
+              help="Stop when the client's own event loop lags more than this (median) in a decode or load step; 0: never.")
 @click.option("--log", "logs", multiple=True, type=click.Path(dir_okay=False), help="vLLM log file per target, in target order.")
 @click.option("--instance", "instances", multiple=True, help="Catalog instance per target (price, GPU), in target order.")
 @click.option("--gpu", "gpus", multiple=True, help="Catalog GPU per target, in target order.")

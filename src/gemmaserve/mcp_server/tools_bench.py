@@ -79,7 +79,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         warmup: Annotated[int, Field(ge=0)] = 1,
         client_processes: Annotated[int, Field(ge=1, description="Worker processes per load level.")] = 1,
         max_client_lag_ms: Annotated[float, Field(ge=0, description="Stop when the client's event loop lags "
-                                                  "more than this (p90); 0: never.")] = 5.0,
+                                                  "more than this (median); 0: never.")] = 5.0,
         logs: PerTarget = None,
         instances: PerTarget = None,
         gpus: PerTarget = None,
