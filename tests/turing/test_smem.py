@@ -60,3 +60,14 @@ def test_the_warps_table_is_the_compilers_answer_for_the_head_256_prefill(
     fewest = min(spills, key=lambda w: ((spills[w][2] or 0) + (spills[w][3] or 0), w != 4))
     assert launch_num_warps(7, 256, 32, 16, False, 2, 4) == fewest == 8
     assert spills[4][0] == spills[8][0] == 49_152  # warps do not change shared memory below sm_80
+
+
+def test_hopper_figures_come_from_ptxas_for_its_own_target(vllm_kernel_files: dict[str, Path]) -> None:
+    import triton
+
+    from gemmaserve.turing import smem
+
+    module = smem.load_kernel_module(vllm_kernel_files["0.26.0"])
+    smem_bytes, registers, spill_store, spill_load = smem._compile_one(module, triton, 90, 512, 16, False, 0, 4)
+    assert registers is not None and registers > 0  # Triton's PTX targets sm_90a there, not sm_90
+    assert (spill_store, spill_load) == (0, 0) and smem_bytes <= smem.SMEM_OPTIN_BYTES[90]

@@ -40,6 +40,7 @@ NUM_STAGES = 3  # Triton's default, which unified_attention launches with
 SEARCH_WARPS = (4, 8, 16)
 SEARCH_TILES = (16, 32, 64)
 _PTXAS_LINE = re.compile(r"Used (\d+) registers")
+_PTX_TARGET = re.compile(r"^\s*\.target\s+(sm_\w+)", re.MULTILINE)
 _SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
@@ -319,7 +320,10 @@ def _ptxas_figures(ptx: str, capability: int) -> tuple[int | None, int | None, i
     with tempfile.TemporaryDirectory() as folder:
         source = Path(folder) / "kernel.ptx"
         source.write_text(ptx)
-        done = subprocess.run([binary, "-v", f"--gpu-name=sm_{capability}", str(source), "-o",
+        # Triton writes ".target sm_90a" for Hopper: ptxas must be given the PTX's own target.
+        target = _PTX_TARGET.search(ptx)
+        gpu_name = target[1] if target else f"sm_{capability}"
+        done = subprocess.run([binary, "-v", f"--gpu-name={gpu_name}", str(source), "-o",
                                str(Path(folder) / "kernel.cubin")], capture_output=True, text=True, timeout=300,
                               check=False)
     text = done.stdout + done.stderr
