@@ -543,6 +543,44 @@ def merge_runs(data_file: Path, result_file: Path) -> int:
     return added
 
 
+def compare(data_file: Path) -> str:
+    """A Markdown table of every recorded run beside the plan's figures for the same start."""
+    from gemmaserve.catalog import resolve_gpu
+    from gemmaserve.plan import plan_deployment
+
+    data = json.loads(data_file.read_text(encoding="utf-8"))
+    lines = [
+        "| run | weights vLLM / plan | peak vLLM / plan | available KV vLLM / plan | KV tokens vLLM / plan | diff |",
+        "|---|---|---|---|---|---|",
+    ]
+    for run in data["runs"]:
+        settings, figures = run["settings"], run["figures"]
+        gpu = resolve_gpu("h200").model_copy(update={"visible_memory_gib": settings["device_total_gib"]})
+        row = plan_deployment(
+            settings["model"], "bf16", gpu, max_model_len=settings["max_model_len"],
+            gpu_memory_utilization=settings["gpu_memory_utilization"], max_num_seqs=settings["max_num_seqs"],
+            max_num_batched_tokens=settings["max_num_batched_tokens"],
+            language_model_only=settings.get("language_model_only", True), vllm_version=data["vllm_version"],
+            first_start=settings["cold"],
+        )
+        memory = row.memory
+        assert memory is not None
+        measured_peak = figures.get("peak_activation_gib")
+        if measured_peak is None and "available_kv_gib" in figures and "weights_gib" in figures:
+            graphs = figures.get("cudagraph_estimate_gib", 0.0) if memory.cudagraph_counted else 0.0
+            measured_peak = round(memory.requested_gib - figures["weights_gib"] - figures["available_kv_gib"]
+                                  - memory.non_torch_gib - graphs, 2)
+        tokens = figures.get("kv_cache_tokens")
+        diff = f"{row.kv_cache_tokens / tokens - 1:+.2%}" if tokens else ""
+        lines.append(
+            f"| {run['name']} | {figures.get('weights_gib')} / {memory.weights_gib:.2f} | "
+            f"{measured_peak} / {memory.peak_activation_gib:.2f} | {figures.get('available_kv_gib')} / "
+            f"{memory.kv_budget_gib:.2f} | {tokens if tokens is None else f'{tokens:,}'} / "
+            f"{row.kv_cache_tokens:,} | {diff} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "plan-gpu-out")))
@@ -565,7 +603,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="add the runs of a returned plan_gpu_memory_runs.json to --data-file and exit")
     parser.add_argument("--data-file", type=Path,
                         default=Path(__file__).resolve().parent / "plan_gpu_memory_runs.json")
+    parser.add_argument("--compare", action="store_true",
+                        help="print every run of --data-file beside the plan's figures (Markdown) and exit")
     args = parser.parse_args(argv)
+    if args.compare:
+        print(compare(args.data_file))
+        return 0
     if args.merge:
         print(f"added {merge_runs(args.data_file, args.merge)} runs to {args.data_file}", file=sys.stderr)
         return 0

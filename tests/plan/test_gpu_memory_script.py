@@ -112,3 +112,10 @@ def test_returned_runs_merge_into_the_data_file_once(script: ModuleType, tmp_pat
     merged = json.loads(data.read_text())["runs"][0]
     assert merged["settings"]["language_model_only"] is True
     assert merged["figures"]["kv_cache_tokens"] == 9_192_646
+
+
+def test_compare_prints_every_recorded_run_beside_the_plan(script: ModuleType) -> None:
+    table = script.compare(SCRIPT.parent / "plan_gpu_memory_runs.json")
+    data = json.loads((SCRIPT.parent / "plan_gpu_memory_runs.json").read_text())
+    assert len(table.splitlines()) == 2 + len(data["runs"])
+    assert "9,192,646 / " in table
