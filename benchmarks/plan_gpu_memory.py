@@ -105,8 +105,9 @@ LINE_PATTERNS: dict[str, str] = {
     "profile_run": r"Initial profiling/warmup run took ([\d.]+) s",
     "init_engine": r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s",
     "group_block_sizes": r"kv cache group sizes \(([\d, ]+)\)",
-    "cache_load": r"(Directly load the compiled graph|Loaded .* from the cache|loaded from the cache)",
-    "cache_compile": r"(Compiling a graph for|Cache the graph of)",
+    # vLLM 0.26 compilation/backends.py:292,378,393 and decorators.py:311,708
+    "cache_load": r"(Directly load the compiled graph|Directly load AOT compilation from path)",
+    "cache_compile": r"(Compiling a graph for|Cache the graph of|saved AOT compiled function|Dynamo bytecode transform)",
     "no_memory": (r"(No available memory for the cache blocks|CUDA out of memory|OutOfMemoryError|"
                   r"larger than the available KV cache memory|is larger than the maximum number of tokens)"),
     "raised_batched": r"Raising max_num_batched_tokens from (\d+) to (\d+)",
@@ -294,6 +295,8 @@ def parse_engine_lines(text: str) -> dict[str, Any]:
         figures["compile_and_profile_s"] = float(found["compile_and_profile"][0])
     figures["compile_cache_loads"] = found.get("cache_load", 0)
     figures["compile_cache_compiles"] = found.get("cache_compile", 0)
+    if figures["compile_cache_loads"] or figures["compile_cache_compiles"]:
+        figures["compiled_this_start"] = figures["compile_cache_compiles"] > 0
     if "no_memory" in found:
         figures["out_of_memory"] = found["no_memory"][0]
     if "raised_batched" in found:

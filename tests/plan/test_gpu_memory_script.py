@@ -22,7 +22,9 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "plan_gpu_memory.p
 
 LOG_026 = """\
 (EngineCore pid=812) INFO 12-03 01:12:44 [gpu_model_runner.py:4702] Model loading took 8.86 GiB memory and 6.214 seconds
-(EngineCore pid=812) INFO 12-03 01:13:57 [backends.py:1095] torch.compile took 73.02 s in total
+(EngineCore pid=812) INFO 12-03 01:13:20 [backends.py:1155] Dynamo bytecode transform time: 9.81 s
+(EngineCore pid=812) INFO 12-03 01:13:50 [backends.py:393] Compiling a graph for compile range (1, 2048) takes 31.20 s
+(EngineCore pid=812) INFO 12-03 01:13:57 [monitor.py:53] torch.compile took 73.02 s in total
 (EngineCore pid=812) INFO 12-03 01:14:01 [gpu_model_runner.py:6712] Estimated CUDA graph memory: 0.51 GiB total
 (EngineCore pid=812) INFO 12-03 01:14:02 [gpu_worker.py:561] Available KV cache memory: 112.19 GiB
 (EngineCore pid=812) INFO 12-03 01:14:02 [kv_cache_utils.py:2177] GPU KV cache size: 9,192,646 tokens
@@ -55,6 +57,9 @@ def test_reads_every_figure_of_a_vllm_026_start(script: ModuleType) -> None:
     assert figures["cudagraph_estimate_gib"] == 0.51
     assert figures["graph_capture_gib"] == 0.59
     assert figures["compile_s"] == 73.02
+    assert figures["compiled_this_start"] is True
+    warm = "INFO [backends.py:292] Directly load the compiled graph(s) for compile range (1, 2048) from the cache, took 2.1 s"
+    assert script.parse_engine_lines(warm)["compiled_this_start"] is False
 
 
 def test_a_start_that_ran_out_of_memory_says_so(script: ModuleType) -> None:

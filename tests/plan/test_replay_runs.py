@@ -33,7 +33,9 @@ def _replay(run: dict[str, Any]) -> Any:
         max_num_batched_tokens=settings["max_num_batched_tokens"],
         language_model_only=settings.get("language_model_only", True),
         vllm_version=DOCUMENT["vllm_version"],
-        first_start=settings["cold"],
+        # Whether this start compiled, as its own log says (a warm cache can miss: the compile
+        # hash covers more than the settings the script varies); else as the run was set up.
+        first_start=run["figures"].get("compiled_this_start", settings["cold"]),
     )
 
 
