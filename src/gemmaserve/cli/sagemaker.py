@@ -174,6 +174,8 @@ def deploy(model: str, encoding: str, instances: tuple[str, ...], image: str | N
     if not dry_run:
         plan = api.deploy(model, encoding, list(instances), dry_run=True, **kwargs).plan  # type: ignore[arg-type]
         price = f"${plan.usd_per_hour:.3f}/hour" if plan.usd_per_hour is not None else "an unknown price"
+        if plan.price_range is not None:
+            price = _usd_range(plan.price_range)
         _confirm(f"Create endpoint {plan.endpoint_name} in {plan.region} at {price}", yes)
     outcome = api.deploy(model, encoding, list(instances), dry_run=dry_run, **kwargs)  # type: ignore[arg-type]
     emit(outcome, as_json=as_json, render=_render_deploy)
