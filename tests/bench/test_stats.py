@@ -200,3 +200,18 @@ def test_drift_flags_a_real_change_only() -> None:
     assert not steady.significant and steady.interval.contains(1.0)
     slowed = stats.drift([50.0, 50.2, 49.8, 50.1], [45.0, 45.2, 44.8, 45.1])
     assert slowed.significant and slowed.ratio == pytest.approx(45.05 / 50.05)
+
+
+def test_unbounded_interval_is_null_in_json_and_its_schema_says_so() -> None:
+    import json
+
+    import jsonschema
+
+    from gemmaserve.bench.combine import Comparison
+
+    interval = stats.Interval(low=240.0, high=float("inf"))
+    document = json.loads(interval.model_dump_json())
+    assert document["high"] is None and interval.high == float("inf")
+    jsonschema.validate(document, stats.Interval.model_json_schema())
+    # the MCP output schema of bench_combine is Comparison's: it must admit what the tool returns
+    assert "anyOf" in json.dumps(Comparison.model_json_schema()["$defs"]["Interval"]["properties"]["high"])

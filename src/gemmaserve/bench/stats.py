@@ -14,11 +14,11 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel
+from pydantic import BaseModel, WithJsonSchema, field_serializer
 
 from gemmaserve.bench.schema import Percentiles
 
@@ -27,9 +27,16 @@ DEFAULT_SEED = 20261202
 
 
 class Interval(BaseModel):
+    """A confidence interval. ``high`` is +inf when unbounded (a decode-rate resample whose line was
+    flat): JSON has no infinity, so it is written as null there, and the schema says so."""
+
     low: float
-    high: float
+    high: Annotated[float, WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "null"}]})]
     confidence: float = 0.95
+
+    @field_serializer("high", when_used="json")
+    def _high_in_json(self, value: float) -> float | None:
+        return value if math.isfinite(value) else None
 
     def contains(self, value: float) -> bool:
         return self.low <= value <= self.high
