@@ -2,7 +2,7 @@
 beside the disk-limited figure (`cat` of the same files to /dev/null), before and after, in one run;
 grid-check over a (loopback) hub with the bytes it fetched; and the bytes `checkpoint inspect` fetches.
 
-    .venv/bin/python benchmarks/checkpoint_throughput.py --gb 1.0 --rounds 3 --before 3a115d9
+    .venv/bin/python benchmarks/checkpoint_throughput.py --gb 1.0 --rounds 3 --before 422b3a1
 
 Writes a -qat-q4_0-unquantized-style checkpoint (bf16 values on the q4_0 grid) under --workdir. Each
 measurement runs in a fresh child interpreter (so VmHWM is that phase's peak RSS), and rounds
