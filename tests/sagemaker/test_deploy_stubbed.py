@@ -229,10 +229,37 @@ def test_failure_midway_deletes_only_what_this_run_made() -> None:
         stub.add_client_error("create_endpoint_config", service_error_code="ValidationException",
                               service_message="Cannot create already existing endpoint configuration",
                               expected_params=plan.calls[1].params)
+        # "already existing" may be botocore retrying a call that succeeded, or someone else's config made
+        # meanwhile: the tags decide. Here they are not this run's, so the config is left alone.
+        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+        stub.add_response("list_tags", {"Tags": [{"Key": "team", "Value": "other"}]}, {"ResourceArn": ARN + "-config"})
         stub.add_response("delete_model", {}, {"ModelName": f"{NAME}-model"})
-        with pytest.raises(AwsError, match="already existing"):
+        with pytest.raises(AwsError, match="already existing") as caught:
             execute_deploy(sm, plan, now=lambda: START)
         stub.assert_no_pending_responses()
+    teardown = caught.value.fields["teardown"]
+    assert teardown["deleted"] == [f"model:{NAME}-model"] and teardown["remaining"] == []
+    assert teardown["skipped"] == [f"endpoint-config:{NAME}-config (not tagged by this run: left alone)"]
+
+
+def test_a_retried_create_that_had_succeeded_is_still_torn_down() -> None:
+    """botocore retries a CreateEndpointConfig whose first answer was lost: "already existing", yet ours."""
+    sm = sm_client()
+    plan = plan_deploy(make_spec(ROLE, endpoint_name=NAME, instance_types=["ml.g6.xlarge"]), region=REGION, now=START)
+    with Stubber(sm) as stub:
+        fresh(stub)
+        stub.add_response("create_model", {"ModelArn": ARN}, expected_params=plan.calls[0].params)
+        stub.add_client_error("create_endpoint_config", service_error_code="ValidationException",
+                              service_message="Cannot create already existing endpoint configuration",
+                              expected_params=plan.calls[1].params)
+        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+        stub.add_response("list_tags", {"Tags": plan.calls[1].params["Tags"]}, {"ResourceArn": ARN + "-config"})
+        stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": f"{NAME}-config"})
+        stub.add_response("delete_model", {}, {"ModelName": f"{NAME}-model"})
+        with pytest.raises(AwsError) as caught:
+            execute_deploy(sm, plan, now=lambda: START)
+        stub.assert_no_pending_responses()
+    assert caught.value.fields["teardown"]["deleted"] == [f"endpoint-config:{NAME}-config", f"model:{NAME}-model"]
 
 
 def test_not_found_is_a_state() -> None:

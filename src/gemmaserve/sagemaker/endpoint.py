@@ -202,7 +202,7 @@ def execute_deploy(
                 try:
                     call(region, methods[planned.operation], **planned.params)
                 except AwsError as error:
-                    if error.fields.get("aws_error_code"):  # the service answered no: nothing was created
+                    if not _may_have_created(error):  # the service answered no: nothing was created
                         attempted.remove(label)
                     hidden = secret_values(planned.params.get("PrimaryContainer", {}).get("Environment", {}))
                     error.message = scrub(error.message, hidden)
@@ -213,11 +213,26 @@ def execute_deploy(
             state = wait() if wait is not None else None
     except BaseException as exc:
         _after_failure(sm, plan, exc, attempted, keep=keep, timeout_s=teardown_timeout_s, now=now, sleep=sleep,
-                       progress=progress)
+                       progress=progress, uncertain=[label for label in attempted if label not in created])
     return DeployResult(plan=plan, created=created, state=state)
 
 
 RESOURCE_LABELS = {"CreateModel": "model", "CreateEndpointConfig": "endpoint-config", "CreateEndpoint": "endpoint"}
+
+
+def _may_have_created(error: AwsError) -> bool:
+    """Whether a failed Create call may still have created its resource.
+
+    No error code: the answer never came (connection dropped, read timeout). A 5xx: the
+    service failed midway. "already exists": botocore retried a call whose first attempt
+    succeeded (the name was free just before). Any other code is a refusal.
+    """
+    code = str(error.fields.get("aws_error_code") or "")
+    if not code:
+        return True
+    if code in ("InternalFailure", "InternalServerError", "ServiceUnavailable", "InternalError") or code.startswith("5"):
+        return True
+    return "already exist" in error.message.lower()
 
 
 def _refuse_existing(sm: Any, plan: DeployPlan, now: Callable[[], datetime]) -> None:
@@ -264,6 +279,7 @@ def resource_exists(sm: Any, region: str, kind: str, name: str) -> bool:
 def _after_failure(
     sm: Any, plan: DeployPlan, exc: BaseException, attempted: list[str], *, keep: bool, timeout_s: float,
     now: Callable[[], datetime], sleep: Callable[[float], None] | None, progress: Progress,
+    uncertain: list[str] | None = None,
 ) -> NoReturn:
     """Tear down (or keep) what this run made, say exactly what is left and where, then raise."""
     region = plan.region
@@ -282,7 +298,8 @@ def _after_failure(
     else:
         say(f"Deploy stopped ({cause}): deleting what this run created in {region}: "
             + ", ".join(f"{label}:{_name_of(plan, label)}" for label in reversed(attempted)))
-        report = teardown(sm, plan, attempted, timeout_s=timeout_s, now=now, sleep=sleep, progress=say)
+        report = teardown(sm, plan, attempted, timeout_s=timeout_s, now=now, sleep=sleep, progress=say,
+                          uncertain=uncertain or [])
         if not interrupted:  # an interrupt's error message carries the same line
             say(teardown_summary(report))
     if interrupted:
@@ -322,7 +339,7 @@ def _safe(progress: Progress) -> Progress:
 
 def teardown(
     sm: Any, plan: DeployPlan, created: list[str], *, timeout_s: float, now: Callable[[], datetime],
-    sleep: Callable[[float], None] | None, progress: Progress,
+    sleep: Callable[[float], None] | None, progress: Progress, uncertain: list[str] | None = None,
 ) -> DeleteReport:
     """Delete what this run made, endpoint first (waiting while it is Creating), then check what is left.
 
@@ -332,11 +349,18 @@ def teardown(
     region = plan.region
     report = DeleteReport(endpoint_name=plan.endpoint_name, region=region)
     extra: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
-    targets = [(label, _name_of(plan, label)) for label in ("endpoint", "endpoint-config", "model") if label in created]
     finish = f"gemmaserve sagemaker delete {plan.endpoint_name} --region {region} --yes"
     abandoned: BaseException | None = None
+    created = list(created)
     try:
         with shielded_teardown(progress, finish_hint=finish):
+            for label in [label for label in uncertain or [] if label in created]:
+                verdict = _made_by_this_run(sm, plan, label)
+                if verdict is not True:
+                    created.remove(label)
+                    key = f"{label}:{_name_of(plan, label)}"
+                    (report.absent if verdict is None else report.skipped).append(
+                        key if verdict is None else f"{key} (not tagged by this run: left alone)")
             delete_resources(
                 sm, region=region,
                 endpoint=plan.endpoint_name if "endpoint" in created else None,
@@ -349,7 +373,8 @@ def teardown(
         progress(f"Teardown abandoned ({exc.signal_name}).")
     except Exception as error:
         progress(f"Teardown incomplete: {error}")
-    done = set(report.deleted) | set(report.absent)
+    done = set(report.deleted) | set(report.absent) | {item.split(" ", 1)[0] for item in report.skipped}
+    targets = [(label, _name_of(plan, label)) for label in ("endpoint", "endpoint-config", "model") if label in created]
     for label, name in targets:
         key = f"{label}:{name}"
         if key in done:
@@ -365,3 +390,24 @@ def teardown(
     if report.remaining:
         report.commands = [finish]
     return report
+
+
+def _made_by_this_run(sm: Any, plan: DeployPlan, label: str) -> bool | None:
+    """For a Create whose answer never came: None if the resource is absent, else whether its tags are this run's."""
+    from gemmaserve.sagemaker.tags import CREATED_KEY, is_ours, tags_to_dict
+
+    name = _name_of(plan, label)
+    method, param, arn_key = {
+        "model": (sm.describe_model, "ModelName", "ModelArn"),
+        "endpoint-config": (sm.describe_endpoint_config, "EndpointConfigName", "EndpointConfigArn"),
+        "endpoint": (sm.describe_endpoint, "EndpointName", "EndpointArn"),
+    }[label]
+    try:
+        arn = call(plan.region, method, **{param: name})[arn_key]
+    except AwsError as error:
+        if is_not_found(error):
+            return None
+        raise
+    ours = tags_to_dict(plan.calls[0].params.get("Tags", []))
+    theirs = tags_to_dict(call(plan.region, sm.list_tags, ResourceArn=arn).get("Tags", []))
+    return is_ours(theirs) and theirs.get(CREATED_KEY) == ours.get(CREATED_KEY)
