@@ -87,7 +87,8 @@ RUNS: list[Run] = [
 ]
 
 LINE_PATTERNS: dict[str, str] = {
-    "model_loading": r"Model loading took ([\d.]+) GiB memory and ([\d.]+) seconds",
+    # V1 runner (gpu_model_runner.py): "… GiB memory and … seconds"; V2 (gpu/model_runner.py): "… GiB and …".
+    "model_loading": r"Model loading took ([\d.]+) GiB (?:memory )?and ([\d.]+) seconds",
     "available_kv": r"Available KV cache memory: (-?[\d.]+) GiB",
     "kv_tokens": r"[GC]PU KV cache size: ([\d,]+) tokens",
     "max_concurrency": r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x",
@@ -107,7 +108,7 @@ LINE_PATTERNS: dict[str, str] = {
     "group_block_sizes": r"kv cache group sizes \(([\d, ]+)\)",
     # vLLM 0.26 compilation/backends.py:292,378,393 and decorators.py:311,708
     "cache_load": r"(Directly load the compiled graph|Directly load AOT compilation from path)",
-    "cache_compile": r"(Compiling a graph for|Cache the graph of|saved AOT compiled function|Dynamo bytecode transform)",
+    "cache_compile": r"(Compiling a graph for|Cache the graph of|saved AOT compiled function)",
     "no_memory": (r"(No available memory for the cache blocks|CUDA out of memory|OutOfMemoryError|"
                   r"larger than the available KV cache memory|is larger than the maximum number of tokens)"),
     "raised_batched": r"Raising max_num_batched_tokens from (\d+) to (\d+)",
@@ -521,10 +522,21 @@ def save(out: Path, document: dict[str, Any], root: Path) -> None:
     write_atomic(out / "logs.tar.gz", buffer.getvalue())
 
 
-def merge_runs(data_file: Path, result_file: Path) -> int:
-    """Add the runs of a result file from the GPU machine to the committed data file (by name)."""
+def merge_runs(data_file: Path, result_file: Path, logs: Path | None = None) -> int:
+    """Add the runs of a result file from the GPU machine to the committed data file (by name).
+
+    With ``logs`` (the ``logs.tar.gz`` returned beside it) each run's figures are read again
+    from its full server log, so lines this script learnt to read later count too.
+    """
     data = json.loads(data_file.read_text(encoding="utf-8"))
     result = json.loads(result_file.read_text(encoding="utf-8"))
+    texts: dict[str, str] = {}
+    if logs is not None:
+        with tarfile.open(logs) as tar:
+            for member in tar.getmembers():
+                handle = tar.extractfile(member)
+                if handle is not None and member.name.endswith(".log"):
+                    texts[Path(member.name).stem] = handle.read().decode("utf-8", errors="replace")
     vllm = (result.get("environment") or {}).get("vllm")
     if vllm and not str(vllm).startswith(data["vllm_version"].rsplit(".", 1)[0]):
         raise SystemExit(f"{result_file} ran vLLM {vllm}, the data file holds {data['vllm_version']}")
@@ -534,6 +546,8 @@ def merge_runs(data_file: Path, result_file: Path) -> int:
         if run["name"] in names:
             continue
         record = {key: run[key] for key in ("name", "status", "wall_s", "figures", "engine_lines") if key in run}
+        if run["name"] in texts:
+            record["figures"] = parse_engine_lines(texts[run["name"]])
         settings = dict(run["settings"])
         settings["language_model_only"] = "--language-model-only" in run.get("command", [])
         record["settings"] = settings
@@ -604,6 +618,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine-arg", action="append", default=[], help="one more vllm serve argument")
     parser.add_argument("--merge", type=Path, metavar="RESULT_JSON",
                         help="add the runs of a returned plan_gpu_memory_runs.json to --data-file and exit")
+    parser.add_argument("--logs", type=Path, metavar="LOGS_TAR", help="with --merge: the returned logs.tar.gz")
     parser.add_argument("--data-file", type=Path,
                         default=Path(__file__).resolve().parent / "plan_gpu_memory_runs.json")
     parser.add_argument("--compare", action="store_true",
@@ -613,7 +628,7 @@ def main(argv: list[str] | None = None) -> int:
         print(compare(args.data_file))
         return 0
     if args.merge:
-        print(f"added {merge_runs(args.data_file, args.merge)} runs to {args.data_file}", file=sys.stderr)
+        print(f"added {merge_runs(args.data_file, args.merge, args.logs)} runs to {args.data_file}", file=sys.stderr)
         return 0
 
     runs = [run for run in RUNS if not args.only or run.name in args.only]

@@ -16,8 +16,9 @@ the model's parts, not from a fit:
 - **peak activation**: the largest of the profiling forward pass at
   ``max_num_batched_tokens``, the sampler's dummy batch of ``min(max_num_seqs,
   max_num_batched_tokens)`` rows of 262,144 logits, and, with towers, the encoder's
-  profile on the largest item (a 32-frame video); on a start that compiles (every fresh
-  container) vLLM 0.26 counts a larger peak, measured on a real engine.
+  profile on the largest item (a 32-frame video), on top of the MoE workspace that
+  stays allocated; on a start that compiles (every fresh container) vLLM 0.26 counts a
+  larger peak, measured on a real engine.
 - **non-torch** memory and **CUDA graphs**: measured on a real engine (see
   ``benchmarks/plan_gpu_memory_runs.json``); graphs count before sizing only where the
   release's runner estimates them.
@@ -77,6 +78,7 @@ class EngineMemory(BaseModel):
     weights_source: Literal["published", "parts"]
     non_torch_gib: float
     forward_peak_gib: float
+    moe_workspace_gib: float
     sampler_peak_gib: float
     encoder_peak_gib: float
     compile_peak_gib: float
@@ -156,21 +158,28 @@ def weights_gib(
 
 
 def forward_peak_bytes(geometry: Geometry, tokens: int) -> int:
-    """Live tensors of the profiling forward pass at ``tokens`` (bf16): the widest MLP's
-    gate/up output and its activation, the MoE's per-expert copies, the per-layer inputs
-    (looked up and projected, kept for every layer) and a few hidden-size buffers."""
+    """Transient tensors of the profiling forward pass at ``tokens`` (bf16): the widest dense
+    MLP's gate/up output and its activation, the per-layer inputs (looked up and projected,
+    kept for every layer) and a few hidden-size buffers."""
     mlp = geometry.intermediate_size * (2 if geometry.use_double_wide_mlp else 1)
-    moe = geometry.experts_per_token * (3 * geometry.moe_intermediate_size + geometry.hidden_size)
     per_layer = 2 * geometry.num_hidden_layers * geometry.per_layer_input_size
-    return tokens * BF16 * (3 * mlp + moe + per_layer + 4 * geometry.hidden_size)
+    return tokens * BF16 * (3 * mlp + per_layer + 4 * geometry.hidden_size)
+
+
+def moe_workspace_bytes(geometry: Geometry, tokens: int) -> int:
+    """The fused-MoE workspace for ``tokens`` × top-k (gate/up, activation and expert outputs,
+    bf16). It lives in vLLM's persistent workspace manager (``v1/worker/workspace.py``, used by
+    ``fused_moe/modular_kernel.py``), so it is still held while the sampler runs."""
+    return tokens * geometry.experts_per_token * (3 * geometry.moe_intermediate_size + geometry.hidden_size) * BF16
 
 
 def sampler_peak_bytes(geometry: Geometry, rows: int, runner: Runner) -> int:
-    """The dummy sampler batch: V2 keeps bf16 logits and samples in place with Triton kernels
-    (v1/worker/gpu/model_runner.py ``_dummy_sampler_run``); V1 keeps them, makes a float32 copy
-    (v1/sample/sampler.py:96), applies top-k/top-p in place with Triton for 8 rows or more, then
-    a float32 softmax (topk_topp_sampler.py:141) and float32 exponential noise to sample."""
-    per_logit = BF16 if runner == "v2" else BF16 + 4 + 4 + 4
+    """The dummy sampler batch of ``rows`` × vocabulary logits. Gemma 4's final-logit soft-capping
+    holds two bf16 copies (``layers/logits_processor.py``: ``logits / cap``, ``tanh``); V2 then
+    samples in place with Triton (``v1/worker/gpu/sample``). V1 keeps the bf16 logits, makes a
+    float32 copy (``v1/sample/sampler.py:96``), applies top-k/top-p in place (Triton, 8 rows or
+    more), then a float32 softmax and float32 exponential noise (``topk_topp_sampler.py``)."""
+    per_logit = 2 * BF16 if runner == "v2" else BF16 + 4 + 4 + 4
     return rows * geometry.vocab_size * per_logit
 
 
@@ -185,14 +194,17 @@ def encoder_peak_bytes(geometry: Geometry, max_num_batched_tokens: int) -> int:
 
 
 def compile_peak_bytes(geometry: Geometry, tokens: int, release: VllmRelease) -> int:
-    """The extra peak a start that compiles counts (measured on 0.26, H200: E2B 4.55 GiB cold
-    against 0.23 warm at 2,048 tokens, 4.75 cold at 8,192): a copy of the per-layer-embedding
-    table and the per-layer inputs of every token. Not seen in the published 0.28 (T4) and 0.30
-    (L4) first starts, so applied to 0.26 only."""
-    if release.series != "0.26" or not geometry.per_layer_input_size:
+    """The peak a start that compiles counts in vLLM 0.26 (measured on an H200): a copy of the
+    largest embedding table the compiled graph reads (E2B/E4B: the per-layer-embedding table;
+    26B A4B/31B: the token embedding) and the outputs of its lookups at ``tokens``. Measured:
+    E2B 4.55 GiB at 2,048 tokens and 4.75 at 8,192 (0.23 warm), E4B 5.46, 31B 2.79.
+    The published 0.28 (T4) and 0.30 (L4) first starts leave no room for it: 0.26 only."""
+    if release.series != "0.26":
         return 0
-    table = geometry.vocab_size * geometry.num_hidden_layers * geometry.per_layer_input_size * BF16
-    return table + tokens * 2 * geometry.num_hidden_layers * geometry.per_layer_input_size * BF16
+    per_layer_width = geometry.num_hidden_layers * geometry.per_layer_input_size
+    table = geometry.vocab_size * max(geometry.hidden_size, per_layer_width) * BF16
+    lookups = tokens * BF16 * (geometry.hidden_size + 2 * per_layer_width)
+    return table + lookups
 
 
 def cudagraph_bytes(geometry: Geometry) -> int:
@@ -223,18 +235,18 @@ def engine_memory(
     weights, weights_source = weights_gib(checkpoint, geometry, language_model_only=language_model_only)
     if weights_source == "parts" and "derived" in checkpoint.source:
         estimated.append("weights (checkpoint parts derived from the geometry)")
+    workspace = moe_workspace_bytes(geometry, batched) / GIB
     forward = forward_peak_bytes(geometry, batched) / GIB
     sampler = sampler_peak_bytes(geometry, min(seqs, batched), runner) / GIB
     encoder = 0.0 if language_model_only else encoder_peak_bytes(geometry, batched) / GIB
     if encoder:
         estimated.append("encoder profile (vision tower activations on a 32-frame video)")
-    warm_peak = max(forward, sampler, encoder)
+    warm_peak = workspace + max(forward, sampler, encoder)
     compile_peak = compile_peak_bytes(geometry, batched, release) / GIB
     cold_peak = max(warm_peak, compile_peak)
     peak = cold_peak if first_start else warm_peak
     if first_start and release.series == "0.26":
-        estimated.append("compile peak (measured on an H200 only)" if geometry.per_layer_input_size
-                         else "compile peak of a model without per-layer embeddings (not yet measured)")
+        estimated.append("compile peak (measured on an H200 only)")
     counted = release.sizing == "after-warmup" or (
         release.v2_profiles_cudagraphs if runner == "v2" else True
     )
@@ -254,6 +266,7 @@ def engine_memory(
         weights_source=weights_source,
         non_torch_gib=NON_TORCH_GIB,
         forward_peak_gib=forward,
+        moe_workspace_gib=workspace,
         sampler_peak_gib=sampler,
         encoder_peak_gib=encoder,
         compile_peak_gib=compile_peak if first_start else 0.0,
