@@ -2,8 +2,10 @@
 
 Usage (on the GPU machine, vLLM and gemmaserve installed so the `vllm.general_plugins` entry point is live):
     python3 benchmarks/turing_engine_check.py --out $OUT [--preset tiny|e2b] [--vllm "vllm serve"]
-Writes a config-only random-weight Gemma 4 (``--load-format dummy``: vLLM draws the weights from its
-seed, so both engines get identical weights) with a byte-level tokenizer, then starts the engine
+Writes a random-weight Gemma 4 with a byte-level tokenizer: by default real weights drawn from
+N(0, 0.02) with norms at 1 (a safetensors file from a fixed seed), because vLLM's ``--load-format
+dummy`` draws every weight, norms included, from ±1e-3, which makes the logits flat and greedy
+answers equal whatever attention computes (``--weights dummy`` keeps that mode). Then it starts the engine
 twice: once with GEMMASERVE_TURING_DIAG_SMEM_LIMIT=65536 (the plugin treats the GPU as a T4) and
 once without (stock). From each engine's own log it reads which processes ran the plugin and what
 it changed; it sends the same prompts with temperature 0 and top-5 logprobs, and compares: identical
@@ -100,6 +102,59 @@ def write_checkpoint(folder: Path, preset: str) -> dict[str, Any]:
     (folder / "generation_config.json").write_text(json.dumps(
         {"bos_token_id": BOS, "eos_token_id": [EOS], "pad_token_id": PAD}))
     return config
+
+
+def weight_shapes(config: dict[str, Any]) -> list[tuple[str, tuple[int, ...], bool]]:
+    """(name, shape, is_norm) of every tensor of a text-only Gemma 4 in Hugging Face naming.
+
+    KV-shared layers keep their k/v projections and k_norm: vLLM 0.26 builds them and its loader
+    insists every parameter it built is loaded.
+    """
+    hidden, layers, per_layer = config["hidden_size"], config["num_hidden_layers"], config["hidden_size_per_layer_input"]
+    vocab, heads, kv_heads = config["vocab_size"], config["num_attention_heads"], config["num_key_value_heads"]
+    first_shared = layers - config["num_kv_shared_layers"]
+    shapes: list[tuple[str, tuple[int, ...], bool]] = [
+        ("model.embed_tokens.weight", (vocab, hidden), False),
+        ("model.embed_tokens_per_layer.weight", (vocab, layers * per_layer), False),
+        ("model.per_layer_model_projection.weight", (layers * per_layer, hidden), False),
+        ("model.per_layer_projection_norm.weight", (per_layer,), True),
+        ("model.norm.weight", (hidden,), True)]
+    for index, kind in enumerate(config["layer_types"]):
+        prefix = f"model.layers.{index}."
+        head = config["global_head_dim"] if kind == "full_attention" else config["head_dim"]
+        wide = 2 if index >= first_shared and config["use_double_wide_mlp"] else 1
+        inner = config["intermediate_size"] * wide
+        shapes += [
+            (prefix + "layer_scalar", (1,), True),
+            (prefix + "self_attn.q_proj.weight", (heads * head, hidden), False),
+            (prefix + "self_attn.q_norm.weight", (head,), True),
+            (prefix + "self_attn.k_proj.weight", (kv_heads * head, hidden), False),
+            (prefix + "self_attn.v_proj.weight", (kv_heads * head, hidden), False),
+            (prefix + "self_attn.k_norm.weight", (head,), True),
+            (prefix + "self_attn.o_proj.weight", (hidden, heads * head), False),
+            (prefix + "mlp.gate_proj.weight", (inner, hidden), False),
+            (prefix + "mlp.up_proj.weight", (inner, hidden), False),
+            (prefix + "mlp.down_proj.weight", (hidden, inner), False),
+            (prefix + "per_layer_input_gate.weight", (per_layer, hidden), False),
+            (prefix + "per_layer_projection.weight", (hidden, per_layer), False),
+            *[(prefix + f"{norm}.weight", (hidden,), True) for norm in (
+                "input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                "post_feedforward_layernorm", "post_per_layer_input_norm")]]
+    return shapes
+
+
+def write_weights(folder: Path, config: dict[str, Any], seed: int = 0) -> int:
+    """model.safetensors with N(0, 0.02) bf16 weights and norms of 1, from ``seed``; returns bytes written."""
+    import torch
+    from safetensors.torch import save_file
+
+    generator = torch.Generator().manual_seed(seed)
+    tensors = {}
+    for name, shape, is_norm in weight_shapes(config):
+        values = torch.ones(shape) if is_norm else torch.randn(shape, generator=generator) * 0.02
+        tensors[name] = values.to(torch.bfloat16)
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return sum(t.numel() * 2 for t in tensors.values())
 
 
 def _get(url: str, timeout_s: float) -> int:
@@ -246,8 +301,9 @@ def run_engine(label: str, args: argparse.Namespace, model_dir: Path, port: int,
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", **extra_env}
     if DIAG_ENV not in extra_env:
         env.pop(DIAG_ENV, None)
+    loading = ["--load-format", "dummy"] if args.weights == "dummy" else []
     command = [*shlex.split(args.vllm), str(model_dir), "--served-model-name", "m", "--host", "127.0.0.1",
-               "--port", str(port), "--load-format", "dummy", "--seed", "0", "--dtype", "bfloat16",
+               "--port", str(port), *loading, "--seed", "0", "--dtype", "bfloat16",
                "--max-model-len", "2048", "--max-num-seqs", "16", *shlex.split(args.engine_args)]
     log = out / f"engine_{label}.log"
     engine = Engine(label, command, env, log, port)
@@ -273,6 +329,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
+    parser.add_argument("--weights", choices=("random", "dummy"), default="random",
+                        help="random: N(0, 0.02) written from a seed; dummy: vLLM's --load-format dummy (flat logits)")
     parser.add_argument("--vllm", default="vllm serve", help="the command that serves (model dir appended)")
     parser.add_argument("--engine-args", default="--attention-backend TRITON_ATTN --enforce-eager "
                                                   "--gpu-memory-utilization 0.3")
@@ -285,7 +343,10 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     model_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"gemmaserve-turing-gemma4-{args.preset}"
     config = write_checkpoint(model_dir, args.preset)
-    report: dict[str, Any] = {"preset": args.preset, "config": config, "prompts": PROMPTS, "runs": {}}
+    (model_dir / "model.safetensors").unlink(missing_ok=True)
+    weight_bytes = write_weights(model_dir, config) if args.weights == "random" else 0
+    report: dict[str, Any] = {"preset": args.preset, "weights": args.weights, "weight_bytes": weight_bytes,
+                              "config": config, "prompts": PROMPTS, "runs": {}}
     summary = args.out / "engine_check.json"
     for label, extra, port in (("clamped", {DIAG_ENV: "65536"}, args.port), ("stock", {}, args.port + 1)):
         report["runs"][label] = run_engine(label, args, model_dir, port, extra, args.out)

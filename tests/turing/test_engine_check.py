@@ -78,3 +78,23 @@ def test_the_checkpoint_it_writes_tokenizes_bytes(check: types.ModuleType, tmp_p
     assert max(encoded.ids) < config["vocab_size"]
     assert len(check.PROMPTS[-1]) > config["sliding_window"]  # one token per byte: past the window
     json.loads((tmp_path / "tokenizer_config.json").read_text())
+
+
+def test_random_weights_are_seeded_and_not_flat(check: types.ModuleType, tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from safetensors.torch import load_file
+
+    config = check.write_checkpoint(tmp_path, "tiny")
+    written = check.write_weights(tmp_path, config, seed=0)
+    tensors = load_file(str(tmp_path / "model.safetensors"))
+    shapes = check.weight_shapes(config)
+    assert sorted(tensors) == sorted(name for name, _, _ in shapes)
+    assert written == sum(t.numel() * 2 for t in tensors.values())
+    assert tuple(tensors["model.layers.1.self_attn.q_proj.weight"].shape) == (8 * 512, 256)  # global head 512
+    assert tuple(tensors["model.layers.3.mlp.gate_proj.weight"].shape) == (2 * 512, 256)  # KV-shared: double wide
+    assert float(tensors["model.norm.weight"].float().min()) == 1.0
+    assert 0.015 < float(tensors["model.embed_tokens.weight"].float().std()) < 0.025
+    again = tmp_path / "again"
+    check.write_checkpoint(again, "tiny")
+    check.write_weights(again, config, seed=0)
+    assert (again / "model.safetensors").read_bytes() == (tmp_path / "model.safetensors").read_bytes()
