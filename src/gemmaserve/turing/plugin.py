@@ -316,24 +316,6 @@ def platform_view(platform: Any, version: str | None) -> PlatformView:
     return PlatformView("cuda", (int(found[0]), int(found[1])), version)
 
 
-def current_cuda_device() -> CudaDevice | None:
-    """GPU 0 as the rule sees it from vLLM's platform; None off CUDA or where the platform cannot tell.
-
-    Raises TuringError for a pre-Ampere capability whose shared-memory limit gemmaserve does not know.
-    """
-    view = read_platform()
-    if view.platform != "cuda" or view.capability is None:
-        return None
-    if view.capability[0] >= 8:
-        return CudaDevice(capability=view.capability, smem_optin_bytes=0)  # not consulted on sm >= 80
-    limit = PRE_AMPERE_SMEM_OPTIN_BYTES.get(view.capability)
-    if limit is None:
-        raise TuringError(f"sm_{view.capability[0]}{view.capability[1]} is pre-Ampere and its shared-memory limit "
-                          "is not known to gemmaserve's Turing clamp.",
-                          capability=f"{view.capability[0]}.{view.capability[1]}")
-    return CudaDevice(capability=view.capability, smem_optin_bytes=limit)
-
-
 def _without_blocks(source: str) -> str:
     for start, end, _ in reversed(block.find_blocks(source)):
         source = source[:start] + source[end:]
