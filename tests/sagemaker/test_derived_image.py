@@ -43,25 +43,21 @@ def test_by_default_gemmaserve_goes_in_as_a_wheel_not_from_the_index() -> None:
         "gemmaserve-0.1.0-py3-none-any.whl"
 
 
-def _preflight_clamp(image: str) -> str:
+def _preflight_clamp(image: str, factory: Any) -> str:
     report = api.preflight("gemma-4-e2b", "qat-w4a16", ["ml.g4dn.xlarge"], regions=[REGION], image_uri=image,
-                           check_model=None, factory=lambda service, region: None)  # offline part only is read
+                           check_model=None, factory=factory)
     return next(f.status.value for f in report.findings if f.check == "turing-clamp")
 
 
-def test_a_tag_that_says_turing_proves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gemmaserve.sagemaker import preflight
-
-    monkeypatch.setattr(preflight, "_quota_findings", lambda *a, **k: [])
-    monkeypatch.setattr(preflight, "role_findings", lambda *a, **k: [])
-    image = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/anything:stock-vllm-not-turing"
-    assert _preflight_clamp(image) == "unknown"
-    assert _preflight_clamp(default_image_uri(REGION)) == "fail"
+def test_a_tag_that_says_turing_proves_nothing(moto_factory: Any) -> None:
+    image = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/gemmaserve-vllm:stock-vllm-tagged-turing"
+    assert _preflight_clamp(image, moto_factory) == "unknown"
+    assert _preflight_clamp(default_image_uri(REGION), moto_factory) == "fail"
     save_record(ImageBuildRecord(image_uri=image, region=REGION, build_id="b:1", built_at=datetime.now(UTC),
                                  base_image=default_image_uri(REGION), base_vllm_version=PINNED_IMAGE.vllm_version,
                                  base_cuda_version=PINNED_IMAGE.cuda_version, gemmaserve_source="wheel:x",
                                  clamp_verified=True))
-    assert _preflight_clamp(image) == "ok"
+    assert _preflight_clamp(image, moto_factory) == "ok"
 
 
 def test_the_wheel_is_built_from_this_checkout_without_touching_it(tmp_path: Path) -> None:
@@ -136,3 +132,57 @@ def test_ctrl_c_while_following_a_build_says_how_to_stop_it(moto_factory: Any) -
                     sleep=ctrl_c, progress=progress.append)
     assert "aws codebuild stop-build --id gemmaserve-turing-image:9 --region us-east-1" in progress[-1]
     assert find_record(plan_image_build(region=REGION, account=ACCOUNT).target_image) is None  # nothing recorded
+
+
+def test_the_build_writes_its_record_from_inside_the_image(tmp_path: Path) -> None:
+    """The buildspec's record step, run for real with stand-ins for the image's torch and vllm modules."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from gemmaserve.sagemaker.image import RECORD_SCRIPT
+
+    plan = plan_image_build(region=REGION, account=ACCOUNT, wheel_name="gemmaserve-0.1.0-py3-none-any.whl",
+                            wheel_sha256="cd" * 32)
+    assert f"aws s3 cp build-record.json {plan.record_s3_uri}" in plan.buildspec
+    assert f"RECORD_SCRIPT: {json.dumps(RECORD_SCRIPT)}" in plan.buildspec
+    (tmp_path / "vllm.py").write_text('__version__ = "0.27.0+amzn2023.4bdc8a78"\n')
+    (tmp_path / "torch.py").write_text("class version:\n    cuda = '13.0'\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), TARGET_IMAGE=plan.target_image, AWS_REGION=REGION,
+               CODEBUILD_BUILD_ID="gemmaserve-turing-image:3", BASE_IMAGE=plan.base_image,
+               GEMMASERVE_SOURCE=plan.gemmaserve_source)
+    completed = subprocess.run([sys.executable, "-c", RECORD_SCRIPT], env=env, capture_output=True, text=True,
+                               timeout=60, check=True)
+    record = ImageBuildRecord.model_validate(json.loads(completed.stdout))
+    assert record.image_uri == plan.target_image and record.base_vllm_version == "0.27.0+amzn2023.4bdc8a78"
+    assert record.base_cuda_version == "13.0" and record.clamp_verified
+
+
+def test_preflight_on_another_host_reads_the_record_the_build_wrote(moto_factory: Any) -> None:
+    from gemmaserve.sagemaker.build_record import record_location
+    from gemmaserve.sagemaker.preflight import run_preflight
+
+    image = plan_image_build(region=REGION, account=ACCOUNT).target_image
+
+    def clamp() -> Any:
+        report = run_preflight(moto_factory, model="gemma-4-e2b", encoding="qat-w4a16",
+                               instance_types=["ml.g4dn.xlarge"], regions=[REGION], image_uri=image)
+        return next(f for f in report.findings if f.check == "turing-clamp")
+
+    missing = clamp()
+    assert missing.status.value == "unknown" and "No build record at s3://" in missing.detail
+    bucket, _, key = record_location(image).removeprefix("s3://").partition("/")
+    s3 = moto_factory("s3", REGION)
+    s3.create_bucket(Bucket=bucket)
+    record = ImageBuildRecord(image_uri=image, region=REGION, build_id="gemmaserve-turing-image:3",
+                              built_at=datetime.now(UTC), base_image=default_image_uri(REGION),
+                              base_vllm_version="0.27.0+amzn2023.4bdc8a78", base_cuda_version="13.0",
+                              gemmaserve_source="wheel:x", clamp_verified=True)
+    s3.put_object(Bucket=bucket, Key=key, Body=record.model_dump_json().encode())
+    found = clamp()
+    assert found.status.value == "ok" and "build gemmaserve-turing-image:3 verified it" in found.detail
+    policy_record = next(s for s in __import__("gemmaserve.sagemaker.codebuild", fromlist=["x"]).codebuild_role_policy(
+        region=REGION, account=ACCOUNT, project="p", base_image=default_image_uri(REGION),
+        target_image=image)["Statement"] if s["Sid"] == "WriteBuildRecord")
+    assert policy_record["Resource"] == f"arn:aws:s3:::{bucket}/{key}"

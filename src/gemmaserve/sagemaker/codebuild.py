@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from gemmaserve.errors import AwsError, SageMakerTimedOut, UsageError
 from gemmaserve.sagemaker.aws import call, is_not_found
-from gemmaserve.sagemaker.build_record import ImageBuildRecord, save_record
+from gemmaserve.sagemaker.build_record import ImageBuildRecord, build_bucket, record_location, save_record
 from gemmaserve.sagemaker.container import PINNED_IMAGE, default_image_uri
 from gemmaserve.sagemaker.iam import (
     RoleResult,
@@ -52,6 +52,7 @@ class ImageBuildPlan(BaseModel):
     repository: str
     project: str
     gemmaserve_source: str  # "wheel:<file> sha256:<hex>" or "requirement:<spec>"
+    record_s3_uri: str  # where the build writes its record (read by preflight on any host)
     wheel_name: str | None = None
     wheel_s3_uri: str | None = None
     wheel_sha256: str | None = None
@@ -72,10 +73,13 @@ class ImageBuildResult(BaseModel):
 
 def codebuild_role_policy(*, region: str, account: str, project: str, base_image: str, target_image: str,
                           wheel_s3_uri: str | None = None) -> dict[str, Any]:
-    """Logs for this project, ECR auth, pull of the base repository, push to the target repository, the wheel."""
+    """Logs for this project, ECR auth, pull of the base, push of the target, read of the wheel, the build record."""
     wheel = [{"Sid": "ReadWheel", "Effect": "Allow", "Action": "s3:GetObject",
               "Resource": "arn:aws:s3:::" + wheel_s3_uri.removeprefix("s3://")}] if wheel_s3_uri else []
-    return {"Version": "2012-10-17", "Statement": [*wheel,
+    record = [{"Sid": "WriteBuildRecord", "Effect": "Allow", "Action": "s3:PutObject",
+               "Resource": "arn:aws:s3:::" + record_location(target_image).removeprefix("s3://")}] \
+        if target_image.split("/", 1)[0].count(".") >= 5 else []
+    return {"Version": "2012-10-17", "Statement": [*wheel, *record,
         {"Sid": "BuildLogs", "Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream",
                                                            "logs:PutLogEvents"],
          "Resource": [f"arn:aws:logs:{region}:{account}:log-group:/aws/codebuild/{project}",
@@ -104,19 +108,19 @@ def plan_image_build(*, region: str, account: str, base_image: str | None = None
     wheel = None if requirement else (wheel_name or wheel_filename())
     wheel_uri = f"s3://{build_bucket(account, region)}/wheels/{wheel_sha256}/{wheel}" if wheel and wheel_sha256 else None
     dockerfile = render_dockerfile(base, wheel_name=wheel, requirement=requirement)
+    record_uri = record_location(target)
     source = f"requirement:{requirement}" if requirement else f"wheel:{wheel} sha256:{wheel_sha256 or '(built at build time)'}"
     return ImageBuildPlan(
         region=region, base_image=base, base_vllm_version=PINNED_IMAGE.vllm_version if pinned else None,
         base_cuda_version=PINNED_IMAGE.cuda_version if pinned else None,
         base_vllm_supported=is_supported(PINNED_IMAGE.vllm_version) if pinned else None,
         target_image=target, repository=repository, project=project, gemmaserve_source=source, wheel_name=wheel,
-        wheel_s3_uri=wheel_uri, wheel_sha256=wheel_sha256, dockerfile=dockerfile,
+        wheel_s3_uri=wheel_uri, wheel_sha256=wheel_sha256, dockerfile=dockerfile, record_s3_uri=record_uri,
         buildspec=render_buildspec(dockerfile=dockerfile, base_image=base, target_image=target, wheel_name=wheel,
-                                   wheel_s3_uri=wheel_uri, wheel_sha256=wheel_sha256))
+                                   wheel_s3_uri=wheel_uri, wheel_sha256=wheel_sha256, record_s3_uri=record_uri,
+                                   gemmaserve_source=source))
 
 
-def build_bucket(account: str, region: str) -> str:
-    return f"gemmaserve-build-{account}-{region}"
 
 
 def checkout_root() -> Path | None:
@@ -160,7 +164,15 @@ def build_wheel_from_checkout(out_dir: Path, root: Path | None = None) -> Path:
 
 
 def upload_wheel(s3: Any, wheel: Path, *, account: str, region: str, sha256: str) -> str:
-    """Put the wheel in the account's gemmaserve build bucket (created private and tagged if missing)."""
+    """Put the wheel in the account's gemmaserve build bucket."""
+    bucket = ensure_bucket(s3, account=account, region=region)
+    key = f"wheels/{sha256}/{wheel.name}"
+    call(region, s3.put_object, Bucket=bucket, Key=key, Body=wheel.read_bytes())
+    return f"s3://{bucket}/{key}"
+
+
+def ensure_bucket(s3: Any, *, account: str, region: str) -> str:
+    """The account's gemmaserve build bucket, created private and tagged if missing."""
     bucket = build_bucket(account, region)
     try:
         call(region, s3.head_bucket, Bucket=bucket)
@@ -175,9 +187,7 @@ def upload_wheel(s3: Any, wheel: Path, *, account: str, region: str, sha256: str
             "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": True})
         call(region, s3.put_bucket_tagging, Bucket=bucket,
              Tagging={"TagSet": [{"Key": "gemmaserve:tool", "Value": "gemmaserve"}]})
-    key = f"wheels/{sha256}/{wheel.name}"
-    call(region, s3.put_object, Bucket=bucket, Key=key, Body=wheel.read_bytes())
-    return f"s3://{bucket}/{key}"
+    return bucket
 
 
 def ensure_repository(ecr: Any, name: str, *, region: str) -> str:
@@ -260,6 +270,7 @@ def build_image(
         result = ImageBuildResult(plan=plan, role=role)
         if dry_run:
             return result
+        ensure_bucket(factory("s3", region), account=account, region=region)  # the build writes its record there
         if wheel is not None and sha256 is not None:
             upload_wheel(factory("s3", region), wheel, account=account, region=region, sha256=sha256)
             progress(f"Uploaded {wheel.name} (sha256 {sha256[:12]}…) to {plan.wheel_s3_uri}")

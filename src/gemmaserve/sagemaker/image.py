@@ -11,6 +11,7 @@ and checked against its SHA-256), or as a requirement the user names.
 from __future__ import annotations
 
 import base64
+import json
 
 from gemmaserve import __version__
 from gemmaserve.errors import UsageError
@@ -66,11 +67,25 @@ def render_dockerfile(base_image: str, *, wheel_name: str | None = None, require
     ])
 
 
+# Run inside the pushed image: the build record states the vLLM and CUDA the image really has.
+RECORD_SCRIPT = (
+    "import datetime, json, os, torch, vllm; print(json.dumps({"
+    "'image_uri': os.environ['TARGET_IMAGE'], 'region': os.environ['AWS_REGION'], "
+    "'build_id': os.environ['CODEBUILD_BUILD_ID'], "
+    "'built_at': datetime.datetime.now(datetime.timezone.utc).isoformat(), "
+    "'base_image': os.environ['BASE_IMAGE'], 'base_vllm_version': vllm.__version__, "
+    "'base_cuda_version': torch.version.cuda, 'gemmaserve_source': os.environ['GEMMASERVE_SOURCE'], "
+    "'clamp_verified': True}))"
+)
+
+
 def render_buildspec(*, dockerfile: str, base_image: str, target_image: str, wheel_name: str | None = None,
-                     wheel_s3_uri: str | None = None, wheel_sha256: str | None = None) -> str:
+                     wheel_s3_uri: str | None = None, wheel_sha256: str | None = None,
+                     record_s3_uri: str | None = None, gemmaserve_source: str = "") -> str:
     """A CodeBuild buildspec (0.2) that logs in to both registries, builds, and pushes only on success.
 
     With a wheel, it first copies it from ``wheel_s3_uri`` and refuses it unless its SHA-256 matches.
+    With ``record_s3_uri``, after the push it writes the build record there, read from the image itself.
     """
     base_registry = base_image.split("/", 1)[0]
     target_registry = target_image.split("/", 1)[0]
@@ -79,12 +94,20 @@ def render_buildspec(*, dockerfile: str, base_image: str, target_image: str, whe
         f"      - aws s3 cp {wheel_s3_uri} {wheel_name}",
         f'      - echo "{wheel_sha256}  {wheel_name}" | sha256sum -c -',
     ] if wheel_name and wheel_s3_uri and wheel_sha256 else []
+    record = [
+        "      - docker run --rm --entrypoint python3 -e TARGET_IMAGE -e AWS_REGION -e CODEBUILD_BUILD_ID "
+        "-e BASE_IMAGE -e GEMMASERVE_SOURCE \"$TARGET_IMAGE\" -c \"$RECORD_SCRIPT\" > build-record.json",
+        f"      - aws s3 cp build-record.json {record_s3_uri}",
+    ] if record_s3_uri else []
     return "\n".join([
         "version: 0.2",
         "env:",
         "  variables:",
         f'    DOCKERFILE_B64: "{encoded}"',
         f'    TARGET_IMAGE: "{target_image}"',
+        f'    BASE_IMAGE: "{base_image}"',
+        f"    GEMMASERVE_SOURCE: {json.dumps(gemmaserve_source)}",
+        f"    RECORD_SCRIPT: {json.dumps(RECORD_SCRIPT)}",
         "phases:",
         "  pre_build:",
         "    commands:",
@@ -102,6 +125,7 @@ def render_buildspec(*, dockerfile: str, base_image: str, target_image: str, whe
         "    commands:",
         "      - test \"$CODEBUILD_BUILD_SUCCEEDING\" = \"1\"",
         "      - docker push \"$TARGET_IMAGE\"",
+        *record,
         "",
     ])
 

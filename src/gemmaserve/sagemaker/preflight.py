@@ -27,6 +27,7 @@ from gemmaserve.sagemaker.container import (
     image_claims_turing_clamp,
     image_cuda_version,
     image_for_region,
+    image_region,
 )
 from gemmaserve.sagemaker.quota import check_quotas
 
@@ -99,6 +100,9 @@ def run_preflight(
         language_model_only=language_model_only,
     )
     findings = report.findings
+    for index, finding in enumerate(findings):
+        if finding.check == "turing-clamp" and finding.status is FindingStatus.UNKNOWN and report.image_uri:
+            findings[index] = _remote_clamp_finding(factory, report.image_uri, finding)
     for region in regions:
         findings.extend(_quota_findings(factory, instance_types, instance_count, region))
     findings.extend(role_findings(factory, role_arn, regions, image_uri))
@@ -213,6 +217,24 @@ def _clamp_finding(image: str, labels: dict[str, str] | None) -> Finding:
                    detail=f"No build record of {image} on this host, so nothing says it carries the Turing clamp "
                           "(a tag's text proves nothing).",
                    fix=fix + " Or deploy from the host that built it.")
+
+
+def _remote_clamp_finding(factory: ClientFactory, image: str, local: Finding) -> Finding:
+    """No record on this host: the one the build wrote to the account's build bucket decides."""
+    from gemmaserve.sagemaker.build_record import fetch_remote_record, record_location
+
+    if image_region(image) is None:
+        return local  # not an ECR image: no build of ours made it
+    try:
+        record = fetch_remote_record(factory("s3", image_region(image) or ""), image)
+    except AwsError as error:
+        return local.model_copy(update={"detail": local.detail + f" Its build record at {record_location(image)} "
+                                                                   f"could not be read: {error.message}"})
+    if record is None or not record.clamp_verified:
+        return local.model_copy(update={"detail": local.detail + f" No build record at {record_location(image)}."})
+    return Finding(check="turing-clamp", status=FindingStatus.OK,
+                   detail=f"{image} carries the Turing clamp (build {record.build_id} verified it; vLLM "
+                          f"{record.base_vllm_version}, CUDA {record.base_cuda_version}; {record_location(image)}).")
 
 
 def _quota_findings(factory: ClientFactory, types: list[str], count: int, region: str) -> list[Finding]:
