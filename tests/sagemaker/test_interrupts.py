@@ -1,0 +1,162 @@
+"""Ctrl-C, SIGTERM and SIGHUP during a deploy, against moto's HTTP server: nothing is left, and the report says so.
+
+The interrupt is delivered from botocore's own event hooks on the real client, so it lands
+exactly where a user's would: after the request reached the service but before its answer
+was returned (``after-call``), or before the request was sent (``before-send``). Signals are
+real: the hook sends them to this process with ``os.kill``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import pytest
+
+from gemmaserve.errors import DeployInterrupted, EndpointFailed
+from gemmaserve.sagemaker import api
+from tests.sagemaker.helpers import ScriptedClock, make_role
+
+REGION = "us-east-1"
+NAME = "intr-e2b"
+
+
+def _leftovers(sm: Any) -> dict[str, list[str]]:
+    return {
+        "endpoints": [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]],
+        "configs": [c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]],
+        "models": [m["ModelName"] for m in sm.list_models()["Models"]],
+    }
+
+
+def _deploy(factory: Any, progress: list[str], **overrides: Any) -> api.DeployOutcome:
+    clock = ScriptedClock()
+    values: dict[str, Any] = {
+        "regions": [REGION], "role_arn": make_role(factory("iam", REGION)), "endpoint_name": NAME, "skip_preflight": True,
+        "live_prices": False, "factory": factory, "progress": progress.append, "now": clock.now, "sleep": clock.sleep,
+    }
+    values.update(overrides)
+    return api.deploy("gemma-4-e2b", "qat-w4a16", ["ml.g4dn.xlarge"], **values)
+
+
+def _interrupt_at(sm: Any, event: str, deliver: Any, times: int = 1, skip: int = 0) -> list[str]:
+    fired: list[str] = []
+    seen: list[str] = []
+
+    def hook(**_: Any) -> None:
+        seen.append(event)
+        if len(seen) > skip and len(fired) < times:
+            fired.append(event)
+            deliver()
+
+    sm.meta.events.register(event, hook)
+    return fired
+
+
+def _ctrl_c() -> None:
+    raise KeyboardInterrupt
+
+
+def _send(signum: int) -> Any:
+    return lambda: os.kill(os.getpid(), signum)
+
+
+@pytest.mark.parametrize("operation", ["CreateModel", "CreateEndpointConfig", "CreateEndpoint"])
+@pytest.mark.parametrize("phase", ["after-call", "before-send"])
+def test_ctrl_c_during_each_create_call_leaves_nothing(moto_factory: Any, operation: str, phase: str) -> None:
+    sm = moto_factory("sagemaker", REGION)
+    fired = _interrupt_at(sm, f"{phase}.sagemaker.{operation}", _ctrl_c)
+    progress: list[str] = []
+    with pytest.raises(DeployInterrupted) as caught:
+        _deploy(moto_factory, progress)
+    assert fired
+    assert _leftovers(sm) == {"endpoints": [], "configs": [], "models": []}
+    error = caught.value
+    assert error.exit_code == 130 and error.fields["remaining"] == [] and error.fields["region"] == REGION
+    assert f"Teardown in {REGION}" in error.message and "still there: nothing" in error.message
+    if phase == "after-call":  # the service made it before the interrupt landed: it is named as deleted
+        label = {"CreateModel": "model:intr-e2b-model", "CreateEndpointConfig": "endpoint-config:intr-e2b-config",
+                 "CreateEndpoint": "endpoint:intr-e2b"}[operation]
+        assert label in error.fields["deleted"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("operation", ["CreateEndpointConfig", "CreateEndpoint"])
+def test_sigterm_and_sighup_tear_down_like_ctrl_c(moto_factory: Any, signum: int, operation: str) -> None:
+    sm = moto_factory("sagemaker", REGION)
+    _interrupt_at(sm, f"after-call.sagemaker.{operation}", _send(signum))
+    progress: list[str] = []
+    before = signal.getsignal(signum)
+    with pytest.raises(DeployInterrupted) as caught:
+        _deploy(moto_factory, progress)
+    assert _leftovers(sm) == {"endpoints": [], "configs": [], "models": []}
+    assert caught.value.fields["signal"] == signal.Signals(signum).name
+    assert signal.getsignal(signum) is before  # the handler is put back
+
+
+def test_signal_while_waiting_for_in_service_deletes_the_endpoint(moto_factory: Any) -> None:
+    sm = moto_factory("sagemaker", REGION)
+    _interrupt_at(sm, "after-call.sagemaker.DescribeEndpoint", _send(signal.SIGTERM), skip=1)
+    with pytest.raises(DeployInterrupted) as caught:
+        _deploy(moto_factory, [], wait=True)
+    assert _leftovers(sm)["endpoints"] == []
+    assert "endpoint:intr-e2b" in caught.value.fields["deleted"]
+
+
+def test_second_ctrl_c_during_teardown_is_reported_and_teardown_continues(moto_factory: Any) -> None:
+    sm = moto_factory("sagemaker", REGION)
+    _interrupt_at(sm, "after-call.sagemaker.CreateEndpoint", _ctrl_c)
+    _interrupt_at(sm, "before-call.sagemaker.DeleteEndpoint", _send(signal.SIGINT))
+    progress: list[str] = []
+    with pytest.raises(DeployInterrupted):
+        _deploy(moto_factory, progress)
+    assert _leftovers(sm) == {"endpoints": [], "configs": [], "models": []}
+    assert any("the teardown continues" in line for line in progress)
+
+
+def test_third_ctrl_c_abandons_teardown_and_names_what_is_left(moto_factory: Any) -> None:
+    sm = moto_factory("sagemaker", REGION)
+    _interrupt_at(sm, "after-call.sagemaker.CreateEndpoint", _ctrl_c)
+    _interrupt_at(sm, "after-call.sagemaker.DeleteEndpoint", _send(signal.SIGINT))
+    _interrupt_at(sm, "before-call.sagemaker.DeleteEndpointConfig", _send(signal.SIGINT))
+    progress: list[str] = []
+    with pytest.raises(DeployInterrupted) as caught:
+        _deploy(moto_factory, progress)
+    left = _leftovers(sm)
+    assert left["endpoints"] == [] and left["configs"] == ["intr-e2b-config"] and left["models"] == ["intr-e2b-model"]
+    error = caught.value
+    assert error.fields["remaining"] == ["endpoint-config:intr-e2b-config", "model:intr-e2b-model"]
+    assert error.fields["commands"] == [f"gemmaserve sagemaker delete {NAME} --region {REGION} --yes"]
+    assert error.hint and "gemmaserve sagemaker delete intr-e2b" in error.hint
+    # the command it prints finishes the job
+    report = api.delete(NAME, region=REGION, factory=moto_factory)
+    assert set(report.deleted) == {"endpoint-config:intr-e2b-config", "model:intr-e2b-model"}
+    assert _leftovers(sm) == {"endpoints": [], "configs": [], "models": []}
+
+
+def test_a_refused_create_does_not_delete_someone_elses_resource(moto_factory: Any) -> None:
+    """CreateEndpointConfig refused because the name is taken: that config is not ours to delete."""
+    sm = moto_factory("sagemaker", REGION)
+    role = make_role(moto_factory("iam", REGION))
+    sm.create_model(ModelName="other-model", ExecutionRoleArn=role, PrimaryContainer={"Image": "x"})
+    sm.create_endpoint_config(EndpointConfigName=f"{NAME}-config", ProductionVariants=[{
+        "VariantName": "AllTraffic", "ModelName": "other-model", "InitialInstanceCount": 1,
+        "InstanceType": "ml.m5.large"}])
+    with pytest.raises(Exception, match="already exist"):
+        _deploy(moto_factory, [], role_arn=role)
+    assert _leftovers(sm)["configs"] == [f"{NAME}-config"] and _leftovers(sm)["models"] == ["other-model"]
+
+
+def test_failed_wait_carries_the_teardown_report(moto_factory: Any) -> None:
+    sm = moto_factory("sagemaker", REGION)
+
+    def failing_wait(**_: Any) -> None:
+        raise EndpointFailed("boom", region=REGION)
+
+    _interrupt_at(sm, "after-call.sagemaker.DescribeEndpoint", lambda: failing_wait(), skip=1)
+    with pytest.raises(EndpointFailed) as caught:
+        _deploy(moto_factory, [], wait=True)
+    assert caught.value.fields["teardown"]["remaining"] == []
+    assert "endpoint:intr-e2b" in caught.value.fields["teardown"]["deleted"]
+    assert _leftovers(sm)["endpoints"] == []
