@@ -281,7 +281,7 @@ def _recover_block_compiled(fast: ModuleType, values: np.ndarray, group_size: in
 
     levels, same = array("levels", n, np.int8), array("same", n, np.bool_)
     steps, ok, peaks = array("steps", ng, np.float32), array("ok", ng, np.bool_), array("peaks", ng, np.float32)
-    fast.fit_bf16(values, group_size, levels, same, _scratch("product", n, np.float32), steps, ok, peaks)
+    fast.fit_bf16(values, group_size, levels, same, steps, ok, peaks)
     levels, same = levels.reshape(rows, cols), same.reshape(rows, cols)
     steps, ok, peaks = steps.reshape(rows, -1), ok.reshape(rows, -1), peaks.reshape(rows, -1)
     peak_elsewhere = np.zeros_like(ok)
