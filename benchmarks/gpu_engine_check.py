@@ -154,19 +154,28 @@ class Run:
 
 
 def engine_python_for_site(site: Path, venv: Path) -> str:
-    """A venv over the system interpreter that puts ``site`` first on sys.path, even under ``python -I``.
+    """A venv over this interpreter that puts ``site`` first on sys.path, even under ``python -I``.
 
     doctor probes the target interpreter in isolated mode (``-I`` drops PYTHONPATH), so a kit
-    installed with ``pip --target`` needs a real site-packages entry to be seen.
+    installed with ``pip --target`` needs a real site-packages entry to be seen. When this
+    interpreter is itself a venv (the GPU machine's /opt/torch/.venv), a venv made from it sees
+    only the base interpreter's packages, so its site-packages (torch) are added right after ``site``.
     """
+    import sysconfig
+
     python = venv / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
                        check=True)
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              capture_output=True, text=True, check=True).stdout.strip()
+    parent = sysconfig.get_paths()["purelib"] if sys.prefix != sys.base_prefix else None
     # A .pth line that starts with "import" is executed: /tmp/site goes first, as PYTHONPATH would put it.
-    Path(purelib, "gemmaserve_site.pth").write_text(f"import sys; sys.path.insert(0, {str(site)!r})\n")
+    line = "import sys, site; "
+    if parent:
+        line += f"site.addsitedir({parent!r}); sys.path.remove({parent!r}); sys.path.insert(0, {parent!r}); "
+    line += f"sys.path.insert(0, {str(site)!r})\n"
+    Path(purelib, "gemmaserve_site.pth").write_text(line)
     return str(python)
 
 
