@@ -109,6 +109,8 @@ RELEASES: dict[str, VllmRelease] = {
     "0.30": _release("0.30.0", huge_gpu_gib=160.0, v2_runner_for_moe=True, v2_profiles_cudagraphs=True,
                      null_block_in_fit_check=True, sources=_sources(
         "0.30.0", **{**_COMMON_026,
+                     "sliding_block": "model_executor/layers/attention/attention.py:98,648 the largest kernel "
+                     "block whose page fits sw_per_token x block_size (TRITON_ATTN: 16)",
                      "sliding_reservation": "v1/kv_cache_interface.py:836",
                      "grouping": "v1/core/kv_cache_utils.py:1543 (1.5)",
                      "null_block": "v1/core/kv_cache_utils.py:2722 the fit check plans against num_blocks - 1",
@@ -118,17 +120,23 @@ RELEASES: dict[str, VllmRelease] = {
                      "batch_defaults": "engine/arg_utils.py:2701"})),
     "0.31": _release("0.31.0", huge_gpu_gib=160.0, v2_runner_for_moe=True, v2_profiles_cudagraphs=True,
                      null_block_in_fit_check=True, sources=_sources(
-        "0.31.0", **{**_COMMON_026, "sliding_reservation": "v1/kv_cache_interface.py:860",
+        "0.31.0", **{**_COMMON_026,
+                     "sliding_block": "model_executor/layers/attention/attention.py:101,651 the largest kernel "
+                     "block whose page fits sw_per_token x block_size (TRITON_ATTN: 16)", "sliding_reservation": "v1/kv_cache_interface.py:860",
                      "grouping": "v1/core/kv_cache_utils.py:1561 (1.5)",
                      "tokens": "v1/core/kv_cache_utils.py:2452"})),
     "0.32": _release("0.32.0", huge_gpu_gib=160.0, v2_runner_for_moe=True, v2_profiles_cudagraphs=True,
                      null_block_in_fit_check=True, sources=_sources(
-        "0.32.0", **{**_COMMON_026, "sliding_reservation": "v1/kv_cache_interface.py:879",
+        "0.32.0", **{**_COMMON_026,
+                     "sliding_block": "model_executor/layers/attention/attention.py:101,651 the largest kernel "
+                     "block whose page fits sw_per_token x block_size (TRITON_ATTN: 16)", "sliding_reservation": "v1/kv_cache_interface.py:879",
                      "grouping": "v1/core/kv_cache_utils.py:1470 (1.5)",
                      "tokens": "v1/core/kv_cache_utils.py:2308"})),
     "0.33": _release("0.33.0", huge_gpu_gib=160.0, v2_runner_for_moe=True, v2_profiles_cudagraphs=True,
                      null_block_in_fit_check=True, sources=_sources(
-        "0.33.0", **{**_COMMON_026, "sliding_reservation": "v1/kv_cache_interface.py:938",
+        "0.33.0", **{**_COMMON_026,
+                     "sliding_block": "model_executor/layers/attention/attention.py:101,656 the largest kernel "
+                     "block whose page fits sw_per_token x block_size (TRITON_ATTN: 16)", "sliding_reservation": "v1/kv_cache_interface.py:938",
                      "grouping": "v1/core/kv_cache_planning.py:524 (1.5)",
                      "page_unification": "v1/core/kv_cache_planning.py:346",
                      "tokens": "v1/core/kv_cache_utils.py:1128",
