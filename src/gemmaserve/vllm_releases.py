@@ -94,6 +94,8 @@ RELEASES: dict[str, VllmRelease] = {
                      "grouping": "v1/core/kv_cache_utils.py:1248 (1.5, as 0.26)"})),
     "0.28": _release("0.28.0", huge_gpu_gib=160.0, sources=_sources(
         "0.28.0", **{**_COMMON_026,
+                     "sliding_block": "model_executor/layers/attention/attention.py:95,634 the smallest kernel block "
+                     "without a padded page (TRITON_ATTN: 16), then unified",
                      "sliding_reservation": "v1/kv_cache_interface.py:566 window - 1 + extra_retained_tokens (0 "
                      "without multi-module drafts) + max_in_flight_tokens",
                      "grouping": "v1/core/kv_cache_utils.py:1214 (1.5)",
@@ -101,6 +103,8 @@ RELEASES: dict[str, VllmRelease] = {
     "0.29": _release("0.29.0", huge_gpu_gib=160.0, v2_runner_for_moe=True, v2_profiles_cudagraphs=True,
                      sources=_sources(
         "0.29.0", **{**_COMMON_026,
+                     "sliding_block": "model_executor/layers/attention/attention.py:95,634 the smallest kernel block "
+                     "without a padded page (TRITON_ATTN: 16), then unified",
                      "sliding_reservation": "v1/kv_cache_interface.py:724",
                      "grouping": "v1/core/kv_cache_utils.py:1313 (1.5)",
                      "runner": "config/vllm.py:645 Model Runner V2 for every model it supports (MoE included)",
