@@ -19,7 +19,7 @@ and the file and line each was read from are in :mod:`gemmaserve.vllm_releases`:
    layers, where in-flight = concurrent batches (2 with async scheduling, the default) ×
    ``max_num_batched_tokens``. Concurrency = ``num_blocks`` / the sum over groups; the
    logged token count is ``int(concurrency × max_model_len)``.
-5. From 0.30 the check that one request fits keeps back BlockPool's null block.
+5. From 0.29 the check that one request fits keeps back BlockPool's null block.
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ def test_reported_tokens_are_concurrency_times_context() -> None:
     assert capacity.kv_cache_tokens == int(capacity.max_concurrency * 8192)
 
 
-def test_from_030_the_fit_check_keeps_back_the_null_block() -> None:
+def test_from_029_the_fit_check_keeps_back_the_null_block() -> None:
     layout = kv_layout(_geometry(), V030)
     exactly_one = layout.row_bytes * 1092
     assert kv_capacity(exactly_one, _geometry(), max_model_len=8192, max_num_batched_tokens=2048,
