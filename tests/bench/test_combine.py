@@ -144,7 +144,7 @@ def test_a_bad_file_is_named(tmp_path: Path) -> None:
     good = _save(tmp_path, "a.json", build_result())
     bad = tmp_path / "b.json"
     bad.write_text(json.dumps({"schema_version": 99}))
-    with pytest.raises(ResultFileInvalid, match="b.json has schema_version 99"):
+    with pytest.raises(ResultFileInvalid, match=r"b\.json has schema_version 99"):
         combine.combine_results([good, str(bad)])
 
 

@@ -98,10 +98,12 @@ def test_sigint_saves_and_exits_130(tmp_path: Path) -> None:
 def test_cli_and_mcp_build_the_same_run_from_the_same_options() -> None:
     from gemmaserve.bench.measure_options import build_measure_inputs
 
-    common = dict(decode_short=16, decode_long=512, decode_calls=5, concurrency=[1, 4], repeats=2,
-                  input_tokens=64, output_tokens=128, quality_set="published-40", quality_max_tokens=1024,
-                  temperature=0.0, ignore_eos=True, timeout_s=60.0, seed=1, warmup=1, quality_concurrency=4,
-                  requests_per_stream=1, labels=["a"])
+    common = dict(  # noqa: C408 - keyword arguments, passed on as such
+        decode_short=16, decode_long=512, decode_calls=5, concurrency=[1, 4], repeats=2,
+        input_tokens=64, output_tokens=128, quality_set="published-40", quality_max_tokens=1024,
+        temperature=0.0, ignore_eos=True, timeout_s=60.0, seed=1, warmup=1, quality_concurrency=4,
+        requests_per_stream=1, labels=["a"],
+    )
     settings, options = build_measure_inputs(["http://127.0.0.1:1", "http://127.0.0.1:2"], **common)  # type: ignore[arg-type]
     assert settings.concurrency_levels == [1, 4] and settings.quality_set == "published-40"
     assert [o.label for o in options] == ["a", None]

@@ -93,7 +93,7 @@ def test_a_comparison_file_in_the_directory_is_skipped(tmp_path: Path) -> None:
 def test_a_stranger_json_file_is_refused_by_name(tmp_path: Path) -> None:
     directory = _directory(tmp_path)
     (directory / "notes.json").write_text(json.dumps({"hello": 1}))
-    with pytest.raises(ResultFileInvalid, match="notes.json is neither"):
+    with pytest.raises(ResultFileInvalid, match=r"notes\.json is neither"):
         report.build_report(directory, html_page=False)
 
 

@@ -81,7 +81,7 @@ def server() -> MCPServer:
 
 # --- SageMaker: moto's real HTTP server, with Service Quotas (which moto lacks) answered by Stubber ----------
 
-from tests.sagemaker.conftest import moto_factory, moto_server_url  # noqa: F401 - re-exported fixtures
+from tests.sagemaker.conftest import moto_factory, moto_server_url  # noqa: E402, F401 - re-exported fixtures
 
 REGION = "us-east-1"
 
