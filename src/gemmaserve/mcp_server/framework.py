@@ -205,7 +205,7 @@ async def run_blocking(ctx: Context, work: Callable[[Cancellation, ProgressSink]
     def target() -> None:
         try:
             outcome["value"] = work(cancellation, report)
-        except BaseException as exc:  # noqa: BLE001 - carried back to the event loop and re-raised there
+        except BaseException as exc:
             outcome["error"] = exc
         finally:
             try:
