@@ -48,3 +48,10 @@ def moto_factory(moto_server_url: str) -> Iterator[Any]:
         yield factory
     finally:
         factory.close()
+
+
+@pytest.fixture
+def aws_env(moto_factory: Any, moto_server_url: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """gemmaserve's AWS clients pointed at moto's server, for tests that go through the CLI."""
+    monkeypatch.setenv("GEMMASERVE_AWS_ENDPOINT_URL", moto_server_url)
+    return moto_factory

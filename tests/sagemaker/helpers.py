@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
+from gemmaserve.cli import app
+from gemmaserve.cli.errors import run_with_error_mapping
 from gemmaserve.sagemaker.endpoint import DeploySpec
 from gemmaserve.sagemaker.env_mapping import serve_args_to_env
 
@@ -66,3 +70,10 @@ def record_derived_image(image_uri: str = DERIVED_T4) -> str:
         base_cuda_version=PINNED_IMAGE.cuda_version, gemmaserve_source="wheel:gemmaserve-0.1.0-py3-none-any.whl",
         clamp_verified=True))
     return image_uri
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """The CLI as a user runs it (errors mapped to exit codes): exit code, stdout, stderr."""
+    code = run_with_error_mapping(app, args, debug=False)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err

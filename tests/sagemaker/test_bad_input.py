@@ -11,16 +11,9 @@ import json
 
 import pytest
 
-from gemmaserve.cli import app
-from gemmaserve.cli.errors import run_with_error_mapping
+from tests.sagemaker.helpers import run
 
 DRY = ["sagemaker", "deploy", "--model", "gemma-4-e2b", "--region", "us-east-1", "--dry-run"]
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = run_with_error_mapping(app, args, debug=False)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def refused(args: list[str], capsys: pytest.CaptureFixture[str], needle: str, code: int = 2) -> str:

@@ -9,22 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from gemmaserve.cli import app
-from gemmaserve.cli.errors import run_with_error_mapping
-from tests.sagemaker.helpers import make_role
+from tests.sagemaker.helpers import make_role, run
 
 REGION = "us-east-1"
-
-
-@pytest.fixture
-def aws_env(moto_factory: Any, moto_server_url: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("GEMMASERVE_AWS_ENDPOINT_URL", moto_server_url)
-    return moto_factory
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = run_with_error_mapping(app, args, debug=False)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_deploy_dry_run_prints_calls_and_price_without_aws(capsys: pytest.CaptureFixture[str]) -> None:

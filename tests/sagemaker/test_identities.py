@@ -8,26 +8,12 @@ from typing import Any
 
 import pytest
 
-from gemmaserve.cli import app
-from gemmaserve.cli.errors import run_with_error_mapping
 from gemmaserve.errors import UsageError
 from gemmaserve.sagemaker import api
 from gemmaserve.sagemaker.iam import EXECUTION_POLICY_NAME, policy_regions
-from tests.sagemaker.helpers import make_role
+from tests.sagemaker.helpers import make_role, run
 
 ACCOUNT = "123456789012"  # moto's
-
-
-@pytest.fixture
-def aws_env(moto_factory: Any, moto_server_url: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("GEMMASERVE_AWS_ENDPOINT_URL", moto_server_url)
-    return moto_factory
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = run_with_error_mapping(app, args, debug=False)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def findings(factory: Any, role_arn: str, regions: list[str]) -> dict[str, str]:

@@ -11,27 +11,13 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from gemmaserve.cli import app
-from gemmaserve.cli.errors import run_with_error_mapping
 from gemmaserve.errors import UsageError
 from gemmaserve.sagemaker import api
 from gemmaserve.sagemaker.endpoint import execute_deploy, plan_deploy
 from gemmaserve.sagemaker.tags import build_tags
-from tests.sagemaker.helpers import START, make_role, make_spec
+from tests.sagemaker.helpers import START, make_role, make_spec, run
 
 REGION = "us-east-1"
-
-
-@pytest.fixture
-def aws_env(moto_factory: Any, moto_server_url: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("GEMMASERVE_AWS_ENDPOINT_URL", moto_server_url)
-    return moto_factory
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = run_with_error_mapping(app, args, debug=False)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def deploy(factory: Any, name: str, region: str = REGION, **spec: Any) -> None:

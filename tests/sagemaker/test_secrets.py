@@ -7,22 +7,14 @@ from typing import Any
 
 import pytest
 
-from gemmaserve.cli import app
-from gemmaserve.cli.errors import run_with_error_mapping
 from gemmaserve.sagemaker.secrets import is_secret_name, mask_serve_args
-from tests.sagemaker.helpers import make_role
+from tests.sagemaker.helpers import make_role, run
 
 REGION = "us-east-1"
 TOKEN = "hf_abcdefghijklmnopqrstuvwxyz0123"
 API_KEY = "sk-live-0123456789abcdef"
 SECRETS = ["--env", f"HF_TOKEN={TOKEN}", "--env", "DB_PASSWORD=pa55word!", "--env", "MY_SECRET=s3cr3t-value",
            "--vllm-arg=--api-key", f"--vllm-arg={API_KEY}"]
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = run_with_error_mapping(app, args, debug=False)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def assert_hidden(text: str) -> None:
