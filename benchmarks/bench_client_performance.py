@@ -53,25 +53,42 @@ def _server_truth(url: str) -> dict[str, float]:
     fetch_json(url + "/mock/requests", method="DELETE")
     ttfts = [r["token_times_s"][0] - r["received_s"] for r in records if r["token_times_s"]]
     gaps = [b - a for r in records for a, b in zip(r["token_times_s"], r["token_times_s"][1:], strict=False)]
-    tpots = [(r["token_times_s"][-1] - r["token_times_s"][0]) / (len(r["token_times_s"]) - 1)
-             for r in records if len(r["token_times_s"]) > 1]
-    return {"ttft_p50_s": statistics.median(ttfts), "itl_p50_s": statistics.median(gaps) if gaps else float("nan"),
-            "tpot_p50_s": statistics.median(tpots) if tpots else float("nan"), "requests": len(records)}
+    tpots = [
+        (r["token_times_s"][-1] - r["token_times_s"][0]) / (len(r["token_times_s"]) - 1)
+        for r in records
+        if len(r["token_times_s"]) > 1
+    ]
+    return {
+        "ttft_p50_s": statistics.median(ttfts),
+        "itl_p50_s": statistics.median(gaps) if gaps else float("nan"),
+        "tpot_p50_s": statistics.median(tpots) if tpots else float("nan"),
+        "requests": len(records),
+    }
 
 
-async def _batch(url: str, *, concurrency: int, tokens: int, requests: int, salt: str,
-                 warm: bool = False) -> dict[str, Any]:
+async def _batch(
+    url: str, *, concurrency: int, tokens: int, requests: int, salt: str, warm: bool = False
+) -> dict[str, Any]:
     transport = HttpTransport(url, timeout_s=120)
     try:
         if warm:  # open every keep-alive connection first, as `bench measure` does before a load level
-            await run_batch(transport, [(f"w{i}", ChatRequest(f"warm {salt} {i}", 2)) for i in range(concurrency)],
-                            concurrency=concurrency, clock=time.perf_counter, timeout_s=120)
+            await run_batch(
+                transport,
+                [(f"w{i}", ChatRequest(f"warm {salt} {i}", 2)) for i in range(concurrency)],
+                concurrency=concurrency,
+                clock=time.perf_counter,
+                timeout_s=120,
+            )
             await asyncio.to_thread(fetch_json, url + "/mock/requests", method="DELETE")
         batch = await run_batch(
             transport,
-            [(f"{salt}-{i}", ChatRequest(synthetic_prompt(32, seed=1, salt=(salt, i)), tokens, ignore_eos=True))
-             for i in range(requests)],
-            concurrency=concurrency, clock=time.perf_counter, timeout_s=120,
+            [
+                (f"{salt}-{i}", ChatRequest(synthetic_prompt(32, seed=1, salt=(salt, i)), tokens, ignore_eos=True))
+                for i in range(requests)
+            ],
+            concurrency=concurrency,
+            clock=time.perf_counter,
+            timeout_s=120,
         )
     finally:
         await transport.aclose()
@@ -80,12 +97,16 @@ async def _batch(url: str, *, concurrency: int, tokens: int, requests: int, salt
     chunks = sum(o.chunks for o in batch.outcomes)
     itl = [g for o in ok for g in o.metrics.itl_s]  # type: ignore[union-attr]
     return {
-        "requests": len(batch.outcomes), "failed": len(batch.outcomes) - len(ok),
+        "requests": len(batch.outcomes),
+        "failed": len(batch.outcomes) - len(ok),
         "ttft_p50_s": stats.median([o.metrics.ttft_s for o in ok]),  # type: ignore[union-attr,misc]
-        "itl_p50_s": stats.median(itl), "itl_p99_s": stats.percentile(itl, 99),
+        "itl_p50_s": stats.median(itl),
+        "itl_p99_s": stats.percentile(itl, 99),
         "tpot_p50_s": stats.median([o.metrics.tpot_s for o in ok if o.metrics.tpot_s]),  # type: ignore[union-attr,misc]
         "e2el_s": [o.metrics.e2el_s for o in ok],  # type: ignore[union-attr]
-        "cpu_s": batch.cpu_s, "wall_s": wall, "cpu_share": batch.cpu_s / wall,
+        "cpu_s": batch.cpu_s,
+        "wall_s": wall,
+        "cpu_share": batch.cpu_s / wall,
         "cpu_us_per_chunk": 1e6 * batch.cpu_s / chunks if chunks else None,
         "output_tokens_per_s": sum(o.metrics.output_tokens for o in ok) / wall,  # type: ignore[union-attr]
     }
@@ -102,14 +123,20 @@ async def _decode_calls(url: str, calls: int) -> tuple[list[float], list[float]]
     short: list[float] = []
     long: list[float] = []
     try:
-        await run_batch(transport, [("warm", ChatRequest("warm up", 2))], concurrency=1, clock=time.perf_counter,
-                        timeout_s=120)
+        await run_batch(
+            transport, [("warm", ChatRequest("warm up", 2))], concurrency=1, clock=time.perf_counter, timeout_s=120
+        )
         await asyncio.to_thread(fetch_json, url + "/mock/requests", method="DELETE")
         for call in range(calls):
             for tokens, into in ((16, short), (512, long)):
                 prompt = synthetic_prompt(32, seed=1, salt=("decode", tokens, call))
-                batch = await run_batch(transport, [(f"d{call}", ChatRequest(prompt, tokens, ignore_eos=True))],
-                                        concurrency=1, clock=time.perf_counter, timeout_s=120)
+                batch = await run_batch(
+                    transport,
+                    [(f"d{call}", ChatRequest(prompt, tokens, ignore_eos=True))],
+                    concurrency=1,
+                    clock=time.perf_counter,
+                    timeout_s=120,
+                )
                 into.append(batch.outcomes[0].metrics.e2el_s)  # type: ignore[union-attr,arg-type]
     finally:
         await transport.aclose()
@@ -131,10 +158,12 @@ def decode_check(calls: int) -> dict[str, Any]:
     server_line = stats.decode_rate(server_walls[16], server_walls[512])
     true_rate = 1 / itl_s
     return {
-        "true_rate_tokens_per_s": true_rate, "rate_tokens_per_s": line.rate_tokens_per_s,
+        "true_rate_tokens_per_s": true_rate,
+        "rate_tokens_per_s": line.rate_tokens_per_s,
         "rate_error_share": line.rate_tokens_per_s / true_rate - 1,
         "server_recorded_rate_tokens_per_s": server_line.rate_tokens_per_s,
-        "configured_fixed_cost_s": fixed_s, "intercept_s": line.intercept_s,
+        "configured_fixed_cost_s": fixed_s,
+        "intercept_s": line.intercept_s,
         "intercept_error_s": line.intercept_s - fixed_s,
         "server_recorded_intercept_s": server_line.intercept_s,
         "intercept_error_vs_server_s": line.intercept_s - server_line.intercept_s,
@@ -144,13 +173,18 @@ def decode_check(calls: int) -> dict[str, Any]:
 def latency_check(concurrency: int, tokens: int, itl_s: float, ttft_s: float) -> dict[str, Any]:
     config = MockConfig(ttft_s=ttft_s, itl_s=itl_s, record=True)
     with start_mock_process(config) as server:
-        client = _run(_batch(server.url, concurrency=concurrency, tokens=tokens, requests=concurrency, salt="m",
-                             warm=True))
+        client = _run(
+            _batch(server.url, concurrency=concurrency, tokens=tokens, requests=concurrency, salt="m", warm=True)
+        )
         truth = _server_truth(server.url)
     client.pop("e2el_s")
     return {
-        "concurrency": concurrency, "tokens": tokens, "configured_ttft_s": ttft_s, "configured_itl_s": itl_s,
-        "server": truth, "client": client,
+        "concurrency": concurrency,
+        "tokens": tokens,
+        "configured_ttft_s": ttft_s,
+        "configured_itl_s": itl_s,
+        "server": truth,
+        "client": client,
         "ttft_error_vs_configured_s": client["ttft_p50_s"] - ttft_s,
         "ttft_error_vs_server_s": client["ttft_p50_s"] - truth["ttft_p50_s"],
         "itl_error_vs_configured_s": client["itl_p50_s"] - itl_s,
@@ -178,22 +212,37 @@ def guidellm_check(venv: Path, concurrency: int, tokens: int, itl_s: float, ttft
     from gemmaserve.bench.prompts import VOCABULARY
 
     tokenizer_dir = Path("/tmp/gemmaserve-bench-tokenizer")
-    subprocess.run([str(venv / "bin" / "python"), "-c", _TOKENIZER_SCRIPT, str(tokenizer_dir), *VOCABULARY],
-                   check=True)
+    subprocess.run([str(venv / "bin" / "python"), "-c", _TOKENIZER_SCRIPT, str(tokenizer_dir), *VOCABULARY], check=True)
     out = Path(f"/tmp/gemmaserve-guidellm-{concurrency}.json")
     with start_mock_process(MockConfig(ttft_s=ttft_s, itl_s=itl_s, record=True)) as server:
         requests = max(concurrency, 5)
-        command = [str(venv / "bin" / "guidellm"), "run",
-                   "--backend", f"kind=openai_http,target={server.url},model=mock-model",
-                   "--profile", f"kind=concurrent,streams={concurrency}",
-                   "--constraint", f"kind=max_requests,count={requests}",
-                   "--tokenizer", f"kind=huggingface_auto,model={tokenizer_dir}",
-                   "--data", f"kind=synthetic_text,prompt_tokens=32,output_tokens={tokens}",
-                   "--output", f"kind=json,path={out}", "--disable-console"]
+        command = [
+            str(venv / "bin" / "guidellm"),
+            "run",
+            "--backend",
+            f"kind=openai_http,target={server.url},model=mock-model",
+            "--profile",
+            f"kind=concurrent,streams={concurrency}",
+            "--constraint",
+            f"kind=max_requests,count={requests}",
+            "--tokenizer",
+            f"kind=huggingface_auto,model={tokenizer_dir}",
+            "--data",
+            f"kind=synthetic_text,prompt_tokens=32,output_tokens={tokens}",
+            "--output",
+            f"kind=json,path={out}",
+            "--disable-console",
+        ]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
-        completed = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False,
-                                   env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+        completed = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+        )
         wall_s = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         truth = _server_truth(server.url)
@@ -206,16 +255,19 @@ def guidellm_check(venv: Path, concurrency: int, tokens: int, itl_s: float, ttft
 
     cpu_s = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     return {
-        "concurrency": concurrency, "tokens": tokens, "server": truth,
+        "concurrency": concurrency,
+        "tokens": tokens,
+        "server": truth,
         "ttft_p50_s": med("time_to_first_token_ms"),
         # GuideLLM's inter_token_latency is per request (latency - ttft) / (tokens - 1): our tpot.
         "itl_p50_s": med("inter_token_latency_ms"),
         "ttft_error_vs_server_s": med("time_to_first_token_ms") - truth["ttft_p50_s"],
         "itl_error_vs_server_s": med("inter_token_latency_ms") - truth["itl_p50_s"],
         "tpot_error_vs_server_s": med("inter_token_latency_ms") - truth["tpot_p50_s"],
-        "cpu_s_all_processes": cpu_s, "wall_s": wall_s, "errored": metrics["request_totals"]["errored"],
+        "cpu_s_all_processes": cpu_s,
+        "wall_s": wall_s,
+        "errored": metrics["request_totals"]["errored"],
     }
-
 
 
 # --- side by side: every client a subprocess, judged by the same server records ---------------
@@ -292,21 +344,37 @@ def _burst_truth(url: str, requests: int) -> dict[str, Any]:
     end = max(r["token_times_s"][-1] for r in records)
     busy = sum(r["token_times_s"][-1] - r["received_s"] for r in records)
     return {
-        "requests": len(records), "start_s": start, "end_s": end,
+        "requests": len(records),
+        "start_s": start,
+        "end_s": end,
         "ttft_p50_s": statistics.median(r["token_times_s"][0] - r["received_s"] for r in records),
-        "itl_p50_s": statistics.median(b - a for r in records
-                                       for a, b in zip(r["token_times_s"], r["token_times_s"][1:], strict=False)),
-        "tpot_p50_s": statistics.median((r["token_times_s"][-1] - r["token_times_s"][0]) / (len(r["token_times_s"]) - 1)
-                                        for r in records if len(r["token_times_s"]) > 1),
+        "itl_p50_s": statistics.median(
+            b - a for r in records for a, b in zip(r["token_times_s"], r["token_times_s"][1:], strict=False)
+        ),
+        "tpot_p50_s": statistics.median(
+            (r["token_times_s"][-1] - r["token_times_s"][0]) / (len(r["token_times_s"]) - 1)
+            for r in records
+            if len(r["token_times_s"]) > 1
+        ),
         "achieved_concurrency": busy / (end - start),
         "tokens": sum(r["tokens"] for r in records),
     }
 
 
-def _client_command_gemmaserve(url: str, streams: int, requests: int, tokens: int, out: Path,
-                               processes: int) -> list[str]:
-    return [sys.executable, str(Path(__file__).resolve()), "--client-run", url, str(streams), str(requests), str(tokens),
-            str(processes), str(out)]
+def _client_command_gemmaserve(
+    url: str, streams: int, requests: int, tokens: int, out: Path, processes: int
+) -> list[str]:
+    return [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--client-run",
+        url,
+        str(streams),
+        str(requests),
+        str(tokens),
+        str(processes),
+        str(out),
+    ]
 
 
 def client_run(url: str, streams: int, requests: int, tokens: int, processes: int, out: Path) -> int:
@@ -314,19 +382,38 @@ def client_run(url: str, streams: int, requests: int, tokens: int, processes: in
     from gemmaserve.bench.shards import run_sharded_batch
 
     batch = run_sharded_batch(
-        url, [(f"s{i}", ChatRequest(synthetic_prompt(32, seed=1, salt=("side", i)), tokens, ignore_eos=True))
-              for i in range(requests)],
-        processes=processes, concurrency=streams, timeout_s=300, raise_on_saturation=False)
+        url,
+        [
+            (f"s{i}", ChatRequest(synthetic_prompt(32, seed=1, salt=("side", i)), tokens, ignore_eos=True))
+            for i in range(requests)
+        ],
+        processes=processes,
+        concurrency=streams,
+        timeout_s=300,
+        raise_on_saturation=False,
+    )
     ok = [o for o in batch.batch.outcomes if o.success and o.metrics]
-    out.write_text(json.dumps({
-        "ttft_s": [o.metrics.ttft_s for o in ok],  # type: ignore[union-attr]
-        "itl_s": [g for o in ok for g in o.metrics.itl_s],  # type: ignore[union-attr]
-        "client_queue_s": [o.client_queue_s for o in ok if o.client_queue_s is not None],
-        "failed": len(batch.batch.outcomes) - len(ok),
-        "lag_p50_s": batch.worst_lag_p50_s, "lag_p90_s": batch.worst_lag_p90_s,
-        "shards": [{"streams": s.requests, "cpu_share": s.cpu_share, "lag_p50_s": s.lag_p50_s,
-                    "lag_p90_s": s.lag_p90_s} for s in batch.shards],
-    }))
+    out.write_text(
+        json.dumps(
+            {
+                "ttft_s": [o.metrics.ttft_s for o in ok],  # type: ignore[union-attr]
+                "itl_s": [g for o in ok for g in o.metrics.itl_s],  # type: ignore[union-attr]
+                "client_queue_s": [o.client_queue_s for o in ok if o.client_queue_s is not None],
+                "failed": len(batch.batch.outcomes) - len(ok),
+                "lag_p50_s": batch.worst_lag_p50_s,
+                "lag_p90_s": batch.worst_lag_p90_s,
+                "shards": [
+                    {
+                        "streams": s.requests,
+                        "cpu_share": s.cpu_share,
+                        "lag_p50_s": s.lag_p50_s,
+                        "lag_p90_s": s.lag_p90_s,
+                    }
+                    for s in batch.shards
+                ],
+            }
+        )
+    )
     return 0
 
 
@@ -348,8 +435,9 @@ def _vllm_dist_alias(venv: Path) -> None:
         (alias / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0+cpu\n")
 
 
-def side_by_side(tool: str, venv: Path | None, streams: int, tokens: int, itl_s: float, ttft_s: float,
-                 processes: int) -> dict[str, Any]:
+def side_by_side(
+    tool: str, venv: Path | None, streams: int, tokens: int, itl_s: float, ttft_s: float, processes: int
+) -> dict[str, Any]:
     requests = streams if streams >= 16 else 5
     out = Path(f"/tmp/gemmaserve-sbs-{tool}-{streams}.json")
     out.unlink(missing_ok=True)
@@ -360,23 +448,61 @@ def side_by_side(tool: str, venv: Path | None, streams: int, tokens: int, itl_s:
             env = {**os.environ}
         elif tool == "guidellm":
             assert venv is not None
-            command = [str(venv / "bin" / "guidellm"), "run",
-                       "--backend", f"kind=openai_http,target={server.url},model=mock-model",
-                       "--profile", f"kind=concurrent,streams={streams}",
-                       "--constraint", f"kind=max_requests,count={requests}",
-                       "--tokenizer", f"kind=huggingface_auto,model={_tokenizer_dir(venv / 'bin' / 'python')}",
-                       "--data", f"kind=synthetic_text,prompt_tokens=32,output_tokens={tokens}",
-                       "--output", f"kind=json,path={out}", "--disable-console"]
+            command = [
+                str(venv / "bin" / "guidellm"),
+                "run",
+                "--backend",
+                f"kind=openai_http,target={server.url},model=mock-model",
+                "--profile",
+                f"kind=concurrent,streams={streams}",
+                "--constraint",
+                f"kind=max_requests,count={requests}",
+                "--tokenizer",
+                f"kind=huggingface_auto,model={_tokenizer_dir(venv / 'bin' / 'python')}",
+                "--data",
+                f"kind=synthetic_text,prompt_tokens=32,output_tokens={tokens}",
+                "--output",
+                f"kind=json,path={out}",
+                "--disable-console",
+            ]
         else:
             assert venv is not None
             _vllm_dist_alias(venv)
-            command = [str(venv / "bin" / "vllm"), "bench", "serve", "--backend", "openai-chat",
-                       "--base-url", server.url, "--endpoint", "/v1/chat/completions", "--model", "mock-model",
-                       "--tokenizer", str(_tokenizer_dir(venv / "bin" / "python")), "--dataset-name", "random",
-                       "--random-input-len", "32", "--random-output-len", str(tokens), "--num-prompts", str(requests),
-                       "--max-concurrency", str(streams), "--request-rate", "inf", "--ignore-eos",
-                       "--save-result", "--save-detailed", "--result-dir", str(out.parent),
-                       "--result-filename", out.name, "--disable-tqdm"]
+            command = [
+                str(venv / "bin" / "vllm"),
+                "bench",
+                "serve",
+                "--backend",
+                "openai-chat",
+                "--base-url",
+                server.url,
+                "--endpoint",
+                "/v1/chat/completions",
+                "--model",
+                "mock-model",
+                "--tokenizer",
+                str(_tokenizer_dir(venv / "bin" / "python")),
+                "--dataset-name",
+                "random",
+                "--random-input-len",
+                "32",
+                "--random-output-len",
+                str(tokens),
+                "--num-prompts",
+                str(requests),
+                "--max-concurrency",
+                str(streams),
+                "--request-rate",
+                "inf",
+                "--ignore-eos",
+                "--save-result",
+                "--save-detailed",
+                "--result-dir",
+                str(out.parent),
+                "--result-filename",
+                out.name,
+                "--disable-tqdm",
+            ]
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         sampler = CpuSampler(process.pid)
         try:
@@ -390,14 +516,21 @@ def side_by_side(tool: str, venv: Path | None, streams: int, tokens: int, itl_s:
     cpu_s = sampler.cpu_between(truth["start_s"], truth["end_s"])
     wall_s = truth["end_s"] - truth["start_s"]
     return {
-        "tool": tool, "streams": streams, "requests": requests, "tokens": tokens, "server": truth,
-        "ttft_p50_s": statistics.median(ttfts), "itl_p50_s": statistics.median(itls),
+        "tool": tool,
+        "streams": streams,
+        "requests": requests,
+        "tokens": tokens,
+        "server": truth,
+        "ttft_p50_s": statistics.median(ttfts),
+        "itl_p50_s": statistics.median(itls),
         "ttft_error_s": statistics.median(ttfts) - truth["ttft_p50_s"],
-        "itl_error_s": statistics.median(itls) - truth["tpot_p50_s" if extra.get("itl_is_per_request_average")
-                                                      else "itl_p50_s"],
+        "itl_error_s": statistics.median(itls)
+        - truth["tpot_p50_s" if extra.get("itl_is_per_request_average") else "itl_p50_s"],
         "achieved_concurrency": truth["achieved_concurrency"],
-        "client_cpu_s": cpu_s, "client_cores": cpu_s / wall_s,
-        "client_cpu_us_per_token": 1e6 * cpu_s / truth["tokens"], **extra,
+        "client_cpu_s": cpu_s,
+        "client_cores": cpu_s / wall_s,
+        "client_cpu_us_per_token": 1e6 * cpu_s / truth["tokens"],
+        **extra,
     }
 
 
@@ -405,14 +538,23 @@ def _read_client(tool: str, out: Path) -> tuple[list[float], list[float], dict[s
     document = json.loads(out.read_text())
     if tool == "gemmaserve":
         queue = document["client_queue_s"]
-        return document["ttft_s"], document["itl_s"], {
-            "failed": document["failed"], "lag_p50_s": document.get("lag_p50_s"),
-            "lag_p90_s": document["lag_p90_s"],
-            "client_queue_p50_s": statistics.median(queue) if queue else None}
+        return (
+            document["ttft_s"],
+            document["itl_s"],
+            {
+                "failed": document["failed"],
+                "lag_p50_s": document.get("lag_p50_s"),
+                "lag_p90_s": document["lag_p90_s"],
+                "client_queue_p50_s": statistics.median(queue) if queue else None,
+            },
+        )
     if tool == "vllm":
         ok = [i for i, error in enumerate(document["errors"]) if not error]
-        return ([document["ttfts"][i] for i in ok], [g for i in ok for g in document["itls"][i]],
-                {"failed": len(document["errors"]) - len(ok)})
+        return (
+            [document["ttfts"][i] for i in ok],
+            [g for i in ok for g in document["itls"][i]],
+            {"failed": len(document["errors"]) - len(ok)},
+        )
     # GuideLLM keeps each request's timings (wall-clock seconds), but not each token's: its
     # inter-token figure is a per-request average, (last token − first token) / (tokens − 1),
     # compared below with the server's per-request average (its TPOT), not with its gap median.
@@ -421,8 +563,9 @@ def _read_client(tool: str, out: Path) -> tuple[list[float], list[float], dict[s
         timings = request["info"]["timings"]
         ttfts.append(timings["first_token_iteration"] - timings["request_start"])
         if timings["token_iterations"] > 1:
-            averages.append((timings["last_token_iteration"] - timings["first_token_iteration"])
-                            / (timings["token_iterations"] - 1))
+            averages.append(
+                (timings["last_token_iteration"] - timings["first_token_iteration"]) / (timings["token_iterations"] - 1)
+            )
     errored = document["benchmarks"][0]["metrics"]["request_totals"]["errored"]
     return ttfts, averages, {"failed": errored, "itl_is_per_request_average": True}
 
@@ -430,14 +573,17 @@ def _read_client(tool: str, out: Path) -> tuple[list[float], list[float], dict[s
 # --- scale: thousands of streams, sharded, with the saturation guard ----------------------------
 
 
-def scale_check(streams: int, processes: int, tokens: int, itl_s: float, ttft_s: float,
-                server_shards: int) -> dict[str, Any]:
+def scale_check(
+    streams: int, processes: int, tokens: int, itl_s: float, ttft_s: float, server_shards: int
+) -> dict[str, Any]:
     from gemmaserve.bench.shards import run_sharded_batch
     from gemmaserve.errors import ClientSaturated
 
     config = MockConfig(ttft_s=ttft_s, itl_s=itl_s, record=server_shards == 1)
-    requests = [(f"x{i}", ChatRequest(synthetic_prompt(32, seed=1, salt=("scale", i)), tokens, ignore_eos=True))
-                for i in range(streams)]
+    requests = [
+        (f"x{i}", ChatRequest(synthetic_prompt(32, seed=1, salt=("scale", i)), tokens, ignore_eos=True))
+        for i in range(streams)
+    ]
     with start_mock_process(config, shards=server_shards) as server:
         clear = (lambda: fetch_json(server.url + "/mock/requests", method="DELETE")) if server_shards == 1 else None
         try:
@@ -451,15 +597,22 @@ def scale_check(streams: int, processes: int, tokens: int, itl_s: float, ttft_s:
     wall = result.batch.finished_s - result.batch.started_s
     chunks = sum(o.chunks for o in result.batch.outcomes)
     return {
-        "streams": streams, "processes": processes, "failed": len(result.batch.outcomes) - len(ok),
-        "ttft_p50_s": ttft, "itl_p50_s": itl,
-        "ttft_error_vs_configured_s": ttft - ttft_s, "itl_error_vs_configured_s": itl - itl_s,
+        "streams": streams,
+        "processes": processes,
+        "failed": len(result.batch.outcomes) - len(ok),
+        "ttft_p50_s": ttft,
+        "itl_p50_s": itl,
+        "ttft_error_vs_configured_s": ttft - ttft_s,
+        "itl_error_vs_configured_s": itl - itl_s,
         "ttft_error_vs_server_s": ttft - truth["ttft_p50_s"] if truth else None,
         "itl_error_vs_server_s": itl - truth["itl_p50_s"] if truth else None,
         "client_queue_p50_s": stats.median([o.client_queue_s for o in ok if o.client_queue_s is not None]),
-        "client_cpu_s": result.batch.cpu_s, "client_cores": result.batch.cpu_s / wall,
+        "client_cpu_s": result.batch.cpu_s,
+        "client_cores": result.batch.cpu_s / wall,
         "client_cpu_us_per_chunk": 1e6 * result.batch.cpu_s / chunks if chunks else None,
-        "lag_p50_s": result.worst_lag_p50_s, "lag_p90_s": result.worst_lag_p90_s, "shards": [dataclasses.asdict(s) for s in result.shards],
+        "lag_p50_s": result.worst_lag_p50_s,
+        "lag_p90_s": result.worst_lag_p90_s,
+        "shards": [dataclasses.asdict(s) for s in result.shards],
     }
 
 
@@ -480,8 +633,12 @@ def main() -> int:
     args = parser.parse_args()
 
     # The machine may be shared: record its load so a noisy run can be recognised.
-    results: dict[str, Any] = {"python": sys.version.split()[0], "loop": "uvloop", "cpu_count": os.cpu_count(),
-                               "load_average_before": os.getloadavg()}
+    results: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "loop": "uvloop",
+        "cpu_count": os.cpu_count(),
+        "load_average_before": os.getloadavg(),
+    }
     started = time.perf_counter()
     if not args.no_basic:
         results["decode"] = decode_check(3 if args.quick else 5)
@@ -504,8 +661,14 @@ def main() -> int:
                 results["side_by_side"].append(row)
     if args.scale:
         results["scale"] = []
-        for streams, processes, server_shards in ((256, 1, 1), (512, 1, 1), (512, 2, 1), (1024, 2, 1),
-                                                  (2048, 2, 1), (2048, 2, 2)):
+        for streams, processes, server_shards in (
+            (256, 1, 1),
+            (512, 1, 1),
+            (512, 2, 1),
+            (1024, 2, 1),
+            (2048, 2, 1),
+            (2048, 2, 2),
+        ):
             row = scale_check(streams, processes, 128, 0.02, 0.03, server_shards)
             row["server_shards"], row["load_average"] = server_shards, os.getloadavg()
             print(json.dumps({k: v for k, v in row.items() if k != "shards"}), flush=True)

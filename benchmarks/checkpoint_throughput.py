@@ -40,7 +40,10 @@ def write_synthetic(root: Path, total_gb: float, seed: int = 0) -> int:
     root.mkdir(parents=True, exist_ok=True)
     n_tensors = max(1, int(total_gb * 1e9 // (ROWS * COLS * 2)))
     weight_map: dict[str, str] = {}
-    names = [f"model.language_model.layers.{i // 4}.mlp.{('gate', 'up', 'down', 'x')[i % 4]}_proj.weight" for i in range(n_tensors)]
+    names = [
+        f"model.language_model.layers.{i // 4}.mlp.{('gate', 'up', 'down', 'x')[i % 4]}_proj.weight"
+        for i in range(n_tensors)
+    ]
     names = [n.replace("x_proj", "o_proj").replace("mlp.o_proj", "self_attn.o_proj") for n in names]
     shards = [names[i : i + TENSORS_PER_SHARD] for i in range(0, n_tensors, TENSORS_PER_SHARD)]
     total = 0
@@ -57,12 +60,16 @@ def write_synthetic(root: Path, total_gb: float, seed: int = 0) -> int:
             for name in sorted(shard_names):
                 levels = rng.integers(-8, 8, size=(ROWS, COLS // 32, 32), dtype=np.int8)
                 levels[..., 0] = -8
-                steps = grid.round_to_dtype(rng.uniform(0.002, 0.05, size=(ROWS, COLS // 32)).astype(np.float32), "BF16")
+                steps = grid.round_to_dtype(
+                    rng.uniform(0.002, 0.05, size=(ROWS, COLS // 32)).astype(np.float32), "BF16"
+                )
                 values = grid.reconstruct(levels.astype(np.float32), steps, "BF16")
                 handle.write(grid.f32_to_bf16_bits(values).tobytes())
                 weight_map[name] = shard
         total += offset
-    (root / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}))
+    (root / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map})
+    )
     config = {"architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4",
               "text_config": {"hidden_size": COLS, "num_hidden_layers": (n_tensors + 3) // 4, "tie_word_embeddings": True}}  # fmt: skip
     (root / "config.json").write_text(json.dumps(config))
@@ -234,7 +241,11 @@ def main() -> None:
     phases = {}
     for phase, ws in walls.items():
         gb = (total + (sum(f.stat().st_size for f in out_files) if phase == "cat_src_and_build" else 0)) / 1e9
-        entry = {"wall_s_median": _median(ws), "wall_s": [round(w, 3) for w in ws], "gb_per_s": round(gb / statistics.median(ws), 3)}
+        entry = {
+            "wall_s_median": _median(ws),
+            "wall_s": [round(w, 3) for w in ws],
+            "gb_per_s": round(gb / statistics.median(ws), 3),
+        }
         if phase in cpus:
             entry.update(cpu_s_median=_median(cpus[phase]), cpu_s_per_gb=round(statistics.median(cpus[phase]) / gb, 3),
                          peak_rss_mib=rss[phase])  # fmt: skip
@@ -245,10 +256,17 @@ def main() -> None:
     endpoint = f"http://127.0.0.1:{server.server_address[1]}"
     hub_env = {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": endpoint}
     extra = f", hub_api=__import__('huggingface_hub').HfApi(endpoint={endpoint!r}, token=False)"
-    hub = run_phase(CHECK.format(build="bench/build", ref="bench/ref", extra=extra), pythonpath=here, env={**impls["numba"][1], **hub_env})
+    hub = run_phase(
+        CHECK.format(build="bench/build", ref="bench/ref", extra=extra),
+        pythonpath=here,
+        env={**impls["numba"][1], **hub_env},
+    )
     checkpoint_bytes = total + sum(f.stat().st_size for f in out_files)
     results["grid_check_hub_numba"] = {
-        **{k: hub[k] for k in ("verdict", "wall_s", "cpu_s", "peak_rss_mib", "build_bytes_fetched", "reference_bytes_fetched")},
+        **{
+            k: hub[k]
+            for k in ("verdict", "wall_s", "cpu_s", "peak_rss_mib", "build_bytes_fetched", "reference_bytes_fetched")
+        },
         "bytes_sent_by_server": sum(sent.values()),
         "checkpoint_bytes": checkpoint_bytes,
         "gb_per_s_fetched": round(sum(sent.values()) / 1e9 / hub["wall_s"], 3),

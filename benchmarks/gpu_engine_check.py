@@ -129,14 +129,16 @@ class Run:
         path.with_suffix(".partial").write_text(json.dumps(self.record, indent=2) + "\n")
         path.with_suffix(".partial").replace(path)
 
-    def command(self, name: str, argv: list[str], *, timeout_s: float, env: dict[str, str] | None = None,
-                check: bool = False) -> subprocess.CompletedProcess[str]:
+    def command(
+        self, name: str, argv: list[str], *, timeout_s: float, env: dict[str, str] | None = None, check: bool = False
+    ) -> subprocess.CompletedProcess[str]:
         """Run ``argv``; stdout and stderr go to raw/<name>.out/.err and the step is recorded."""
         self.say(f"{name}: {' '.join(argv)}")
         began = time.monotonic()
         try:
-            result = subprocess.run(argv, capture_output=True, text=True, timeout=max(1.0, timeout_s), env=env,
-                                    check=False)
+            result = subprocess.run(
+                argv, capture_output=True, text=True, timeout=max(1.0, timeout_s), env=env, check=False
+            )
         except subprocess.TimeoutExpired as exc:
             (self.raw / f"{name}.err").write_text(str(exc.stderr or ""))
             self.record["steps"][name] = {"argv": argv, "timed_out": True, "seconds": time.monotonic() - began}
@@ -144,8 +146,11 @@ class Run:
             raise
         (self.raw / f"{name}.out").write_text(result.stdout)
         (self.raw / f"{name}.err").write_text(result.stderr)
-        self.record["steps"][name] = {"argv": argv, "returncode": result.returncode,
-                                      "seconds": round(time.monotonic() - began, 2)}
+        self.record["steps"][name] = {
+            "argv": argv,
+            "returncode": result.returncode,
+            "seconds": round(time.monotonic() - began, 2),
+        }
         self.save()
         self.say(f"{name}: exit {result.returncode} in {time.monotonic() - began:.1f} s")
         if check and result.returncode != 0:
@@ -165,10 +170,13 @@ def engine_python_for_site(site: Path, venv: Path) -> str:
 
     python = venv / "bin" / "python"
     if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
-                       check=True)
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     parent = sysconfig.get_paths()["purelib"] if sys.prefix != sys.base_prefix else None
     # A .pth line that starts with "import" is executed: /tmp/site goes first, as PYTHONPATH would put it.
     line = "import sys, site; "
@@ -201,7 +209,7 @@ def process_group(pgid: int) -> list[dict[str, Any]]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
             found.append({"pid": int(entry.name), "cmdline": cmdline[:200]})
     return found
@@ -214,9 +222,11 @@ def median(values: list[float]) -> float | None:
 def gemmaserve_load_rows(result: dict[str, Any]) -> dict[int, dict[str, Any]]:
     rows = {}
     for level in result.get("load") or []:
+
         def p50(key: str, level: dict[str, Any] = level) -> float | None:
             value = (level.get(key) or {}).get("p50")
             return None if value is None else value * 1000.0
+
         rows[int(level["concurrency"])] = {
             "ttft_ms_p50": p50("ttft_s"),
             "tpot_ms_p50": p50("tpot_s"),
@@ -229,8 +239,11 @@ def gemmaserve_load_rows(result: dict[str, Any]) -> dict[int, dict[str, Any]]:
 
 
 def mean_prompt_tokens(result: dict[str, Any]) -> int | None:
-    tokens = [r["prompt_tokens"] for r in result.get("requests") or []
-              if r.get("kind") == "load" and r.get("success") and r.get("prompt_tokens")]
+    tokens = [
+        r["prompt_tokens"]
+        for r in result.get("requests") or []
+        if r.get("kind") == "load" and r.get("success") and r.get("prompt_tokens")
+    ]
     return round(statistics.mean(tokens)) if tokens else None
 
 
@@ -273,8 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine-python", help="The interpreter vLLM runs under (default: a venv over --site).")
     parser.add_argument("--site", default="/tmp/site", help="pip --target dir holding vLLM (GPU kit)")
     parser.add_argument("--port", type=int, default=8321)
-    parser.add_argument("--budget-s", type=float, default=360.0,
-                        help="Time the measurements so the run ends near this many seconds (each benchmark still gets 60 s).")
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=360.0,
+        help="Time the measurements so the run ends near this many seconds (each benchmark still gets 60 s).",
+    )
     args = parser.parse_args(argv)
     profile = PROFILES[args.profile]
     out = Path(args.out)
@@ -282,8 +299,14 @@ def main(argv: list[str] | None = None) -> int:
     run = Run(out, args.budget_s)
     run.record["profile"] = {"name": args.profile, **profile}
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"gs-engine-check-{os.getpid()}"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
-           "GEMMASERVE_STATE_DIR": str(work / "state"), "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "GEMMASERVE_STATE_DIR": str(work / "state"),
+        "PYTHONUNBUFFERED": "1",
+    }
     gemmaserve = [sys.executable, "-m", "gemmaserve"]
     engine_python = args.engine_python or engine_python_for_site(Path(args.site), work / "venv")
     run.record["engine_python"] = engine_python
@@ -297,8 +320,9 @@ def main(argv: list[str] | None = None) -> int:
             return
         run.say(f"stopping the server ({reason})")
         before = process_group(server_pid)
-        result = run.command("serve_stop", [*gemmaserve, "serve", "stop", "--port", port, "--json"],
-                             timeout_s=60, env=env)
+        result = run.command(
+            "serve_stop", [*gemmaserve, "serve", "stop", "--port", port, "--json"], timeout_s=60, env=env
+        )
         time.sleep(1.0)
         left = process_group(server_pid)
         for process in left:  # never leave a server behind on the machine
@@ -323,28 +347,75 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # 1. the checkpoint
         checkpoint = work / "checkpoint"
-        writer = [*([sys.executable, "-m", "gemmaserve.testing.tiny_gemma4"]), str(checkpoint),
-                  "--geometry", profile["geometry"], *([] if profile["weights"] else ["--no-weights"])]
+        writer = [
+            *([sys.executable, "-m", "gemmaserve.testing.tiny_gemma4"]),
+            str(checkpoint),
+            "--geometry",
+            profile["geometry"],
+            *([] if profile["weights"] else ["--no-weights"]),
+        ]
         written = run.command("write_checkpoint", writer, timeout_s=300, env=env, check=True)
         run.record["checkpoint"] = json.loads(written.stdout)
         run.record["checkpoint"]["config"] = json.loads((checkpoint / "config.json").read_text())
 
         # 2. doctor, then 3. start
-        doctor = run.command("doctor", [*gemmaserve, "doctor", "--python", engine_python, "--model", "gemma-4-e2b",
-                                        "--encoding", "bf16", "--max-model-len", str(profile["max_model_len"]),
-                                        "--json"], timeout_s=240, env=env)
+        doctor = run.command(
+            "doctor",
+            [
+                *gemmaserve,
+                "doctor",
+                "--python",
+                engine_python,
+                "--model",
+                "gemma-4-e2b",
+                "--encoding",
+                "bf16",
+                "--max-model-len",
+                str(profile["max_model_len"]),
+                "--json",
+            ],
+            timeout_s=240,
+            env=env,
+        )
         report = json.loads(doctor.stdout or "{}")
-        run.record["doctor"] = {"ok": report.get("ok"), "engine_platform": report.get("engine_platform"),
-                                "vllm_version": report.get("vllm_version"),
-                                "vllm_distribution": report.get("vllm_distribution"),
-                                "not_passed": [c for c in report.get("checks", [])
-                                               if c["status"] not in ("ok", "warn", "not-applicable")]}
+        run.record["doctor"] = {
+            "ok": report.get("ok"),
+            "engine_platform": report.get("engine_platform"),
+            "vllm_version": report.get("vllm_version"),
+            "vllm_distribution": report.get("vllm_distribution"),
+            "not_passed": [c for c in report.get("checks", []) if c["status"] not in ("ok", "warn", "not-applicable")],
+        }
         run.save()
-        start = run.command("serve_start", [
-            *gemmaserve, "serve", "start", "--python", engine_python, "--model", "gemma-4-e2b", "--encoding", "bf16",
-            "--checkpoint", str(checkpoint), "--language-model-only", "--served-model-name", SERVED_NAME,
-            "--port", port, "--max-model-len", str(profile["max_model_len"]), "--no-wait", "--json",
-            "--", *profile["extra_vllm_args"]], timeout_s=240, env=env, check=True)
+        start = run.command(
+            "serve_start",
+            [
+                *gemmaserve,
+                "serve",
+                "start",
+                "--python",
+                engine_python,
+                "--model",
+                "gemma-4-e2b",
+                "--encoding",
+                "bf16",
+                "--checkpoint",
+                str(checkpoint),
+                "--language-model-only",
+                "--served-model-name",
+                SERVED_NAME,
+                "--port",
+                port,
+                "--max-model-len",
+                str(profile["max_model_len"]),
+                "--no-wait",
+                "--json",
+                "--",
+                *profile["extra_vllm_args"],
+            ],
+            timeout_s=240,
+            env=env,
+            check=True,
+        )
         started = json.loads(start.stdout)
         server_pid = started["record"]["pid"]
         log_path = Path(started["record"]["log_path"])
@@ -353,13 +424,24 @@ def main(argv: list[str] | None = None) -> int:
         began = time.monotonic()
         status: dict[str, Any] = {}
         while time.monotonic() - began < profile["ready_timeout_s"]:
-            polled = subprocess.run([*gemmaserve, "serve", "status", "--port", port, "--json", "-n", "0"],
-                                    capture_output=True, text=True, env=env, timeout=60, check=False)
+            polled = subprocess.run(
+                [*gemmaserve, "serve", "status", "--port", port, "--json", "-n", "0"],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+                check=False,
+            )
             status = json.loads(polled.stdout or "{}")
             state = status.get("state")
             if not stages or stages[-1]["state"] != state:
-                stages.append({"state": state, "engine_stage": status.get("engine", {}).get("stage"),
-                               "at_s": round(time.monotonic() - began, 1)})
+                stages.append(
+                    {
+                        "state": state,
+                        "engine_stage": status.get("engine", {}).get("stage"),
+                        "at_s": round(time.monotonic() - began, 1),
+                    }
+                )
                 run.say(f"serve status: {state}")
             if state in ("serving", "dead"):
                 break
@@ -372,14 +454,19 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError(f"the server is {status.get('state')} after {profile['ready_timeout_s']} s")
 
         # 4. serve status against the log, read here independently
-        final = run.command("serve_status", [*gemmaserve, "serve", "status", "--port", port, "--json", "-n", "5"],
-                            timeout_s=60, env=env)
+        final = run.command(
+            "serve_status", [*gemmaserve, "serve", "status", "--port", port, "--json", "-n", "5"], timeout_s=60, env=env
+        )
         facts = json.loads(final.stdout)["engine"]
         from_log = read_log_facts(log_path.read_text(errors="replace"))
-        compared = {key: {"status": facts.get(key), "log": value, "agree": facts.get(key) == value}
-                    for key, value in from_log.items()}
-        run.record["checks"]["status_vs_log"] = {"ok": bool(compared) and all(v["agree"] for v in compared.values()),
-                                                 "facts": compared}
+        compared = {
+            key: {"status": facts.get(key), "log": value, "agree": facts.get(key) == value}
+            for key, value in from_log.items()
+        }
+        run.record["checks"]["status_vs_log"] = {
+            "ok": bool(compared) and all(v["agree"] for v in compared.values()),
+            "facts": compared,
+        }
         run.record["engine"]["describe"] = (
             f"vLLM {facts.get('vllm_version')}, {run.record['checkpoint']['config']['architectures'][0]} "
             f"({profile['geometry']} geometry, {'random' if profile['weights'] else 'dummy'} weights), "
@@ -392,24 +479,59 @@ def main(argv: list[str] | None = None) -> int:
         levels = profile["levels"]
         decode = profile["decode"]
         measure_dir = run.raw / "gemmaserve-bench"
-        measure = run.command("gemmaserve_bench", [
-            *gemmaserve, "bench", "measure", f"http://127.0.0.1:{port}", "--out", str(measure_dir), "--label", "engine",
-            "--decode-calls", str(decode["calls"]), "--decode-short", str(decode["short"]),
-            "--decode-long", str(decode["long"]), "--concurrency", ",".join(map(str, levels)),
-            "--repeats", "1", "--requests-per-stream", str(profile["requests_per_stream"]),
-            "--input-tokens", str(profile["input_words"]), "--output-tokens", str(profile["output_tokens"]),
-            "--quality-set", "none", "--max-client-lag-ms", str(profile["max_client_lag_ms"]),
-            "--log", str(log_path), "--json"],
-            timeout_s=max(60.0, run.left_s() - 90), env=env)
+        measure = run.command(
+            "gemmaserve_bench",
+            [
+                *gemmaserve,
+                "bench",
+                "measure",
+                f"http://127.0.0.1:{port}",
+                "--out",
+                str(measure_dir),
+                "--label",
+                "engine",
+                "--decode-calls",
+                str(decode["calls"]),
+                "--decode-short",
+                str(decode["short"]),
+                "--decode-long",
+                str(decode["long"]),
+                "--concurrency",
+                ",".join(map(str, levels)),
+                "--repeats",
+                "1",
+                "--requests-per-stream",
+                str(profile["requests_per_stream"]),
+                "--input-tokens",
+                str(profile["input_words"]),
+                "--output-tokens",
+                str(profile["output_tokens"]),
+                "--quality-set",
+                "none",
+                "--max-client-lag-ms",
+                str(profile["max_client_lag_ms"]),
+                "--log",
+                str(log_path),
+                "--json",
+            ],
+            timeout_s=max(60.0, run.left_s() - 90),
+            env=env,
+        )
         summary = json.loads(measure.stdout or "{}")
         result = json.loads((measure_dir / "engine.json").read_text())
         target = (summary.get("targets") or [{}])[0]
         run.record["gemmaserve_load"] = gemmaserve_load_rows(result)
-        run.record["decode"] = {"gemmaserve_tokens_per_s": target.get("decode_tokens_per_s"),
-                                "short": decode["short"], "long": decode["long"]}
+        run.record["decode"] = {
+            "gemmaserve_tokens_per_s": target.get("decode_tokens_per_s"),
+            "short": decode["short"],
+            "long": decode["long"],
+        }
         run.record["checks"]["gemmaserve_bench"] = {
-            "ok": measure.returncode == 0 and target.get("failed") == 0, "requests": target.get("requests"),
-            "failed": target.get("failed"), "engine_facts": result.get("engine_facts")}
+            "ok": measure.returncode == 0 and target.get("failed") == 0,
+            "requests": target.get("requests"),
+            "failed": target.get("failed"),
+            "engine_facts": result.get("engine_facts"),
+        }
         prompt_tokens = mean_prompt_tokens(result) or 128
         run.record["prompt_tokens"] = prompt_tokens
         run.save()
@@ -417,28 +539,82 @@ def main(argv: list[str] | None = None) -> int:
         # 6. vllm bench serve at every level, in one process
         run.record["vllm_bench"] = {}
         common = [
-            "--backend", "openai-chat", "--endpoint", "/v1/chat/completions", "--base-url", f"http://127.0.0.1:{port}",
-            "--model", str(checkpoint), "--served-model-name", SERVED_NAME, "--tokenizer", str(checkpoint),
-            "--dataset-name", "random", "--random-input-len", str(prompt_tokens),
-            "--random-output-len", str(profile["output_tokens"]), "--ignore-eos", "--temperature", "0",
-            "--request-rate", "inf", "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
-            "--save-result", "--result-dir", str(run.raw / "vllm-bench")]
-        per_level = [[*common, "--max-concurrency", str(level), "--num-prompts",
-                      str(level * profile["requests_per_stream"]), "--result-filename", f"c{level}.json"]
-                     for level in levels]
-        run.command("vllm_bench", [engine_python, "-c", BENCH_SHIM, json.dumps(per_level)],
-                    timeout_s=max(60.0, run.left_s() - 30), env=env)
+            "--backend",
+            "openai-chat",
+            "--endpoint",
+            "/v1/chat/completions",
+            "--base-url",
+            f"http://127.0.0.1:{port}",
+            "--model",
+            str(checkpoint),
+            "--served-model-name",
+            SERVED_NAME,
+            "--tokenizer",
+            str(checkpoint),
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            str(prompt_tokens),
+            "--random-output-len",
+            str(profile["output_tokens"]),
+            "--ignore-eos",
+            "--temperature",
+            "0",
+            "--request-rate",
+            "inf",
+            "--percentile-metrics",
+            "ttft,tpot,itl,e2el",
+            "--metric-percentiles",
+            "50,90,99",
+            "--save-result",
+            "--result-dir",
+            str(run.raw / "vllm-bench"),
+        ]
+        per_level = [
+            [
+                *common,
+                "--max-concurrency",
+                str(level),
+                "--num-prompts",
+                str(level * profile["requests_per_stream"]),
+                "--result-filename",
+                f"c{level}.json",
+            ]
+            for level in levels
+        ]
+        run.command(
+            "vllm_bench",
+            [engine_python, "-c", BENCH_SHIM, json.dumps(per_level)],
+            timeout_s=max(60.0, run.left_s() - 30),
+            env=env,
+        )
         for level in levels:
             path = run.raw / "vllm-bench" / f"c{level}.json"
             if path.exists():
                 data = json.loads(path.read_text())
                 run.record["vllm_bench"][str(level)] = {
-                    key: data.get(key) for key in ("completed", "failed", "total_input_tokens", "total_output_tokens",
-                                                   "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms",
-                                                   "median_itl_ms", "p99_itl_ms", "output_throughput", "duration")}
+                    key: data.get(key)
+                    for key in (
+                        "completed",
+                        "failed",
+                        "total_input_tokens",
+                        "total_output_tokens",
+                        "median_ttft_ms",
+                        "p99_ttft_ms",
+                        "median_tpot_ms",
+                        "p99_tpot_ms",
+                        "median_itl_ms",
+                        "p99_itl_ms",
+                        "output_throughput",
+                        "duration",
+                    )
+                }
         run.record["checks"]["vllm_bench"] = {
-            "ok": all(str(level) in run.record["vllm_bench"] and not run.record["vllm_bench"][str(level)]["failed"]
-                      for level in levels)}
+            "ok": all(
+                str(level) in run.record["vllm_bench"] and not run.record["vllm_bench"][str(level)]["failed"]
+                for level in levels
+            )
+        }
         run.save()
         one = run.record["vllm_bench"].get("1") or {}
         if one.get("median_tpot_ms"):

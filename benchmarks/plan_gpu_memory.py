@@ -109,8 +109,10 @@ LINE_PATTERNS: dict[str, str] = {
     # vLLM 0.26 compilation/backends.py:292,378,393 and decorators.py:311,708
     "cache_load": r"(Directly load the compiled graph|Directly load AOT compilation from path)",
     "cache_compile": r"(Compiling a graph for|Cache the graph of|saved AOT compiled function)",
-    "no_memory": (r"(No available memory for the cache blocks|CUDA out of memory|OutOfMemoryError|"
-                  r"larger than the available KV cache memory|is larger than the maximum number of tokens)"),
+    "no_memory": (
+        r"(No available memory for the cache blocks|CUDA out of memory|OutOfMemoryError|"
+        r"larger than the available KV cache memory|is larger than the maximum number of tokens)"
+    ),
     "raised_batched": r"Raising max_num_batched_tokens from (\d+) to (\d+)",
     "chunked_prefill": r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)",
     "async_scheduling": r"Asynchronous scheduling is (enabled|disabled)",
@@ -134,9 +136,7 @@ def text_config(geometry: Any) -> dict[str, Any]:
 
     Field names are those vLLM 0.26's ``model_executor/models/gemma4.py`` reads.
     """
-    layer_types = [
-        "full_attention" if kind == "full" else "sliding_attention" for kind in geometry.layer_types()
-    ]
+    layer_types = ["full_attention" if kind == "full" else "sliding_attention" for kind in geometry.layer_types()]
     moe = geometry.num_experts > 0
     ple = geometry.per_layer_input_size > 0
     config: dict[str, Any] = {
@@ -190,16 +190,25 @@ def shrink(geometry: Any) -> Any:
     """The same structure at toy size: one pass of the layer pattern (twice with KV sharing)."""
     period = len(geometry.layer_pattern)
     layers = period * (2 if geometry.num_kv_shared_layers else 1)
-    return geometry.model_copy(update={
-        "num_hidden_layers": layers,
-        "num_kv_shared_layers": period if geometry.num_kv_shared_layers else 0,
-        "hidden_size": 128, "intermediate_size": 256, "vocab_size": 4096,
-        "num_attention_heads": 2, "sliding_kv_heads": 1, "full_kv_heads": 1,
-        "sliding_head_dim": 64, "full_head_dim": 128, "sliding_window": 64,
-        "per_layer_input_size": 16 if geometry.per_layer_input_size else 0,
-        "num_experts": 4 if geometry.num_experts else 0, "experts_per_token": 2 if geometry.num_experts else 0,
-        "moe_intermediate_size": 64 if geometry.num_experts else 0,
-    })
+    return geometry.model_copy(
+        update={
+            "num_hidden_layers": layers,
+            "num_kv_shared_layers": period if geometry.num_kv_shared_layers else 0,
+            "hidden_size": 128,
+            "intermediate_size": 256,
+            "vocab_size": 4096,
+            "num_attention_heads": 2,
+            "sliding_kv_heads": 1,
+            "full_kv_heads": 1,
+            "sliding_head_dim": 64,
+            "full_head_dim": 128,
+            "sliding_window": 64,
+            "per_layer_input_size": 16 if geometry.per_layer_input_size else 0,
+            "num_experts": 4 if geometry.num_experts else 0,
+            "experts_per_token": 2 if geometry.num_experts else 0,
+            "moe_intermediate_size": 64 if geometry.num_experts else 0,
+        }
+    )
 
 
 SPECIAL_TOKENS = ["<pad>", "<eos>", "<bos>", "<unk>"]
@@ -220,8 +229,15 @@ def write_model_dir(directory: Path, config: dict[str, Any]) -> None:
         "truncation": None,
         "padding": None,
         "added_tokens": [
-            {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-             "normalized": False, "special": True}
+            {
+                "id": i,
+                "content": t,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
             for i, t in enumerate(SPECIAL_TOKENS)
         ],
         "normalizer": None,
@@ -232,11 +248,16 @@ def write_model_dir(directory: Path, config: dict[str, Any]) -> None:
     }
     (directory / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
     (directory / "tokenizer_config.json").write_text(
-        json.dumps({
-            "tokenizer_class": "PreTrainedTokenizerFast",
-            "bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>",
-            "model_max_length": 1_000_000,
-        }),
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "bos_token": "<bos>",
+                "eos_token": "<eos>",
+                "pad_token": "<pad>",
+                "unk_token": "<unk>",
+                "model_max_length": 1_000_000,
+            }
+        ),
         encoding="utf-8",
     )
 
@@ -271,8 +292,13 @@ def parse_engine_lines(text: str) -> dict[str, Any]:
     if "breakdown" in found:
         values = [float(v) for v in found["breakdown"]]
         figures.update(
-            free_on_startup_gib=values[0], total_gib=values[1], requested_util=values[2], requested_gib=values[3],
-            breakdown_weights_gib=values[4], peak_activation_gib=values[5], non_torch_gib=values[6],
+            free_on_startup_gib=values[0],
+            total_gib=values[1],
+            requested_util=values[2],
+            requested_gib=values[3],
+            breakdown_weights_gib=values[4],
+            peak_activation_gib=values[5],
+            non_torch_gib=values[6],
             cudagraph_gib=values[7],
         )
     if "cudagraph_estimate" in found:
@@ -363,13 +389,21 @@ def server_command(args: argparse.Namespace, run: Run, model_dir: Path, utilisat
     )
     command = [
         *launcher,
-        "--served-model-name", run.name,
-        "--host", "127.0.0.1", "--port", str(port),
-        "--load-format", "dummy",
+        "--served-model-name",
+        run.name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--load-format",
+        "dummy",
         *(["--attention-backend", args.attention_backend] if args.attention_backend != "none" else []),
-        "--dtype", run.dtype,
-        "--max-model-len", str(run.max_model_len),
-        "--gpu-memory-utilization", f"{utilisation:.6f}",
+        "--dtype",
+        run.dtype,
+        "--max-model-len",
+        str(run.max_model_len),
+        "--gpu-memory-utilization",
+        f"{utilisation:.6f}",
         "--language-model-only",
     ]
     if run.max_num_seqs is not None:
@@ -407,7 +441,9 @@ def wait_for_free_gpu(limit_s: float = 20.0) -> None:
         try:
             out = subprocess.run(
                 ["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=10,
+                capture_output=True,
+                text=True,
+                timeout=10,
             )
         except (OSError, subprocess.TimeoutExpired):
             return
@@ -436,8 +472,12 @@ def run_one(args: argparse.Namespace, root: Path, run: Run, total_gib: float, de
     started = time.monotonic()
     record: dict[str, Any] = {
         "name": run.name,
-        "settings": {**asdict(run), "budget_gib": round(budget, 4), "gpu_memory_utilization": round(utilisation, 6),
-                     "device_total_gib": round(total_gib, 4)},
+        "settings": {
+            **asdict(run),
+            "budget_gib": round(budget, 4),
+            "gpu_memory_utilization": round(utilisation, 6),
+            "device_total_gib": round(total_gib, 4),
+        },
         "command": command,
         "config": text_config(geometry),
     }
@@ -499,7 +539,9 @@ def environment() -> dict[str, Any]:
     try:
         smi = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,memory.total,memory.used,driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=30,
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
         info["nvidia_smi"] = smi.stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
@@ -552,8 +594,10 @@ def merge_runs(data_file: Path, result_file: Path, logs: Path | None = None) -> 
         settings["language_model_only"] = "--language-model-only" in run.get("command", [])
         record["settings"] = settings
         record["command"] = run.get("command")
-        record["source"] = f"benchmarks/plan_gpu_memory.py on {result.get('environment', {}).get('nvidia_smi')} " \
-                           f"({result.get('started_utc')})"
+        record["source"] = (
+            f"benchmarks/plan_gpu_memory.py on {result.get('environment', {}).get('nvidia_smi')} "
+            f"({result.get('started_utc')})"
+        )
         data["runs"].append(record)
         added += 1
     write_atomic(data_file, (json.dumps(data, indent=1) + "\n").encode())
@@ -574,10 +618,15 @@ def compare(data_file: Path) -> str:
         settings, figures = run["settings"], run["figures"]
         gpu = resolve_gpu("h200").model_copy(update={"visible_memory_gib": settings["device_total_gib"]})
         row = plan_deployment(
-            settings["model"], "bf16", gpu, max_model_len=settings["max_model_len"],
-            gpu_memory_utilization=settings["gpu_memory_utilization"], max_num_seqs=settings["max_num_seqs"],
+            settings["model"],
+            "bf16",
+            gpu,
+            max_model_len=settings["max_model_len"],
+            gpu_memory_utilization=settings["gpu_memory_utilization"],
+            max_num_seqs=settings["max_num_seqs"],
             max_num_batched_tokens=settings["max_num_batched_tokens"],
-            language_model_only=settings.get("language_model_only", True), vllm_version=data["vllm_version"],
+            language_model_only=settings.get("language_model_only", True),
+            vllm_version=data["vllm_version"],
             first_start=figures.get("compiled_this_start", settings["cold"]),
         )
         memory = row.memory
@@ -585,8 +634,14 @@ def compare(data_file: Path) -> str:
         measured_peak = figures.get("peak_activation_gib")
         if measured_peak is None and "available_kv_gib" in figures and "weights_gib" in figures:
             graphs = figures.get("cudagraph_estimate_gib", 0.0) if memory.cudagraph_counted else 0.0
-            measured_peak = round(memory.requested_gib - figures["weights_gib"] - figures["available_kv_gib"]
-                                  - memory.non_torch_gib - graphs, 2)
+            measured_peak = round(
+                memory.requested_gib
+                - figures["weights_gib"]
+                - figures["available_kv_gib"]
+                - memory.non_torch_gib
+                - graphs,
+                2,
+            )
         tokens = figures.get("kv_cache_tokens")
         diff = f"{row.kv_cache_tokens / tokens - 1:+.2%}" if tokens else ""
         lines.append(
@@ -602,12 +657,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "plan-gpu-out")))
     parser.add_argument("--work", type=Path, default=Path("/tmp/plan-gpu-memory"))
-    parser.add_argument("--budget-s", type=float, default=420.0,
-                        help="no run starts, and a running one is stopped, past this many seconds")
-    parser.add_argument("--attention-backend", default="TRITON_ATTN",
-                        help="vLLM 0.26 picks FlashAttention 4 on Hopper, which the kit lacks; 'none' to leave out")
-    parser.add_argument("--tiny", action="store_true",
-                        help="shrink every geometry (same layer pattern, sharing, MoE, K=V) for a CPU test")
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=420.0,
+        help="no run starts, and a running one is stopped, past this many seconds",
+    )
+    parser.add_argument(
+        "--attention-backend",
+        default="TRITON_ATTN",
+        help="vLLM 0.26 picks FlashAttention 4 on Hopper, which the kit lacks; 'none' to leave out",
+    )
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help="shrink every geometry (same layer pattern, sharing, MoE, K=V) for a CPU test",
+    )
     parser.add_argument("--run-timeout-s", type=float, default=240.0)
     parser.add_argument("--breakdown-wait-s", type=float, default=35.0)
     parser.add_argument("--only", action="append", default=[], help="run only these names (repeatable)")
@@ -616,13 +681,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vllm-python-module", action="store_true")
     parser.add_argument("--total-gib", type=float, help="device memory (skip asking torch; for CPU tests)")
     parser.add_argument("--engine-arg", action="append", default=[], help="one more vllm serve argument")
-    parser.add_argument("--merge", type=Path, metavar="RESULT_JSON",
-                        help="add the runs of a returned plan_gpu_memory_runs.json to --data-file and exit")
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        metavar="RESULT_JSON",
+        help="add the runs of a returned plan_gpu_memory_runs.json to --data-file and exit",
+    )
     parser.add_argument("--logs", type=Path, metavar="LOGS_TAR", help="with --merge: the returned logs.tar.gz")
-    parser.add_argument("--data-file", type=Path,
-                        default=Path(__file__).resolve().parent / "plan_gpu_memory_runs.json")
-    parser.add_argument("--compare", action="store_true",
-                        help="print every run of --data-file beside the plan's figures (Markdown) and exit")
+    parser.add_argument("--data-file", type=Path, default=Path(__file__).resolve().parent / "plan_gpu_memory_runs.json")
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="print every run of --data-file beside the plan's figures (Markdown) and exit",
+    )
     args = parser.parse_args(argv)
     if args.compare:
         print(compare(args.data_file))
@@ -634,8 +705,10 @@ def main(argv: list[str] | None = None) -> int:
     runs = [run for run in RUNS if not args.only or run.name in args.only]
     if args.list:
         for run in runs:
-            print(f"{run.name:24} {run.model:18} len {run.max_model_len:6} batched {run.max_num_batched_tokens} "
-                  f"seqs {run.max_num_seqs} budget {run.budget} {'cold' if run.cold else 'warm'} ~{run.estimate_s:.0f}s")
+            print(
+                f"{run.name:24} {run.model:18} len {run.max_model_len:6} batched {run.max_num_batched_tokens} "
+                f"seqs {run.max_num_seqs} budget {run.budget} {'cold' if run.cold else 'warm'} ~{run.estimate_s:.0f}s"
+            )
         return 0
     started = time.monotonic()
     deadline = started + args.budget_s
@@ -660,10 +733,13 @@ def main(argv: list[str] | None = None) -> int:
         record = run_one(args, args.work, run, total_gib, deadline)
         document["runs"].append(record)
         figures = record["figures"]
-        print(f"[{time.monotonic() - started:5.0f}s] {run.name}: {record['status']} "
-              f"weights {figures.get('weights_gib')} kv {figures.get('available_kv_gib')} GiB "
-              f"{figures.get('kv_cache_tokens')} tokens, peak {figures.get('peak_activation_gib')}",
-              file=sys.stderr, flush=True)
+        print(
+            f"[{time.monotonic() - started:5.0f}s] {run.name}: {record['status']} "
+            f"weights {figures.get('weights_gib')} kv {figures.get('available_kv_gib')} GiB "
+            f"{figures.get('kv_cache_tokens')} tokens, peak {figures.get('peak_activation_gib')}",
+            file=sys.stderr,
+            flush=True,
+        )
         save(args.out, document, args.work)
     document["finished_s"] = round(time.monotonic() - started, 1)
     save(args.out, document, args.work)

@@ -115,13 +115,21 @@ def cases_for(version: str) -> list[dict[str, object]]:
             if max_model_len > g.max_position_embeddings:
                 continue
             for budget in BUDGETS_GIB:
-                cases.append({
-                    "model": key, "layers": "".join("F" if t == "full" else "S" for t in g.layer_types()),
-                    "shared": g.num_kv_shared_layers, "full_kv": g.full_kv_heads, "full_hd": g.full_head_dim,
-                    "sw_kv": g.sliding_kv_heads, "sw_hd": g.sliding_head_dim, "window": g.sliding_window,
-                    "max_model_len": max_model_len,
-                    "batched": batched, "available_bytes": int(budget * GIB),
-                })
+                cases.append(
+                    {
+                        "model": key,
+                        "layers": "".join("F" if t == "full" else "S" for t in g.layer_types()),
+                        "shared": g.num_kv_shared_layers,
+                        "full_kv": g.full_kv_heads,
+                        "full_hd": g.full_head_dim,
+                        "sw_kv": g.sliding_kv_heads,
+                        "sw_hd": g.sliding_head_dim,
+                        "window": g.sliding_window,
+                        "max_model_len": max_model_len,
+                        "batched": batched,
+                        "available_bytes": int(budget * GIB),
+                    }
+                )
     return cases
 
 
@@ -133,8 +141,13 @@ def main() -> int:
     document: dict[str, object] = {"schema": "gemmaserve.plan_vllm_oracle/1", "releases": {}}
     for source in sorted(p for p in args.src_root.iterdir() if (p / "vllm").is_dir()):
         version = source.name
-        proc = subprocess.run([sys.executable, "-c", WORKER, str(source)], input=json.dumps(cases_for(version)),
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-c", WORKER, str(source)],
+            input=json.dumps(cases_for(version)),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("ORACLE ")), None)
         if line is None:
             print(f"{version}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)

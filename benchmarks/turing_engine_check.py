@@ -37,15 +37,36 @@ PAD, EOS, BOS = 0, 1, 2
 #: and E2B's 8 query heads per KV head (so unified_attention's BLOCK_M is 16, as in every Gemma 4).
 #: "e2b": google/gemma-4-E2B-it's text decoder (gemmaserve's catalog/models.toml).
 PRESETS: dict[str, dict[str, Any]] = {
-    "tiny": {"vocab_size": 512, "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4,
-             "layer_types": ["sliding_attention", "full_attention"] * 2, "num_attention_heads": 8,
-             "num_key_value_heads": 1, "head_dim": 256, "global_head_dim": 512, "sliding_window": 512,
-             "num_kv_shared_layers": 2, "hidden_size_per_layer_input": 64, "max_position_embeddings": 8192},
-    "e2b": {"vocab_size": 262144, "hidden_size": 1536, "intermediate_size": 6144, "num_hidden_layers": 35,
-            "layer_types": ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(35)],
-            "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256, "global_head_dim": 512,
-            "sliding_window": 512, "num_kv_shared_layers": 20, "hidden_size_per_layer_input": 256,
-            "max_position_embeddings": 131072},
+    "tiny": {
+        "vocab_size": 512,
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_hidden_layers": 4,
+        "layer_types": ["sliding_attention", "full_attention"] * 2,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 1,
+        "head_dim": 256,
+        "global_head_dim": 512,
+        "sliding_window": 512,
+        "num_kv_shared_layers": 2,
+        "hidden_size_per_layer_input": 64,
+        "max_position_embeddings": 8192,
+    },
+    "e2b": {
+        "vocab_size": 262144,
+        "hidden_size": 1536,
+        "intermediate_size": 6144,
+        "num_hidden_layers": 35,
+        "layer_types": ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(35)],
+        "num_attention_heads": 8,
+        "num_key_value_heads": 1,
+        "head_dim": 256,
+        "global_head_dim": 512,
+        "sliding_window": 512,
+        "num_kv_shared_layers": 20,
+        "hidden_size_per_layer_input": 256,
+        "max_position_embeddings": 131072,
+    },
 }
 PROMPTS = [
     "The cache stores the weights",
@@ -74,33 +95,74 @@ def write_checkpoint(folder: Path, preset: str) -> dict[str, Any]:
     tokenizer.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", BOS)])
     tokenizer.save(str(folder / "tokenizer.json"))
     assert len(vocab) <= geometry["vocab_size"]
-    (folder / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<bos>", "eos_token": "<eos>",
-        "pad_token": "<pad>", "unk_token": "<unk>", "add_bos_token": True, "add_eos_token": False,
-        "model_max_length": geometry["max_position_embeddings"],
-        "chat_template": "{{ bos_token }}{% for m in messages %}{{ '<start_of_turn>' + m['role'] + '\\n' + "
-                         "m['content'] + '<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}"
-                         "{{ '<start_of_turn>model\\n' }}{% endif %}"}, indent=1))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "bos_token": "<bos>",
+                "eos_token": "<eos>",
+                "pad_token": "<pad>",
+                "unk_token": "<unk>",
+                "add_bos_token": True,
+                "add_eos_token": False,
+                "model_max_length": geometry["max_position_embeddings"],
+                "chat_template": "{{ bos_token }}{% for m in messages %}{{ '<start_of_turn>' + m['role'] + '\\n' + "
+                "m['content'] + '<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}"
+                "{{ '<start_of_turn>model\\n' }}{% endif %}",
+            },
+            indent=1,
+        )
+    )
     config = {
-        "architectures": ["Gemma4ForCausalLM"], "model_type": "gemma4_text", "dtype": "bfloat16",
-        **{key: geometry[key] for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                                          "num_attention_heads", "num_key_value_heads", "head_dim",
-                                          "global_head_dim", "sliding_window", "layer_types",
-                                          "num_kv_shared_layers", "hidden_size_per_layer_input",
-                                          "max_position_embeddings")},
-        "vocab_size_per_layer_input": geometry["vocab_size"], "hidden_activation": "gelu_pytorch_tanh",
-        "rms_norm_eps": 1e-6, "initializer_range": 0.02, "tie_word_embeddings": True, "use_cache": True,
-        "pad_token_id": PAD, "eos_token_id": EOS, "bos_token_id": BOS, "attention_bias": False,
-        "attention_dropout": 0.0, "final_logit_softcapping": None, "use_bidirectional_attention": None,
-        "attention_k_eq_v": False, "enable_moe_block": False, "use_double_wide_mlp": True, "num_experts": None,
-        "top_k_experts": None, "moe_intermediate_size": None,
+        "architectures": ["Gemma4ForCausalLM"],
+        "model_type": "gemma4_text",
+        "dtype": "bfloat16",
+        **{
+            key: geometry[key]
+            for key in (
+                "vocab_size",
+                "hidden_size",
+                "intermediate_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "num_key_value_heads",
+                "head_dim",
+                "global_head_dim",
+                "sliding_window",
+                "layer_types",
+                "num_kv_shared_layers",
+                "hidden_size_per_layer_input",
+                "max_position_embeddings",
+            )
+        },
+        "vocab_size_per_layer_input": geometry["vocab_size"],
+        "hidden_activation": "gelu_pytorch_tanh",
+        "rms_norm_eps": 1e-6,
+        "initializer_range": 0.02,
+        "tie_word_embeddings": True,
+        "use_cache": True,
+        "pad_token_id": PAD,
+        "eos_token_id": EOS,
+        "bos_token_id": BOS,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "final_logit_softcapping": None,
+        "use_bidirectional_attention": None,
+        "attention_k_eq_v": False,
+        "enable_moe_block": False,
+        "use_double_wide_mlp": True,
+        "num_experts": None,
+        "top_k_experts": None,
+        "moe_intermediate_size": None,
         "rope_parameters": {
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6}},
+            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6},
+        },
     }
     (folder / "config.json").write_text(json.dumps(config, indent=1))
-    (folder / "generation_config.json").write_text(json.dumps(
-        {"bos_token_id": BOS, "eos_token_id": [EOS], "pad_token_id": PAD}))
+    (folder / "generation_config.json").write_text(
+        json.dumps({"bos_token_id": BOS, "eos_token_id": [EOS], "pad_token_id": PAD})
+    )
     return config
 
 
@@ -110,7 +172,11 @@ def weight_shapes(config: dict[str, Any]) -> list[tuple[str, tuple[int, ...], bo
     KV-shared layers keep their k/v projections and k_norm: vLLM 0.26 builds them and its loader
     insists every parameter it built is loaded.
     """
-    hidden, layers, per_layer = config["hidden_size"], config["num_hidden_layers"], config["hidden_size_per_layer_input"]
+    hidden, layers, per_layer = (
+        config["hidden_size"],
+        config["num_hidden_layers"],
+        config["hidden_size_per_layer_input"],
+    )
     vocab, heads, kv_heads = config["vocab_size"], config["num_attention_heads"], config["num_key_value_heads"]
     first_shared = layers - config["num_kv_shared_layers"]
     shapes: list[tuple[str, tuple[int, ...], bool]] = [
@@ -118,7 +184,8 @@ def weight_shapes(config: dict[str, Any]) -> list[tuple[str, tuple[int, ...], bo
         ("model.embed_tokens_per_layer.weight", (vocab, layers * per_layer), False),
         ("model.per_layer_model_projection.weight", (layers * per_layer, hidden), False),
         ("model.per_layer_projection_norm.weight", (per_layer,), True),
-        ("model.norm.weight", (hidden,), True)]
+        ("model.norm.weight", (hidden,), True),
+    ]
     for index, kind in enumerate(config["layer_types"]):
         prefix = f"model.layers.{index}."
         head = config["global_head_dim"] if kind == "full_attention" else config["head_dim"]
@@ -137,9 +204,17 @@ def weight_shapes(config: dict[str, Any]) -> list[tuple[str, tuple[int, ...], bo
             (prefix + "mlp.down_proj.weight", (hidden, inner), False),
             (prefix + "per_layer_input_gate.weight", (per_layer, hidden), False),
             (prefix + "per_layer_projection.weight", (hidden, per_layer), False),
-            *[(prefix + f"{norm}.weight", (hidden,), True) for norm in (
-                "input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
-                "post_feedforward_layernorm", "post_per_layer_input_norm")]]
+            *[
+                (prefix + f"{norm}.weight", (hidden,), True)
+                for norm in (
+                    "input_layernorm",
+                    "post_attention_layernorm",
+                    "pre_feedforward_layernorm",
+                    "post_feedforward_layernorm",
+                    "post_per_layer_input_norm",
+                )
+            ],
+        ]
     return shapes
 
 
@@ -181,8 +256,9 @@ class Engine:
     def __init__(self, label: str, command: list[str], env: dict[str, str], log: Path, port: int) -> None:
         self.label, self.log, self.port = label, log, port
         self.handle = open(log, "w")  # closed in stop()
-        self.process = subprocess.Popen(command, env=env, stdout=self.handle, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            command, env=env, stdout=self.handle, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.started = time.monotonic()
 
     def wait_healthy(self, timeout_s: float) -> float | None:
@@ -232,24 +308,44 @@ def plugin_evidence(log_text: str, server_pid: int, serving_part: str) -> dict[s
         "diagnostic_warning": f"DIAGNOSTIC {DIAG_ENV}" in log_text,
         "api_server_ran_plugin": any(p["process"].startswith("APIServer") for p in processes),
         "engine_core_ran_plugin": any(p["process"].startswith("EngineCore") for p in processes),
-        "other_processes_ran_plugin": sorted({p["process"] for p in processes
-                                              if not p["process"].startswith(("APIServer", "EngineCore"))}),
-        "head512_tile_clamped": any("head 512 prefill tile 32 -> 16" in line for p in processes
-                                    for line in p["lines"] if "launch changed" in line),
-        "warps_changed": sorted({line.split("launch changed: ", 1)[1] for p in processes for line in p["lines"]
-                                 if "num_warps" in line and "launch changed" in line}),
-        "attention_backend_lines": [line[:300] for line in log_text.splitlines()
-                                    if "TRITON_ATTN" in line or "attention backend" in line.lower()][:6],
-        "engine_errors": [line[:400] for line in serving_part.splitlines()
-                          if "OutOfResources" in line or "Traceback" in line or "TuringError" in line][:10],
+        "other_processes_ran_plugin": sorted(
+            {p["process"] for p in processes if not p["process"].startswith(("APIServer", "EngineCore"))}
+        ),
+        "head512_tile_clamped": any(
+            "head 512 prefill tile 32 -> 16" in line
+            for p in processes
+            for line in p["lines"]
+            if "launch changed" in line
+        ),
+        "warps_changed": sorted(
+            {
+                line.split("launch changed: ", 1)[1]
+                for p in processes
+                for line in p["lines"]
+                if "num_warps" in line and "launch changed" in line
+            }
+        ),
+        "attention_backend_lines": [
+            line[:300] for line in log_text.splitlines() if "TRITON_ATTN" in line or "attention backend" in line.lower()
+        ][:6],
+        "engine_errors": [
+            line[:400]
+            for line in serving_part.splitlines()
+            if "OutOfResources" in line or "Traceback" in line or "TuringError" in line
+        ][:10],
     }
 
 
 def cuda_context_pids() -> list[int] | None:
     """PIDs holding a CUDA context now (nvidia-smi), or None where nvidia-smi cannot tell (no GPU, no tool)."""
     try:
-        done = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=30, check=False)
+        done = subprocess.run(
+            ["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if done.returncode != 0:
@@ -258,16 +354,28 @@ def cuda_context_pids() -> list[int] | None:
 
 
 def ask(port: int, model: str, prompt: str, max_tokens: int) -> dict[str, Any]:
-    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "logprobs": 5,
-            "seed": 0, "ignore_eos": True, "return_tokens_as_token_ids": True}
+    body = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "logprobs": 5,
+        "seed": 0,
+        "ignore_eos": True,
+        "return_tokens_as_token_ids": True,
+    }
     answer = _post(f"http://127.0.0.1:{port}/v1/completions", body)
     if "choices" not in answer:
         return {"error": answer}
     choice = answer["choices"][0]
     logprobs = choice.get("logprobs") or {}
-    return {"text": choice.get("text"), "tokens": logprobs.get("tokens") or [],
-            "token_logprobs": logprobs.get("token_logprobs") or [], "top_logprobs": logprobs.get("top_logprobs") or [],
-            "usage": answer.get("usage")}
+    return {
+        "text": choice.get("text"),
+        "tokens": logprobs.get("tokens") or [],
+        "token_logprobs": logprobs.get("token_logprobs") or [],
+        "top_logprobs": logprobs.get("top_logprobs") or [],
+        "usage": answer.get("usage"),
+    }
 
 
 def compare(stock: dict[str, Any], clamped: dict[str, Any]) -> dict[str, Any]:
@@ -276,19 +384,26 @@ def compare(stock: dict[str, Any], clamped: dict[str, Any]) -> dict[str, Any]:
         return {"comparable": False, "stock_error": stock.get("error"), "clamped_error": clamped.get("error")}
     a, b = stock["tokens"], clamped["tokens"]
     if a == b:
-        worst = max((abs(x - y) for x, y in zip(stock["token_logprobs"], clamped["token_logprobs"], strict=False)
-                     if x is not None and y is not None), default=0.0)
+        worst = max(
+            (
+                abs(x - y)
+                for x, y in zip(stock["token_logprobs"], clamped["token_logprobs"], strict=False)
+                if x is not None and y is not None
+            ),
+            default=0.0,
+        )
         return {"comparable": True, "identical": True, "tokens": len(a), "max_abs_logprob_difference": worst}
     index = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-    result: dict[str, Any] = {"comparable": True, "identical": False, "tokens": len(a),
-                              "first_difference_at": index}
+    result: dict[str, Any] = {"comparable": True, "identical": False, "tokens": len(a), "first_difference_at": index}
     if index < min(len(a), len(b)):
         top_stock = stock["top_logprobs"][index] or {}
         top_clamped = clamped["top_logprobs"][index] or {}
         result.update(
-            stock_token=a[index], clamped_token=b[index],
+            stock_token=a[index],
+            clamped_token=b[index],
             stock_logprobs_of_both=[top_stock.get(a[index]), top_stock.get(b[index])],
-            clamped_logprobs_of_both=[top_clamped.get(a[index]), top_clamped.get(b[index])])
+            clamped_logprobs_of_both=[top_clamped.get(a[index]), top_clamped.get(b[index])],
+        )
         if None not in result["stock_logprobs_of_both"]:
             result["stock_gap"] = result["stock_logprobs_of_both"][0] - result["stock_logprobs_of_both"][1]
         if None not in result["clamped_logprobs_of_both"]:
@@ -296,19 +411,41 @@ def compare(stock: dict[str, Any], clamped: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def run_engine(label: str, args: argparse.Namespace, model_dir: Path, port: int, extra_env: dict[str, str],
-               out: Path) -> dict[str, Any]:
+def run_engine(
+    label: str, args: argparse.Namespace, model_dir: Path, port: int, extra_env: dict[str, str], out: Path
+) -> dict[str, Any]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", **extra_env}
     if DIAG_ENV not in extra_env:
         env.pop(DIAG_ENV, None)
     loading = ["--load-format", "dummy"] if args.weights == "dummy" else []
-    command = [*shlex.split(args.vllm), str(model_dir), "--served-model-name", "m", "--host", "127.0.0.1",
-               "--port", str(port), *loading, "--seed", "0", "--dtype", "bfloat16",
-               "--max-model-len", "2048", "--max-num-seqs", "16", *shlex.split(args.engine_args)]
+    command = [
+        *shlex.split(args.vllm),
+        str(model_dir),
+        "--served-model-name",
+        "m",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *loading,
+        "--seed",
+        "0",
+        "--dtype",
+        "bfloat16",
+        "--max-model-len",
+        "2048",
+        "--max-num-seqs",
+        "16",
+        *shlex.split(args.engine_args),
+    ]
     log = out / f"engine_{label}.log"
     engine = Engine(label, command, env, log, port)
-    result: dict[str, Any] = {"label": label, "command": command, "env": dict(extra_env),
-                              "server_pid": engine.process.pid}
+    result: dict[str, Any] = {
+        "label": label,
+        "command": command,
+        "env": dict(extra_env),
+        "server_pid": engine.process.pid,
+    }
     try:
         healthy_after = engine.wait_healthy(args.start_timeout_s)
         result["healthy_after_s"] = None if healthy_after is None else round(healthy_after, 1)
@@ -329,11 +466,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
-    parser.add_argument("--weights", choices=("random", "dummy"), default="random",
-                        help="random: N(0, 0.02) written from a seed; dummy: vLLM's --load-format dummy (flat logits)")
+    parser.add_argument(
+        "--weights",
+        choices=("random", "dummy"),
+        default="random",
+        help="random: N(0, 0.02) written from a seed; dummy: vLLM's --load-format dummy (flat logits)",
+    )
     parser.add_argument("--vllm", default="vllm serve", help="the command that serves (model dir appended)")
-    parser.add_argument("--engine-args", default="--attention-backend TRITON_ATTN --enforce-eager "
-                                                  "--gpu-memory-utilization 0.3")
+    parser.add_argument(
+        "--engine-args", default="--attention-backend TRITON_ATTN --enforce-eager --gpu-memory-utilization 0.3"
+    )
     parser.add_argument("--max-tokens", type=int, default=24)
     parser.add_argument("--start-timeout-s", type=float, default=240.0)
     parser.add_argument("--port", type=int, default=8123)
@@ -345,20 +487,35 @@ def main() -> int:
     config = write_checkpoint(model_dir, args.preset)
     (model_dir / "model.safetensors").unlink(missing_ok=True)
     weight_bytes = write_weights(model_dir, config) if args.weights == "random" else 0
-    report: dict[str, Any] = {"preset": args.preset, "weights": args.weights, "weight_bytes": weight_bytes,
-                              "config": config, "prompts": PROMPTS, "runs": {}}
+    report: dict[str, Any] = {
+        "preset": args.preset,
+        "weights": args.weights,
+        "weight_bytes": weight_bytes,
+        "config": config,
+        "prompts": PROMPTS,
+        "runs": {},
+    }
     summary = args.out / "engine_check.json"
     for label, extra, port in (("clamped", {DIAG_ENV: "65536"}, args.port), ("stock", {}, args.port + 1)):
         report["runs"][label] = run_engine(label, args, model_dir, port, extra, args.out)
         summary.write_text(json.dumps(report, indent=1))
-        print(f"{label}: healthy after {report['runs'][label].get('healthy_after_s')} s; API server holds a CUDA "
-              f"context: {report['runs'][label].get('api_server_has_cuda_context')}; plugin: "
-              + json.dumps({k: v for k, v in report["runs"][label]["plugin"].items()
-                            if k not in ("processes", "attention_backend_lines")}), flush=True)
+        print(
+            f"{label}: healthy after {report['runs'][label].get('healthy_after_s')} s; API server holds a CUDA "
+            f"context: {report['runs'][label].get('api_server_has_cuda_context')}; plugin: "
+            + json.dumps(
+                {
+                    k: v
+                    for k, v in report["runs"][label]["plugin"].items()
+                    if k not in ("processes", "attention_backend_lines")
+                }
+            ),
+            flush=True,
+        )
     runs = report["runs"]
     if "answers" in runs["clamped"] and "answers" in runs["stock"]:
-        report["comparison"] = [compare(s, c) for s, c in zip(runs["stock"]["answers"], runs["clamped"]["answers"],
-                                                                strict=True)]
+        report["comparison"] = [
+            compare(s, c) for s, c in zip(runs["stock"]["answers"], runs["clamped"]["answers"], strict=True)
+        ]
         for prompt, verdict in zip(PROMPTS, report["comparison"], strict=True):
             print(f"{prompt[:40]!r}: {json.dumps(verdict)}", flush=True)
     summary.write_text(json.dumps(report, indent=1))

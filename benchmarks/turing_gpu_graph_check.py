@@ -47,9 +47,16 @@ TILE_FUNCTION_NAME = "_get_tile_size"
 KERNEL_NAME = "kernel_unified_attention"
 T4_AS_THE_RULE_SEES_IT = CudaDevice(capability=(7, 5), smem_optin_bytes=65_536)
 #: NVIDIA's T4 datasheet and CUDA's compute-capability table, for the record beside this GPU's own figures.
-T4_FACTS = {"name": "Tesla T4", "capability": [7, 5], "shared_memory_per_block_optin": 65_536,
-            "multi_processor_count": 40, "max_sm_clock_mhz": 1590, "memory_bandwidth_gb_s": 320,
-            "registers_per_sm": 65_536, "source": "NVIDIA T4 datasheet; CUDA C++ Programming Guide"}
+T4_FACTS = {
+    "name": "Tesla T4",
+    "capability": [7, 5],
+    "shared_memory_per_block_optin": 65_536,
+    "multi_processor_count": 40,
+    "max_sm_clock_mhz": 1590,
+    "memory_bandwidth_gb_s": 320,
+    "registers_per_sm": 65_536,
+    "source": "NVIDIA T4 datasheet; CUDA C++ Programming Guide",
+}
 TURING_SMEM_OPTIN_BYTES = 65_536
 TURING_MAJOR = 7
 BLOCK_M = 16  # unified_attention's BLOCK_M when <= 16 query heads share a KV head
@@ -60,10 +67,13 @@ DEVICE = "cuda"  # "cpu" under --dry-run-cpu (Triton's interpreter)
 
 def clamped_tile_function(stock_function: TileFunction) -> TileFunction:
     """vLLM's own tile choice passed through gemmaserve's rule as if on a T4 (sm_75, 64 KiB)."""
+
     def clamped(head_size: int, sliding_window: int, element_size: int, is_prefill: bool) -> int:
         stock = stock_function(head_size, sliding_window, element_size, is_prefill)
-        return clamp_tile_size(TURING_MAJOR, TURING_SMEM_OPTIN_BYTES, next_power_of_2(head_size),
-                               element_size, stock, block_m=BLOCK_M)
+        return clamp_tile_size(
+            TURING_MAJOR, TURING_SMEM_OPTIN_BYTES, next_power_of_2(head_size), element_size, stock, block_m=BLOCK_M
+        )
+
     return clamped
 
 
@@ -83,15 +93,20 @@ class LaunchSpy:
         launcher = self.kernel[grid]
 
         def launch(*args: Any, **kwargs: Any) -> Any:
-            self.last = {"TILE_SIZE": kwargs.get("TILE_SIZE"), "num_warps": kwargs.get("num_warps"),
-                         "IS_3D": kwargs.get("IS_3D"), "BLOCK_M": kwargs.get("BLOCK_M")}
+            self.last = {
+                "TILE_SIZE": kwargs.get("TILE_SIZE"),
+                "num_warps": kwargs.get("num_warps"),
+                "IS_3D": kwargs.get("IS_3D"),
+                "BLOCK_M": kwargs.get("BLOCK_M"),
+            }
             return launcher(*args, **kwargs)
 
         return launch
 
 
-def make_batch(query_lens: list[int], context_lens: list[int], head: int,
-               generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+def make_batch(
+    query_lens: list[int], context_lens: list[int], head: int, generator: torch.Generator
+) -> tuple[torch.Tensor, ...]:
     device = DEVICE
     num_blocks_per_seq = [math.ceil(c / BLOCK_SIZE) for c in context_lens]
     total_blocks = sum(num_blocks_per_seq) + 8
@@ -99,7 +114,7 @@ def make_batch(query_lens: list[int], context_lens: list[int], head: int,
     block_table = torch.zeros(len(query_lens), max(num_blocks_per_seq), dtype=torch.int32)
     cursor = 0
     for s, n in enumerate(num_blocks_per_seq):
-        block_table[s, :n] = torch.tensor(permutation[cursor:cursor + n], dtype=torch.int32)
+        block_table[s, :n] = torch.tensor(permutation[cursor : cursor + n], dtype=torch.int32)
         cursor += n
     kv_shape = (total_blocks, BLOCK_SIZE, NUM_KV_HEADS, head)
     k = torch.randn(kv_shape, generator=generator).to(device, torch.float16)
@@ -109,8 +124,15 @@ def make_batch(query_lens: list[int], context_lens: list[int], head: int,
     return q, k, v, block_table.to(device), cu, torch.tensor(context_lens, dtype=torch.int32, device=device)
 
 
-def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_table: torch.Tensor,
-              cu: torch.Tensor, seq_lens: torch.Tensor, window: int) -> torch.Tensor:
+def reference(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    block_table: torch.Tensor,
+    cu: torch.Tensor,
+    seq_lens: torch.Tensor,
+    window: int,
+) -> torch.Tensor:
     out = torch.empty(q.shape, dtype=torch.float64, device=q.device)
     group = NUM_QUERY_HEADS // NUM_KV_HEADS
     scale = 1.0 / math.sqrt(q.shape[-1])
@@ -147,8 +169,9 @@ def graph_of(call: Callable[[], None], repeats: int) -> torch.cuda.CUDAGraph:
     return graph
 
 
-def time_interleaved(calls: dict[str, Callable[[], None]], rounds: int = 15,
-                     repeats: int = 20) -> dict[str, list[float]]:
+def time_interleaved(
+    calls: dict[str, Callable[[], None]], rounds: int = 15, repeats: int = 20
+) -> dict[str, list[float]]:
     """Milliseconds per launch, per variant: rounds alternate the variants (A-B-C-A-B-C...) against drift."""
     if DEVICE == "cpu":  # the interpreter: one plain call each, for the script's sake only
         samples_cpu: dict[str, list[float]] = {}
@@ -174,17 +197,26 @@ def time_interleaved(calls: dict[str, Callable[[], None]], rounds: int = 15,
     return samples
 
 
-def run_case(module: ModuleType, head: int, window: int, query_lens: list[int], context_lens: list[int],
-             seed: int, seq_threshold_3d: int) -> dict[str, Any]:
+def run_case(
+    module: ModuleType,
+    head: int,
+    window: int,
+    query_lens: list[int],
+    context_lens: list[int],
+    seed: int,
+    seq_threshold_3d: int,
+) -> dict[str, Any]:
     generator = torch.Generator().manual_seed(seed)
     q, k, v, block_table, cu, seq_lens = make_batch(query_lens, context_lens, head, generator)
     head_padded = triton.next_power_of_2(head)
     max_q = max(query_lens)
     segm_rows = len(query_lens)
     segm: dict[str, Any] = {
-        "seq_threshold_3D": seq_threshold_3d, "num_par_softmax_segments": SEGMENTS,
-        "softmax_segm_output": torch.empty(segm_rows, NUM_QUERY_HEADS, SEGMENTS, head_padded,
-                                           dtype=torch.float32, device=DEVICE),
+        "seq_threshold_3D": seq_threshold_3d,
+        "num_par_softmax_segments": SEGMENTS,
+        "softmax_segm_output": torch.empty(
+            segm_rows, NUM_QUERY_HEADS, SEGMENTS, head_padded, dtype=torch.float32, device=DEVICE
+        ),
         "softmax_segm_max": torch.empty(segm_rows, NUM_QUERY_HEADS, SEGMENTS, dtype=torch.float32, device=DEVICE),
         "softmax_segm_expsum": torch.empty(segm_rows, NUM_QUERY_HEADS, SEGMENTS, dtype=torch.float32, device=DEVICE),
     }
@@ -192,18 +224,28 @@ def run_case(module: ModuleType, head: int, window: int, query_lens: list[int], 
     expected = reference(q, k, v, block_table, cu, seq_lens, window)
     stock_function: TileFunction = getattr(module, TILE_FUNCTION_NAME)
     uses_3d = max_q == 1 and len(query_lens) <= seq_threshold_3d
-    result: dict[str, Any] = {"head_size": head, "sliding_window": window, "query_lens": query_lens,
-                              "context_lens": context_lens, "seq_threshold_3d": seq_threshold_3d,
-                              "layout": "3D" if uses_3d else "2D"}
+    result: dict[str, Any] = {
+        "head_size": head,
+        "sliding_window": window,
+        "query_lens": query_lens,
+        "context_lens": context_lens,
+        "seq_threshold_3d": seq_threshold_3d,
+        "layout": "3D" if uses_3d else "2D",
+    }
     calls: dict[str, Callable[[], None]] = {}
     outputs: dict[str, torch.Tensor] = {}
     real_kernel = getattr(module, KERNEL_NAME)
     spies = {label: LaunchSpy(real_kernel) for label in ("stock", "tile16", "clamped", "launch")}
     variants: tuple[tuple[str, TileFunction, Any], ...] = (
-        ("stock", stock_function, spies["stock"]), ("tile16", tile16_function, spies["tile16"]),
+        ("stock", stock_function, spies["stock"]),
+        ("tile16", tile16_function, spies["tile16"]),
         ("clamped", clamped_tile_function(stock_function), spies["clamped"]),
-        ("launch", plugin_tile_function(stock_function, T4_AS_THE_RULE_SEES_IT),
-         TuringLaunch(spies["launch"], T4_AS_THE_RULE_SEES_IT)))
+        (
+            "launch",
+            plugin_tile_function(stock_function, T4_AS_THE_RULE_SEES_IT),
+            TuringLaunch(spies["launch"], T4_AS_THE_RULE_SEES_IT),
+        ),
+    )
     for label, tile_function, kernel in variants:
         out = torch.empty_like(q)
 
@@ -213,10 +255,24 @@ def run_case(module: ModuleType, head: int, window: int, query_lens: list[int], 
             setattr(module, TILE_FUNCTION_NAME, tile_function)
             setattr(module, KERNEL_NAME, kernel)
             module.unified_attention(
-                q=q, k=k, v=v, out=out, cu_seqlens_q=cu, max_seqlen_q=max_q, seqused_k=seq_lens,
-                max_seqlen_k=max(context_lens), softmax_scale=1.0 / math.sqrt(head), causal=True,
-                window_size=(window - 1, 0) if window > 0 else (-1, -1), block_table=block_table,
-                softcap=0, q_descale=None, k_descale=scales, v_descale=scales, **segm)
+                q=q,
+                k=k,
+                v=v,
+                out=out,
+                cu_seqlens_q=cu,
+                max_seqlen_q=max_q,
+                seqused_k=seq_lens,
+                max_seqlen_k=max(context_lens),
+                softmax_scale=1.0 / math.sqrt(head),
+                causal=True,
+                window_size=(window - 1, 0) if window > 0 else (-1, -1),
+                block_table=block_table,
+                softcap=0,
+                q_descale=None,
+                k_descale=scales,
+                v_descale=scales,
+                **segm,
+            )
 
         call()  # compiles, and the output checked below
         if DEVICE == "cuda":
@@ -227,12 +283,16 @@ def run_case(module: ModuleType, head: int, window: int, query_lens: list[int], 
         max_abs = (out.double() - expected).abs().max()
         fp16_rounding = (expected.half().double() - expected).norm() / expected.norm()
         launched = spies[label].last
-        result[label] = {"tile_prefill": tile_function(head, window, 2, True),
-                         "tile_decode": tile_function(head, window, 2, False),
-                         "tile_launched": launched["TILE_SIZE"], "num_warps": launched["num_warps"] or "default (4)",
-                         "block_m": launched["BLOCK_M"],
-                         "relative_error": float(error), "max_abs_error": float(max_abs),
-                         "fp16_rounding_of_reference": float(fp16_rounding)}
+        result[label] = {
+            "tile_prefill": tile_function(head, window, 2, True),
+            "tile_decode": tile_function(head, window, 2, False),
+            "tile_launched": launched["TILE_SIZE"],
+            "num_warps": launched["num_warps"] or "default (4)",
+            "block_m": launched["BLOCK_M"],
+            "relative_error": float(error),
+            "max_abs_error": float(max_abs),
+            "fp16_rounding_of_reference": float(fp16_rounding),
+        }
     times = time_interleaved(calls)
     setattr(module, TILE_FUNCTION_NAME, stock_function)
     setattr(module, KERNEL_NAME, real_kernel)
@@ -253,19 +313,30 @@ def device_facts() -> dict[str, Any]:
     """This GPU's own figures (torch and nvidia-smi), to set beside a T4's."""
     props = torch.cuda.get_device_properties(0)
     facts: dict[str, Any] = {
-        "name": props.name, "capability": [props.major, props.minor],
+        "name": props.name,
+        "capability": [props.major, props.minor],
         "shared_memory_per_block_optin": getattr(props, "shared_memory_per_block_optin", None),
         "multi_processor_count": props.multi_processor_count,
         "registers_per_sm": getattr(props, "regs_per_multiprocessor", None),
-        "total_memory_gib": round(props.total_memory / 2**30, 2), "l2_cache_bytes": getattr(props, "L2_cache_size", None),
+        "total_memory_gib": round(props.total_memory / 2**30, 2),
+        "l2_cache_bytes": getattr(props, "L2_cache_size", None),
     }
     try:
-        done = subprocess.run(["nvidia-smi", "--query-gpu=clocks.max.sm,clocks.sm,clocks.max.mem,power.limit",
-                               "--format=csv,noheader,nounits", "-i", "0"], capture_output=True, text=True,
-                              timeout=30, check=False)
+        done = subprocess.run(
+            [
+                "nvidia-smi",
+                "--query-gpu=clocks.max.sm,clocks.sm,clocks.max.mem,power.limit",
+                "--format=csv,noheader,nounits",
+                "-i",
+                "0",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
         max_sm, sm, max_mem, power = (part.strip() for part in done.stdout.strip().split(","))
-        facts.update(max_sm_clock_mhz=max_sm, sm_clock_mhz_now=sm, max_memory_clock_mhz=max_mem,
-                     power_limit_w=power)
+        facts.update(max_sm_clock_mhz=max_sm, sm_clock_mhz_now=sm, max_memory_clock_mhz=max_mem, power_limit_w=power)
     except (OSError, ValueError, subprocess.TimeoutExpired) as error:
         facts["nvidia_smi_error"] = str(error)
     return facts
@@ -276,10 +347,17 @@ def main() -> int:
     parser.add_argument("--vllm-file", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--budget-s", type=float, default=0.0,
-                        help="stop starting new cases after this many seconds (0: no limit); the JSON says so")
-    parser.add_argument("--dry-run-cpu", action="store_true",
-                        help="small shapes in Triton's interpreter on the CPU (set TRITON_INTERPRET=1)")
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=0.0,
+        help="stop starting new cases after this many seconds (0: no limit); the JSON says so",
+    )
+    parser.add_argument(
+        "--dry-run-cpu",
+        action="store_true",
+        help="small shapes in Triton's interpreter on the CPU (set TRITON_INTERPRET=1)",
+    )
     args = parser.parse_args()
     started = time.monotonic()
     global DEVICE
@@ -297,8 +375,11 @@ def main() -> int:
         "decode-2d": ([1] * 32, decode_contexts, 16),
     }
     if args.dry_run_cpu:
-        workloads = {"mixed": ([40, 1, 1], [600, 57, 90], 4), "decode": ([1, 1], [600, 40], 4),
-                     "decode-2d": ([1, 1, 1], [600, 40, 20], 2)}
+        workloads = {
+            "mixed": ([40, 1, 1], [600, 57, 90], 4),
+            "decode": ([1, 1], [600, 40], 4),
+            "decode-2d": ([1, 1, 1], [600, 40, 20], 2),
+        }
     cases: list[dict[str, Any]] = []
     skipped: list[str] = []
     for head, window in ((512, 0), (256, 512)):
@@ -309,28 +390,48 @@ def main() -> int:
             case = run_case(module, head, window, query_lens, context_lens, args.seed + len(cases), threshold)
             case["workload"] = name
             cases.append(case)
-            print(f"head {head} window {window} {name} ({case['layout']}): " + ", ".join(
-                f"{label} tile {case[label]['tile_launched']} warps {case[label]['num_warps']} "
-                f"err {case[label]['relative_error']:.3e} {case[label]['time_ms']:.4f} ms"
-                for label in ("stock", "tile16", "clamped", "launch")), flush=True)
+            print(
+                f"head {head} window {window} {name} ({case['layout']}): "
+                + ", ".join(
+                    f"{label} tile {case[label]['tile_launched']} warps {case[label]['num_warps']} "
+                    f"err {case[label]['relative_error']:.3e} {case[label]['time_ms']:.4f} ms"
+                    for label in ("stock", "tile16", "clamped", "launch")
+                ),
+                flush=True,
+            )
             args.out.write_text(json.dumps(_report(capability, args.vllm_file, cases, skipped, started), indent=2))
     args.out.write_text(json.dumps(_report(capability, args.vllm_file, cases, skipped, started), indent=2))
     return 0
 
 
-def _report(capability: tuple[int, int], vllm_file: Path, cases: list[dict[str, Any]], skipped: list[str],
-            started: float) -> dict[str, Any]:
+def _report(
+    capability: tuple[int, int], vllm_file: Path, cases: list[dict[str, Any]], skipped: list[str], started: float
+) -> dict[str, Any]:
     if DEVICE == "cpu":
-        return {"device": "cpu (Triton interpreter dry run)", "capability": list(capability), "cases": cases,
-                "skipped_for_time": skipped}
-    return {"device": torch.cuda.get_device_name(), "capability": list(capability),
-            "torch": torch.__version__, "triton": triton.__version__, "vllm_file": str(vllm_file),
-            "this_gpu": device_facts(), "t4_for_comparison": T4_FACTS,
-            "note": ("The sm_75 launches are forced on this GPU: Triton compiles them for this GPU's "
-                     "architecture (its own register allocation, pipelining, shared memory), so the times "
-                     "price the launch shapes here and do not predict a T4's; the sm_75 spill figures come "
-                     "from the compiler (gemmaserve turing smem --search)."),
-            "elapsed_s": round(time.monotonic() - started, 1), "skipped_for_time": skipped, "cases": cases}
+        return {
+            "device": "cpu (Triton interpreter dry run)",
+            "capability": list(capability),
+            "cases": cases,
+            "skipped_for_time": skipped,
+        }
+    return {
+        "device": torch.cuda.get_device_name(),
+        "capability": list(capability),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "vllm_file": str(vllm_file),
+        "this_gpu": device_facts(),
+        "t4_for_comparison": T4_FACTS,
+        "note": (
+            "The sm_75 launches are forced on this GPU: Triton compiles them for this GPU's "
+            "architecture (its own register allocation, pipelining, shared memory), so the times "
+            "price the launch shapes here and do not predict a T4's; the sm_75 spill figures come "
+            "from the compiler (gemmaserve turing smem --search)."
+        ),
+        "elapsed_s": round(time.monotonic() - started, 1),
+        "skipped_for_time": skipped,
+        "cases": cases,
+    }
 
 
 if __name__ == "__main__":

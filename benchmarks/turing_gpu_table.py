@@ -22,12 +22,24 @@ def _variants(case: dict[str, Any]) -> list[str]:
 def render(report: dict[str, Any]) -> str:
     cases = report["cases"]
     variants = _variants(cases[0]) if cases else []
-    head = [(f"{report['device']} (sm_{report['capability'][0]}{report['capability'][1]}), torch "
-             f"{report.get('torch')}, Triton {report.get('triton')}, kernel file {report.get('vllm_file')}:"), ""]
-    header = ("| head | window | batch | grid | " + " | ".join(f"{LABELS[v]}: tile, warps" for v in variants)
-              + " | " + " | ".join(f"{LABELS[v]} rel. error" for v in variants) + " | fp16 rounding of ref. | "
-              + " | ".join(f"{LABELS[v]} µs" for v in variants) + " | "
-              + " | ".join(f"{LABELS[v]} / stock" for v in variants if v != "stock") + " |")
+    head = [
+        (
+            f"{report['device']} (sm_{report['capability'][0]}{report['capability'][1]}), torch "
+            f"{report.get('torch')}, Triton {report.get('triton')}, kernel file {report.get('vllm_file')}:"
+        ),
+        "",
+    ]
+    header = (
+        "| head | window | batch | grid | "
+        + " | ".join(f"{LABELS[v]}: tile, warps" for v in variants)
+        + " | "
+        + " | ".join(f"{LABELS[v]} rel. error" for v in variants)
+        + " | fp16 rounding of ref. | "
+        + " | ".join(f"{LABELS[v]} µs" for v in variants)
+        + " | "
+        + " | ".join(f"{LABELS[v]} / stock" for v in variants if v != "stock")
+        + " |"
+    )
     columns = 4 + 3 * len(variants) + 1 + len(variants) - 1
     lines = [*head, header, "|" + "---|" * columns]
     for case in cases:
@@ -45,10 +57,18 @@ def render(report: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     if cases:
         replay = max(case[v]["relative_error_after_replay"] for case in cases for v in _variants(case))
-        spread = max((max(case[v]["time_ms_samples"]) - min(case[v]["time_ms_samples"])) / case[v]["time_ms"]
-                     for case in cases for v in _variants(case))
-        lines += ["", (f"Largest relative error after the graph replays: {replay:.3e}; largest spread of a "
-                       f"variant's rounds, (max − min) / median: {spread:.1%}.")]
+        spread = max(
+            (max(case[v]["time_ms_samples"]) - min(case[v]["time_ms_samples"])) / case[v]["time_ms"]
+            for case in cases
+            for v in _variants(case)
+        )
+        lines += [
+            "",
+            (
+                f"Largest relative error after the graph replays: {replay:.3e}; largest spread of a "
+                f"variant's rounds, (max − min) / median: {spread:.1%}."
+            ),
+        ]
     if report.get("skipped_for_time"):
         lines.append(f"Skipped for time: {', '.join(report['skipped_for_time'])}.")
     return "\n".join(lines)

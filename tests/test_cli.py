@@ -51,6 +51,10 @@ def test_top_level_help_imports_no_heavy_dependency() -> None:
 
 
 def test_cli_reference_doc_is_current() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "cli_reference.py"), "--check"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "cli_reference.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr

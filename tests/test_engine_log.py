@@ -73,9 +73,7 @@ def test_qat_l4_start_up_yields_every_published_figure() -> None:
 def test_merged_kv_line_and_cloudwatch_prefixes() -> None:
     facts = parse(MERGED_KV_CLOUDWATCH)
     assert facts.vllm_version == "0.33.1"
-    assert (
-        facts.quantization is None
-    )  # "quantization=None" means unquantized, not unknown text "None"
+    assert facts.quantization is None  # "quantization=None" means unquantized, not unknown text "None"
     assert facts.dtype == "float16"
     assert facts.weights_gib == 9.75
     assert facts.load_seconds == 71.5
@@ -86,10 +84,7 @@ def test_merged_kv_line_and_cloudwatch_prefixes() -> None:
 
 
 def test_cloudwatch_json_envelopes_are_opened() -> None:
-    events = [
-        json.dumps({"timestamp": 1, "message": line})
-        for line in MERGED_KV_CLOUDWATCH.splitlines()
-    ]
+    events = [json.dumps({"timestamp": 1, "message": line}) for line in MERGED_KV_CLOUDWATCH.splitlines()]
     assert parse_engine_log(events) == parse(MERGED_KV_CLOUDWATCH)
 
 
@@ -121,9 +116,7 @@ def test_turing_out_of_resources_is_reported_as_failed_with_the_fatal_lines() ->
     ],
 )
 def test_each_known_fatal_line_fails_the_engine(line: str) -> None:
-    facts = parse_engine_log(
-        [f"(EngineCore_DP0 pid=9) ERROR 11-29 14:02:40 [core.py:708] {line}\n"]
-    )
+    facts = parse_engine_log([f"(EngineCore_DP0 pid=9) ERROR 11-29 14:02:40 [core.py:708] {line}\n"])
     assert facts.stage is EngineStage.FAILED
     assert facts.errors == [line]
 
@@ -149,9 +142,7 @@ def test_stages_advance_in_order_and_never_go_back() -> None:
     lines = QAT_L4_LOG.splitlines()
     seen = [parse_engine_log(lines[:n]).stage for n in range(len(lines) + 1)]
     order = list(EngineStage)
-    assert [order.index(stage) for stage in seen] == sorted(
-        order.index(stage) for stage in seen
-    )
+    assert [order.index(stage) for stage in seen] == sorted(order.index(stage) for stage in seen)
     assert seen[0] is EngineStage.NOT_STARTED
     assert EngineStage.LOADING in seen and EngineStage.COMPILING in seen
     assert seen[-1] is EngineStage.SERVING
@@ -216,8 +207,10 @@ def test_loading_from_scratch_is_the_loading_stage() -> None:
 
 
 def test_gpu_plus_host_kv_line() -> None:
-    line = ("(EngineCore pid=9) INFO 12-03 01:13:02 [kv_cache_utils.py:1167] GPU + host KV cache size: "
-            "1,234,567 tokens, Maximum concurrency for 8,192 tokens per request: 150.70x")
+    line = (
+        "(EngineCore pid=9) INFO 12-03 01:13:02 [kv_cache_utils.py:1167] GPU + host KV cache size: "
+        "1,234,567 tokens, Maximum concurrency for 8,192 tokens per request: 150.70x"
+    )
     facts = parse(line)
     assert facts.kv_cache_tokens == 1_234_567 and facts.max_concurrency == pytest.approx(150.70)
 

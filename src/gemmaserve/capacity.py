@@ -90,8 +90,9 @@ def kv_specs(geometry: Geometry, release: VllmRelease, dtype_bytes: int = 2) -> 
         # bytes × the primary block) that divides the primary block: the primary block itself.
         block = release.block_size if release.sliding_block == "primary-block" else TRITON_KERNEL_BLOCK
         specs.append(
-            KvSpec("sliding", sliding, geometry.sliding_kv_heads, geometry.sliding_head_dim, block,
-                   geometry.sliding_window)
+            KvSpec(
+                "sliding", sliding, geometry.sliding_kv_heads, geometry.sliding_head_dim, block, geometry.sliding_window
+            )
         )
     if full:
         # K=V full layers still cache both tensors: vLLM's gemma4.py loads the K weights
@@ -109,8 +110,14 @@ def unify_page_size(specs: list[KvSpec], dtype_bytes: int) -> list[KvSpec]:
         if largest % page:
             raise ValueError(f"page size {page} does not divide {largest}; this planner does not pad pages")
         unified.append(
-            KvSpec(spec.layer_type, spec.num_layers, spec.kv_heads, spec.head_dim,
-                   spec.block_size * (largest // page), spec.window)
+            KvSpec(
+                spec.layer_type,
+                spec.num_layers,
+                spec.kv_heads,
+                spec.head_dim,
+                spec.block_size * (largest // page),
+                spec.window,
+            )
         )
     return unified
 
@@ -187,9 +194,14 @@ def longest_context_that_fits(
     low, best = 1, 0
     while low <= high:
         mid = (low + high) // 2
-        capacity = kv_capacity(budget_bytes, geometry, max_model_len=mid,
-                               max_num_batched_tokens=max_num_batched_tokens, release=release,
-                               dtype_bytes=dtype_bytes)
+        capacity = kv_capacity(
+            budget_bytes,
+            geometry,
+            max_model_len=mid,
+            max_num_batched_tokens=max_num_batched_tokens,
+            release=release,
+            dtype_bytes=dtype_bytes,
+        )
         if capacity.fits_one_request:
             best, low = mid, mid + 1
         else:

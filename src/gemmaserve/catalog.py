@@ -113,9 +113,7 @@ class Geometry(_Frozen):
 
     def layer_types(self) -> list[LayerType]:
         pattern = self.layer_pattern
-        return [
-            "full" if pattern[i % len(pattern)] == "F" else "sliding" for i in range(self.num_hidden_layers)
-        ]
+        return ["full" if pattern[i % len(pattern)] == "F" else "sliding" for i in range(self.num_hidden_layers)]
 
 
 class Calibration(_Frozen):
@@ -210,9 +208,7 @@ def load_catalog() -> Catalog:
         models: dict[str, Model] = {}
         for key, value in _read("models.toml").items():
             assert isinstance(value, dict)
-            encodings = {
-                enc: Checkpoint(key=enc, **spec) for enc, spec in value.pop("encodings").items()
-            }
+            encodings = {enc: Checkpoint(key=enc, **spec) for enc, spec in value.pop("encodings").items()}
             models[key] = Model(key=key, encodings=encodings, **value)
         return Catalog(gpus=gpus, instances=instances, models=models, price_date=str(meta["date"]))
     except (KeyError, TypeError, ValueError, AssertionError, tomllib.TOMLDecodeError) as exc:

@@ -48,9 +48,7 @@ class EngineFacts(BaseModel):
         description="The tokens-per-request the max_concurrency figure refers to.",
     )
     stage: EngineStage = EngineStage.NOT_STARTED
-    errors: list[str] = Field(
-        default_factory=list, description="Known fatal lines, each once, in order."
-    )
+    errors: list[str] = Field(default_factory=list, description="Known fatal lines, each once, in order.")
 
 
 def _num(text: str) -> str:
@@ -69,17 +67,13 @@ _SERVED_MODEL = (
     re.compile(r"█\s+model {2,}(?P<m>\S.*?)\s*$"),
 )
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_ENGINE_CONFIG = re.compile(
-    r"Initializing an? (?:V\d )?LLM engine(?: \([^)]*\))? with config: (?P<cfg>.*)"
-)
+_ENGINE_CONFIG = re.compile(r"Initializing an? (?:V\d )?LLM engine(?: \([^)]*\))? with config: (?P<cfg>.*)")
 _CFG_MODEL = re.compile(r"(?:^|[\s,])model='(?P<v>[^']*)'")
 _CFG_QUANT = re.compile(r"(?:^|[\s,])quantization=(?P<v>[\w\-.]+)")
 _CFG_DTYPE = re.compile(r"(?:^|[\s,])dtype=(?:torch\.)?(?P<v>\w+)")
 _CFG_MAX_LEN = re.compile(r"(?:^|[\s,])max_seq_len=(?P<v>\d+)")
 # The CPU build reports weight memory as an RSS difference, which can be negative.
-_MODEL_LOADING = re.compile(
-    r"Model loading took (?P<gib>-?[\d.]+) ?GiB(?: memory)? and (?P<s>[\d.]+) ?seconds"
-)
+_MODEL_LOADING = re.compile(r"Model loading took (?P<gib>-?[\d.]+) ?GiB(?: memory)? and (?P<s>[\d.]+) ?seconds")
 _MODEL_LOADING_TIME_ONLY = re.compile(r"Model loading took (?P<s>[\d.]+) ?seconds")
 # "GPU", or the device type upper-cased ("CPU", "XPU", …), plus " + host" with a host pool (0.32+).
 _KV_TOKENS = re.compile(r"\b[A-Z]{2,4}(?: \+ host)? KV cache size: (?P<n>[\d,_]+) tokens")
@@ -125,9 +119,7 @@ _FATAL_PATTERNS = (
     re.compile(r"larger than the available KV cache memory"),
     re.compile(r"Engine core initialization failed"),
     re.compile(r"no kernel image is available for execution on the device"),
-    re.compile(
-        r"CUDA driver version is insufficient|NVIDIA driver on your system is too old"
-    ),
+    re.compile(r"CUDA driver version is insufficient|NVIDIA driver on your system is too old"),
     re.compile(r"RuntimeError: Found no NVIDIA driver|No CUDA GPUs are available"),
     re.compile(r"^\s*Killed\s*$"),  # the shell's word for a SIGKILL (the OOM killer)
 )
@@ -165,9 +157,7 @@ class _Accumulator:
 
     def advance(self, stage: EngineStage) -> None:
         order = list(EngineStage)
-        if self.stage is not EngineStage.FAILED and order.index(stage) > order.index(
-            self.stage
-        ):
+        if self.stage is not EngineStage.FAILED and order.index(stage) > order.index(self.stage):
             self.stage = stage
 
     def feed(self, raw: str) -> None:
@@ -243,6 +233,4 @@ def parse_engine_log(lines: Iterable[str]) -> EngineFacts:
     served = values.pop("served_model", None)
     if values.get("model") is None and served is not None:  # the engine config names the path
         values["model"] = served
-    return EngineFacts.model_validate(
-        {**values, "stage": accumulator.stage, "errors": accumulator.errors}
-    )
+    return EngineFacts.model_validate({**values, "stage": accumulator.stage, "errors": accumulator.errors})

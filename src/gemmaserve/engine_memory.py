@@ -122,8 +122,11 @@ def resolve_batch(
     raised = False
     if max_num_batched_tokens is None:
         batched = default_batched
-        if (not language_model_only and geometry.use_bidirectional_attention == "vision"
-                and VIDEO_TOKENS_PER_ITEM > batched):
+        if (
+            not language_model_only
+            and geometry.use_bidirectional_attention == "vision"
+            and VIDEO_TOKENS_PER_ITEM > batched
+        ):
             batched, raised = VIDEO_TOKENS_PER_ITEM, True
         batched = min(seqs * max_model_len, batched)
     else:
@@ -150,10 +153,14 @@ def weights_gib(
     towers = tower_bytes(checkpoint) if language_model_only else 0
     if checkpoint.calibration:
         return checkpoint.calibration[0].weights_gib - towers / GIB, "published"
-    loaded = sum(
-        size for name, size in checkpoint.parts_bytes.items()
-        if name != LM_HEAD_PART  # tied: models/gemma4.py skips lm_head when tie_word_embeddings
-    ) - towers
+    loaded = (
+        sum(
+            size
+            for name, size in checkpoint.parts_bytes.items()
+            if name != LM_HEAD_PART  # tied: models/gemma4.py skips lm_head when tie_word_embeddings
+        )
+        - towers
+    )
     return (loaded + rotary_cache_bytes(geometry)) / GIB, "parts"
 
 
@@ -229,8 +236,13 @@ def engine_memory(
     estimated: list[str] = []
     runner = runner_for(geometry, release)
     batched, seqs, raised = resolve_batch(
-        geometry, gpu, release, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens, language_model_only=language_model_only,
+        geometry,
+        gpu,
+        release,
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        language_model_only=language_model_only,
     )
     weights, weights_source = weights_gib(checkpoint, geometry, language_model_only=language_model_only)
     if weights_source == "parts" and "derived" in checkpoint.source:
@@ -247,9 +259,7 @@ def engine_memory(
     peak = cold_peak if first_start else warm_peak
     if first_start and release.series == "0.26":
         estimated.append("compile peak (measured on an H200 only)")
-    counted = release.sizing == "after-warmup" or (
-        release.v2_profiles_cudagraphs if runner == "v2" else True
-    )
+    counted = release.sizing == "after-warmup" or (release.v2_profiles_cudagraphs if runner == "v2" else True)
     graphs = cudagraph_bytes(geometry) / GIB
     if counted and geometry.num_hidden_layers != E2B_LAYERS:
         estimated.append("CUDA-graph memory (E2B's measured pool scaled by layer count)")

@@ -11,8 +11,21 @@ from pydantic import BaseModel
 from gemmaserve import __version__
 
 PACKAGES = (
-    "boto3", "botocore", "aiohttp", "uvloop", "click", "rich", "pydantic", "mcp",
-    "huggingface_hub", "safetensors", "numpy", "triton", "torch", "vllm", "matplotlib",
+    "boto3",
+    "botocore",
+    "aiohttp",
+    "uvloop",
+    "click",
+    "rich",
+    "pydantic",
+    "mcp",
+    "huggingface_hub",
+    "safetensors",
+    "numpy",
+    "triton",
+    "torch",
+    "vllm",
+    "matplotlib",
 )
 
 

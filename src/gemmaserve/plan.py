@@ -116,7 +116,8 @@ class PlanTable(BaseModel):
 def smallest_instance(gpu: Gpu, platform: str = "ec2") -> Instance | None:
     """The cheapest single-GPU instance of ``platform`` that carries ``gpu``."""
     candidates = [
-        inst for inst in load_catalog().instances.values()
+        inst
+        for inst in load_catalog().instances.values()
         if inst.gpu == gpu.key and inst.platform == platform and inst.gpu_count == 1
     ]
     return min(candidates, key=lambda inst: (inst.price_usd_per_hour or math.inf, inst.memory_gib), default=None)
@@ -188,17 +189,33 @@ def plan_deployment(
     needs_clamp = gpu_obj.pre_ampere and geometry.full_head_dim >= 512
 
     memory = engine_memory(
-        geometry, checkpoint, gpu_obj, release, max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens, language_model_only=language_model_only,
+        geometry,
+        checkpoint,
+        gpu_obj,
+        release,
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        language_model_only=language_model_only,
         first_start=first_start,
     )
     batched, seqs = memory.max_num_batched_tokens, memory.max_num_seqs
     budget_gib = memory.kv_budget_gib
-    capacity = kv_capacity(max(0.0, budget_gib) * GIB, geometry, max_model_len=max_model_len,
-                           max_num_batched_tokens=batched, release=release)
-    warm = kv_capacity(max(0.0, memory.kv_budget_warm_gib) * GIB, geometry, max_model_len=max_model_len,
-                       max_num_batched_tokens=batched, release=release)
+    capacity = kv_capacity(
+        max(0.0, budget_gib) * GIB,
+        geometry,
+        max_model_len=max_model_len,
+        max_num_batched_tokens=batched,
+        release=release,
+    )
+    warm = kv_capacity(
+        max(0.0, memory.kv_budget_warm_gib) * GIB,
+        geometry,
+        max_model_len=max_model_len,
+        max_num_batched_tokens=batched,
+        release=release,
+    )
     overhead_gib = memory.requested_gib - memory.weights_gib - budget_gib
     if memory.compile_peak_gib > memory.peak_activation_warm_gib:
         notes.append(
@@ -211,8 +228,9 @@ def plan_deployment(
     if memory.estimated_terms:
         notes.append("estimated: " + "; ".join(memory.estimated_terms))
     if release.sizing == "after-warmup":
-        notes.append("vLLM 0.34 sizes the pool after warmup; leave --gpu-memory-utilization unset to give it all "
-                     "free memory")
+        notes.append(
+            "vLLM 0.34 sizes the pool after warmup; leave --gpu-memory-utilization unset to give it all free memory"
+        )
 
     checkpoint_gib = checkpoint.total_bytes / GIB
     host_needed = checkpoint_gib + LOAD_BASELINE_HOST_GIB
@@ -234,8 +252,9 @@ def plan_deployment(
             binding += "; --language-model-only leaves the towers out"
     elif not capacity.fits_one_request:
         verdict = "does-not-fit"
-        longest = longest_context_that_fits(budget_gib * GIB, geometry, max_num_batched_tokens=batched,
-                                            release=release, upper=max_model_len)
+        longest = longest_context_that_fits(
+            budget_gib * GIB, geometry, max_num_batched_tokens=batched, release=release, upper=max_model_len
+        )
         binding = f"KV cache: {capacity.kv_cache_tokens:,} tokens cannot hold one {max_model_len:,}-token request"
         if longest >= MIN_MAX_MODEL_LEN:
             binding += f"; lower --max-model-len to {longest:,}"
@@ -259,10 +278,14 @@ def plan_deployment(
 
     args = [
         checkpoint.repo_id,
-        "--dtype", dtype,
-        "--max-model-len", str(max_model_len),
-        "--gpu-memory-utilization", f"{gpu_memory_utilization:g}",
-        "--max-num-seqs", str(seqs),
+        "--dtype",
+        dtype,
+        "--max-model-len",
+        str(max_model_len),
+        "--gpu-memory-utilization",
+        f"{gpu_memory_utilization:g}",
+        "--max-num-seqs",
+        str(seqs),
     ]
     if max_num_batched_tokens:
         args += ["--max-num-batched-tokens", str(max_num_batched_tokens)]
@@ -323,8 +346,11 @@ def _sort_key(row: PlanRow, sort: SortKey) -> tuple[object, ...]:
 
 def next_command(row: PlanRow) -> str:
     """The command that deploys ``row``: a SageMaker preflight for ml.* instances, else a local serve."""
-    flags = [f"--model {row.model.removeprefix('gemma-4-')}", f"--encoding {row.encoding}",
-             f"--max-model-len {row.max_model_len}"]
+    flags = [
+        f"--model {row.model.removeprefix('gemma-4-')}",
+        f"--encoding {row.encoding}",
+        f"--max-model-len {row.max_model_len}",
+    ]
     if row.gpu_memory_utilization != 0.9:
         flags.append(f"--gpu-memory-utilization {row.gpu_memory_utilization:g}")
     if row.language_model_only:
@@ -383,10 +409,17 @@ def plan_all(
                     continue
                 rows.append(
                     plan_deployment(
-                        model, checkpoint, gpu, instance=target_instance, max_model_len=max_model_len,
-                        gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
-                        max_num_batched_tokens=max_num_batched_tokens, decode_tokens_per_s=decode_tokens_per_s,
-                        language_model_only=language_model_only, vllm_version=vllm_version,
+                        model,
+                        checkpoint,
+                        gpu,
+                        instance=target_instance,
+                        max_model_len=max_model_len,
+                        gpu_memory_utilization=gpu_memory_utilization,
+                        max_num_seqs=max_num_seqs,
+                        max_num_batched_tokens=max_num_batched_tokens,
+                        decode_tokens_per_s=decode_tokens_per_s,
+                        language_model_only=language_model_only,
+                        vllm_version=vllm_version,
                         first_start=first_start,
                     )
                 )

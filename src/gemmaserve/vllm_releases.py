@@ -286,13 +286,18 @@ RELEASES: dict[str, VllmRelease] = {
     "0.32": _release("0.32.0", huge_gpu_gib=160.0, null_block_in_fit_check=True, **_V2_EVERYWHERE),
     "0.33": _release("0.33.0", huge_gpu_gib=160.0, null_block_in_fit_check=True, **_V2_EVERYWHERE),
     "0.34": _release(
-        "0.34.0", huge_gpu_gib=160.0, null_block_in_fit_check=True, block_size=64, sliding_block="primary-block",
-        sizing="after-warmup", default_gpu_memory_utilization=1.0, **_V2_EVERYWHERE,
+        "0.34.0",
+        huge_gpu_gib=160.0,
+        null_block_in_fit_check=True,
+        block_size=64,
+        sliding_block="primary-block",
+        sizing="after-warmup",
+        default_gpu_memory_utilization=1.0,
+        **_V2_EVERYWHERE,
     ),
 }
 SUPPORTED_SERIES: tuple[str, ...] = tuple(RELEASES)
 DEFAULT_SERIES = SUPPORTED_SERIES[-1]
-
 
 
 def sagemaker_image_series() -> str:

@@ -47,8 +47,9 @@ class ScriptedTransport:
     url = "http://scripted"
     description = "scripted"
 
-    def __init__(self, clock: ScriptedClock, script: Sequence[tuple[float, dict[str, object]]],
-                 error: Exception | None = None) -> None:
+    def __init__(
+        self, clock: ScriptedClock, script: Sequence[tuple[float, dict[str, object]]], error: Exception | None = None
+    ) -> None:
         self.clock = clock
         self.script = script
         self.error = error

@@ -29,8 +29,13 @@ def _row(pair: combine.PairComparison, metric: str) -> combine.RatioRow:
 
 def test_ratios_by_hand(tmp_path: Path) -> None:
     a = build_result(label="bf16", weights_gib=9.5, kv_cache_tokens=400_000, load_tok_s={4: [100.0, 110.0, 120.0]})
-    b = build_result(label="qat", url="http://127.0.0.1:8001", weights_gib=3.8, kv_cache_tokens=1_000_000,
-                     load_tok_s={4: [150.0, 165.0, 180.0]})
+    b = build_result(
+        label="qat",
+        url="http://127.0.0.1:8001",
+        weights_gib=3.8,
+        kv_cache_tokens=1_000_000,
+        load_tok_s={4: [150.0, 165.0, 180.0]},
+    )
     _exact_decode(a, 40.0, 0.1)
     _exact_decode(b, 60.0, 0.05)
     comparison = combine.combine_results([_save(tmp_path, "a.json", a), _save(tmp_path, "b.json", b)])
@@ -64,7 +69,9 @@ def test_quality_pairing_mcnemar_and_sentence() -> None:
     assert quality.identical_answers == 32 and len(quality.disagreements) == 8
     expected_gap = stats.minimum_detectable_difference(40, discordant_share=8 / 40)
     assert quality.minimum_detectable_gap_points == pytest.approx(expected_gap * 100)  # type: ignore[operator]
-    assert quality.sentence.startswith("qat answers 37/40 vs bf16 31/40: no measurable difference (McNemar exact p = 0.07)")
+    assert quality.sentence.startswith(
+        "qat answers 37/40 vs bf16 31/40: no measurable difference (McNemar exact p = 0.07)"
+    )
 
 
 def test_a_clear_quality_gap_is_called() -> None:
@@ -106,7 +113,9 @@ def test_a_b_a_reports_drift(tmp_path: Path) -> None:
 def test_cost_comparison_and_break_even(tmp_path: Path) -> None:
     t4 = build_result(label="t4", price_usd_per_hour=0.40, load_tok_s={16: [500.0, 500.0]})
     l4 = build_result(label="l4", url="http://x:1", price_usd_per_hour=1.00, load_tok_s={16: [1000.0, 1000.0]})
-    comparison = combine.combine_results([_save(tmp_path, "t4.json", t4), _save(tmp_path, "l4.json", l4)], utilisation=0.5)
+    comparison = combine.combine_results(
+        [_save(tmp_path, "t4.json", t4), _save(tmp_path, "l4.json", l4)], utilisation=0.5
+    )
     verdict = comparison.pairs[0].break_even["load:16"]
     assert verdict.cheaper == "t4" and verdict.cost_ratio == pytest.approx(0.8)
     costs = {table.label: table for table in comparison.costs}
@@ -160,6 +169,9 @@ def test_a_resolved_but_small_drift_is_called_small() -> None:
     first = build_result(label="t4", load_tok_s={1: [100.0, 100.1, 99.9, 100.0]})
     second = build_result(label="t4", load_tok_s={1: [101.0, 101.1, 100.9, 101.0]}, seed=5)
     middle = build_result(label="l4", url="http://x:1")
-    (row,) = [r for r in combine.combine_loaded([first, middle, second], ["1", "2", "3"]).drift
-              if r.metric == "throughput c=1"]
+    (row,) = [
+        r
+        for r in combine.combine_loaded([first, middle, second], ["1", "2", "3"]).drift
+        if r.metric == "throughput c=1"
+    ]
     assert row.significant and "detectable but under 2%" in row.sentence

@@ -45,7 +45,9 @@ def test_break_even_tie() -> None:
 
 
 def test_cost_table_from_a_result() -> None:
-    result = build_result(price_usd_per_hour=0.72, rate_tokens_per_s=50.0, load_tok_s={1: [40.0, 50.0, 60.0], 4: [200.0]})
+    result = build_result(
+        price_usd_per_hour=0.72, rate_tokens_per_s=50.0, load_tok_s={1: [40.0, 50.0, 60.0], 4: [200.0]}
+    )
     table = cost.cost_table(result, utilisation=0.5)
     assert table is not None
     by_level = {point.concurrency: point for point in table.points}
@@ -71,7 +73,9 @@ def test_hourly_price_prefers_a_live_quote_and_falls_back_to_the_catalog() -> No
     def live(instance: str, region: str) -> PriceQuote | None:
         asked.append((instance, region))
         if instance == "ml.g4dn.xlarge":
-            return PriceQuote(instance_type=instance, usd_per_hour=0.9, region=region, date="2026-12-02", source="aws-pricing-api")
+            return PriceQuote(
+                instance_type=instance, usd_per_hour=0.9, region=region, date="2026-12-02", source="aws-pricing-api"
+            )
         return None
 
     quote = cost.hourly_price("ml.g4dn.xlarge", "eu-west-1", live_lookup=live)

@@ -17,8 +17,9 @@ from .conftest import ScriptedClock, ScriptedTransport
 ROLE: dict[str, object] = {"content": ""}  # vLLM's role-only opening: no token
 
 
-def _script(tokens: int, *, ttft_s: float = 0.05, itl_s: float = 0.01, usage: bool = True,
-            usage_after_s: float = 0.5) -> list[tuple[float, dict[str, object]]]:
+def _script(
+    tokens: int, *, ttft_s: float = 0.05, itl_s: float = 0.01, usage: bool = True, usage_after_s: float = 0.5
+) -> list[tuple[float, dict[str, object]]]:
     """vLLM's stream shape: role chunk, one chunk per token, finish_reason on the last one."""
     script: list[tuple[float, dict[str, object]]] = [(0.001, ROLE)]
     for k in range(tokens):
@@ -152,8 +153,16 @@ def test_batch_bounds_concurrency_and_keeps_order(concurrency: int) -> None:
     transport = _Counting()
     requests = [(f"r{i}", ChatRequest(f"p{i}", 1)) for i in range(10)]
     done: list[str] = []
-    batch = asyncio.run(run_batch(transport, requests, concurrency=concurrency, clock=time.perf_counter,
-                                  timeout_s=5, on_done=lambda o: done.append(o.request_id)))
+    batch = asyncio.run(
+        run_batch(
+            transport,
+            requests,
+            concurrency=concurrency,
+            clock=time.perf_counter,
+            timeout_s=5,
+            on_done=lambda o: done.append(o.request_id),
+        )
+    )
     assert transport.peak == concurrency
     assert [o.request_id for o in batch.outcomes] == [r for r, _ in requests]
     assert [o.metrics.text for o in batch.outcomes if o.metrics] == [f"p{i}" for i in range(10)]

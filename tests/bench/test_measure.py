@@ -16,9 +16,16 @@ from gemmaserve.testing.runner import MockProcess, ThreadedMockServer
 
 
 def _small(**changes: object) -> ClientSettings:
-    values: dict[str, object] = {"decode_calls": 2, "decode_long_tokens": 48, "concurrency_levels": [1, 3],
-                                 "load_repeats": 2, "load_input_tokens": 20, "load_output_tokens": 12,
-                                 "quality_set": None, "max_client_lag_s": None}
+    values: dict[str, object] = {
+        "decode_calls": 2,
+        "decode_long_tokens": 48,
+        "concurrency_levels": [1, 3],
+        "load_repeats": 2,
+        "load_input_tokens": 20,
+        "load_output_tokens": 12,
+        "quality_set": None,
+        "max_client_lag_s": None,
+    }
     values.update(changes)
     return ClientSettings(**values)  # type: ignore[arg-type]
 
@@ -54,8 +61,9 @@ def test_decode_rate_recovers_the_servers_rate(timed_server: MockProcess, tmp_pa
 
 def test_prompts_are_distinct_across_requests_and_targets() -> None:
     settings = _small(concurrency_levels=[1, 4, 16], load_repeats=3)
-    prompts = [p.request.prompt for index in (0, 1) for step in plan_steps(settings, target_index=index)
-               for p in step.requests]
+    prompts = [
+        p.request.prompt for index in (0, 1) for step in plan_steps(settings, target_index=index) for p in step.requests
+    ]
     assert len(prompts) == len(set(prompts))
     # the nonce opens the prompt, so a block-wise prefix cache misses from the first token
     assert len({p.split()[1] for p in prompts}) == len(prompts)
@@ -93,8 +101,9 @@ def test_targets_are_interleaved_step_by_step(tmp_path: Path) -> None:
     recorder = _Recorder()
     a, b = "http://127.0.0.1:1", "http://127.0.0.1:2"
     settings = _small(concurrency_levels=[2], load_repeats=2)
-    report = measure_targets([a, b, a], tmp_path, settings=settings, transport_factory=recorder.factory,
-                             use_uvloop=False)
+    report = measure_targets(
+        [a, b, a], tmp_path, settings=settings, transport_factory=recorder.factory, use_uvloop=False
+    )
     order = [url for url, _ in recorder.calls]
     # warmup, 4 decode calls: one request per step, A B A each time; then the connection
     # warm-up of the load level and its 2 repeats, 2 requests each
@@ -125,8 +134,9 @@ def test_short_replies_are_counted(mock_server: ThreadedMockServer, tmp_path: Pa
     assert all(r.output_tokens is not None and r.output_tokens < r.requested_output_tokens for r in short)
 
 
-def test_unreachable_target_is_recorded_and_the_others_measured(mock_server: ThreadedMockServer,
-                                                               tmp_path: Path) -> None:
+def test_unreachable_target_is_recorded_and_the_others_measured(
+    mock_server: ThreadedMockServer, tmp_path: Path
+) -> None:
     import socket
 
     sock = socket.socket()
@@ -141,8 +151,9 @@ def test_unreachable_target_is_recorded_and_the_others_measured(mock_server: Thr
     assert report.status == RunStatus.PARTIAL and report.exit_code == 1
 
 
-def test_interruption_keeps_finished_steps_and_says_what_is_missing(mock_server: ThreadedMockServer,
-                                                                    tmp_path: Path) -> None:
+def test_interruption_keeps_finished_steps_and_says_what_is_missing(
+    mock_server: ThreadedMockServer, tmp_path: Path
+) -> None:
     seen: list[str] = []
 
     def progress(event: object) -> None:
@@ -167,8 +178,14 @@ def test_file_is_rewritten_after_every_step(mock_server: ThreadedMockServer, tmp
         if path.exists():
             sizes.append(len(load_result(path).requests))
 
-    measure_targets([mock_server.url], tmp_path, settings=_small(), progress=progress,
-                    target_options=[TargetOptions(label="t")], use_uvloop=False)
+    measure_targets(
+        [mock_server.url],
+        tmp_path,
+        settings=_small(),
+        progress=progress,
+        target_options=[TargetOptions(label="t")],
+        use_uvloop=False,
+    )
     assert sizes[0] == 0 and sizes[-1] > 0 and sizes == sorted(sizes) and len(set(sizes)) >= 6
 
 
@@ -185,9 +202,12 @@ def test_quality_answers_are_scored_and_stored(tmp_path: Path) -> None:
 
     server = MockServer(MockConfig(ttft_s=0.001, itl_s=0.0002), reply_for=reply)
     with Threaded(server).start() as running:
-        report = measure_targets([running.url], tmp_path, settings=_small(decode_calls=0, load_repeats=0,
-                                                                          quality_set="published-40"),
-                                 use_uvloop=False)
+        report = measure_targets(
+            [running.url],
+            tmp_path,
+            settings=_small(decode_calls=0, load_repeats=0, quality_set="published-40"),
+            use_uvloop=False,
+        )
     result = load_result(report.targets[0].path)
     assert result.quality is not None and result.quality.total == 40 and len(result.quality.answers) == 40
     assert result.quality.correct == sum(1 for q in questions.values() if q.kind == "product") == 15
@@ -196,10 +216,16 @@ def test_quality_answers_are_scored_and_stored(tmp_path: Path) -> None:
 
 def test_engine_log_facts_are_read(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
     log = tmp_path / "vllm.log"
-    log.write_text("INFO Model loading took 8.01 GiB memory and 66.190265 seconds\n"
-                   "INFO GPU KV cache size: 867,999 tokens\n")
-    report = measure_targets([mock_server.url], tmp_path / "out", settings=_small(decode_calls=0, load_repeats=0),
-                             target_options=[TargetOptions(log_path=str(log))], use_uvloop=False)
+    log.write_text(
+        "INFO Model loading took 8.01 GiB memory and 66.190265 seconds\nINFO GPU KV cache size: 867,999 tokens\n"
+    )
+    report = measure_targets(
+        [mock_server.url],
+        tmp_path / "out",
+        settings=_small(decode_calls=0, load_repeats=0),
+        target_options=[TargetOptions(log_path=str(log))],
+        use_uvloop=False,
+    )
     facts = load_result(report.targets[0].path).engine_facts
     # /metrics states the capacity itself (unrounded), so it wins; the log adds what only it says
     assert facts is not None and facts.kv_cache_tokens == 32_768 and facts.weights_gib == pytest.approx(8.01)
@@ -279,19 +305,31 @@ class _LoopBlocking:
 def test_a_lagging_client_stops_the_run_instead_of_reporting_inflated_latencies(tmp_path: Path) -> None:
     from gemmaserve.errors import ClientSaturated
 
-    settings = _small(decode_calls=1, decode_short_tokens=4, decode_long_tokens=8, concurrency_levels=[2], load_repeats=1,
-                      max_client_lag_s=0.005)
-    with pytest.raises(ClientSaturated, match=r"client could not keep time: .* lagged [\d.]+ ms \(median; p90 [\d.]+ ms\)") as info:
-        measure_targets(["http://127.0.0.1:1"], tmp_path, settings=settings,
-                        transport_factory=lambda spec: _LoopBlocking(spec.url), use_uvloop=False)
+    settings = _small(
+        decode_calls=1,
+        decode_short_tokens=4,
+        decode_long_tokens=8,
+        concurrency_levels=[2],
+        load_repeats=1,
+        max_client_lag_s=0.005,
+    )
+    with pytest.raises(
+        ClientSaturated, match=r"client could not keep time: .* lagged [\d.]+ ms \(median; p90 [\d.]+ ms\)"
+    ) as info:
+        measure_targets(
+            ["http://127.0.0.1:1"],
+            tmp_path,
+            settings=settings,
+            transport_factory=lambda spec: _LoopBlocking(spec.url),
+            use_uvloop=False,
+        )
     assert info.value.fields["lag_p50_s"] > 0.005 and "--client-processes" in (info.value.hint or "")
     saved = load_result(tmp_path / "127.0.0.1-1.json")
     assert "decode" in saved.completeness.missing and not any(r.kind == RequestKind.DECODE for r in saved.requests)
 
 
 def test_load_levels_can_be_sent_from_several_processes(timed_server: MockProcess, tmp_path: Path) -> None:
-    settings = _small(decode_calls=0, concurrency_levels=[4], load_repeats=1, load_output_tokens=16,
-                      client_processes=2)
+    settings = _small(decode_calls=0, concurrency_levels=[4], load_repeats=1, load_output_tokens=16, client_processes=2)
     report = measure_targets([timed_server.url], tmp_path, settings=settings)
     result = load_result(report.targets[0].path)
     level = [r for r in result.requests if r.kind == RequestKind.LOAD]

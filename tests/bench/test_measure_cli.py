@@ -15,9 +15,22 @@ from click.testing import CliRunner
 from gemmaserve.cli import app
 from gemmaserve.testing.runner import ThreadedMockServer
 
-SMALL = ["--decode-calls", "1", "--decode-long", "32", "--concurrency", "1,2", "--repeats", "1",
-         "--output-tokens", "8", "--quality-set", "none",
-         "--max-client-lag-ms", "0"]  # these check exit codes and documents, not timing: no lag guard
+SMALL = [
+    "--decode-calls",
+    "1",
+    "--decode-long",
+    "32",
+    "--concurrency",
+    "1,2",
+    "--repeats",
+    "1",
+    "--output-tokens",
+    "8",
+    "--quality-set",
+    "none",
+    "--max-client-lag-ms",
+    "0",
+]  # these check exit codes and documents, not timing: no lag guard
 
 
 def _invoke(args: list[str]):  # type: ignore[no-untyped-def]
@@ -44,9 +57,15 @@ def test_table_mode_renders(mock_server: ThreadedMockServer, tmp_path: Path) -> 
     assert result.exit_code == 0 and "t4-qat" in result.stdout and "success" in result.stdout
 
 
-@pytest.mark.parametrize("args", [["ftp://nowhere"], ["http://127.0.0.1:1", "--concurrency", "0"],
-                                  ["http://127.0.0.1:1", "--label", "a", "--label", "b"],
-                                  ["http://127.0.0.1:1", "--quality-set", "nope"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ftp://nowhere"],
+        ["http://127.0.0.1:1", "--concurrency", "0"],
+        ["http://127.0.0.1:1", "--label", "a", "--label", "b"],
+        ["http://127.0.0.1:1", "--quality-set", "nope"],
+    ],
+)
 def test_bad_usage_exits_2(args: list[str], tmp_path: Path) -> None:
     from gemmaserve.cli.errors import run_with_error_mapping
 
@@ -67,15 +86,43 @@ def test_combine_and_report_are_registered_when_present() -> None:
 def test_sigint_saves_and_exits_130(tmp_path: Path) -> None:
     from gemmaserve.bench.schema import load_result
 
-    server = subprocess.Popen([sys.executable, "-m", "gemmaserve.testing.mock_server", "--port", "0",
-                               "--ttft-ms", "1", "--itl-ms", "5"], stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gemmaserve.testing.mock_server", "--port", "0", "--ttft-ms", "1", "--itl-ms", "5"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert server.stdout is not None
         url = server.stdout.readline().split()[2]
-        client = subprocess.Popen([sys.executable, "-m", "gemmaserve", "bench", "measure", url, "--out", str(tmp_path),
-                                   "--label", "x", "--decode-calls", "1", "--decode-long", "20", "--concurrency", "1",
-                                   "--repeats", "50", "--output-tokens", "40", "--quality-set", "none"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        client = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gemmaserve",
+                "bench",
+                "measure",
+                url,
+                "--out",
+                str(tmp_path),
+                "--label",
+                "x",
+                "--decode-calls",
+                "1",
+                "--decode-long",
+                "20",
+                "--concurrency",
+                "1",
+                "--repeats",
+                "50",
+                "--output-tokens",
+                "40",
+                "--quality-set",
+                "none",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         path = tmp_path / "x.json"
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -99,10 +146,23 @@ def test_cli_and_mcp_build_the_same_run_from_the_same_options() -> None:
     from gemmaserve.bench.measure_options import build_measure_inputs
 
     common = dict(  # noqa: C408 - keyword arguments, passed on as such
-        decode_short=16, decode_long=512, decode_calls=5, concurrency=[1, 4], repeats=2,
-        input_tokens=64, output_tokens=128, quality_set="published-40", quality_max_tokens=1024,
-        temperature=0.0, ignore_eos=True, timeout_s=60.0, seed=1, warmup=1, quality_concurrency=4,
-        requests_per_stream=1, labels=["a"],
+        decode_short=16,
+        decode_long=512,
+        decode_calls=5,
+        concurrency=[1, 4],
+        repeats=2,
+        input_tokens=64,
+        output_tokens=128,
+        quality_set="published-40",
+        quality_max_tokens=1024,
+        temperature=0.0,
+        ignore_eos=True,
+        timeout_s=60.0,
+        seed=1,
+        warmup=1,
+        quality_concurrency=4,
+        requests_per_stream=1,
+        labels=["a"],
     )
     settings, options = build_measure_inputs(["http://127.0.0.1:1", "http://127.0.0.1:2"], **common)  # type: ignore[arg-type]
     assert settings.concurrency_levels == [1, 4] and settings.quality_set == "published-40"
@@ -112,7 +172,10 @@ def test_cli_and_mcp_build_the_same_run_from_the_same_options() -> None:
     from gemmaserve.errors import UsageError
 
     with pytest.raises(UsageError, match="--label"):
-        build_measure_inputs(["http://127.0.0.1:1"], **{**common, "labels": ["a", "b"]},  # type: ignore[arg-type]
-                             option_names={"labels": "--label"})
+        build_measure_inputs(
+            ["http://127.0.0.1:1"],
+            **{**common, "labels": ["a", "b"]},  # type: ignore[arg-type]
+            option_names={"labels": "--label"},
+        )
     with pytest.raises(UsageError):
         build_measure_inputs(["http://127.0.0.1:1"], **{**common, "concurrency": [0]})  # type: ignore[arg-type]

@@ -97,9 +97,7 @@ def _product_question() -> qs.Question:
         ("Answer: x3901", None, False, "no-answer"),
     ],
 )
-def test_numeric_scoring_reads_the_final_answer(
-    reply: str, extracted: str | None, correct: bool, reason: str
-) -> None:
+def test_numeric_scoring_reads_the_final_answer(reply: str, extracted: str | None, correct: bool, reason: str) -> None:
     scored = qs.score_answer(_product_question(), reply)
     assert (scored.extracted, scored.correct, scored.reason) == (extracted, correct, reason)
 

@@ -20,13 +20,28 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def _directory(tmp_path: Path) -> Path:
     directory = tmp_path / "run"
     directory.mkdir()
-    schema.save_result(build_result(label="t4-bf16", correct=[True] * 37 + [False] * 3,
-                                    load_tok_s={1: [48.0, 49.0, 50.0], 4: [180.0, 185.0, 190.0]}), directory / "a.json")
-    schema.save_result(build_result(label="l4-bf16", url="http://127.0.0.1:8001", rate_tokens_per_s=80.0,
-                                    price_usd_per_hour=1.1267, gpu="l4", instance="ml.g6.xlarge",
-                                    correct=[True] * 38 + [False] * 2,
-                                    load_tok_s={1: [78.0, 79.0, 80.0], 4: [300.0, 305.0, 310.0]}, seed=4),
-                       directory / "b.json")
+    schema.save_result(
+        build_result(
+            label="t4-bf16",
+            correct=[True] * 37 + [False] * 3,
+            load_tok_s={1: [48.0, 49.0, 50.0], 4: [180.0, 185.0, 190.0]},
+        ),
+        directory / "a.json",
+    )
+    schema.save_result(
+        build_result(
+            label="l4-bf16",
+            url="http://127.0.0.1:8001",
+            rate_tokens_per_s=80.0,
+            price_usd_per_hour=1.1267,
+            gpu="l4",
+            instance="ml.g6.xlarge",
+            correct=[True] * 38 + [False] * 2,
+            load_tok_s={1: [78.0, 79.0, 80.0], 4: [300.0, 305.0, 310.0]},
+            seed=4,
+        ),
+        directory / "b.json",
+    )
     return directory
 
 
@@ -39,8 +54,13 @@ def test_report_writes_markdown_html_and_charts(tmp_path: Path) -> None:
     assert "l4-bf16 answers 38/40 vs t4-bf16 37/40: no measurable difference" in markdown
     # $0.736/h at 185 tok/s.
     assert f"${0.736 / (185 * 3600) * 1e6:,.2f}" in markdown
-    assert {Path(p).name for p in output.charts} == {"decode.png", "throughput.png", "latency.png", "cost.png",
-                                                    "quality.png"}
+    assert {Path(p).name for p in output.charts} == {
+        "decode.png",
+        "throughput.png",
+        "latency.png",
+        "cost.png",
+        "quality.png",
+    }
     for chart in output.charts:
         assert Path(chart).read_bytes().startswith(PNG_MAGIC)
     page = Path(output.html_path or "").read_text()
@@ -83,8 +103,9 @@ def test_one_file_reports_without_a_comparison(tmp_path: Path) -> None:
 
 def test_a_comparison_file_in_the_directory_is_skipped(tmp_path: Path) -> None:
     directory = _directory(tmp_path)
-    comparison = report.combine_loaded([schema.load_result(directory / "a.json"), schema.load_result(directory / "b.json")],
-                                       ["a", "b"])
+    comparison = report.combine_loaded(
+        [schema.load_result(directory / "a.json"), schema.load_result(directory / "b.json")], ["a", "b"]
+    )
     (directory / "comparison.json").write_text(comparison.model_dump_json())
     output = report.build_report(directory, html_page=False)
     assert output.skipped == [str(directory / "comparison.json")]
@@ -111,8 +132,9 @@ def test_cli_combine_json_and_out_file(tmp_path: Path) -> None:
     directory = _directory(tmp_path)
     runner = CliRunner()
     out = tmp_path / "cmp.json"
-    result = runner.invoke(app, ["bench", "combine", str(directory / "a.json"), str(directory / "b.json"),
-                                 "--out", str(out), "--json"])
+    result = runner.invoke(
+        app, ["bench", "combine", str(directory / "a.json"), str(directory / "b.json"), "--out", str(out), "--json"]
+    )
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["baseline"] == "t4-bf16"
@@ -123,8 +145,11 @@ def test_cli_combine_json_and_out_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("args", "code"),
-    [(["bench", "combine", "only.json"], 2), (["bench", "combine", "a.json", "missing.json"], 1),
-     (["bench", "combine", "a.json", "b.json", "--utilisation", "0"], 2)],
+    [
+        (["bench", "combine", "only.json"], 2),
+        (["bench", "combine", "a.json", "missing.json"], 1),
+        (["bench", "combine", "a.json", "b.json", "--utilisation", "0"], 2),
+    ],
 )
 def test_cli_combine_exit_codes(tmp_path: Path, args: list[str], code: int) -> None:
     directory = _directory(tmp_path)
@@ -157,8 +182,10 @@ def test_perfect_or_zero_score_reports_with_its_interval(tmp_path: Path, correct
     directory = tmp_path / "run"
     directory.mkdir()
     schema.save_result(build_result(label="a", correct=correct), directory / "a.json")
-    schema.save_result(build_result(label="b", url="http://127.0.0.1:8001", correct=[True] * 20 + [False] * 20,
-                                    seed=3), directory / "b.json")
+    schema.save_result(
+        build_result(label="b", url="http://127.0.0.1:8001", correct=[True] * 20 + [False] * 20, seed=3),
+        directory / "b.json",
+    )
     output = report.build_report(directory)
     assert output.html_path and Path(output.html_path).exists()
     assert "quality.png" in {Path(p).name for p in output.charts}
@@ -180,29 +207,61 @@ def test_report_over_failures_missing_phases_and_a_negative_intercept(tmp_path: 
     directory = tmp_path / "run"
     directory.mkdir()
     failed = build_result(label="failing", correct=[False] * 10, load_tok_s={1: [40.0], 4: []})
-    requests = [r.model_copy(update={"success": False, "error": "timeout: no reply", "ttft_s": None, "e2el_s": None,
-                                     "itl_s": [], "tpot_s": None}) if i % 2 else r
-                for i, r in enumerate(failed.requests)]
-    failed = failed.model_copy(update={
-        "requests": requests,
-        "decode": failed.decode.model_copy(update={"long_e2el_s": []}) if failed.decode else None,
-        "quality": None,
-        "completeness": schema.Completeness(planned=["decode", "load:1", "load:4", "quality"], finished=["load:1"],
-                                            missing=["decode", "load:4", "quality"], interrupted=True),
-        "failures": schema.FailureSummary(requests=len(requests), failed=len(requests) // 2,
-                                          by_reason={"timeout": len(requests) // 2}),
-    })
+    requests = [
+        r.model_copy(
+            update={
+                "success": False,
+                "error": "timeout: no reply",
+                "ttft_s": None,
+                "e2el_s": None,
+                "itl_s": [],
+                "tpot_s": None,
+            }
+        )
+        if i % 2
+        else r
+        for i, r in enumerate(failed.requests)
+    ]
+    failed = failed.model_copy(
+        update={
+            "requests": requests,
+            "decode": failed.decode.model_copy(update={"long_e2el_s": []}) if failed.decode else None,
+            "quality": None,
+            "completeness": schema.Completeness(
+                planned=["decode", "load:1", "load:4", "quality"],
+                finished=["load:1"],
+                missing=["decode", "load:4", "quality"],
+                interrupted=True,
+            ),
+            "failures": schema.FailureSummary(
+                requests=len(requests), failed=len(requests) // 2, by_reason={"timeout": len(requests) // 2}
+            ),
+        }
+    )
     schema.save_result(failed, directory / "failing.json")
-    negative = build_result(label="negative", url="http://127.0.0.1:8001", intercept_s=-0.010, rate_tokens_per_s=404.8,
-                            correct=[True] * 40, seed=5)
+    negative = build_result(
+        label="negative",
+        url="http://127.0.0.1:8001",
+        intercept_s=-0.010,
+        rate_tokens_per_s=404.8,
+        correct=[True] * 40,
+        seed=5,
+    )
     schema.save_result(negative, directory / "negative.json")
-    empty = build_result(label="empty", url="http://127.0.0.1:8002", load_tok_s={}, correct=None, weights_gib=None,
-                         kv_cache_tokens=None)
-    empty = empty.model_copy(update={"decode": None, "completeness": schema.Completeness(
-        planned=["decode"], finished=[], missing=["decode"], interrupted=True)})
+    empty = build_result(
+        label="empty", url="http://127.0.0.1:8002", load_tok_s={}, correct=None, weights_gib=None, kv_cache_tokens=None
+    )
+    empty = empty.model_copy(
+        update={
+            "decode": None,
+            "completeness": schema.Completeness(planned=["decode"], finished=[], missing=["decode"], interrupted=True),
+        }
+    )
     schema.save_result(empty, directory / "empty.json")
     output = report.build_report(directory)
     markdown = Path(output.markdown_path).read_text()
     assert "missing decode, load:4, quality" in markdown
-    assert re.search(r"\| negative \| [\d.]+ \| [^|]* \| n/a: negative intercept \(-\d+\.\d ms\), not a fixed cost \|", markdown)
+    assert re.search(
+        r"\| negative \| [\d.]+ \| [^|]* \| n/a: negative intercept \(-\d+\.\d ms\), not a fixed cost \|", markdown
+    )
     assert output.html_path and Path(output.html_path).exists()

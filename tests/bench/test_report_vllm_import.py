@@ -16,25 +16,58 @@ from gemmaserve.errors import ResultFileInvalid
 
 def _vllm_record(concurrency: int | None, throughput: float, *, detailed: bool = False) -> dict[str, Any]:
     record: dict[str, Any] = {
-        "date": "20261201-120000", "endpoint_type": "openai-chat", "backend": "openai-chat", "label": None,
-        "model_id": "google/gemma-4-E2B-it", "tokenizer_id": "google/gemma-4-E2B-it", "num_prompts": 8,
-        "request_rate": "inf", "burstiness": 1.0, "max_concurrency": concurrency,
-        "duration": 10.24, "completed": 8, "failed": 0, "total_input_tokens": 1024, "total_output_tokens": 2048,
-        "request_throughput": 0.78, "request_goodput": None, "output_throughput": throughput,
-        "total_token_throughput": throughput * 1.5, "max_output_tokens_per_s": throughput * 1.2,
-        "max_concurrent_requests": concurrency or 8, "rtfx": 0.0,
-        "latencies": [5.1] * 8, "queue_times": [0.0] * 8,
-        "mean_ttft_ms": 61.0, "median_ttft_ms": 60.0, "std_ttft_ms": 2.0, "p99_ttft_ms": 70.0,
-        "mean_tpot_ms": 20.1, "median_tpot_ms": 20.0, "std_tpot_ms": 0.1, "p99_tpot_ms": 21.0,
-        "mean_itl_ms": 20.0, "median_itl_ms": 20.0, "std_itl_ms": 0.5, "p99_itl_ms": 25.0,
+        "date": "20261201-120000",
+        "endpoint_type": "openai-chat",
+        "backend": "openai-chat",
+        "label": None,
+        "model_id": "google/gemma-4-E2B-it",
+        "tokenizer_id": "google/gemma-4-E2B-it",
+        "num_prompts": 8,
+        "request_rate": "inf",
+        "burstiness": 1.0,
+        "max_concurrency": concurrency,
+        "duration": 10.24,
+        "completed": 8,
+        "failed": 0,
+        "total_input_tokens": 1024,
+        "total_output_tokens": 2048,
+        "request_throughput": 0.78,
+        "request_goodput": None,
+        "output_throughput": throughput,
+        "total_token_throughput": throughput * 1.5,
+        "max_output_tokens_per_s": throughput * 1.2,
+        "max_concurrent_requests": concurrency or 8,
+        "rtfx": 0.0,
+        "latencies": [5.1] * 8,
+        "queue_times": [0.0] * 8,
+        "mean_ttft_ms": 61.0,
+        "median_ttft_ms": 60.0,
+        "std_ttft_ms": 2.0,
+        "p99_ttft_ms": 70.0,
+        "mean_tpot_ms": 20.1,
+        "median_tpot_ms": 20.0,
+        "std_tpot_ms": 0.1,
+        "p99_tpot_ms": 21.0,
+        "mean_itl_ms": 20.0,
+        "median_itl_ms": 20.0,
+        "std_itl_ms": 0.5,
+        "p99_itl_ms": 25.0,
     }
     if detailed:
-        record.update({
-            "input_lens": [128] * 8, "output_lens": [256] * 7 + [0], "ttfts": [0.05] * 7 + [0.0],
-            "itls": [[0.02] * 255] * 7 + [[]], "start_times": [100.0 + i * 0.01 for i in range(8)],
-            "generated_texts": ["x"] * 7 + [""], "errors": [""] * 7 + ["Bad Request"],
-            "latencies": [0.05 + 255 * 0.02] * 7 + [0.0], "completed": 7, "failed": 1,
-        })
+        record.update(
+            {
+                "input_lens": [128] * 8,
+                "output_lens": [256] * 7 + [0],
+                "ttfts": [0.05] * 7 + [0.0],
+                "itls": [[0.02] * 255] * 7 + [[]],
+                "start_times": [100.0 + i * 0.01 for i in range(8)],
+                "generated_texts": ["x"] * 7 + [""],
+                "errors": [""] * 7 + ["Bad Request"],
+                "latencies": [0.05 + 255 * 0.02] * 7 + [0.0],
+                "completed": 7,
+                "failed": 1,
+            }
+        )
     return record
 
 
@@ -44,8 +77,17 @@ def test_summary_only_file_becomes_one_load_level(tmp_path: Path) -> None:
     result = vllm_import.import_vllm_result(path)
     assert result.target.kind == schema.TargetKind.IMPORTED and result.target.label == "google/gemma-4-E2B-it"
     (level,) = result.load
-    assert (level.concurrency, level.output_tokens_per_s, level.input_tokens, level.output_tokens) == (4, [190.0], 128, 256)
-    assert level.ttft_s is not None and level.ttft_s.p50 == pytest.approx(0.060) and level.ttft_s.p99 == pytest.approx(0.070)
+    assert (level.concurrency, level.output_tokens_per_s, level.input_tokens, level.output_tokens) == (
+        4,
+        [190.0],
+        128,
+        256,
+    )
+    assert (
+        level.ttft_s is not None
+        and level.ttft_s.p50 == pytest.approx(0.060)
+        and level.ttft_s.p99 == pytest.approx(0.070)
+    )
     assert level.tpot_s is not None and level.tpot_s.mean == pytest.approx(0.0201)
     assert result.decode is None and result.quality is None and result.requests == []
     # It is a valid result file: it survives the strict round trip.
@@ -100,8 +142,10 @@ def test_cli_import_with_an_instance_price(tmp_path: Path) -> None:
     source = tmp_path / "vllm.json"
     source.write_text(json.dumps(_vllm_record(4, 190.0)))
     out = tmp_path / "imported.json"
-    result = CliRunner().invoke(app, ["bench", "import", str(source), "--out", str(out), "--label", "l4",
-                                      "--instance", "ml.g6.xlarge", "--json"])
+    result = CliRunner().invoke(
+        app,
+        ["bench", "import", str(source), "--out", str(out), "--label", "l4", "--instance", "ml.g6.xlarge", "--json"],
+    )
     assert result.exit_code == 0, result.output
     loaded = schema.load_result(out)
     assert loaded.target.label == "l4" and loaded.hardware.gpu == "l4"

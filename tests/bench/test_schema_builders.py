@@ -101,7 +101,10 @@ def build_result(
     return s.ResultFile(
         target=s.TargetInfo(url=url, kind=s.TargetKind.HTTP, label=label, model="google/gemma-4-E2B-it"),
         hardware=s.HardwareInfo(
-            gpu=gpu, gpu_count=1, instance=instance, price_usd_per_hour=price_usd_per_hour,
+            gpu=gpu,
+            gpu_count=1,
+            instance=instance,
+            price_usd_per_hour=price_usd_per_hour,
             price_date="2026-11-01" if price_usd_per_hour else None,
             price_source="catalog" if price_usd_per_hour else None,
         ),

@@ -24,9 +24,14 @@ def test_split_is_round_robin_and_complete() -> None:
 def test_sharded_burst_is_merged_in_order_and_timed_against_the_server() -> None:
     config = MockConfig(ttft_s=0.05, itl_s=0.01, record=True)
     with start_mock_process(config) as server:
-        result = run_sharded_batch(server.url, _requests(24, 20), processes=3, timeout_s=30,
-                                   before_start=lambda: fetch_json(server.url + "/mock/requests", method="DELETE"),
-                                   max_lag_s=0.05)
+        result = run_sharded_batch(
+            server.url,
+            _requests(24, 20),
+            processes=3,
+            timeout_s=30,
+            before_start=lambda: fetch_json(server.url + "/mock/requests", method="DELETE"),
+            max_lag_s=0.05,
+        )
         records = fetch_json(server.url + "/mock/requests")
     outcomes = result.batch.outcomes
     assert [o.request_id for o in outcomes] == [f"r{i}" for i in range(24)]
@@ -43,8 +48,10 @@ def test_sharded_burst_is_merged_in_order_and_timed_against_the_server() -> None
 
 
 def test_a_lagging_client_stops_with_a_clear_message() -> None:
-    with start_mock_process(MockConfig(ttft_s=0.01, itl_s=0.005)) as server, \
-            pytest.raises(ClientSaturated, match="client could not keep time") as info:
+    with (
+        start_mock_process(MockConfig(ttft_s=0.01, itl_s=0.005)) as server,
+        pytest.raises(ClientSaturated, match="client could not keep time") as info,
+    ):
         # a budget no event loop meets: the verdict path, not the machine, is under test here
         run_sharded_batch(server.url, _requests(4, 40), processes=2, timeout_s=30, max_lag_s=-1.0)
     assert info.value.hint and "more client processes" in info.value.hint

@@ -64,6 +64,7 @@ def test_bootstrap_is_seeded_and_covers_the_median() -> None:
     values = [50 + rng.gauss(0, 1) for _ in range(9)]
     first = stats.bootstrap_ci(values)
     assert first == stats.bootstrap_ci(values)
+
     def mean(rows):
         return rows.mean(axis=1)
 

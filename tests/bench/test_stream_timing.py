@@ -28,11 +28,16 @@ HEAD = '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":
 
 def vllm_event(kind: str, text: str = "", finish: str | None = None, tokens: int = 0) -> bytes:
     if kind == "role":
-        body = HEAD + ('[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,'
-                       '"finish_reason":null}],"prompt_token_ids":null}')
+        body = HEAD + (
+            '[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,'
+            '"finish_reason":null}],"prompt_token_ids":null}'
+        )
     elif kind == "token":
-        tail = (',"logprobs":null,"finish_reason":%s,"stop_reason":null,"token_ids":null}]}' % json.dumps(finish)  # noqa: UP031
-                if finish else ',"logprobs":null,"finish_reason":null,"token_ids":null}]}')
+        tail = (
+            ',"logprobs":null,"finish_reason":%s,"stop_reason":null,"token_ids":null}]}' % json.dumps(finish)  # noqa: UP031
+            if finish
+            else ',"logprobs":null,"finish_reason":null,"token_ids":null}]}'
+        )
         body = HEAD + '[{"index":0,"delta":{"content":%s}' % json.dumps(text) + tail  # noqa: UP031
     elif kind == "usage":
         body = HEAD + '[],"usage":{"prompt_tokens":7,"total_tokens":%d,"completion_tokens":%d}}' % (7 + tokens, tokens)  # noqa: UP031
@@ -48,7 +53,10 @@ def timed_chunks(texts: list[str], *, ttft_s: float, itl_s: float, usage_after_s
         finish = "length" if k == len(texts) - 1 else None
         events.append((ttft_s + k * itl_s, vllm_event("token", text, finish)))
     last = ttft_s + (len(texts) - 1) * itl_s
-    events += [(last + usage_after_s, vllm_event("usage", tokens=len(texts))), (last + usage_after_s, vllm_event("done"))]
+    events += [
+        (last + usage_after_s, vllm_event("usage", tokens=len(texts))),
+        (last + usage_after_s, vllm_event("done")),
+    ]
     decoder = SseDecoder()
     chunks = []
     for arrival_s, data in events:
@@ -58,8 +66,9 @@ def timed_chunks(texts: list[str], *, ttft_s: float, itl_s: float, usage_after_s
 
 
 def test_role_chunk_is_no_token_and_empty_content_chunks_are() -> None:
-    role, empty, text = (decode_chat_event(vllm_event(k, t)[6:-2].decode()) for k, t in
-                         (("role", ""), ("token", ""), ("token", "hi")))
+    role, empty, text = (
+        decode_chat_event(vllm_event(k, t)[6:-2].decode()) for k, t in (("role", ""), ("token", ""), ("token", "hi"))
+    )
     assert not role.token and empty.token and empty.content == "" and text.token
     usage = decode_chat_event(vllm_event("usage", tokens=3)[6:-2].decode())
     assert not usage.token and usage.completion_tokens == 3
@@ -86,12 +95,15 @@ def test_timing_does_not_depend_on_which_tokens_have_text(pattern: str) -> None:
 def test_empty_text_reply_with_full_usage_is_a_timing_success(scripted_clock: ScriptedClock) -> None:
     n = 16
     script: list[tuple[float, dict[str, object]]] = [(0.05, {"content": ""})]
-    script += [(0.05 + k * 0.01, {"content": "", "token": True, "finish_reason": "length" if k == n - 1 else None})
-               for k in range(n)]
+    script += [
+        (0.05 + k * 0.01, {"content": "", "token": True, "finish_reason": "length" if k == n - 1 else None})
+        for k in range(n)
+    ]
     script += [(0.3, {"completion_tokens": n}), (0.3, {"done": True})]
     request = ChatRequest("p", n, ignore_eos=True)
-    outcome = asyncio.run(run_request(ScriptedTransport(scripted_clock, script), "r", request,
-                                      clock=scripted_clock, timeout_s=5))
+    outcome = asyncio.run(
+        run_request(ScriptedTransport(scripted_clock, script), "r", request, clock=scripted_clock, timeout_s=5)
+    )
     assert outcome.success, outcome.reason
     record = results.to_record(outcome, kind=RequestKind.DECODE, concurrency=1, repeat=0, run_started_s=0.0)
     assert record.success and record.empty_text and record.output_tokens == n
@@ -105,11 +117,20 @@ def test_empty_text_quality_answer_is_a_miss_not_a_failure(scripted_clock: Scrip
 
     question = get_question_set("published-40").questions[0]
     script: list[tuple[float, dict[str, object]]] = [
-        (0.01, {"content": "", "token": True}), (0.02, {"content": "", "token": True, "finish_reason": "length"}),
-        (0.02, {"completion_tokens": 2}), (0.02, {"done": True}),
+        (0.01, {"content": "", "token": True}),
+        (0.02, {"content": "", "token": True, "finish_reason": "length"}),
+        (0.02, {"completion_tokens": 2}),
+        (0.02, {"done": True}),
     ]
-    outcome = asyncio.run(run_request(ScriptedTransport(scripted_clock, script), "q", ChatRequest(question.prompt, 2),
-                                      clock=scripted_clock, timeout_s=5))
+    outcome = asyncio.run(
+        run_request(
+            ScriptedTransport(scripted_clock, script),
+            "q",
+            ChatRequest(question.prompt, 2),
+            clock=scripted_clock,
+            timeout_s=5,
+        )
+    )
     answer = results.quality_answer(question, outcome)
     assert outcome.success and answer.error is None and not answer.correct and answer.answer_text == ""
 
@@ -124,10 +145,21 @@ def _decode_records(short_s: list[float], long_s: list[float], long_tpot_s: floa
     records = []
     for tokens, walls in ((16, short_s), (512, long_s)):
         for i, wall in enumerate(walls):
-            records.append(RequestRecord(request_id=f"{tokens}-{i}", kind=RequestKind.DECODE, concurrency=1, repeat=i,
-                                         requested_output_tokens=tokens, output_tokens=tokens, success=True,
-                                         e2el_s=wall, ttft_s=0.01, tpot_s=long_tpot_s if tokens == 512 else None,
-                                         start_offset_s=0.0))
+            records.append(
+                RequestRecord(
+                    request_id=f"{tokens}-{i}",
+                    kind=RequestKind.DECODE,
+                    concurrency=1,
+                    repeat=i,
+                    requested_output_tokens=tokens,
+                    output_tokens=tokens,
+                    success=True,
+                    e2el_s=wall,
+                    ttft_s=0.01,
+                    tpot_s=long_tpot_s if tokens == 512 else None,
+                    start_offset_s=0.0,
+                )
+            )
     return records
 
 

@@ -30,8 +30,9 @@ def _frozen_credentials() -> Any:
 def _transport(kind: str, url: str, timeout_s: float) -> Transport:
     if kind == "http":
         return HttpTransport(url, timeout_s=timeout_s)
-    return SageMakerTransport("gemma-test", "us-east-1", endpoint_url=url, credentials_provider=_frozen_credentials,
-                              timeout_s=timeout_s)
+    return SageMakerTransport(
+        "gemma-test", "us-east-1", endpoint_url=url, credentials_provider=_frozen_credentials, timeout_s=timeout_s
+    )
 
 
 def _one(kind: str, url: str, request: ChatRequest, *, timeout_s: float = 5.0) -> Outcome:
@@ -50,7 +51,11 @@ def test_parse_target() -> None:
     assert (http.kind, http.base_url) == ("http", "http://127.0.0.1:8000")
     sm = parse_target("sagemaker://gemma4-t4?region=eu-west-1&endpoint_url=http://127.0.0.1:9")
     assert (sm.kind, sm.endpoint_name, sm.region, sm.endpoint_url) == (
-        "sagemaker", "gemma4-t4", "eu-west-1", "http://127.0.0.1:9")
+        "sagemaker",
+        "gemma4-t4",
+        "eu-west-1",
+        "http://127.0.0.1:9",
+    )
     for bad in ["ftp://x", "sagemaker://name", "http://", "127.0.0.1:8000"]:
         with pytest.raises(UsageError):
             parse_target(bad)

@@ -76,7 +76,9 @@ def write_unquantized(root: Path, seed: int = 0, *, zero_groups: bool = True, pe
             values[0, :32] = 0.0
         body[f"{module}.weight"] = to_bf16(values)
     for layer in range(LAYERS):
-        body[f"{PREFIX}.layers.{layer}.input_layernorm.weight"] = to_bf16(rng.standard_normal(HIDDEN).astype(np.float32))
+        body[f"{PREFIX}.layers.{layer}.input_layernorm.weight"] = to_bf16(
+            rng.standard_normal(HIDDEN).astype(np.float32)
+        )
     body[f"{PREFIX}.norm.weight"] = to_bf16(np.ones(HIDDEN, np.float32))
     body[f"{PREFIX}.per_layer_model_projection.weight"] = to_bf16(rng.standard_normal((PLE, HIDDEN)).astype(np.float32))
     embeddings = {
@@ -132,7 +134,13 @@ def write_awq_build(reference: Path, root: Path, *, clip_ratio: float = 0.7, gro
         tensors[f"{module}.scales"] = torch.from_numpy(np.ascontiguousarray(scale, dtype=np.float16))
     save_file(tensors, str(root / "model.safetensors"))
     cfg = config()
-    cfg["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": group_size, "zero_point": True, "version": "gemm"}
+    cfg["quantization_config"] = {
+        "quant_method": "awq",
+        "bits": 4,
+        "group_size": group_size,
+        "zero_point": True,
+        "version": "gemm",
+    }
     (root / "config.json").write_text(json.dumps(cfg))
     return root
 
@@ -145,7 +153,8 @@ def write_observer_build(reference: Path, root: Path) -> Path:
     from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
 
     scheme = QuantizationScheme(
-        targets=["Linear"], weights=QuantizationArgs(num_bits=4, type="int", symmetric=True, strategy="group", group_size=32)
+        targets=["Linear"],
+        weights=QuantizationArgs(num_bits=4, type="int", symmetric=True, strategy="group", group_size=32),
     )
     root.mkdir(parents=True, exist_ok=True)
     tensors: dict[str, torch.Tensor] = {}
@@ -186,7 +195,13 @@ def write_gguf_build(reference: Path, path: Path, *, shift_levels: bool = False)
             levels = np.clip(levels + (levels % 3 == 0), -8, 7)
         blob = encode_q4_0(levels, fit.steps.astype(np.float16))
         tensors.append((f"blk.{leaf[0]}.{hf_to_gguf[leaf[1]]}.weight", (weight.shape[1], weight.shape[0]), blob))
-    head = b"GGUF" + st.pack("<IQQ", 3, len(tensors), 1) + string("general.architecture") + st.pack("<I", 8) + string("gemma4")
+    head = (
+        b"GGUF"
+        + st.pack("<IQQ", 3, len(tensors), 1)
+        + string("general.architecture")
+        + st.pack("<I", 8)
+        + string("gemma4")
+    )
     offset, infos, data = 0, b"", b""
     for name, dims, blob in tensors:
         infos += string(name) + st.pack("<I", 2) + st.pack("<QQ", *dims) + st.pack("<IQ", 2, offset)
@@ -234,7 +249,9 @@ def ct_scheme(group_size: int | None) -> object:
     from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
 
     strategy = {"strategy": "group", "group_size": group_size} if group_size else {"strategy": "channel"}
-    return QuantizationScheme(targets=["Linear"], weights=QuantizationArgs(num_bits=4, type="int", symmetric=True, **strategy))
+    return QuantizationScheme(
+        targets=["Linear"], weights=QuantizationArgs(num_bits=4, type="int", symmetric=True, **strategy)
+    )
 
 
 def write_requantized_build(
@@ -261,7 +278,8 @@ def write_requantized_build(
             absmax = np.abs(weight.reshape(rows, cols // size, size)).max(axis=-1)
             scale_values = grid.round_to_dtype((absmax / 7.5).astype(np.float32), "BF16")
         state = PackedQuantizationCompressor.compress(
-            {"weight": to_bf16(weight), "weight_scale": to_bf16(scale_values)}, scheme  # type: ignore[arg-type]
+            {"weight": to_bf16(weight), "weight_scale": to_bf16(scale_values)},
+            scheme,  # type: ignore[arg-type]
         )
         tensors.update({f"{module}.{k}": v for k, v in state.items()})
     save_file(tensors, str(root / "model.safetensors"))

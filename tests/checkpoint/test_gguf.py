@@ -37,6 +37,8 @@ def test_gguf_names_and_malformed_files(tmp_path: Path) -> None:
     with pytest.raises(MalformedCheckpoint, match="exceeds"):
         read_gguf(huge)
     short = tmp_path / "short.gguf"
-    short.write_bytes(b"GGUF" + (3).to_bytes(4, "little") + (1).to_bytes(8, "little") + (0).to_bytes(8, "little") + b"\x05")
+    short.write_bytes(
+        b"GGUF" + (3).to_bytes(4, "little") + (1).to_bytes(8, "little") + (0).to_bytes(8, "little") + b"\x05"
+    )
     with pytest.raises(MalformedCheckpoint, match="past the end"):
         read_gguf(short)

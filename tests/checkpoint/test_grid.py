@@ -26,7 +26,9 @@ def test_peak_at_minus_8_recovers_exact_levels_and_steps() -> None:
     values = qat_values(16, 128, rng)
     fit = grid.recover_grid(values, model_dtype="BF16")
     assert fit.on_grid.all() and fit.bit_exact.all() and not fit.peak_elsewhere.any()
-    assert (grid.reconstruct(fit.levels.reshape(16, 4, 32).astype(np.float32), fit.steps, "BF16").reshape(16, 128) == values).all()
+    assert (
+        grid.reconstruct(fit.levels.reshape(16, 4, 32).astype(np.float32), fit.steps, "BF16").reshape(16, 128) == values
+    ).all()
 
 
 def test_peak_not_at_8_needs_the_search_and_textbook_max_over_8_fails() -> None:
@@ -72,7 +74,9 @@ def test_packing_matches_compressed_tensors_byte_for_byte() -> None:
     ours = grid.pack_int4(levels)
     theirs = pack_to_int32(torch.from_numpy(levels), 4).numpy()
     assert ours.tobytes() == theirs.tobytes()
-    assert (grid.unpack_int4(ours, 256) == unpack_from_int32(torch.from_numpy(ours), 4, torch.Size([8, 256])).numpy()).all()
+    assert (
+        grid.unpack_int4(ours, 256) == unpack_from_int32(torch.from_numpy(ours), 4, torch.Size([8, 256])).numpy()
+    ).all()
 
 
 def test_compressed_tensors_compress_and_decompress_agree_with_our_grid() -> None:
@@ -82,7 +86,9 @@ def test_compressed_tensors_compress_and_decompress_agree_with_our_grid() -> Non
     state = PackedQuantizationCompressor.compress({"weight": to_bf16(values), "weight_scale": scale}, _scheme())
     assert state["weight_packed"].numpy().tobytes() == grid.pack_int4(fit.levels).tobytes()
     back = PackedQuantizationCompressor.decompress(dict(state), _scheme())["weight"]
-    ours = grid.dequantize_pack_quantized(grid.pack_int4(fit.levels), fit.steps, cols=128, group_size=32, model_dtype="BF16")
+    ours = grid.dequantize_pack_quantized(
+        grid.pack_int4(fit.levels), fit.steps, cols=128, group_size=32, model_dtype="BF16"
+    )
     assert back.view(torch.int16).numpy().tobytes() == grid.f32_to_bf16_bits(ours).tobytes()
     assert (ours == values).all()
 

@@ -113,7 +113,10 @@ def test_requantized_builds_are_measured_on_the_reference_grid(
 def test_a_group_32_build_with_the_reference_steps_is_lossless(reference: tuple[Path, Truth], tmp_path: Path) -> None:
     ref_dir, truth = reference
     build = write_requantized_build(
-        {m: v for m, (v, _) in truth.items()}, tmp_path / "build", group_size=32, steps={m: s for m, (_, s) in truth.items()}
+        {m: v for m, (v, _) in truth.items()},
+        tmp_path / "build",
+        group_size=32,
+        steps={m: s for m, (_, s) in truth.items()},
     )
     report = grid_check(str(build), str(ref_dir))
     assert report.values_off_by_a_level_or_more == 0 and report.verdict == "bit-identical"
@@ -135,7 +138,10 @@ def test_an_autoawq_gemm_group_128_build(reference: tuple[Path, Truth], tmp_path
 def test_the_reference_group_size_is_detected_not_assumed(tmp_path: Path) -> None:
     truth = write_grid_reference(tmp_path / "ref128", group_size=128)
     lossless = write_requantized_build(
-        {m: v for m, (v, _) in truth.items()}, tmp_path / "b128", group_size=128, steps={m: s for m, (_, s) in truth.items()}
+        {m: v for m, (v, _) in truth.items()},
+        tmp_path / "b128",
+        group_size=128,
+        steps={m: s for m, (_, s) in truth.items()},
     )
     report = grid_check(str(lossless), str(tmp_path / "ref128"))
     assert report.reference_group_size == 128 and report.verdict == "bit-identical"
@@ -163,7 +169,10 @@ def _random_reference(root: Path) -> Path:
 
     rng = np.random.default_rng(3)
     root.mkdir(parents=True)
-    tensors = {f"{m}.weight": to_bf16(rng.standard_normal(shape).astype(np.float32) * 0.02) for m, shape in GRID_MODULES.items()}
+    tensors = {
+        f"{m}.weight": to_bf16(rng.standard_normal(shape).astype(np.float32) * 0.02)
+        for m, shape in GRID_MODULES.items()
+    }
     save_file(tensors, str(root / "model.safetensors"))
     (root / "config.json").write_text(json.dumps(config()))
     return root
@@ -188,10 +197,13 @@ def test_the_cli_takes_and_reports_the_reference_group_size(reference: tuple[Pat
     ref_dir, truth = reference
     build = write_requantized_build({m: v for m, (v, _) in truth.items()}, tmp_path / "b", group_size=64)
     result = CliRunner().invoke(
-        app, ["checkpoint", "grid-check", str(build), "--reference", str(ref_dir), "--reference-group-size", "32", "--json"]
+        app,
+        ["checkpoint", "grid-check", str(build), "--reference", str(ref_dir), "--reference-group-size", "32", "--json"],
     )
     assert result.exit_code == 1, result.output  # values are off by a level
     report = json.loads(result.stdout)
     assert report["reference_group_size"] == 32 and report["verdict"] == "off-grid"
-    bad = CliRunner().invoke(app, ["checkpoint", "grid-check", str(build), "--reference", str(ref_dir), "--reference-group-size", "0"])
+    bad = CliRunner().invoke(
+        app, ["checkpoint", "grid-check", str(build), "--reference", str(ref_dir), "--reference-group-size", "0"]
+    )
     assert bad.exit_code == 2

@@ -19,7 +19,10 @@ def _raw(path: Path, header: dict, data: bytes = b"", *, length: int | None = No
 
 
 def test_reads_a_real_safetensors_file(tmp_path: Path) -> None:
-    save_file({"a": torch.zeros(3, 4, dtype=torch.bfloat16), "b": torch.ones(2, dtype=torch.int32)}, str(tmp_path / "x.safetensors"))
+    save_file(
+        {"a": torch.zeros(3, 4, dtype=torch.bfloat16), "b": torch.ones(2, dtype=torch.int32)},
+        str(tmp_path / "x.safetensors"),
+    )
     header = read_local_header(tmp_path / "x.safetensors")
     assert header.tensors["a"].dtype == "BF16" and header.tensors["a"].shape == (3, 4)
     assert header.tensors["a"].nbytes == 24 and header.tensors["b"].nbytes == 8
@@ -30,7 +33,15 @@ def test_reads_a_real_safetensors_file(tmp_path: Path) -> None:
     [
         ({"a": {"dtype": "Q4K", "shape": [2], "data_offsets": [0, 2]}}, b"xx", None, "does not know"),
         ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}}, b"xxxx", None, "should take 8"),
-        ({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}, "b": {"dtype": "U8", "shape": [4], "data_offsets": [2, 6]}}, b"x" * 6, None, "overlaps"),
+        (
+            {
+                "a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
+                "b": {"dtype": "U8", "shape": [4], "data_offsets": [2, 6]},
+            },
+            b"x" * 6,
+            None,
+            "overlaps",
+        ),
         ({"a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]}}, b"x" * 4, None, "holds 4"),
         ({"a": {"dtype": "U8", "shape": [-1], "data_offsets": [0, 0]}}, b"", None, "invalid shape"),
         ({"a": {"dtype": "U8", "shape": [1], "data_offsets": [1, 0]}}, b"x", None, "invalid data_offsets"),
@@ -38,7 +49,9 @@ def test_reads_a_real_safetensors_file(tmp_path: Path) -> None:
         ({"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}, b"x", MAX_HEADER_BYTES + 1, "exceeds"),
     ],
 )
-def test_malformed_headers_are_refused(tmp_path: Path, header: dict, data: bytes, length: int | None, needle: str) -> None:
+def test_malformed_headers_are_refused(
+    tmp_path: Path, header: dict, data: bytes, length: int | None, needle: str
+) -> None:
     path = _raw(tmp_path / "bad.safetensors", header, data, length=length)
     with pytest.raises(MalformedCheckpoint, match=needle):
         read_local_header(path)

@@ -47,7 +47,15 @@ def test_grid_check_over_the_hub_fetches_only_the_tensor_asked_for(hub_repos: Fa
         # Shards without the tensor: their header prefetch only.
         assert hub_repos.bytes_sent[f"google/tiny-qat-q4_0-unquantized/{shard}"] <= 100_001
     body = hub_repos.bytes_sent["google/tiny-qat-q4_0-unquantized/model-00001-of-00003.safetensors"]
-    assert body == min((hub_repos.repos["google/tiny-qat-q4_0-unquantized"] / "model-00001-of-00003.safetensors").stat().st_size, 100_001) + 8 + tensor_bytes
+    assert (
+        body
+        == min(
+            (hub_repos.repos["google/tiny-qat-q4_0-unquantized"] / "model-00001-of-00003.safetensors").stat().st_size,
+            100_001,
+        )
+        + 8
+        + tensor_bytes
+    )
 
 
 def test_validate_and_missing_repos_over_the_hub(hub_repos: FakeHub) -> None:

@@ -73,7 +73,9 @@ def test_comparison_counts_match_numpy(monkeypatch: pytest.MonkeyPatch, ref_grou
     fit = grid.recover_grid(reference, model_dtype="BF16", group_size=ref_group)
     rng = np.random.default_rng(1)
     levels = rng.integers(-8, 8, size=(reference.shape[0], 256)).astype(np.int8)
-    scales = grid.round_to_dtype(rng.uniform(0.001, 0.05, size=(reference.shape[0], 256 // build_group)).astype(np.float32), "BF16")
+    scales = grid.round_to_dtype(
+        rng.uniform(0.001, 0.05, size=(reference.shape[0], 256 // build_group)).astype(np.float32), "BF16"
+    )
     packed = grid._pack_int4_numpy(levels)
     build = grid.dequantize_pack_quantized(packed, scales, cols=256, group_size=build_group, model_dtype="BF16")
     build[3, 4] = reference[3, 4]  # some bit-identical values and groups
@@ -88,7 +90,14 @@ def test_comparison_counts_match_numpy(monkeypatch: pytest.MonkeyPatch, ref_grou
 
     (slow_f, slow_p), (fast_f, fast_p) = _both(monkeypatch, run)
     for slow, fast in ((slow_f, fast_f), (slow_p, fast_p)):
-        for field in ("values", "values_bit_identical", "groups", "groups_bit_identical", "values_off_by_a_level_or_more", "max_abs_diff"):
+        for field in (
+            "values",
+            "values_bit_identical",
+            "groups",
+            "groups_bit_identical",
+            "values_off_by_a_level_or_more",
+            "max_abs_diff",
+        ):
             assert getattr(slow, field) == getattr(fast, field), field
         assert fast.sum_abs_diff == pytest.approx(slow.sum_abs_diff, rel=1e-12)
     assert slow_f.groups_bit_identical > 0 and 0 < slow_f.values_off_by_a_level_or_more < slow_f.values
@@ -105,7 +114,11 @@ def test_packing_and_decoding_match_numpy(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def _tree_digest(root: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.iterdir()) if p.name != "gemmaserve-manifest.json"}
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.iterdir())
+        if p.name != "gemmaserve-manifest.json"
+    }
 
 
 def test_repack_and_grid_check_reports_match_numpy(

@@ -30,7 +30,9 @@ def test_every_value_reconstructs_bit_exactly(repacked: tuple[Path, object]) -> 
     assert report.groups_peak_not_at_8 > 0  # the builder puts one tensor's peaks at -5..5
 
 
-def test_compressed_tensors_decompresses_the_output_to_the_source_values(unquantized_dir: Path, repacked: tuple[Path, object]) -> None:
+def test_compressed_tensors_decompresses_the_output_to_the_source_values(
+    unquantized_dir: Path, repacked: tuple[Path, object]
+) -> None:
     out, _ = repacked
     config = json.loads((out / "config.json").read_text())
     qconfig = QuantizationConfig.model_validate(config["quantization_config"])
@@ -54,7 +56,9 @@ def test_config_ignore_list_and_google_fields(repacked: tuple[Path, object]) -> 
     assert not any("layers.0.self_attn" in i for i in ignore)
 
 
-def test_manifest_hashes_every_file_and_unchanged_shards_are_hard_links(unquantized_dir: Path, repacked: tuple[Path, object]) -> None:
+def test_manifest_hashes_every_file_and_unchanged_shards_are_hard_links(
+    unquantized_dir: Path, repacked: tuple[Path, object]
+) -> None:
     out, report = repacked
     manifest = json.loads((out / MANIFEST_FILE).read_text())
     files = sorted(p.name for p in out.iterdir() if p.name != MANIFEST_FILE)

@@ -66,9 +66,13 @@ def test_cli_json_and_exit_codes(ct_dir: Path, unquantized_dir: Path, tmp_path: 
     assert result.exit_code == 0, result.output
     parts = {p["part"]: p for p in json.loads(result.stdout)["parts"]}
     assert parts["transformer_body"]["storage"]["packed int4"] > 0
-    result = runner.invoke(app, ["checkpoint", "grid-check", str(ct_dir), "--reference", str(unquantized_dir), "--layers", "0", "--json"])
+    result = runner.invoke(
+        app, ["checkpoint", "grid-check", str(ct_dir), "--reference", str(unquantized_dir), "--layers", "0", "--json"]
+    )
     assert result.exit_code == 0 and json.loads(result.stdout)["verdict"] == "bit-identical"
-    result = runner.invoke(app, ["checkpoint", "repack", str(unquantized_dir), str(tmp_path / "cli-out"), "--text-only", "--json"])
+    result = runner.invoke(
+        app, ["checkpoint", "repack", str(unquantized_dir), str(tmp_path / "cli-out"), "--text-only", "--json"]
+    )
     assert result.exit_code == 0 and json.loads(result.stdout)["tensors_dropped"] == 4
     for mode in ([], ["--json"]):
         assert runner.invoke(app, ["checkpoint", "validate", str(ct_dir), *mode]).exit_code == 0

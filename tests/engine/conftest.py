@@ -65,8 +65,14 @@ class Engine:
         return Path(self.start["record"]["log_path"])
 
     def gemmaserve(self, *args: str, timeout_s: float = 600.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "gemmaserve", *args], capture_output=True, text=True,
-                              env=self.env, timeout=timeout_s, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "gemmaserve", *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=timeout_s,
+            check=False,
+        )
 
     def gemmaserve_json(self, *args: str, timeout_s: float = 600.0) -> Any:
         result = self.gemmaserve(*args, "--json", timeout_s=timeout_s)
@@ -85,10 +91,15 @@ def process_group(pgid: int) -> list[dict[str, Any]]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            found.append({"pid": int(entry.name), "comm": stat[stat.index("(") + 1:stat.rindex(")")],
-                          "cmdline": cmdline.strip()})
+            found.append(
+                {
+                    "pid": int(entry.name),
+                    "comm": stat[stat.index("(") + 1 : stat.rindex(")")],
+                    "cmdline": cmdline.strip(),
+                }
+            )
     return found
 
 
@@ -111,14 +122,40 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     }
     port = free_port()
     started = subprocess.run(
-        [sys.executable, "-m", "gemmaserve", "serve", "start", "--python", python, "--encoding", "bf16",
-         "--checkpoint", checkpoint.path, "--language-model-only", "--served-model-name", SERVED_NAME,
-         "--port", str(port), "--max-model-len", str(MAX_MODEL_LEN), "--max-num-seqs", "16", "--no-wait", "--json"],
-        capture_output=True, text=True, env=env, timeout=300, check=False,
+        [
+            sys.executable,
+            "-m",
+            "gemmaserve",
+            "serve",
+            "start",
+            "--python",
+            python,
+            "--encoding",
+            "bf16",
+            "--checkpoint",
+            checkpoint.path,
+            "--language-model-only",
+            "--served-model-name",
+            SERVED_NAME,
+            "--port",
+            str(port),
+            "--max-model-len",
+            str(MAX_MODEL_LEN),
+            "--max-num-seqs",
+            "16",
+            "--no-wait",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
     )
     assert started.returncode == 0, started.stderr[-3000:]
-    server = Engine(python=python, port=port, env=env, work=work, checkpoint=checkpoint,
-                    start=json.loads(started.stdout))
+    server = Engine(
+        python=python, port=port, env=env, work=work, checkpoint=checkpoint, start=json.loads(started.stdout)
+    )
     pgid = server.start["record"]["pid"]
     try:
         began = time.monotonic()

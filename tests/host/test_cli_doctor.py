@@ -25,10 +25,7 @@ def test_doctor_json_is_one_document_and_exit_1_without_a_gpu() -> None:
     by_id = {check["id"]: check for check in report["checks"]}
     assert by_id["gpu.driver"]["status"] == "fail"  # no nvidia-smi on this machine
     assert by_id["python.probe"]["status"] == "ok"
-    assert all(
-        check["status"] in {"ok", "warn", "fail", "unknown"}
-        for check in report["checks"]
-    )
+    assert all(check["status"] in {"ok", "warn", "fail", "unknown"} for check in report["checks"])
 
 
 def test_doctor_table_names_each_check() -> None:

@@ -16,9 +16,7 @@ def test_hf_cache_precedence(tmp_path: Path) -> None:
     home = tmp_path / "home"
     assert hf_cache_path({}, home) == home / ".cache/huggingface/hub"
     assert hf_cache_path({"XDG_CACHE_HOME": "/x"}, home) == Path("/x/huggingface/hub")
-    assert hf_cache_path({"HF_HOME": "/h", "XDG_CACHE_HOME": "/x"}, home) == Path(
-        "/h/hub"
-    )
+    assert hf_cache_path({"HF_HOME": "/h", "XDG_CACHE_HOME": "/x"}, home) == Path("/h/hub")
     assert hf_cache_path({"HF_HUB_CACHE": "/c", "HF_HOME": "/h"}, home) == Path("/c")
 
 
@@ -47,9 +45,7 @@ def test_symlinked_cache_is_resolved_and_missing_dirs_are_measured_at_their_pare
     # all three live on the filesystem of tmp_path: one filesystem, three roles
     assert len(facts.filesystems) == 1
     assert sorted(facts.filesystems[0].roles) == sorted(DiskRole)
-    assert (
-        facts.filesystems[0].free_bytes == by_role[DiskRole.INSTALL].free_bytes
-    )  # first path measured there
+    assert facts.filesystems[0].free_bytes == by_role[DiskRole.INSTALL].free_bytes  # first path measured there
 
 
 def test_distinct_filesystems_are_reported_apart(tmp_path: Path) -> None:
@@ -77,9 +73,7 @@ def test_one_failing_path_does_not_hide_the_others(tmp_path: Path) -> None:
 
     broken = tmp_path / "broken"
     broken.mkdir()
-    facts = probe_disk(
-        {DiskRole.INSTALL: tmp_path, DiskRole.TEMP: broken}, statvfs=statvfs
-    )
+    facts = probe_disk({DiskRole.INSTALL: tmp_path, DiskRole.TEMP: broken}, statvfs=statvfs)
     by_role = {space.role: space for space in facts.paths}
     assert by_role[DiskRole.TEMP].error == "OSError: [Errno 5] Input/output error"
     assert by_role[DiskRole.INSTALL].free_bytes is not None
@@ -89,16 +83,9 @@ def test_checkpoint_in_the_cache_is_recognised(tmp_path: Path) -> None:
     from gemmaserve.host.disk import checkpoint_cached
 
     repo = "google/gemma-4-E2B-it-qat-w4a16-ct"
-    snapshot = (
-        tmp_path
-        / "models--google--gemma-4-E2B-it-qat-w4a16-ct"
-        / "snapshots"
-        / "0123abc"
-    )
+    snapshot = tmp_path / "models--google--gemma-4-E2B-it-qat-w4a16-ct" / "snapshots" / "0123abc"
     snapshot.mkdir(parents=True)
-    assert not checkpoint_cached(
-        tmp_path, repo
-    )  # a snapshot dir without weights is an interrupted download
+    assert not checkpoint_cached(tmp_path, repo)  # a snapshot dir without weights is an interrupted download
     (snapshot / "model.safetensors").write_bytes(b"\0" * 8)
     assert checkpoint_cached(tmp_path, repo)
     assert not checkpoint_cached(tmp_path, "google/gemma-4-E4B-it")

@@ -75,10 +75,7 @@ def test_old_driver_without_compute_cap_falls_back(
     )
     result = probe_gpus(which=which_in(smi.parent))
     assert result.value is not None
-    assert (
-        result.value[0].compute_capability is None
-        and result.value[0].memory_total_mib == 15109
-    )
+    assert result.value[0].compute_capability is None and result.value[0].memory_total_mib == 15109
 
 
 def test_no_devices(fake_bin: Callable[[str, str], Path]) -> None:

@@ -74,14 +74,10 @@ def test_missing_interpreter(tmp_path: Path) -> None:
 def test_interpreter_that_prints_no_result(
     fake_bin: Callable[[str, str], Path],
 ) -> None:
-    python = fake_bin(
-        "python", "echo 'Segmentation fault (core dumped)' >&2\nexit 139\n"
-    )
+    python = fake_bin("python", "echo 'Segmentation fault (core dumped)' >&2\nexit 139\n")
     result = probe_interpreter(str(python))
     assert result.error is not None
-    assert result.error.startswith(
-        "ValueError: the probe printed no result line (exit 139)"
-    )
+    assert result.error.startswith("ValueError: the probe printed no result line (exit 139)")
     assert "Segmentation fault" in result.error
 
 
@@ -112,28 +108,14 @@ def test_result_line_is_found_after_noise_printed_by_imports() -> None:
         ("no shebang\n", None),
     ],
 )
-def test_interpreter_from_console_script(
-    tmp_path: Path, script: str, expected: str | None
-) -> None:
+def test_interpreter_from_console_script(tmp_path: Path, script: str, expected: str | None) -> None:
     path = tmp_path / "vllm"
     path.write_text(script)
     assert interpreter_from_script(path) == expected
 
 
-def test_default_target_is_the_vllm_on_paths_interpreter(
-    fake_bin: Callable[[str, str], Path], tmp_path: Path
-) -> None:
+def test_default_target_is_the_vllm_on_paths_interpreter(fake_bin: Callable[[str, str], Path], tmp_path: Path) -> None:
     vllm = fake_bin("vllm", "")
-    vllm.write_text(
-        "#!/opt/vllm/bin/python\nfrom vllm.entrypoints.cli.main import main\n"
-    )
-    assert (
-        default_target_python(lambda name: shutil.which(name, path=str(vllm.parent)))
-        == "/opt/vllm/bin/python"
-    )
-    assert (
-        default_target_python(
-            lambda name: shutil.which(name, path=str(tmp_path / "empty"))
-        )
-        == sys.executable
-    )
+    vllm.write_text("#!/opt/vllm/bin/python\nfrom vllm.entrypoints.cli.main import main\n")
+    assert default_target_python(lambda name: shutil.which(name, path=str(vllm.parent))) == "/opt/vllm/bin/python"
+    assert default_target_python(lambda name: shutil.which(name, path=str(tmp_path / "empty"))) == sys.executable

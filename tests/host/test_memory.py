@@ -9,9 +9,7 @@ from tests.host.conftest import data_text
 def test_published_host_uses_mem_available_not_mem_free() -> None:
     facts = parse_meminfo(data_text("meminfo_published_7_8gb_no_swap.txt"))
     assert facts.mem_total_bytes == 8005932 * 1024
-    assert (
-        facts.mem_available_bytes == 7391240 * 1024
-    )  # MemFree is 221,384 kB: page cache is reclaimable
+    assert facts.mem_available_bytes == 7391240 * 1024  # MemFree is 221,384 kB: page cache is reclaimable
     assert facts.swap_total_bytes == 0 and facts.swap_free_bytes == 0
     assert facts.stageable_gib == pytest.approx(7391240 * 1024 / GIB)
 
@@ -28,9 +26,7 @@ def test_probe_records_an_unreadable_file() -> None:
 
     result = probe_memory(unreadable)
     assert result.value is None
-    assert (
-        result.error == "PermissionError: [Errno 13] Permission denied: '/proc/meminfo'"
-    )
+    assert result.error == "PermissionError: [Errno 13] Permission denied: '/proc/meminfo'"
 
 
 def test_this_machines_meminfo_parses() -> None:

@@ -25,7 +25,9 @@ class ProgressLog:
         self.updates.append((progress, total, message))
 
 
-def call_tool(server: MCPServer, name: str, arguments: dict[str, Any], progress: ProgressLog | None = None) -> CallToolResult:
+def call_tool(
+    server: MCPServer, name: str, arguments: dict[str, Any], progress: ProgressLog | None = None
+) -> CallToolResult:
     """One tool call through the SDK's real client, connected in memory."""
 
     async def go() -> CallToolResult:
@@ -97,9 +99,15 @@ class QuotaStubbedFactory:
         self.sq = boto3.client("service-quotas", region_name=REGION)
         self.stub = Stubber(self.sq)
         for _ in range(calls):
-            self.stub.add_response("list_service_quotas", {"Quotas": [
-                {"ServiceCode": "sagemaker", "QuotaName": name, "Value": value} for name, value in quotas.items()
-            ]})
+            self.stub.add_response(
+                "list_service_quotas",
+                {
+                    "Quotas": [
+                        {"ServiceCode": "sagemaker", "QuotaName": name, "Value": value}
+                        for name, value in quotas.items()
+                    ]
+                },
+            )
         self.stub.activate()
 
     def __call__(self, service: str, region: str) -> Any:

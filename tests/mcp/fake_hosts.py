@@ -71,7 +71,9 @@ def scripted_host(tmp_path: Path, gpu: str = "t4", meminfo: str | None = None) -
     (bin_dir / "fake_vllm.py").write_text(FAKE_VLLM)
     text = meminfo if meminfo is not None else ROOMY_MEMINFO
     sources = DoctorSources(
-        read_meminfo=lambda: text, which=lambda name: str(bin_dir / name) if (bin_dir / name).exists() else None,
-        env={}, home=tmp_path,
+        read_meminfo=lambda: text,
+        which=lambda name: str(bin_dir / name) if (bin_dir / name).exists() else None,
+        env={},
+        home=tmp_path,
     )
     return sources, str(python)

@@ -118,7 +118,9 @@ def test_gemmaserve_error_becomes_error_result_with_message_fix_and_fields() -> 
     assert "No vLLM server is running." in text
     assert "Fix: gemmaserve serve start" in text
     assert error_details(result) == {
-        "error": "ServerNotRunning", "message": "No vLLM server is running.", "hint": "gemmaserve serve start",
+        "error": "ServerNotRunning",
+        "message": "No vLLM server is running.",
+        "hint": "gemmaserve serve start",
         "pid_file": "/x",
     }
 

@@ -10,8 +10,17 @@ from gemmaserve import __version__
 from tests.mcp.conftest import list_tools
 
 # Tools that change or create something outside the conversation must ask for confirmation.
-CONFIRMED = {"sagemaker_deploy", "sagemaker_delete", "sagemaker_cleanup", "sagemaker_image_build",
-             "sagemaker_role_create", "sagemaker_autoscale", "serve_stop", "turing_apply", "turing_revert"}
+CONFIRMED = {
+    "sagemaker_deploy",
+    "sagemaker_delete",
+    "sagemaker_cleanup",
+    "sagemaker_image_build",
+    "sagemaker_role_create",
+    "sagemaker_autoscale",
+    "serve_stop",
+    "turing_apply",
+    "turing_revert",
+}
 
 
 def test_server_identity_and_instructions(server: MCPServer) -> None:

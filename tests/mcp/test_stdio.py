@@ -38,8 +38,9 @@ def _server_env(tmp_path: Path, moto_server_url: str) -> dict[str, str]:
 def test_stdio_server_lists_calls_errors_and_reports_progress(
     tmp_path: Path, moto_server_url: str, aws_cli_env: Any
 ) -> None:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "gemmaserve", "mcp"],
-                                   env=_server_env(tmp_path, moto_server_url))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "gemmaserve", "mcp"], env=_server_env(tmp_path, moto_server_url)
+    )
     progress = ProgressLog()
     with start_mock_thread(MockConfig(ttft_s=0.002, itl_s=0.0005, natural_tokens=8)) as mock:
 
@@ -50,11 +51,23 @@ def test_stdio_server_lists_calls_errors_and_reports_progress(
                 plan = await client.call_tool("plan", {"models": ["e2b"], "gpus": ["t4"]})
                 unknown = await client.call_tool("plan", {"gpus": ["v100"]})
                 status = await client.call_tool("sagemaker_status", {"endpoint_name": "nothing-here"})
-                measured = await client.call_tool("bench_measure", {
-                    "targets": [mock.url], "out_dir": str(tmp_path / "bench"), "decode_calls": 1,
-                    "decode_short": 2, "decode_long": 6, "concurrency": [1], "repeats": 1, "input_tokens": 4,
-                    "output_tokens": 4, "quality_set": "none", "warmup": 0,
-                }, progress_callback=progress)
+                measured = await client.call_tool(
+                    "bench_measure",
+                    {
+                        "targets": [mock.url],
+                        "out_dir": str(tmp_path / "bench"),
+                        "decode_calls": 1,
+                        "decode_short": 2,
+                        "decode_long": 6,
+                        "concurrency": [1],
+                        "repeats": 1,
+                        "input_tokens": 4,
+                        "output_tokens": 4,
+                        "quality_set": "none",
+                        "warmup": 0,
+                    },
+                    progress_callback=progress,
+                )
                 return {"tools": tools, "plan": plan, "unknown": unknown, "status": status, "measured": measured}
 
         results = anyio.run(session)
@@ -74,15 +87,29 @@ def test_stdio_server_lists_calls_errors_and_reports_progress(
 
 def test_stdout_carries_only_json_rpc(tmp_path: Path, moto_server_url: str) -> None:
     requests = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "env", "arguments": {}}},
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "plan", "arguments": {"models": ["x"]}}},
     ]
     env = {**os.environ, **_server_env(tmp_path, moto_server_url)}
-    process = subprocess.Popen([sys.executable, "-m", "gemmaserve", "mcp"], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gemmaserve", "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert process.stdin is not None and process.stdout is not None
     replies: list[dict[str, Any]] = []
     try:
@@ -113,8 +140,9 @@ def test_stdout_carries_only_json_rpc(tmp_path: Path, moto_server_url: str) -> N
 
 def test_cancellation_over_stdio_reaches_the_server(tmp_path: Path, moto_server_url: str) -> None:
     """The client's notifications/cancelled stops a running measurement; the server keeps serving."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "gemmaserve", "mcp"],
-                                   env=_server_env(tmp_path, moto_server_url))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "gemmaserve", "mcp"], env=_server_env(tmp_path, moto_server_url)
+    )
     events: list[float] = []
     result_file = tmp_path / "bench" / "slow.json"
 
@@ -132,11 +160,25 @@ def test_cancellation_over_stdio_reaches_the_server(tmp_path: Path, moto_server_
                         if len(events) == 2:
                             group.cancel_scope.cancel()
 
-                    group.start_soon(lambda: client.call_tool("bench_measure", {
-                        "targets": [mock.url], "out_dir": str(tmp_path / "bench"), "labels": ["slow"],
-                        "decode_calls": 3, "decode_short": 4, "decode_long": 40, "concurrency": [1, 2], "repeats": 2,
-                        "output_tokens": 30, "quality_set": "none", "warmup": 0,
-                    }, progress_callback=cancel_after_two))
+                    group.start_soon(
+                        lambda: client.call_tool(
+                            "bench_measure",
+                            {
+                                "targets": [mock.url],
+                                "out_dir": str(tmp_path / "bench"),
+                                "labels": ["slow"],
+                                "decode_calls": 3,
+                                "decode_short": 4,
+                                "decode_long": 40,
+                                "concurrency": [1, 2],
+                                "repeats": 2,
+                                "output_tokens": 30,
+                                "quality_set": "none",
+                                "warmup": 0,
+                            },
+                            progress_callback=cancel_after_two,
+                        )
+                    )
                 with anyio.fail_after(20):
                     while not interrupted():
                         await anyio.sleep(0.05)

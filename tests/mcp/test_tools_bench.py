@@ -22,10 +22,38 @@ from tests.mcp.conftest import (
     error_text,
 )
 
-SMALL = {"max_client_lag_ms": 0, "decode_calls": 2, "decode_short": 4, "decode_long": 12, "concurrency": [1, 2], "repeats": 1,
-         "input_tokens": 8, "output_tokens": 8, "quality_set": "none", "warmup": 0}
-SMALL_CLI = ["--decode-calls", "2", "--decode-short", "4", "--decode-long", "12", "--concurrency", "1,2",
-             "--repeats", "1", "--input-tokens", "8", "--output-tokens", "8", "--quality-set", "none", "--warmup", "0"]
+SMALL = {
+    "max_client_lag_ms": 0,
+    "decode_calls": 2,
+    "decode_short": 4,
+    "decode_long": 12,
+    "concurrency": [1, 2],
+    "repeats": 1,
+    "input_tokens": 8,
+    "output_tokens": 8,
+    "quality_set": "none",
+    "warmup": 0,
+}
+SMALL_CLI = [
+    "--decode-calls",
+    "2",
+    "--decode-short",
+    "4",
+    "--decode-long",
+    "12",
+    "--concurrency",
+    "1,2",
+    "--repeats",
+    "1",
+    "--input-tokens",
+    "8",
+    "--output-tokens",
+    "8",
+    "--quality-set",
+    "none",
+    "--warmup",
+    "0",
+]
 STABLE_TARGET_KEYS = ("label", "status", "requests", "failed", "finished", "missing")
 
 
@@ -36,15 +64,26 @@ def mock_server() -> Iterator[ThreadedMockServer]:
 
 
 def _stable(report: dict[str, Any]) -> dict[str, Any]:
-    return {"status": report["status"], "exit_code": report["exit_code"],
-            "targets": [{key: target[key] for key in STABLE_TARGET_KEYS} for target in report["targets"]]}
+    return {
+        "status": report["status"],
+        "exit_code": report["exit_code"],
+        "targets": [{key: target[key] for key in STABLE_TARGET_KEYS} for target in report["targets"]],
+    }
 
 
 def test_measure_agrees_with_the_cli_and_reports_progress(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
     progress = ProgressLog()
-    result = call_tool(build_server(), "bench_measure", {
-        "targets": [mock_server.url], "out_dir": str(tmp_path / "mcp"), "labels": ["mock"], **SMALL,
-    }, progress=progress)
+    result = call_tool(
+        build_server(),
+        "bench_measure",
+        {
+            "targets": [mock_server.url],
+            "out_dir": str(tmp_path / "mcp"),
+            "labels": ["mock"],
+            **SMALL,
+        },
+        progress=progress,
+    )
     assert not result.is_error, result.content
     report = result.structured_content
     assert report["status"] == "success"  # type: ignore[index]
@@ -53,8 +92,10 @@ def test_measure_agrees_with_the_cli_and_reports_progress(mock_server: ThreadedM
     assert saved["run"]["run_id"] == report["run_id"]  # type: ignore[index]
     assert saved["run"]["command"] == ["gemmaserve", "mcp", "bench_measure"]
 
-    cli = CliRunner().invoke(app, [
-        "bench", "measure", mock_server.url, "--out", str(tmp_path / "cli"), "--label", "mock", *SMALL_CLI, "--json"])
+    cli = CliRunner().invoke(
+        app,
+        ["bench", "measure", mock_server.url, "--out", str(tmp_path / "cli"), "--label", "mock", *SMALL_CLI, "--json"],
+    )
     assert cli.exit_code == 0, cli.output
     assert _stable(report) == _stable(json.loads(cli.stdout))  # type: ignore[arg-type]
 
@@ -66,23 +107,34 @@ def test_measure_agrees_with_the_cli_and_reports_progress(mock_server: ThreadedM
 
 def test_measure_rejects_bad_usage(tmp_path: Path) -> None:
     server = build_server()
-    too_many = call_tool(server, "bench_measure", {"targets": ["http://127.0.0.1:9"], "out_dir": str(tmp_path),
-                                                   "labels": ["a", "b"]})
+    too_many = call_tool(
+        server, "bench_measure", {"targets": ["http://127.0.0.1:9"], "out_dir": str(tmp_path), "labels": ["a", "b"]}
+    )
     assert error_details(too_many)["error"] == "UsageError"
     assert "Fix: Give labels once per target" in error_text(too_many)
     bad_target = call_tool(server, "bench_measure", {"targets": ["ftp://x"], "out_dir": str(tmp_path)})
     assert error_details(bad_target)["error"] == "UsageError"
-    for arguments in ({"targets": [], "out_dir": str(tmp_path)}, {"targets": ["http://127.0.0.1:9"]},
-                      {"targets": ["http://127.0.0.1:9"], "out_dir": str(tmp_path), "concurrency": [0]}):
+    for arguments in (
+        {"targets": [], "out_dir": str(tmp_path)},
+        {"targets": ["http://127.0.0.1:9"]},
+        {"targets": ["http://127.0.0.1:9"], "out_dir": str(tmp_path), "concurrency": [0]},
+    ):
         text = error_text(call_tool(server, "bench_measure", arguments))
         assert "validation error" in text or "UsageError" in text, arguments
 
 
 def test_combine_and_report_agree_with_the_cli(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
     server = build_server()
-    measured = call_tool(server, "bench_measure", {
-        "targets": [mock_server.url, mock_server.url], "labels": ["a", "b"], "out_dir": str(tmp_path), **SMALL,
-    })
+    measured = call_tool(
+        server,
+        "bench_measure",
+        {
+            "targets": [mock_server.url, mock_server.url],
+            "labels": ["a", "b"],
+            "out_dir": str(tmp_path),
+            **SMALL,
+        },
+    )
     assert measured.structured_content["status"] == "success"  # type: ignore[index]
     files = [str(tmp_path / "a.json"), str(tmp_path / "b.json")]
 
@@ -129,8 +181,9 @@ def test_cancelled_measure_saves_its_files_marked_interrupted(tmp_path: Path) ->
                         group.cancel_scope.cancel()
 
                 arguments = {"targets": [slow.url], "out_dir": str(tmp_path), "labels": ["slow"], **SMALL}
-                group.start_soon(lambda: client.call_tool("bench_measure", arguments,
-                                                          progress_callback=cancel_after_two))
+                group.start_soon(
+                    lambda: client.call_tool("bench_measure", arguments, progress_callback=cancel_after_two)
+                )
 
         anyio.run(go)
     saved = json.loads((tmp_path / "slow.json").read_text())

@@ -63,8 +63,13 @@ def test_cancelled_repack_leaves_nothing(unquantized: Path, tmp_path: Path) -> N
                 seen.append(message or "")
                 group.cancel_scope.cancel()
 
-            group.start_soon(lambda: client.call_tool("checkpoint_repack", {"src": str(unquantized), "out": str(out)},
-                                                      progress_callback=cancel_at_first_tensor))
+            group.start_soon(
+                lambda: client.call_tool(
+                    "checkpoint_repack",
+                    {"src": str(unquantized), "out": str(out)},
+                    progress_callback=cancel_at_first_tensor,
+                )
+            )
 
     anyio.run(go)
     assert seen, "the repack never reported progress"
@@ -87,7 +92,14 @@ def test_grid_check_takes_the_reference_group_size_and_refuses_an_off_grid_refer
     checked = call_tool(server, "checkpoint_grid_check", args)
     assert not checked.is_error, checked.content
     assert checked.structured_content == cli_json(
-        "checkpoint", "grid-check", str(build), "--reference", str(tmp_path / "ref"), "--reference-group-size", "32", exit_code=1
+        "checkpoint",
+        "grid-check",
+        str(build),
+        "--reference",
+        str(tmp_path / "ref"),
+        "--reference-group-size",
+        "32",
+        exit_code=1,
     )
     assert checked.structured_content["reference_group_size"] == 32  # type: ignore[index]
     assert checked.structured_content["values_off_by_a_level_or_more"] > 0  # type: ignore[index]

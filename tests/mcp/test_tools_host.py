@@ -17,8 +17,12 @@ def test_doctor_reports_the_no_swap_host_with_fixes(tmp_path: Path) -> None:
     result = call_tool(server, "doctor", {"python": python, "model": "gemma-4-e2b", "encoding": "bf16"})
     assert not result.is_error, result.content
     report = result.structured_content
-    assert report == run_doctor(python, model="gemma-4-e2b", encoding="bf16",  # the CLI's function, same inputs
-                                sources=sources).model_dump(mode="json")
+    assert report == run_doctor(
+        python,
+        model="gemma-4-e2b",
+        encoding="bf16",  # the CLI's function, same inputs
+        sources=sources,
+    ).model_dump(mode="json")
     assert report["gpu"] == "t4" and report["ok"] is False  # type: ignore[index]
     statuses = {check["id"]: check["status"] for check in report["checks"]}  # type: ignore[index]
     failing = [check for check in report["checks"] if check["status"] == "fail"]  # type: ignore[index]
@@ -37,13 +41,16 @@ def test_doctor_unknown_model_is_an_error_before_any_probe(tmp_path: Path) -> No
 def test_doctor_on_this_host_equals_the_cli(tmp_path: Path) -> None:
     _, python = scripted_host(tmp_path)  # only the interpreter is scripted: /proc, nvidia-smi, disks are real
     result = call_tool(build_server(), "doctor", {"python": python, "encoding": "bf16"})
-    expected = cli_json("doctor", "--python", python, "--encoding", "bf16", exit_code=0 if result.structured_content[
-        "ok"] else 1)  # type: ignore[index]
+    expected = cli_json(
+        "doctor", "--python", python, "--encoding", "bf16", exit_code=0 if result.structured_content["ok"] else 1
+    )  # type: ignore[index]
 
     def stable(report: dict) -> dict:  # type: ignore[type-arg]
         # Free RAM and disk move between two runs a second apart; everything else must agree.
-        checks = [{k: v for k, v in check.items() if not (check["id"] in {"host.memory", "host.disk"} and k == "evidence")}
-                  for check in report["checks"]]
+        checks = [
+            {k: v for k, v in check.items() if not (check["id"] in {"host.memory", "host.disk"} and k == "evidence")}
+            for check in report["checks"]
+        ]
         return {**report, "checks": checks}
 
     assert stable(result.structured_content) == stable(expected)  # type: ignore[arg-type]

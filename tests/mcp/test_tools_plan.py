@@ -20,10 +20,16 @@ def test_plan_structured_content_equals_cli_json(server: MCPServer) -> None:
 
 
 def test_plan_instance_and_decode_rate_match_cli(server: MCPServer) -> None:
-    arguments = {"instance": "ml.g4dn.xlarge", "models": ["e2b"], "encodings": ["qat-w4a16"], "decode_tokens_per_s": 40.0}
+    arguments = {
+        "instance": "ml.g4dn.xlarge",
+        "models": ["e2b"],
+        "encodings": ["qat-w4a16"],
+        "decode_tokens_per_s": 40.0,
+    }
     result = call_tool(server, "plan", arguments)
-    expected = cli_json("plan", "--instance", "ml.g4dn.xlarge", "--model", "e2b", "--encoding", "qat-w4a16",
-                        "--decode-rate", "40")
+    expected = cli_json(
+        "plan", "--instance", "ml.g4dn.xlarge", "--model", "e2b", "--encoding", "qat-w4a16", "--decode-rate", "40"
+    )
     assert result.structured_content == expected
     assert expected["rows"][0]["usd_per_million_output_tokens"] is not None
 
@@ -52,12 +58,31 @@ def test_env_equals_cli_json(server: MCPServer) -> None:
 
 
 def test_plan_text_only_vllm_release_sort_and_warm_match_cli(server: MCPServer) -> None:
-    arguments = {"models": ["e2b"], "gpus": ["t4", "l4"], "language_model_only": True, "vllm_version": "0.26.0",
-                 "sort": "cost", "warm": True}
+    arguments = {
+        "models": ["e2b"],
+        "gpus": ["t4", "l4"],
+        "language_model_only": True,
+        "vllm_version": "0.26.0",
+        "sort": "cost",
+        "warm": True,
+    }
     result = call_tool(server, "plan", arguments)
     assert not result.is_error
-    expected = cli_json("plan", "--model", "e2b", "--gpu", "t4", "--gpu", "l4", "--language-model-only",
-                        "--vllm", "0.26.0", "--sort", "cost", "--warm")
+    expected = cli_json(
+        "plan",
+        "--model",
+        "e2b",
+        "--gpu",
+        "t4",
+        "--gpu",
+        "l4",
+        "--language-model-only",
+        "--vllm",
+        "0.26.0",
+        "--sort",
+        "cost",
+        "--warm",
+    )
     assert result.structured_content == expected
     assert expected["vllm_version"] == "0.26"
     assert all(row["language_model_only"] and not row["first_start"] for row in expected["rows"])

@@ -14,8 +14,9 @@ from tests.mcp.conftest import REGION, call_tool, cli_json, error_details, witho
 
 def test_image_render_equals_cli() -> None:
     result = call_tool(build_server(), "sagemaker_image_render", {"region": REGION, "account": "123456789012"})
-    assert result.structured_content == cli_json("sagemaker", "image", "render", "--region", REGION,
-                                                 "--account", "123456789012")
+    assert result.structured_content == cli_json(
+        "sagemaker", "image", "render", "--region", REGION, "--account", "123456789012"
+    )
     assert "turing" in result.structured_content["target_image"]  # type: ignore[index]
 
 
@@ -41,11 +42,27 @@ def test_role_create_equals_cli_and_is_idempotent(aws_cli_env: Any) -> None:
 
 
 def test_autoscale_dry_run_equals_cli() -> None:
-    arguments = {"endpoint_name": "mcp-scale", "max_instances": 3, "target_invocations": 60, "region": REGION,
-                 "dry_run": True, "confirm": False}
+    arguments = {
+        "endpoint_name": "mcp-scale",
+        "max_instances": 3,
+        "target_invocations": 60,
+        "region": REGION,
+        "dry_run": True,
+        "confirm": False,
+    }
     result = call_tool(build_server(), "sagemaker_autoscale", arguments)
-    assert result.structured_content == cli_json("sagemaker", "autoscale", "mcp-scale", "--max", "3",
-                                                 "--target-invocations", "60", "--region", REGION, "--dry-run")
+    assert result.structured_content == cli_json(
+        "sagemaker",
+        "autoscale",
+        "mcp-scale",
+        "--max",
+        "3",
+        "--target-invocations",
+        "60",
+        "--region",
+        REGION,
+        "--dry-run",
+    )
     refused = call_tool(build_server(), "sagemaker_autoscale", {**arguments, "dry_run": False})
     assert error_details(refused)["error"] == "ConfirmationRequired"
 
@@ -53,21 +70,41 @@ def test_autoscale_dry_run_equals_cli() -> None:
 def test_jumpstart_lists_gemma4_through_botocore_parsing() -> None:
     sm = boto3.client("sagemaker", region_name=REGION)
     summaries = [
-        {"HubContentName": name, "HubContentArn": f"arn:aws:sagemaker:us-east-1:aws:hub-content/x/Model/{name}",
-         "HubContentType": "Model", "DocumentSchemaVersion": "2.0.0", "HubContentStatus": "Available",
-         "HubContentVersion": "1.0.0", "CreationTime": "2026-06-01T00:00:00Z"}
+        {
+            "HubContentName": name,
+            "HubContentArn": f"arn:aws:sagemaker:us-east-1:aws:hub-content/x/Model/{name}",
+            "HubContentType": "Model",
+            "DocumentSchemaVersion": "2.0.0",
+            "HubContentStatus": "Available",
+            "HubContentVersion": "1.0.0",
+            "CreationTime": "2026-06-01T00:00:00Z",
+        }
         for name in ("huggingface-llm-gemma-4-e2b-it", "huggingface-llm-gemma-3-4b-it")
     ]
-    document = json.dumps({"DefaultInferenceInstanceType": "ml.g6.xlarge",
-                           "SupportedInferenceInstanceTypes": ["ml.g5.xlarge", "ml.g6.xlarge"]})
+    document = json.dumps(
+        {
+            "DefaultInferenceInstanceType": "ml.g6.xlarge",
+            "SupportedInferenceInstanceTypes": ["ml.g5.xlarge", "ml.g6.xlarge"],
+        }
+    )
     with Stubber(sm) as stub:
         stub.add_response("list_hub_contents", {"HubContentSummaries": summaries})
-        stub.add_response("describe_hub_content", {
-            "HubContentName": summaries[0]["HubContentName"], "HubContentArn": summaries[0]["HubContentArn"],
-            "HubContentVersion": "1.0.0", "HubContentType": "Model", "DocumentSchemaVersion": "2.0.0",
-            "HubName": "SageMakerPublicHub", "HubArn": "arn:aws:sagemaker:us-east-1:aws:hub/SageMakerPublicHub",
-            "HubContentDocument": document, "HubContentStatus": "Available", "CreationTime": "2026-06-01T00:00:00Z",
-            "HubContentDisplayName": "Gemma 4 E2B IT"})
+        stub.add_response(
+            "describe_hub_content",
+            {
+                "HubContentName": summaries[0]["HubContentName"],
+                "HubContentArn": summaries[0]["HubContentArn"],
+                "HubContentVersion": "1.0.0",
+                "HubContentType": "Model",
+                "DocumentSchemaVersion": "2.0.0",
+                "HubName": "SageMakerPublicHub",
+                "HubArn": "arn:aws:sagemaker:us-east-1:aws:hub/SageMakerPublicHub",
+                "HubContentDocument": document,
+                "HubContentStatus": "Available",
+                "CreationTime": "2026-06-01T00:00:00Z",
+                "HubContentDisplayName": "Gemma 4 E2B IT",
+            },
+        )
         server = build_server(ServerDeps(aws_clients=lambda service, region: sm))
         result = call_tool(server, "sagemaker_jumpstart", {"region": REGION})
         stub.assert_no_pending_responses()

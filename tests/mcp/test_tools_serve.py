@@ -85,8 +85,9 @@ def test_l4_starts_serves_and_stops_with_confirmation(tmp_path: Path, popen: Kep
     server, python = _server(tmp_path, "l4", popen)
     port = free_port()
     progress = ProgressLog()
-    started = call_tool(server, "serve_start", {"python": python, "port": port, "ready_timeout_s": 30},
-                        progress=progress)
+    started = call_tool(
+        server, "serve_start", {"python": python, "port": port, "ready_timeout_s": 30}, progress=progress
+    )
     assert not started.is_error, started.content
     assert started.structured_content["ready"] is True  # type: ignore[index]
     try:
@@ -95,7 +96,8 @@ def test_l4_starts_serves_and_stops_with_confirmation(tmp_path: Path, popen: Kep
         expected = cli_json("serve", "status", "--port", str(port))
         volatile = {"uptime_s"}
         assert {k: v for k, v in status.structured_content.items() if k not in volatile} == {  # type: ignore[union-attr]
-            k: v for k, v in expected.items() if k not in volatile}
+            k: v for k, v in expected.items() if k not in volatile
+        }
         logs = call_tool(server, "serve_logs", {"port": port})
         assert any("Model loading took" in line for line in logs.structured_content["lines"])  # type: ignore[index]
         refused = call_tool(server, "serve_stop", {"port": port, "confirm": False})
@@ -123,9 +125,13 @@ def test_cancelled_start_stops_the_server_it_launched(
                     records.append(record)
                     group.cancel_scope.cancel()
 
-            group.start_soon(lambda: client.call_tool(
-                "serve_start", {"python": python, "port": port, "ready_timeout_s": 60},
-                progress_callback=cancel_when_waiting))
+            group.start_soon(
+                lambda: client.call_tool(
+                    "serve_start",
+                    {"python": python, "port": port, "ready_timeout_s": 60},
+                    progress_callback=cancel_when_waiting,
+                )
+            )
 
     anyio.run(go)
     assert records, "the server never launched"
@@ -139,8 +145,17 @@ def test_cancelled_start_stops_the_server_it_launched(
 def test_start_passes_the_checkpoint_and_language_model_only_to_vllm(tmp_path: Path, popen: KeptPopen) -> None:
     server, python = _server(tmp_path, "l4", popen)
     port = free_port()
-    started = call_tool(server, "serve_start", {"python": python, "port": port, "ready_timeout_s": 30,
-                                                "checkpoint": "/models/e2b", "language_model_only": True})
+    started = call_tool(
+        server,
+        "serve_start",
+        {
+            "python": python,
+            "port": port,
+            "ready_timeout_s": 30,
+            "checkpoint": "/models/e2b",
+            "language_model_only": True,
+        },
+    )
     try:
         assert not started.is_error, started.content
         argv = started.structured_content["record"]["argv"]  # type: ignore[index]

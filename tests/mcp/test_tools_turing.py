@@ -40,7 +40,8 @@ def test_apply_verify_revert_agree_with_the_cli(kernel_file: Path) -> None:
     applied = call_tool(server, "turing_apply", {"file": path, "confirm": True})
     assert applied.structured_content["action"] == "applied"  # type: ignore[index]
     assert call_tool(server, "turing_verify", {"file": path}).structured_content == cli_json(
-        "turing", "verify", "--file", path)
+        "turing", "verify", "--file", path
+    )
     again = call_tool(server, "turing_apply", {"file": path, "confirm": True})
     assert again.structured_content == cli_json("turing", "apply", "--file", path)  # already-applied both times
     assert again.structured_content["action"] == "already-applied"  # type: ignore[index]
@@ -60,7 +61,8 @@ def test_unrecognised_file_is_refused_unchanged(tmp_path: Path) -> None:
 
 
 def test_status_equals_the_cli_for_a_t4_before_and_after_the_patch(
-    vllm_kernel_files: dict[str, Path], tmp_path: Path  # noqa: F811
+    vllm_kernel_files: dict[str, Path],  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     from tests.turing.fakes import fake_interpreter
 
@@ -73,8 +75,12 @@ def test_status_equals_the_cli_for_a_t4_before_and_after_the_patch(
     assert "would NOT start" in before.content[0].text  # type: ignore[union-attr]
 
     kernel = expected["kernel_file"]
-    assert call_tool(server, "turing_apply", {"python": python, "confirm": True}).structured_content[  # type: ignore[index]
-        "target"]["path"] == kernel
+    assert (
+        call_tool(server, "turing_apply", {"python": python, "confirm": True}).structured_content[  # type: ignore[index]
+            "target"
+        ]["path"]
+        == kernel
+    )
     after = call_tool(server, "turing_status", {"python": python, "capability": "7.5"})
     assert after.structured_content == cli_json("turing", "status", "--python", python, "--capability", "7.5")
     assert after.structured_content["engine_would_start"] is True  # type: ignore[index]

@@ -26,10 +26,21 @@ V034 = RELEASES["0.34"]
 
 def _geometry(**overrides: object) -> Geometry:
     base: dict[str, object] = {
-        "num_hidden_layers": 35, "layer_pattern": "SSSSF", "sliding_window": 512, "num_attention_heads": 8,
-        "sliding_kv_heads": 1, "full_kv_heads": 1, "sliding_head_dim": 256, "full_head_dim": 512,
-        "num_kv_shared_layers": 20, "hidden_size": 1536, "intermediate_size": 6144, "vocab_size": 262144,
-        "per_layer_input_size": 256, "max_position_embeddings": 131072, "source": "test",
+        "num_hidden_layers": 35,
+        "layer_pattern": "SSSSF",
+        "sliding_window": 512,
+        "num_attention_heads": 8,
+        "sliding_kv_heads": 1,
+        "full_kv_heads": 1,
+        "sliding_head_dim": 256,
+        "full_head_dim": 512,
+        "num_kv_shared_layers": 20,
+        "hidden_size": 1536,
+        "intermediate_size": 6144,
+        "vocab_size": 262144,
+        "per_layer_input_size": 256,
+        "max_position_embeddings": 131072,
+        "source": "test",
     }
     base.update(overrides)
     return Geometry(**base)  # type: ignore[arg-type]
@@ -85,8 +96,16 @@ def test_k_eq_v_layers_still_cache_k_and_v_in_vllm() -> None:
 
 @pytest.mark.parametrize(
     ("counts", "expected_group_size", "expected_groups"),
-    [((12, 3), 3, (4, 1)), ((28, 7), 7, (4, 1)), ((6, 5), 6, (1, 1)), ((5, 4), 5, (1, 1)),
-     ((7, 5), 7, (1, 1)), ((8, 5), 5, (2, 1)), ((25, 5), 5, (5, 1)), ((20, 4), 4, (5, 1))],
+    [
+        ((12, 3), 3, (4, 1)),
+        ((28, 7), 7, (4, 1)),
+        ((6, 5), 6, (1, 1)),
+        ((5, 4), 5, (1, 1)),
+        ((7, 5), 7, (1, 1)),
+        ((8, 5), 5, (2, 1)),
+        ((25, 5), 5, (5, 1)),
+        ((20, 4), 4, (5, 1)),
+    ],
 )
 def test_groups_pad_to_the_larger_count_below_one_and_a_half(
     counts: tuple[int, int], expected_group_size: int, expected_groups: tuple[int, int]
@@ -117,10 +136,12 @@ def test_reported_tokens_are_concurrency_times_context() -> None:
 def test_from_029_the_fit_check_keeps_back_the_null_block() -> None:
     layout = kv_layout(_geometry(), V030)
     exactly_one = layout.row_bytes * 1092
-    assert kv_capacity(exactly_one, _geometry(), max_model_len=8192, max_num_batched_tokens=2048,
-                       release=V026).fits_one_request
-    assert not kv_capacity(exactly_one, _geometry(), max_model_len=8192, max_num_batched_tokens=2048,
-                           release=V030).fits_one_request
+    assert kv_capacity(
+        exactly_one, _geometry(), max_model_len=8192, max_num_batched_tokens=2048, release=V026
+    ).fits_one_request
+    assert not kv_capacity(
+        exactly_one, _geometry(), max_model_len=8192, max_num_batched_tokens=2048, release=V030
+    ).fits_one_request
 
 
 @pytest.mark.parametrize("series", sorted(RELEASES))
@@ -130,19 +151,24 @@ def test_the_longest_context_that_fits_does_fit_and_one_more_token_does_not(seri
     budget = 1.3 * GIB
     longest = longest_context_that_fits(budget, geometry, max_num_batched_tokens=2048, release=release)
     assert 16 < longest < geometry.max_position_embeddings
-    assert kv_capacity(budget, geometry, max_model_len=longest, max_num_batched_tokens=2048,
-                       release=release).fits_one_request
-    assert not kv_capacity(budget, geometry, max_model_len=longest + 1, max_num_batched_tokens=2048,
-                           release=release).fits_one_request
+    assert kv_capacity(
+        budget, geometry, max_model_len=longest, max_num_batched_tokens=2048, release=release
+    ).fits_one_request
+    assert not kv_capacity(
+        budget, geometry, max_model_len=longest + 1, max_num_batched_tokens=2048, release=release
+    ).fits_one_request
 
 
-@pytest.mark.parametrize(("model_key", "series"), list(itertools.product(sorted(load_catalog().models), ["0.26", "0.34"])))
+@pytest.mark.parametrize(
+    ("model_key", "series"), list(itertools.product(sorted(load_catalog().models), ["0.26", "0.34"]))
+)
 def test_more_memory_never_means_fewer_tokens(model_key: str, series: str) -> None:
     geometry = load_catalog().models[model_key].geometry
     previous = -1
     for budget_gib in [0, 0.5, 1, 2, 4, 8, 16, 32, 64]:
-        capacity = kv_capacity(budget_gib * GIB, geometry, max_model_len=8192, max_num_batched_tokens=2048,
-                               release=RELEASES[series])
+        capacity = kv_capacity(
+            budget_gib * GIB, geometry, max_model_len=8192, max_num_batched_tokens=2048, release=RELEASES[series]
+        )
         assert capacity.kv_cache_tokens >= previous
         previous = capacity.kv_cache_tokens
     zero = kv_capacity(0, geometry, max_model_len=8192, max_num_batched_tokens=2048, release=RELEASES[series])
@@ -170,7 +196,16 @@ def test_versions_resolve_to_their_series_and_others_are_refused() -> None:
 
 def test_every_rule_names_the_source_it_was_read_from() -> None:
     for release in RELEASES.values():
-        for key in ("sliding_reservation", "in_flight", "grouping", "page_unification", "tokens", "block_size",
-                    "sliding_block", "budget", "batch_defaults"):
+        for key in (
+            "sliding_reservation",
+            "in_flight",
+            "grouping",
+            "page_unification",
+            "tokens",
+            "block_size",
+            "sliding_block",
+            "budget",
+            "batch_defaults",
+        ):
             assert release.sources[key].startswith(f"vllm {release.version}: "), (release.series, key)
             assert ".py:" in release.sources[key], (release.series, key)

@@ -108,9 +108,15 @@ def test_returned_runs_merge_into_the_data_file_once(script: ModuleType, tmp_pat
     data = tmp_path / "runs.json"
     data.write_text(json.dumps({"schema": script.SCHEMA, "vllm_version": "0.26.0", "runs": []}))
     result = tmp_path / "result.json"
-    run = {"name": "e2b-l4-cold", "status": "ok", "wall_s": 90.0, "figures": script.parse_engine_lines(LOG_026),
-           "engine_lines": [], "settings": {"model": "gemma-4-e2b", "cold": True},
-           "command": ["vllm", "serve", "x", "--language-model-only"]}
+    run = {
+        "name": "e2b-l4-cold",
+        "status": "ok",
+        "wall_s": 90.0,
+        "figures": script.parse_engine_lines(LOG_026),
+        "engine_lines": [],
+        "settings": {"model": "gemma-4-e2b", "cold": True},
+        "command": ["vllm", "serve", "x", "--language-model-only"],
+    }
     result.write_text(json.dumps({"environment": {"vllm": "0.26.0"}, "runs": [run]}))
     assert script.merge_runs(data, result) == 1
     assert script.merge_runs(data, result) == 0

@@ -91,9 +91,12 @@ def test_bad_numbers_and_names_are_usage_errors() -> None:
 
 @pytest.mark.parametrize(
     ("argv", "needle"),
-    [(["plan", "--model", "nope"], "Valid models"), (["plan", "--gpu", "v100"], "Valid GPUs"),
-     (["plan", "--instance", "p3.2xlarge"], "Valid instance types"),
-     (["plan", "--model", "e2b", "--encoding", "fp4"], "Valid encoding")],
+    [
+        (["plan", "--model", "nope"], "Valid models"),
+        (["plan", "--gpu", "v100"], "Valid GPUs"),
+        (["plan", "--instance", "p3.2xlarge"], "Valid instance types"),
+        (["plan", "--model", "e2b", "--encoding", "fp4"], "Valid encoding"),
+    ],
 )
 def test_cli_unknown_names_exit_2_without_traceback(argv: list[str], needle: str) -> None:
     from gemmaserve.cli.errors import run_with_error_mapping
@@ -187,8 +190,9 @@ def test_rows_sort_by_fit_or_by_cost() -> None:
 
 def test_cli_vllm_and_text_only_options() -> None:
     runner = CliRunner()
-    result = runner.invoke(app, ["plan", "--model", "e2b", "--gpu", "l4", "--vllm", "0.30.0",
-                                 "--language-model-only", "--json"])
+    result = runner.invoke(
+        app, ["plan", "--model", "e2b", "--gpu", "l4", "--vllm", "0.30.0", "--language-model-only", "--json"]
+    )
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)["rows"]
     assert all(row["vllm_version"] == "0.30" and "--language-model-only" in row["vllm_args"] for row in rows)
@@ -198,17 +202,44 @@ def test_cli_vllm_and_text_only_options() -> None:
 
 def test_json_keeps_the_old_field_names() -> None:
     row = plan_deployment("e2b", "qat-w4a16", "l4").model_dump(mode="json")
-    for name in ("model", "encoding", "repo_id", "gpu", "instance", "verdict", "fits", "binding_term", "notes",
-                 "dtype", "needs_turing_clamp", "max_model_len", "gpu_memory_utilization", "max_num_seqs",
-                 "max_num_batched_tokens", "weights_gib", "weights_source", "engine_overhead_gib", "kv_budget_gib",
-                 "kv_cache_tokens", "max_concurrency", "checkpoint_gib", "host_ram_needed_gib", "host_ram_gib",
-                 "swap_needed_gib", "disk_gib", "price_usd_per_hour", "price_source", "decode_tokens_per_s",
-                 "usd_per_million_output_tokens", "vllm_args"):
+    for name in (
+        "model",
+        "encoding",
+        "repo_id",
+        "gpu",
+        "instance",
+        "verdict",
+        "fits",
+        "binding_term",
+        "notes",
+        "dtype",
+        "needs_turing_clamp",
+        "max_model_len",
+        "gpu_memory_utilization",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "weights_gib",
+        "weights_source",
+        "engine_overhead_gib",
+        "kv_budget_gib",
+        "kv_cache_tokens",
+        "max_concurrency",
+        "checkpoint_gib",
+        "host_ram_needed_gib",
+        "host_ram_gib",
+        "swap_needed_gib",
+        "disk_gib",
+        "price_usd_per_hour",
+        "price_source",
+        "decode_tokens_per_s",
+        "usd_per_million_output_tokens",
+        "vllm_args",
+    ):
         assert name in row
     memory = row["memory"]
     assert memory["weights_gib"] + memory["non_torch_gib"] + memory["peak_activation_gib"] + (
-        memory["cudagraph_gib"] if memory["cudagraph_counted"] else 0) + memory["kv_budget_gib"] == pytest.approx(
-        memory["requested_gib"])
+        memory["cudagraph_gib"] if memory["cudagraph_counted"] else 0
+    ) + memory["kv_budget_gib"] == pytest.approx(memory["requested_gib"])
 
 
 def test_text_only_leaves_the_towers_out_of_weights_and_profiling() -> None:

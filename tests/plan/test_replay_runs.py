@@ -18,15 +18,18 @@ from gemmaserve.plan import plan_deployment
 
 RUNS_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "plan_gpu_memory_runs.json"
 DOCUMENT = json.loads(RUNS_FILE.read_text(encoding="utf-8"))
-RECORDED = [run for run in DOCUMENT["runs"] if run.get("status", "ok").startswith("ok") or
-            run["figures"].get("out_of_memory")]
+RECORDED = [
+    run for run in DOCUMENT["runs"] if run.get("status", "ok").startswith("ok") or run["figures"].get("out_of_memory")
+]
 
 
 def _replay(run: dict[str, Any]) -> Any:
     settings = run["settings"]
     gpu = resolve_gpu("h200").model_copy(update={"visible_memory_gib": settings["device_total_gib"]})
     return plan_deployment(
-        settings["model"], "bf16", gpu,
+        settings["model"],
+        "bf16",
+        gpu,
         max_model_len=settings["max_model_len"],
         gpu_memory_utilization=settings["gpu_memory_utilization"],
         max_num_seqs=settings["max_num_seqs"],
@@ -72,12 +75,15 @@ def _published() -> list[tuple[str, str, Any]]:
 PUBLISHED = _published()
 
 
-@pytest.mark.parametrize(("model", "encoding", "point"), PUBLISHED,
-                         ids=[f"{m}-{e}-{p.gpu}" for m, e, p in PUBLISHED])
+@pytest.mark.parametrize(("model", "encoding", "point"), PUBLISHED, ids=[f"{m}-{e}-{p.gpu}" for m, e, p in PUBLISHED])
 def test_published_engine_logs_are_reproduced_within_five_percent(model: str, encoding: str, point: Any) -> None:
     row = plan_deployment(
-        model, encoding, point.gpu, max_model_len=point.max_model_len,
-        gpu_memory_utilization=point.gpu_memory_utilization, vllm_version=point.vllm_version,
+        model,
+        encoding,
+        point.gpu,
+        max_model_len=point.max_model_len,
+        gpu_memory_utilization=point.gpu_memory_utilization,
+        vllm_version=point.vllm_version,
         language_model_only=point.language_model_only,
     )
     assert row.weights_gib == pytest.approx(point.weights_gib, rel=0.01)
@@ -87,5 +93,8 @@ def test_published_engine_logs_are_reproduced_within_five_percent(model: str, en
 
 def test_the_four_published_l4_runs_are_all_checked() -> None:
     assert {(m, e) for m, e, _ in PUBLISHED} >= {
-        ("gemma-4-e2b", "bf16"), ("gemma-4-e2b", "qat-w4a16"), ("gemma-4-e4b", "bf16"), ("gemma-4-e4b", "qat-w4a16"),
+        ("gemma-4-e2b", "bf16"),
+        ("gemma-4-e2b", "qat-w4a16"),
+        ("gemma-4-e4b", "bf16"),
+        ("gemma-4-e4b", "qat-w4a16"),
     }

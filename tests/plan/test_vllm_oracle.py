@@ -28,18 +28,25 @@ def test_every_supported_series_was_run() -> None:
     assert {resolve_release(version).series for version in ORACLE["releases"]} == set(SUPPORTED_SERIES)
 
 
-@pytest.mark.parametrize(("version", "case"), CASES,
-                         ids=[f"{v}-{c['model']}-{c['max_model_len']}-{c['available_bytes']}" for v, c in CASES])
+@pytest.mark.parametrize(
+    ("version", "case"), CASES, ids=[f"{v}-{c['model']}-{c['max_model_len']}-{c['available_bytes']}" for v, c in CASES]
+)
 def test_the_plan_allocates_as_vllm_does(version: str, case: dict[str, Any]) -> None:
     release = resolve_release(version)
     geometry = load_catalog().models[case["model"]].geometry
-    capacity = kv_capacity(case["available_bytes"], geometry, max_model_len=case["max_model_len"],
-                           max_num_batched_tokens=case["batched"], release=release)
+    capacity = kv_capacity(
+        case["available_bytes"],
+        geometry,
+        max_model_len=case["max_model_len"],
+        max_num_batched_tokens=case["batched"],
+        release=release,
+    )
     assert capacity.num_blocks == case["num_blocks"]
     assert capacity.kv_cache_tokens == case["kv_cache_tokens"]
     assert capacity.max_concurrency == pytest.approx(case["max_concurrency"], rel=1e-12)
     layout = kv_layout(geometry, release)
     assert layout.num_groups == len(case["group_layers"])
     assert layout.group_size == max(case["group_layers"])
-    assert sorted(spec.block_size for spec, n in zip(layout.specs, layout.groups_per_spec, strict=True)
-                  for _ in range(n)) == sorted(case["group_block_sizes"])
+    assert sorted(
+        spec.block_size for spec, n in zip(layout.specs, layout.groups_per_spec, strict=True) for _ in range(n)
+    ) == sorted(case["group_block_sizes"])

@@ -56,7 +56,9 @@ def make_spec(role_arn: str, **overrides: Any) -> DeploySpec:
     return DeploySpec(**values)
 
 
-DERIVED_T4 = "123456789012.dkr.ecr.us-east-1.amazonaws.com/gemmaserve-vllm:server-sagemaker-cuda-v2.3-gemmaserve0.1.0-turing"
+DERIVED_T4 = (
+    "123456789012.dkr.ecr.us-east-1.amazonaws.com/gemmaserve-vllm:server-sagemaker-cuda-v2.3-gemmaserve0.1.0-turing"
+)
 
 
 def record_derived_image(image_uri: str = DERIVED_T4) -> str:
@@ -64,11 +66,19 @@ def record_derived_image(image_uri: str = DERIVED_T4) -> str:
     from gemmaserve.sagemaker.build_record import ImageBuildRecord, save_record
     from gemmaserve.sagemaker.container import PINNED_IMAGE, default_image_uri
 
-    save_record(ImageBuildRecord(
-        image_uri=image_uri, region="us-east-1", build_id="gemmaserve-turing-image:1", built_at=START,
-        base_image=default_image_uri("us-east-1"), base_vllm_version=PINNED_IMAGE.vllm_version,
-        base_cuda_version=PINNED_IMAGE.cuda_version, gemmaserve_source="wheel:gemmaserve-0.1.0-py3-none-any.whl",
-        clamp_verified=True))
+    save_record(
+        ImageBuildRecord(
+            image_uri=image_uri,
+            region="us-east-1",
+            build_id="gemmaserve-turing-image:1",
+            built_at=START,
+            base_image=default_image_uri("us-east-1"),
+            base_vllm_version=PINNED_IMAGE.vllm_version,
+            base_cuda_version=PINNED_IMAGE.cuda_version,
+            gemmaserve_source="wheel:gemmaserve-0.1.0-py3-none-any.whl",
+            clamp_verified=True,
+        )
+    )
     return image_uri
 
 

@@ -15,8 +15,21 @@ REGION = "us-east-1"
 
 
 def test_deploy_dry_run_prints_calls_and_price_without_aws(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["sagemaker", "deploy", "--model", "gemma-4-e2b", "--instance", "ml.g6.xlarge",
-                        "--instance", "ml.g6.2xlarge", "--dry-run", "--json"], capsys)
+    code, out, _ = run(
+        [
+            "sagemaker",
+            "deploy",
+            "--model",
+            "gemma-4-e2b",
+            "--instance",
+            "ml.g6.xlarge",
+            "--instance",
+            "ml.g6.2xlarge",
+            "--dry-run",
+            "--json",
+        ],
+        capsys,
+    )
     assert code == 0
     outcome = json.loads(out)
     plan = outcome["plan"]
@@ -29,9 +42,27 @@ def test_deploy_dry_run_prints_calls_and_price_without_aws(capsys: pytest.Captur
 
 def test_deploy_status_list_delete_through_the_cli(aws_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
     role = make_role(aws_env("iam", REGION))
-    code, out, err = run(["sagemaker", "deploy", "--model", "gemma-4-e2b", "--instance", "ml.g4dn.xlarge",
-                          "--role-arn", role, "--name", "cli-e2b", "--region", REGION, "--skip-preflight", "--list-prices",
-                          "--yes", "--json"], capsys)
+    code, out, err = run(
+        [
+            "sagemaker",
+            "deploy",
+            "--model",
+            "gemma-4-e2b",
+            "--instance",
+            "ml.g4dn.xlarge",
+            "--role-arn",
+            role,
+            "--name",
+            "cli-e2b",
+            "--region",
+            REGION,
+            "--skip-preflight",
+            "--list-prices",
+            "--yes",
+            "--json",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert json.loads(out)["result"]["state"]["status"] == "InService"
     code, out, _ = run(["sagemaker", "status", "cli-e2b", "--region", REGION, "--json"], capsys)
@@ -47,15 +78,30 @@ def test_deploy_status_list_delete_through_the_cli(aws_env: Any, capsys: pytest.
 
 
 def test_preflight_refusal_blocks_deploy_with_exit_1(aws_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _out, err = run(["sagemaker", "deploy", "--model", "gemma-4-e2b", "--instance", "ml.g4dn.xlarge",
-                          "--role-arn", "arn:aws:iam::123456789012:role/missing", "--region", REGION, "--yes"], capsys)
+    code, _out, err = run(
+        [
+            "sagemaker",
+            "deploy",
+            "--model",
+            "gemma-4-e2b",
+            "--instance",
+            "ml.g4dn.xlarge",
+            "--role-arn",
+            "arn:aws:iam::123456789012:role/missing",
+            "--region",
+            REGION,
+            "--yes",
+        ],
+        capsys,
+    )
     assert code == 1 and "Preflight found problems" in err
     assert aws_env("sagemaker", REGION).list_models()["Models"] == []
 
 
 def test_unknown_model_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(["sagemaker", "deploy", "--model", "gemma-9", "--instance", "ml.g4dn.xlarge",
-                        "--dry-run"], capsys)
+    code, _, err = run(
+        ["sagemaker", "deploy", "--model", "gemma-9", "--instance", "ml.g4dn.xlarge", "--dry-run"], capsys
+    )
     assert code == 2 and "Unknown model" in err
 
 
@@ -86,21 +132,27 @@ def test_image_render_is_offline(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_autoscale_through_the_cli(aws_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["sagemaker", "autoscale", "e2b", "--region", REGION, "--max", "3", "--target-invocations",
-                        "60", "--json"], capsys)
+    code, out, _ = run(
+        ["sagemaker", "autoscale", "e2b", "--region", REGION, "--max", "3", "--target-invocations", "60", "--json"],
+        capsys,
+    )
     assert code == 0 and json.loads(out)["resource_id"] == "endpoint/e2b/variant/AllTraffic"
-    code, _, err = run(["sagemaker", "autoscale", "e2b", "--region", REGION, "--min", "4", "--max", "3",
-                        "--target-invocations", "60"], capsys)
+    code, _, err = run(
+        ["sagemaker", "autoscale", "e2b", "--region", REGION, "--min", "4", "--max", "3", "--target-invocations", "60"],
+        capsys,
+    )
     assert code == 2 and "--min" in err
 
 
-def test_invoke_stream_through_the_cli(fake_runtime: Any, monkeypatch: pytest.MonkeyPatch,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_invoke_stream_through_the_cli(
+    fake_runtime: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tests.sagemaker.eventstream_fake import Script, payload_part, sse_chunk
 
     monkeypatch.setenv("GEMMASERVE_AWS_ENDPOINT_URL", fake_runtime.url)
-    fake_runtime.script = lambda name, body: Script(pieces=[payload_part(sse_chunk("Paris")),
-                                                            payload_part(b"data: [DONE]\n\n")])
+    fake_runtime.script = lambda name, body: Script(
+        pieces=[payload_part(sse_chunk("Paris")), payload_part(b"data: [DONE]\n\n")]
+    )
     code, out, _ = run(["sagemaker", "invoke", "e2b", "Capital of France?", "--region", REGION, "--stream"], capsys)
     assert code == 0 and out == "Paris\n"
     assert fake_runtime.requests[0]["body"]["messages"][0]["content"] == "Capital of France?"
@@ -112,15 +164,26 @@ def test_logs_and_wait_through_the_cli(aws_env: Any, capsys: pytest.CaptureFixtu
     role = make_role(aws_env("iam", REGION))
     sm = aws_env("sagemaker", REGION)
     sm.create_model(ModelName="w-model", ExecutionRoleArn=role, PrimaryContainer={"Image": "x"})
-    sm.create_endpoint_config(EndpointConfigName="w-config", ProductionVariants=[
-        {"VariantName": "AllTraffic", "ModelName": "w-model", "InitialInstanceCount": 1,
-         "InstanceType": "ml.g4dn.xlarge"}])
+    sm.create_endpoint_config(
+        EndpointConfigName="w-config",
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": "w-model",
+                "InitialInstanceCount": 1,
+                "InstanceType": "ml.g4dn.xlarge",
+            }
+        ],
+    )
     sm.create_endpoint(EndpointName="w", EndpointConfigName="w-config")
     logs = aws_env("logs", REGION)
     logs.create_log_group(logGroupName="/aws/sagemaker/Endpoints/w")
     logs.create_log_stream(logGroupName="/aws/sagemaker/Endpoints/w", logStreamName="AllTraffic/i-1")
-    logs.put_log_events(logGroupName="/aws/sagemaker/Endpoints/w", logStreamName="AllTraffic/i-1", logEvents=[
-        {"timestamp": int(time.time() * 1000), "message": "GPU KV cache size: 146,525 tokens"}])
+    logs.put_log_events(
+        logGroupName="/aws/sagemaker/Endpoints/w",
+        logStreamName="AllTraffic/i-1",
+        logEvents=[{"timestamp": int(time.time() * 1000), "message": "GPU KV cache size: 146,525 tokens"}],
+    )
     code, out, _ = run(["sagemaker", "wait", "w", "--region", REGION, "--json"], capsys)
     assert code == 0 and json.loads(out)["status"] == "InService"
     code, out, _ = run(["sagemaker", "logs", "w", "--region", REGION, "--json"], capsys)

@@ -37,20 +37,30 @@ def sm_client() -> Any:
 
 
 def not_found(stub: Stubber, name: str = NAME) -> None:
-    stub.add_client_error("describe_endpoint", service_error_code="ValidationException",
-                          service_message=f'Could not find endpoint "{ARN}".', expected_params={"EndpointName": name})
+    stub.add_client_error(
+        "describe_endpoint",
+        service_error_code="ValidationException",
+        service_message=f'Could not find endpoint "{ARN}".',
+        expected_params={"EndpointName": name},
+    )
 
 
 def fresh(stub: Stubber, name: str = NAME) -> None:
     """No endpoint, model or config of this name yet (the checks a deploy makes before creating anything)."""
     not_found(stub, name)
-    stub.add_client_error("describe_model", service_error_code="ValidationException",
-                          service_message=f'Could not find model "arn:aws:sagemaker:{REGION}:123456789012:model/'
-                                          f'{name}-model".', expected_params={"ModelName": f"{name}-model"})
-    stub.add_client_error("describe_endpoint_config", service_error_code="ValidationException",
-                          service_message='Could not find endpoint configuration "arn:aws:sagemaker:'
-                                          f'{REGION}:123456789012:endpoint-config/{name}-config".',
-                          expected_params={"EndpointConfigName": f"{name}-config"})
+    stub.add_client_error(
+        "describe_model",
+        service_error_code="ValidationException",
+        service_message=f'Could not find model "arn:aws:sagemaker:{REGION}:123456789012:model/{name}-model".',
+        expected_params={"ModelName": f"{name}-model"},
+    )
+    stub.add_client_error(
+        "describe_endpoint_config",
+        service_error_code="ValidationException",
+        service_message='Could not find endpoint configuration "arn:aws:sagemaker:'
+        f'{REGION}:123456789012:endpoint-config/{name}-config".',
+        expected_params={"EndpointConfigName": f"{name}-config"},
+    )
 
 
 def ours_and_unshared(stub: Stubber) -> None:
@@ -59,22 +69,33 @@ def ours_and_unshared(stub: Stubber) -> None:
 
     tags = {"Tags": build_tags(owner="ana", now=START, ttl_s=3600)}
     stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
-    stub.add_response("describe_model", {"ModelName": f"{NAME}-model", "ModelArn": ARN + "-model",
-                                         "CreationTime": START}, {"ModelName": f"{NAME}-model"})
+    stub.add_response(
+        "describe_model",
+        {"ModelName": f"{NAME}-model", "ModelArn": ARN + "-model", "CreationTime": START},
+        {"ModelName": f"{NAME}-model"},
+    )
     for arn in (ARN, ARN + "-config", ARN + "-model"):
         stub.add_response("list_tags", tags, {"ResourceArn": arn})
     stub.add_response("list_endpoints", {"Endpoints": []}, {})
 
 
-def described(status: str, *, minutes: float = 1, reason: str | None = None, pools: list[dict[str, Any]] | None = None
-              ) -> dict[str, Any]:
-    variant: dict[str, Any] = {"VariantName": "AllTraffic", "CurrentInstanceCount": 1,
-                               "DeployedImages": [{"SpecifiedImage": "img:tag", "ResolvedImage": "img@sha256:abc"}]}
+def described(
+    status: str, *, minutes: float = 1, reason: str | None = None, pools: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    variant: dict[str, Any] = {
+        "VariantName": "AllTraffic",
+        "CurrentInstanceCount": 1,
+        "DeployedImages": [{"SpecifiedImage": "img:tag", "ResolvedImage": "img@sha256:abc"}],
+    }
     if pools is not None:
         variant["InstancePools"] = pools
     response: dict[str, Any] = {
-        "EndpointName": NAME, "EndpointArn": ARN, "EndpointConfigName": f"{NAME}-config", "EndpointStatus": status,
-        "CreationTime": START - timedelta(minutes=minutes), "LastModifiedTime": START,
+        "EndpointName": NAME,
+        "EndpointArn": ARN,
+        "EndpointConfigName": f"{NAME}-config",
+        "EndpointStatus": status,
+        "CreationTime": START - timedelta(minutes=minutes),
+        "LastModifiedTime": START,
         "ProductionVariants": [variant],
     }
     if reason:
@@ -83,9 +104,21 @@ def described(status: str, *, minutes: float = 1, reason: str | None = None, poo
 
 
 def pools_config() -> dict[str, Any]:
-    return {"EndpointConfigName": f"{NAME}-config", "EndpointConfigArn": ARN + "-config", "CreationTime": START,
-            "ProductionVariants": [{"VariantName": "AllTraffic", "ModelName": f"{NAME}-model", "InstancePools": [
-                {"InstanceType": "ml.g6.xlarge", "Priority": 1}, {"InstanceType": "ml.g6.2xlarge", "Priority": 2}]}]}
+    return {
+        "EndpointConfigName": f"{NAME}-config",
+        "EndpointConfigArn": ARN + "-config",
+        "CreationTime": START,
+        "ProductionVariants": [
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": f"{NAME}-model",
+                "InstancePools": [
+                    {"InstanceType": "ml.g6.xlarge", "Priority": 1},
+                    {"InstanceType": "ml.g6.2xlarge", "Priority": 2},
+                ],
+            }
+        ],
+    }
 
 
 def test_instance_pools_plan_is_accepted_by_the_service_model() -> None:
@@ -94,16 +127,24 @@ def test_instance_pools_plan_is_accepted_by_the_service_model() -> None:
     plan = plan_deploy(spec, region=REGION, now=START)
     variant = plan.calls[1].params["ProductionVariants"][0]
     assert "InstanceType" not in variant
-    assert variant["InstancePools"] == [{"InstanceType": "ml.g6.xlarge", "Priority": 1},
-                                        {"InstanceType": "ml.g6.2xlarge", "Priority": 2}]
+    assert variant["InstancePools"] == [
+        {"InstanceType": "ml.g6.xlarge", "Priority": 1},
+        {"InstanceType": "ml.g6.2xlarge", "Priority": 2},
+    ]
     assert variant["InferenceAmiVersion"] == "al2023-ami-sagemaker-inference-gpu-4-1"
     with Stubber(sm) as stub:
         fresh(stub)
         for planned in plan.calls:
-            op = {"CreateModel": "create_model", "CreateEndpointConfig": "create_endpoint_config",
-                  "CreateEndpoint": "create_endpoint"}[planned.operation]
-            key = {"create_model": "ModelArn", "create_endpoint_config": "EndpointConfigArn",
-                   "create_endpoint": "EndpointArn"}[op]
+            op = {
+                "CreateModel": "create_model",
+                "CreateEndpointConfig": "create_endpoint_config",
+                "CreateEndpoint": "create_endpoint",
+            }[planned.operation]
+            key = {
+                "create_model": "ModelArn",
+                "create_endpoint_config": "EndpointConfigArn",
+                "create_endpoint": "EndpointArn",
+            }[op]
             stub.add_response(op, {key: ARN}, expected_params=planned.params)
         result = execute_deploy(sm, plan, now=lambda: START)
         stub.assert_no_pending_responses()
@@ -113,9 +154,17 @@ def test_instance_pools_plan_is_accepted_by_the_service_model() -> None:
 def test_status_reports_the_placed_pool_type_and_resolved_image() -> None:
     sm = sm_client()
     with Stubber(sm) as stub:
-        stub.add_response("describe_endpoint", described("InService", pools=[
-            {"InstanceType": "ml.g6.xlarge", "CurrentInstanceCount": 0},
-            {"InstanceType": "ml.g6.2xlarge", "CurrentInstanceCount": 1}]), {"EndpointName": NAME})
+        stub.add_response(
+            "describe_endpoint",
+            described(
+                "InService",
+                pools=[
+                    {"InstanceType": "ml.g6.xlarge", "CurrentInstanceCount": 0},
+                    {"InstanceType": "ml.g6.2xlarge", "CurrentInstanceCount": 1},
+                ],
+            ),
+            {"EndpointName": NAME},
+        )
         state = describe_endpoint_state(sm, NAME, region=REGION, now=START)
     assert state.instance_type == "ml.g6.2xlarge"
     assert state.pool_types == ["ml.g6.xlarge", "ml.g6.2xlarge"]
@@ -129,9 +178,13 @@ def test_quota_error_on_create_is_quota_exceeded_and_tears_down() -> None:
         fresh(stub)
         stub.add_response("create_model", {"ModelArn": ARN}, expected_params=plan.calls[0].params)
         stub.add_response("create_endpoint_config", {"EndpointConfigArn": ARN}, expected_params=plan.calls[1].params)
-        stub.add_client_error("create_endpoint", service_error_code="ResourceLimitExceeded",
-                              service_message="The account-level service limit 'ml.g6.xlarge for endpoint usage' is 0",
-                              http_status_code=400, expected_params=plan.calls[2].params)
+        stub.add_client_error(
+            "create_endpoint",
+            service_error_code="ResourceLimitExceeded",
+            service_message="The account-level service limit 'ml.g6.xlarge for endpoint usage' is 0",
+            http_status_code=400,
+            expected_params=plan.calls[2].params,
+        )
         stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": f"{NAME}-config"})
         stub.add_response("delete_model", {}, {"ModelName": f"{NAME}-model"})
         with pytest.raises(QuotaExceeded) as info:
@@ -148,9 +201,15 @@ def test_creating_then_failed_for_capacity_raises_capacity_unavailable() -> None
         for minutes in (1, 10):
             stub.add_response("describe_endpoint", described("Creating", minutes=minutes), {"EndpointName": NAME})
             stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
-        stub.add_response("describe_endpoint", described(
-            "Failed", minutes=31, reason="Unable to provision requested ML compute capacity due to "
-            "InsufficientInstanceCapacity error."), {"EndpointName": NAME})
+        stub.add_response(
+            "describe_endpoint",
+            described(
+                "Failed",
+                minutes=31,
+                reason="Unable to provision requested ML compute capacity due to InsufficientInstanceCapacity error.",
+            ),
+            {"EndpointName": NAME},
+        )
         stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
         with pytest.raises(CapacityUnavailable) as info:
             wait_for_endpoint(sm, None, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=60)
@@ -161,8 +220,11 @@ def test_creating_then_failed_for_capacity_raises_capacity_unavailable() -> None
 def test_cannot_start_container_says_to_set_the_ami() -> None:
     sm = sm_client()
     with Stubber(sm) as stub:
-        stub.add_response("describe_endpoint", described("Failed", reason="CannotStartContainerError. Please ensure "
-                                                         "the model container is valid."), {"EndpointName": NAME})
+        stub.add_response(
+            "describe_endpoint",
+            described("Failed", reason="CannotStartContainerError. Please ensure the model container is valid."),
+            {"EndpointName": NAME},
+        )
         stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
         with pytest.raises(EndpointFailed) as info:
             wait_for_endpoint(sm, None, NAME, region=REGION, now=lambda: START, sleep=lambda s: None)
@@ -195,10 +257,15 @@ def test_delete_waits_while_creating_then_deletes_everything() -> None:
             stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
         stub.add_response("delete_endpoint", {}, {"EndpointName": NAME})
         stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": f"{NAME}-config"})
-        stub.add_client_error("delete_model", service_error_code="ValidationException",
-                              service_message='Could not find model "x".', expected_params={"ModelName": f"{NAME}-model"})
-        report = delete_deployment(sm, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=20,
-                                   progress=progress.append)
+        stub.add_client_error(
+            "delete_model",
+            service_error_code="ValidationException",
+            service_message='Could not find model "x".',
+            expected_params={"ModelName": f"{NAME}-model"},
+        )
+        report = delete_deployment(
+            sm, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=20, progress=progress.append
+        )
         stub.assert_no_pending_responses()
     assert report.deleted == [f"endpoint:{NAME}", f"endpoint-config:{NAME}-config"]
     assert report.absent == [f"model:{NAME}-model"]
@@ -226,9 +293,12 @@ def test_failure_midway_deletes_only_what_this_run_made() -> None:
     with Stubber(sm) as stub:
         fresh(stub)
         stub.add_response("create_model", {"ModelArn": ARN}, expected_params=plan.calls[0].params)
-        stub.add_client_error("create_endpoint_config", service_error_code="ValidationException",
-                              service_message="Cannot create already existing endpoint configuration",
-                              expected_params=plan.calls[1].params)
+        stub.add_client_error(
+            "create_endpoint_config",
+            service_error_code="ValidationException",
+            service_message="Cannot create already existing endpoint configuration",
+            expected_params=plan.calls[1].params,
+        )
         # "already existing" may be botocore retrying a call that succeeded, or someone else's config made
         # meanwhile: the tags decide. Here they are not this run's, so the config is left alone.
         stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
@@ -249,9 +319,12 @@ def test_a_retried_create_that_had_succeeded_is_still_torn_down() -> None:
     with Stubber(sm) as stub:
         fresh(stub)
         stub.add_response("create_model", {"ModelArn": ARN}, expected_params=plan.calls[0].params)
-        stub.add_client_error("create_endpoint_config", service_error_code="ValidationException",
-                              service_message="Cannot create already existing endpoint configuration",
-                              expected_params=plan.calls[1].params)
+        stub.add_client_error(
+            "create_endpoint_config",
+            service_error_code="ValidationException",
+            service_message="Cannot create already existing endpoint configuration",
+            expected_params=plan.calls[1].params,
+        )
         stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
         stub.add_response("list_tags", {"Tags": plan.calls[1].params["Tags"]}, {"ResourceArn": ARN + "-config"})
         stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": f"{NAME}-config"})
@@ -276,12 +349,23 @@ def test_a_failing_teardown_still_raises_the_original_error_and_says_how_to_fini
     with Stubber(sm) as stub:
         fresh(stub)
         stub.add_response("create_model", {"ModelArn": ARN}, expected_params=plan.calls[0].params)
-        stub.add_client_error("create_endpoint_config", service_error_code="ThrottlingException",
-                              service_message="Rate exceeded", expected_params=plan.calls[1].params)
-        stub.add_client_error("delete_model", service_error_code="AccessDeniedException", http_status_code=400,
-                              expected_params={"ModelName": f"{NAME}-model"})
-        stub.add_response("describe_model", {"ModelName": f"{NAME}-model", "ModelArn": ARN, "CreationTime": START},
-                          {"ModelName": f"{NAME}-model"})
+        stub.add_client_error(
+            "create_endpoint_config",
+            service_error_code="ThrottlingException",
+            service_message="Rate exceeded",
+            expected_params=plan.calls[1].params,
+        )
+        stub.add_client_error(
+            "delete_model",
+            service_error_code="AccessDeniedException",
+            http_status_code=400,
+            expected_params={"ModelName": f"{NAME}-model"},
+        )
+        stub.add_response(
+            "describe_model",
+            {"ModelName": f"{NAME}-model", "ModelArn": ARN, "CreationTime": START},
+            {"ModelName": f"{NAME}-model"},
+        )
         with pytest.raises(AwsError, match="Rate exceeded"):
             execute_deploy(sm, plan, now=lambda: START, progress=progress.append)
     assert f"gemmaserve sagemaker delete {NAME} --region {REGION} --yes" in progress[-1]

@@ -33,19 +33,32 @@ def test_the_pinned_base_carries_a_vllm_the_clamp_supports() -> None:
 
 
 def test_by_default_gemmaserve_goes_in_as_a_wheel_not_from_the_index() -> None:
-    plan = plan_image_build(region=REGION, account=ACCOUNT, wheel_name="gemmaserve-0.1.0-py3-none-any.whl",
-                            wheel_sha256="ab" * 32)
+    plan = plan_image_build(
+        region=REGION, account=ACCOUNT, wheel_name="gemmaserve-0.1.0-py3-none-any.whl", wheel_sha256="ab" * 32
+    )
     assert "COPY gemmaserve-0.1.0-py3-none-any.whl /tmp/" in plan.dockerfile
-    assert "gemmaserve==" not in plan.dockerfile and "pip install --no-cache-dir -c /tmp/gemmaserve-keep.txt " \
-        "/tmp/gemmaserve-0.1.0-py3-none-any.whl" in plan.dockerfile
+    assert (
+        "gemmaserve==" not in plan.dockerfile
+        and "pip install --no-cache-dir -c /tmp/gemmaserve-keep.txt /tmp/gemmaserve-0.1.0-py3-none-any.whl"
+        in plan.dockerfile
+    )
     assert f'echo "{"ab" * 32}  gemmaserve-0.1.0-py3-none-any.whl" | sha256sum -c -' in plan.buildspec
-    assert plan.wheel_s3_uri == f"s3://gemmaserve-build-{ACCOUNT}-{REGION}/wheels/{'ab' * 32}/" \
+    assert (
+        plan.wheel_s3_uri == f"s3://gemmaserve-build-{ACCOUNT}-{REGION}/wheels/{'ab' * 32}/"
         "gemmaserve-0.1.0-py3-none-any.whl"
+    )
 
 
 def _preflight_clamp(image: str, factory: Any) -> str:
-    report = api.preflight("gemma-4-e2b", "qat-w4a16", ["ml.g4dn.xlarge"], regions=[REGION], image_uri=image,
-                           check_model=None, factory=factory)
+    report = api.preflight(
+        "gemma-4-e2b",
+        "qat-w4a16",
+        ["ml.g4dn.xlarge"],
+        regions=[REGION],
+        image_uri=image,
+        check_model=None,
+        factory=factory,
+    )
     return next(f.status.value for f in report.findings if f.check == "turing-clamp")
 
 
@@ -53,10 +66,19 @@ def test_a_tag_that_says_turing_proves_nothing(moto_factory: Any) -> None:
     image = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/gemmaserve-vllm:stock-vllm-tagged-turing"
     assert _preflight_clamp(image, moto_factory) == "unknown"
     assert _preflight_clamp(default_image_uri(REGION), moto_factory) == "fail"
-    save_record(ImageBuildRecord(image_uri=image, region=REGION, build_id="b:1", built_at=datetime.now(UTC),
-                                 base_image=default_image_uri(REGION), base_vllm_version=PINNED_IMAGE.vllm_version,
-                                 base_cuda_version=PINNED_IMAGE.cuda_version, gemmaserve_source="wheel:x",
-                                 clamp_verified=True))
+    save_record(
+        ImageBuildRecord(
+            image_uri=image,
+            region=REGION,
+            build_id="b:1",
+            built_at=datetime.now(UTC),
+            base_image=default_image_uri(REGION),
+            base_vllm_version=PINNED_IMAGE.vllm_version,
+            base_cuda_version=PINNED_IMAGE.cuda_version,
+            gemmaserve_source="wheel:x",
+            clamp_verified=True,
+        )
+    )
     assert _preflight_clamp(image, moto_factory) == "ok"
 
 
@@ -83,30 +105,54 @@ class StubbedCodeBuild:
         return self.client if service == "codebuild" else self.moto(service, region)
 
 
-def test_image_build_uploads_the_wheel_checks_its_hash_and_records_the_build(moto_factory: Any,
-                                                                             tmp_path: Path) -> None:
+def test_image_build_uploads_the_wheel_checks_its_hash_and_records_the_build(moto_factory: Any, tmp_path: Path) -> None:
     wheel = tmp_path / "gemmaserve-0.1.0-py3-none-any.whl"
     wheel.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip: its bytes are what matter here
     sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
     factory = StubbedCodeBuild(moto_factory)
     stub = factory.stub
     stub.add_response("batch_get_projects", {"projects": []}, {"names": ["gemmaserve-turing-image"]})
-    stub.add_response("create_project", {"project": {"name": "gemmaserve-turing-image"}},
-                      {"name": "gemmaserve-turing-image", "source": ANY, "artifacts": ANY, "environment": ANY,
-                       "serviceRole": ANY, "timeoutInMinutes": 90, "tags": ANY})
+    stub.add_response(
+        "create_project",
+        {"project": {"name": "gemmaserve-turing-image"}},
+        {
+            "name": "gemmaserve-turing-image",
+            "source": ANY,
+            "artifacts": ANY,
+            "environment": ANY,
+            "serviceRole": ANY,
+            "timeoutInMinutes": 90,
+            "tags": ANY,
+        },
+    )
     stub.add_response("start_build", {"build": {"id": "gemmaserve-turing-image:7", "buildStatus": "IN_PROGRESS"}})
-    stub.add_response("batch_get_builds", {"builds": [{"id": "gemmaserve-turing-image:7", "buildStatus": "SUCCEEDED",
-                                                       "currentPhase": "COMPLETED", "phases": []}]})
+    stub.add_response(
+        "batch_get_builds",
+        {
+            "builds": [
+                {
+                    "id": "gemmaserve-turing-image:7",
+                    "buildStatus": "SUCCEEDED",
+                    "currentPhase": "COMPLETED",
+                    "phases": [],
+                }
+            ]
+        },
+    )
     result = build_image(factory, region=REGION, wheel_path=wheel, sleep=lambda s: None)
     stub.assert_no_pending_responses()
-    body = moto_factory("s3", REGION).get_object(Bucket=f"gemmaserve-build-{ACCOUNT}-{REGION}",
-                                                 Key=f"wheels/{sha}/{wheel.name}")["Body"].read()
+    body = (
+        moto_factory("s3", REGION)
+        .get_object(Bucket=f"gemmaserve-build-{ACCOUNT}-{REGION}", Key=f"wheels/{sha}/{wheel.name}")["Body"]
+        .read()
+    )
     assert body == wheel.read_bytes()
     assert result.plan.wheel_sha256 == sha and f"{sha}  {wheel.name}" in result.plan.buildspec
     dockerfile = base64.b64decode(result.plan.buildspec.split('DOCKERFILE_B64: "')[1].split('"')[0]).decode()
     assert f"COPY {wheel.name}" in dockerfile
-    policy = moto_factory("iam", REGION).get_role_policy(RoleName=f"gemmaserve-turing-image-{REGION}",
-                                                         PolicyName="gemmaserve-image-build")["PolicyDocument"]
+    policy = moto_factory("iam", REGION).get_role_policy(
+        RoleName=f"gemmaserve-turing-image-{REGION}", PolicyName="gemmaserve-image-build"
+    )["PolicyDocument"]
     read = next(s for s in policy["Statement"] if s["Sid"] == "ReadWheel")
     assert read["Resource"] == f"arn:aws:s3:::gemmaserve-build-{ACCOUNT}-{REGION}/wheels/{sha}/{wheel.name}"
     record = find_record(result.plan.target_image)
@@ -120,16 +166,23 @@ def test_ctrl_c_while_following_a_build_says_how_to_stop_it(moto_factory: Any) -
     stub.add_response("batch_get_projects", {"projects": []}, {"names": ["gemmaserve-turing-image"]})
     stub.add_response("create_project", {"project": {"name": "gemmaserve-turing-image"}})
     stub.add_response("start_build", {"build": {"id": "gemmaserve-turing-image:9", "buildStatus": "IN_PROGRESS"}})
-    stub.add_response("batch_get_builds", {"builds": [{"id": "gemmaserve-turing-image:9", "buildStatus": "IN_PROGRESS",
-                                                       "currentPhase": "BUILD"}]})
+    stub.add_response(
+        "batch_get_builds",
+        {"builds": [{"id": "gemmaserve-turing-image:9", "buildStatus": "IN_PROGRESS", "currentPhase": "BUILD"}]},
+    )
 
     def ctrl_c(_: float) -> None:
         raise KeyboardInterrupt
 
     progress: list[str] = []
     with pytest.raises(KeyboardInterrupt):
-        build_image(factory, region=REGION, requirement="gemmaserve @ git+https://github.com/example/gemmaserve",
-                    sleep=ctrl_c, progress=progress.append)
+        build_image(
+            factory,
+            region=REGION,
+            requirement="gemmaserve @ git+https://github.com/example/gemmaserve",
+            sleep=ctrl_c,
+            progress=progress.append,
+        )
     assert "aws codebuild stop-build --id gemmaserve-turing-image:9 --region us-east-1" in progress[-1]
     assert find_record(plan_image_build(region=REGION, account=ACCOUNT).target_image) is None  # nothing recorded
 
@@ -143,17 +196,25 @@ def test_the_build_writes_its_record_from_inside_the_image(tmp_path: Path) -> No
 
     from gemmaserve.sagemaker.image import RECORD_SCRIPT
 
-    plan = plan_image_build(region=REGION, account=ACCOUNT, wheel_name="gemmaserve-0.1.0-py3-none-any.whl",
-                            wheel_sha256="cd" * 32)
+    plan = plan_image_build(
+        region=REGION, account=ACCOUNT, wheel_name="gemmaserve-0.1.0-py3-none-any.whl", wheel_sha256="cd" * 32
+    )
     assert f"aws s3 cp build-record.json {plan.record_s3_uri}" in plan.buildspec
     assert f"RECORD_SCRIPT: {json.dumps(RECORD_SCRIPT)}" in plan.buildspec
     (tmp_path / "vllm.py").write_text('__version__ = "0.27.0+amzn2023.4bdc8a78"\n')
     (tmp_path / "torch.py").write_text("class version:\n    cuda = '13.0'\n")
-    env = dict(os.environ, PYTHONPATH=str(tmp_path), TARGET_IMAGE=plan.target_image, AWS_REGION=REGION,
-               CODEBUILD_BUILD_ID="gemmaserve-turing-image:3", BASE_IMAGE=plan.base_image,
-               GEMMASERVE_SOURCE=plan.gemmaserve_source)
-    completed = subprocess.run([sys.executable, "-c", RECORD_SCRIPT], env=env, capture_output=True, text=True,
-                               timeout=60, check=True)
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(tmp_path),
+        TARGET_IMAGE=plan.target_image,
+        AWS_REGION=REGION,
+        CODEBUILD_BUILD_ID="gemmaserve-turing-image:3",
+        BASE_IMAGE=plan.base_image,
+        GEMMASERVE_SOURCE=plan.gemmaserve_source,
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", RECORD_SCRIPT], env=env, capture_output=True, text=True, timeout=60, check=True
+    )
     record = ImageBuildRecord.model_validate(json.loads(completed.stdout))
     assert record.image_uri == plan.target_image and record.base_vllm_version == "0.27.0+amzn2023.4bdc8a78"
     assert record.base_cuda_version == "13.0" and record.clamp_verified
@@ -166,8 +227,14 @@ def test_preflight_on_another_host_reads_the_record_the_build_wrote(moto_factory
     image = plan_image_build(region=REGION, account=ACCOUNT).target_image
 
     def clamp() -> Any:
-        report = run_preflight(moto_factory, model="gemma-4-e2b", encoding="qat-w4a16",
-                               instance_types=["ml.g4dn.xlarge"], regions=[REGION], image_uri=image)
+        report = run_preflight(
+            moto_factory,
+            model="gemma-4-e2b",
+            encoding="qat-w4a16",
+            instance_types=["ml.g4dn.xlarge"],
+            regions=[REGION],
+            image_uri=image,
+        )
         return next(f for f in report.findings if f.check == "turing-clamp")
 
     missing = clamp()
@@ -175,14 +242,25 @@ def test_preflight_on_another_host_reads_the_record_the_build_wrote(moto_factory
     bucket, _, key = record_location(image).removeprefix("s3://").partition("/")
     s3 = moto_factory("s3", REGION)
     s3.create_bucket(Bucket=bucket)
-    record = ImageBuildRecord(image_uri=image, region=REGION, build_id="gemmaserve-turing-image:3",
-                              built_at=datetime.now(UTC), base_image=default_image_uri(REGION),
-                              base_vllm_version="0.27.0+amzn2023.4bdc8a78", base_cuda_version="13.0",
-                              gemmaserve_source="wheel:x", clamp_verified=True)
+    record = ImageBuildRecord(
+        image_uri=image,
+        region=REGION,
+        build_id="gemmaserve-turing-image:3",
+        built_at=datetime.now(UTC),
+        base_image=default_image_uri(REGION),
+        base_vllm_version="0.27.0+amzn2023.4bdc8a78",
+        base_cuda_version="13.0",
+        gemmaserve_source="wheel:x",
+        clamp_verified=True,
+    )
     s3.put_object(Bucket=bucket, Key=key, Body=record.model_dump_json().encode())
     found = clamp()
     assert found.status.value == "ok" and "build gemmaserve-turing-image:3 verified it" in found.detail
-    policy_record = next(s for s in __import__("gemmaserve.sagemaker.codebuild", fromlist=["x"]).codebuild_role_policy(
-        region=REGION, account=ACCOUNT, project="p", base_image=default_image_uri(REGION),
-        target_image=image)["Statement"] if s["Sid"] == "WriteBuildRecord")
+    policy_record = next(
+        s
+        for s in __import__("gemmaserve.sagemaker.codebuild", fromlist=["x"]).codebuild_role_policy(
+            region=REGION, account=ACCOUNT, project="p", base_image=default_image_uri(REGION), target_image=image
+        )["Statement"]
+        if s["Sid"] == "WriteBuildRecord"
+    )
     assert policy_record["Resource"] == f"arn:aws:s3:::{bucket}/{key}"

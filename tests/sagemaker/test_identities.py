@@ -17,8 +17,15 @@ ACCOUNT = "123456789012"  # moto's
 
 
 def findings(factory: Any, role_arn: str, regions: list[str]) -> dict[str, str]:
-    report = api.preflight("gemma-4-e2b", "qat-w4a16", ["ml.g6.xlarge"], regions=regions, role_arn=role_arn,
-                           check_model=None, factory=factory)
+    report = api.preflight(
+        "gemma-4-e2b",
+        "qat-w4a16",
+        ["ml.g6.xlarge"],
+        regions=regions,
+        role_arn=role_arn,
+        check_model=None,
+        factory=factory,
+    )
     return {f.check: f.status.value for f in report.findings if f.check.startswith(("execution-role", "role-"))}
 
 
@@ -38,8 +45,9 @@ def test_role_create_adds_a_region_without_breaking_the_first(aws_env: Any, caps
     arn = json.loads(out)["role_arn"]
     code, out, err = run(["sagemaker", "role", "create", "--region", "eu-west-1", "--json"], capsys)
     assert code == 0, err
-    stored = aws_env("iam", "us-east-1").get_role_policy(RoleName="gemmaserve-endpoint",
-                                                         PolicyName=EXECUTION_POLICY_NAME)["PolicyDocument"]
+    stored = aws_env("iam", "us-east-1").get_role_policy(
+        RoleName="gemmaserve-endpoint", PolicyName=EXECUTION_POLICY_NAME
+    )["PolicyDocument"]
     assert policy_regions(stored) == ["us-east-1", "eu-west-1"]
     pulls = next(s for s in stored["Statement"] if s["Sid"] == "EcrPull")["Resource"]
     assert "arn:aws:ecr:us-east-1:763104351884:repository/vllm" in pulls
@@ -47,8 +55,9 @@ def test_role_create_adds_a_region_without_breaking_the_first(aws_env: Any, caps
     assert findings(aws_env, arn, ["us-east-1", "eu-west-1"]) == {"execution-role": "ok", "role-regions": "ok"}
 
 
-def test_role_create_with_several_regions_and_preflight_names_a_missing_one(aws_env: Any,
-                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_role_create_with_several_regions_and_preflight_names_a_missing_one(
+    aws_env: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = run(["sagemaker", "role", "create", "--regions", "us-east-1,us-west-2", "--json"], capsys)
     arn = json.loads(out)["role_arn"]
     assert code == 0
@@ -56,9 +65,9 @@ def test_role_create_with_several_regions_and_preflight_names_a_missing_one(aws_
     assert found == {"execution-role": "ok", "role-regions:eu-central-1": "fail", "role-regions": "ok"}
 
 
-def test_trust_policy_names_the_account_and_an_old_role_is_brought_up_to_date(aws_env: Any,
-                                                                               capsys: pytest.CaptureFixture[str]
-                                                                               ) -> None:
+def test_trust_policy_names_the_account_and_an_old_role_is_brought_up_to_date(
+    aws_env: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     iam = aws_env("iam", "us-east-1")
     make_role(iam, name="gemmaserve-endpoint")  # an earlier version's role: trust without a condition
     code, _, err = run(["sagemaker", "role", "create", "--region", "us-east-1"], capsys)

@@ -51,14 +51,16 @@ def test_dockerfile_keeps_the_base_and_fails_without_sm_75() -> None:
 
 def test_the_arch_check_fails_on_a_torch_without_sm_75() -> None:
     # The CPU torch of this machine has no CUDA kernels at all: the build step must refuse it.
-    completed = subprocess.run([sys.executable, "-c", ARCH_CHECK], capture_output=True, text=True, timeout=120,
-                               check=False)
+    completed = subprocess.run(
+        [sys.executable, "-c", ARCH_CHECK], capture_output=True, text=True, timeout=120, check=False
+    )
     assert completed.returncode != 0 and "no sm_75" in completed.stderr
 
 
 def test_execution_policy_is_least_privilege() -> None:
-    policy = execution_role_policy(regions=[REGION], account_id="123456789012", image_uris=[BASE],
-                                   s3_model_uri="s3://models/gemma4/e2b/")
+    policy = execution_role_policy(
+        regions=[REGION], account_id="123456789012", image_uris=[BASE], s3_model_uri="s3://models/gemma4/e2b/"
+    )
     actions = {a for s in policy["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
     assert "sagemaker:*" not in actions and not any(a.endswith(":*") for a in actions)
     pull = next(s for s in policy["Statement"] if s["Sid"] == "EcrPull")
@@ -94,9 +96,17 @@ class StubbedCodeBuild:
 
 
 def _build(status: str, phase: str) -> dict[str, Any]:
-    return {"builds": [{"id": "gemmaserve-turing-image:1", "buildStatus": status, "currentPhase": phase,
-                        "phases": [{"phaseType": "BUILD", "phaseStatus": "SUCCEEDED", "durationInSeconds": 900}],
-                        "logs": {"deepLink": "https://console/logs"}}]}
+    return {
+        "builds": [
+            {
+                "id": "gemmaserve-turing-image:1",
+                "buildStatus": status,
+                "currentPhase": phase,
+                "phases": [{"phaseType": "BUILD", "phaseStatus": "SUCCEEDED", "durationInSeconds": 900}],
+                "logs": {"deepLink": "https://console/logs"},
+            }
+        ]
+    }
 
 
 def test_image_build_creates_resources_idempotently_and_follows_the_build(moto_factory: Any) -> None:
@@ -104,25 +114,46 @@ def test_image_build_creates_resources_idempotently_and_follows_the_build(moto_f
     factory = StubbedCodeBuild(moto_factory)
     plan = plan_image_build(region=REGION, account="123456789012", requirement=GIT_REQUIREMENT)
     role_arn = "arn:aws:iam::123456789012:role/gemmaserve-turing-image-us-east-1"
-    project = {"name": plan.project, "source": {"type": "NO_SOURCE", "buildspec": plan.buildspec},
-               "artifacts": {"type": "NO_ARTIFACTS"},
-               "environment": {"type": "LINUX_CONTAINER", "image": "aws/codebuild/standard:7.0",
-                               "computeType": "BUILD_GENERAL1_LARGE", "privilegedMode": True},
-               "serviceRole": role_arn, "timeoutInMinutes": 90,
-               "tags": [{"key": "gemmaserve:tool", "value": "gemmaserve"}]}
+    project = {
+        "name": plan.project,
+        "source": {"type": "NO_SOURCE", "buildspec": plan.buildspec},
+        "artifacts": {"type": "NO_ARTIFACTS"},
+        "environment": {
+            "type": "LINUX_CONTAINER",
+            "image": "aws/codebuild/standard:7.0",
+            "computeType": "BUILD_GENERAL1_LARGE",
+            "privilegedMode": True,
+        },
+        "serviceRole": role_arn,
+        "timeoutInMinutes": 90,
+        "tags": [{"key": "gemmaserve:tool", "value": "gemmaserve"}],
+    }
     stub = factory.stub
     stub.add_response("batch_get_projects", {"projects": []}, {"names": [plan.project]})
-    stub.add_client_error("create_project", service_error_code="InvalidInputException",
-                          service_message="CodeBuild is not authorized to perform: sts:AssumeRole on " + role_arn,
-                          expected_params=project)
+    stub.add_client_error(
+        "create_project",
+        service_error_code="InvalidInputException",
+        service_message="CodeBuild is not authorized to perform: sts:AssumeRole on " + role_arn,
+        expected_params=project,
+    )
     stub.add_response("create_project", {"project": {"name": plan.project}}, project)
-    stub.add_response("start_build", {"build": {"id": "gemmaserve-turing-image:1", "buildStatus": "IN_PROGRESS"}},
-                      {"projectName": plan.project})
+    stub.add_response(
+        "start_build",
+        {"build": {"id": "gemmaserve-turing-image:1", "buildStatus": "IN_PROGRESS"}},
+        {"projectName": plan.project},
+    )
     stub.add_response("batch_get_builds", _build("IN_PROGRESS", "BUILD"), {"ids": ["gemmaserve-turing-image:1"]})
     stub.add_response("batch_get_builds", _build("SUCCEEDED", "COMPLETED"), {"ids": ["gemmaserve-turing-image:1"]})
     progress: list[str] = []
-    result = build_image(factory, region=REGION, now=clock.now, sleep=clock.sleep, progress=progress.append,
-                         poll_s=5, requirement=GIT_REQUIREMENT)
+    result = build_image(
+        factory,
+        region=REGION,
+        now=clock.now,
+        sleep=clock.sleep,
+        progress=progress.append,
+        poll_s=5,
+        requirement=GIT_REQUIREMENT,
+    )
     stub.assert_no_pending_responses()
     assert result.status == "SUCCEEDED" and result.image_uri == plan.target_image
     assert result.repository_uri == "123456789012.dkr.ecr.us-east-1.amazonaws.com/gemmaserve-vllm"
@@ -130,15 +161,20 @@ def test_image_build_creates_resources_idempotently_and_follows_the_build(moto_f
     # Second run: role and repository exist, the project is updated, not created.
     stub.add_response("batch_get_projects", {"projects": [{"name": plan.project}]}, {"names": [plan.project]})
     stub.add_response("update_project", {"project": {"name": plan.project}}, project)
-    stub.add_response("start_build", {"build": {"id": "gemmaserve-turing-image:2", "buildStatus": "IN_PROGRESS"}},
-                      {"projectName": plan.project})
-    again = build_image(factory, region=REGION, follow=False, now=clock.now, sleep=clock.sleep,
-                        requirement=GIT_REQUIREMENT)
+    stub.add_response(
+        "start_build",
+        {"build": {"id": "gemmaserve-turing-image:2", "buildStatus": "IN_PROGRESS"}},
+        {"projectName": plan.project},
+    )
+    again = build_image(
+        factory, region=REGION, follow=False, now=clock.now, sleep=clock.sleep, requirement=GIT_REQUIREMENT
+    )
     stub.assert_no_pending_responses()
     assert again.role is not None and not again.role.created
     assert len(moto_factory("ecr", REGION).describe_repositories()["repositories"]) == 1
-    policy = codebuild_role_policy(region=REGION, account="123456789012", project="p", base_image=BASE,
-                                   target_image=plan.target_image)
+    policy = codebuild_role_policy(
+        region=REGION, account="123456789012", project="p", base_image=BASE, target_image=plan.target_image
+    )
     push = next(s for s in policy["Statement"] if s["Sid"] == "PushTarget")
     assert push["Resource"] == "arn:aws:ecr:us-east-1:123456789012:repository/gemmaserve-vllm"
 
@@ -163,11 +199,13 @@ def test_image_build_dry_run_creates_nothing(moto_factory: Any) -> None:
 
 def test_autoscaling_registers_target_tracking(moto_factory: Any) -> None:
     aas = moto_factory("application-autoscaling", REGION)
-    result = configure_autoscaling(aas, "gemma4-e2b-l4", region=REGION, min_instances=1, max_instances=4,
-                                   target_invocations_per_instance=120)
+    result = configure_autoscaling(
+        aas, "gemma4-e2b-l4", region=REGION, min_instances=1, max_instances=4, target_invocations_per_instance=120
+    )
     targets = aas.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
     assert [(t["ResourceId"], t["MinCapacity"], t["MaxCapacity"]) for t in targets] == [
-        ("endpoint/gemma4-e2b-l4/variant/AllTraffic", 1, 4)]
+        ("endpoint/gemma4-e2b-l4/variant/AllTraffic", 1, 4)
+    ]
     policy = aas.describe_scaling_policies(ServiceNamespace="sagemaker")["ScalingPolicies"][0]
     config = policy["TargetTrackingScalingPolicyConfiguration"]
     assert config["TargetValue"] == 120.0
@@ -178,31 +216,58 @@ def test_autoscaling_registers_target_tracking(moto_factory: Any) -> None:
 @pytest.mark.parametrize(("low", "high", "target"), [(0, 2, 10.0), (3, 2, 10.0), (1, 2, 0.0)])
 def test_autoscaling_refuses_bad_bounds(low: int, high: int, target: float) -> None:
     with pytest.raises(UsageError):
-        autoscale_calls("e", min_instances=low, max_instances=high, target=target, scale_in_cooldown_s=1,
-                        scale_out_cooldown_s=1)
+        autoscale_calls(
+            "e", min_instances=low, max_instances=high, target=target, scale_in_cooldown_s=1, scale_out_cooldown_s=1
+        )
 
 
 def test_jumpstart_lists_gemma4_with_instance_types() -> None:
     sm = boto3.client("sagemaker", region_name=REGION)
     summaries = [
-        {"HubContentName": name, "HubContentArn": f"arn:aws:sagemaker:us-east-1:aws:hub-content/x/Model/{name}",
-         "HubContentType": "Model", "DocumentSchemaVersion": "2.0.0", "HubContentStatus": "Available",
-         "HubContentVersion": "1.0.0", "CreationTime": "2026-06-01T00:00:00Z"}
+        {
+            "HubContentName": name,
+            "HubContentArn": f"arn:aws:sagemaker:us-east-1:aws:hub-content/x/Model/{name}",
+            "HubContentType": "Model",
+            "DocumentSchemaVersion": "2.0.0",
+            "HubContentStatus": "Available",
+            "HubContentVersion": "1.0.0",
+            "CreationTime": "2026-06-01T00:00:00Z",
+        }
         for name in ("huggingface-llm-gemma-4-e2b-it", "huggingface-llm-gemma-3-4b-it")
     ]
-    document = json.dumps({"DefaultInferenceInstanceType": "ml.g6.xlarge",
-                           "SupportedInferenceInstanceTypes": ["ml.g5.xlarge", "ml.g6.xlarge", "ml.g6e.xlarge"]})
+    document = json.dumps(
+        {
+            "DefaultInferenceInstanceType": "ml.g6.xlarge",
+            "SupportedInferenceInstanceTypes": ["ml.g5.xlarge", "ml.g6.xlarge", "ml.g6e.xlarge"],
+        }
+    )
     with Stubber(sm) as stub:
-        stub.add_response("list_hub_contents", {"HubContentSummaries": summaries}, {
-            "HubName": "SageMakerPublicHub", "HubContentType": "Model", "NameContains": "gemma"})
-        stub.add_response("describe_hub_content", {
-            "HubContentName": summaries[0]["HubContentName"], "HubContentArn": summaries[0]["HubContentArn"],
-            "HubContentVersion": "1.0.0", "HubContentType": "Model", "DocumentSchemaVersion": "2.0.0",
-            "HubName": "SageMakerPublicHub", "HubArn": "arn:aws:sagemaker:us-east-1:aws:hub/SageMakerPublicHub",
-            "HubContentDocument": document, "HubContentStatus": "Available", "CreationTime": "2026-06-01T00:00:00Z",
-            "HubContentDisplayName": "Gemma 4 E2B IT"},
-            {"HubName": "SageMakerPublicHub", "HubContentType": "Model",
-             "HubContentName": "huggingface-llm-gemma-4-e2b-it"})
+        stub.add_response(
+            "list_hub_contents",
+            {"HubContentSummaries": summaries},
+            {"HubName": "SageMakerPublicHub", "HubContentType": "Model", "NameContains": "gemma"},
+        )
+        stub.add_response(
+            "describe_hub_content",
+            {
+                "HubContentName": summaries[0]["HubContentName"],
+                "HubContentArn": summaries[0]["HubContentArn"],
+                "HubContentVersion": "1.0.0",
+                "HubContentType": "Model",
+                "DocumentSchemaVersion": "2.0.0",
+                "HubName": "SageMakerPublicHub",
+                "HubArn": "arn:aws:sagemaker:us-east-1:aws:hub/SageMakerPublicHub",
+                "HubContentDocument": document,
+                "HubContentStatus": "Available",
+                "CreationTime": "2026-06-01T00:00:00Z",
+                "HubContentDisplayName": "Gemma 4 E2B IT",
+            },
+            {
+                "HubName": "SageMakerPublicHub",
+                "HubContentType": "Model",
+                "HubContentName": "huggingface-llm-gemma-4-e2b-it",
+            },
+        )
         listing = list_gemma4_models(sm, region=REGION)
         stub.assert_no_pending_responses()
     assert [m.hub_content_name for m in listing.models] == ["huggingface-llm-gemma-4-e2b-it"]

@@ -33,8 +33,15 @@ def _leftovers(sm: Any) -> dict[str, list[str]]:
 def _deploy(factory: Any, progress: list[str], **overrides: Any) -> api.DeployOutcome:
     clock = ScriptedClock()
     values: dict[str, Any] = {
-        "regions": [REGION], "role_arn": make_role(factory("iam", REGION)), "endpoint_name": NAME, "skip_preflight": True,
-        "live_prices": False, "factory": factory, "progress": progress.append, "now": clock.now, "sleep": clock.sleep,
+        "regions": [REGION],
+        "role_arn": make_role(factory("iam", REGION)),
+        "endpoint_name": NAME,
+        "skip_preflight": True,
+        "live_prices": False,
+        "factory": factory,
+        "progress": progress.append,
+        "now": clock.now,
+        "sleep": clock.sleep,
     }
     values.update(overrides)
     return api.deploy("gemma-4-e2b", "qat-w4a16", ["ml.g4dn.xlarge"], **values)
@@ -76,8 +83,11 @@ def test_ctrl_c_during_each_create_call_leaves_nothing(moto_factory: Any, operat
     assert error.exit_code == 130 and error.fields["remaining"] == [] and error.fields["region"] == REGION
     assert f"Teardown in {REGION}" in error.message and "still there: nothing" in error.message
     if phase == "after-call":  # the service made it before the interrupt landed: it is named as deleted
-        label = {"CreateModel": "model:intr-e2b-model", "CreateEndpointConfig": "endpoint-config:intr-e2b-config",
-                 "CreateEndpoint": "endpoint:intr-e2b"}[operation]
+        label = {
+            "CreateModel": "model:intr-e2b-model",
+            "CreateEndpointConfig": "endpoint-config:intr-e2b-config",
+            "CreateEndpoint": "endpoint:intr-e2b",
+        }[operation]
         assert label in error.fields["deleted"]
 
 
@@ -140,9 +150,17 @@ def test_a_refused_create_does_not_delete_someone_elses_resource(moto_factory: A
     sm = moto_factory("sagemaker", REGION)
     role = make_role(moto_factory("iam", REGION))
     sm.create_model(ModelName="other-model", ExecutionRoleArn=role, PrimaryContainer={"Image": "x"})
-    sm.create_endpoint_config(EndpointConfigName=f"{NAME}-config", ProductionVariants=[{
-        "VariantName": "AllTraffic", "ModelName": "other-model", "InitialInstanceCount": 1,
-        "InstanceType": "ml.m5.large"}])
+    sm.create_endpoint_config(
+        EndpointConfigName=f"{NAME}-config",
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": "other-model",
+                "InitialInstanceCount": 1,
+                "InstanceType": "ml.m5.large",
+            }
+        ],
+    )
     with pytest.raises(Exception, match="already exist"):
         _deploy(moto_factory, [], role_arn=role)
     assert _leftovers(sm)["configs"] == [f"{NAME}-config"] and _leftovers(sm)["models"] == ["other-model"]

@@ -48,13 +48,16 @@ def test_list_finds_ours_across_regions_and_cleanup_deletes_only_the_expired(mot
 
     dry = cleanup_expired(moto_factory, ["us-east-1", "us-west-2"], now=later, dry_run=True, price_lookup=fixed_price)
     assert [item.endpoint_name for item in dry.expired] == ["short-lived"] and dry.deleted == []
-    report = cleanup_expired(moto_factory, ["us-east-1", "us-west-2"], now=later, dry_run=False,
-                             price_lookup=fixed_price)
+    report = cleanup_expired(
+        moto_factory, ["us-east-1", "us-west-2"], now=later, dry_run=False, price_lookup=fixed_price
+    )
     assert [d.endpoint_name for d in report.deleted] == ["short-lived"]
     left = {e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]}
     assert left == {"not-ours"}
     assert {e["EndpointName"] for e in moto_factory("sagemaker", "us-west-2").list_endpoints()["Endpoints"]} == {
-        "kept", "long-lived"}
+        "kept",
+        "long-lived",
+    }
 
 
 def test_a_region_that_fails_is_reported_not_hidden(moto_factory: Any) -> None:
@@ -63,8 +66,12 @@ def test_a_region_that_fails_is_reported_not_hidden(moto_factory: Any) -> None:
             if region == "eu-west-1":
                 client = boto3.client("sagemaker", region_name=region)
                 stub = Stubber(client)
-                stub.add_client_error("list_endpoints", service_error_code="AccessDeniedException",
-                                      service_message="no", http_status_code=400)
+                stub.add_client_error(
+                    "list_endpoints",
+                    service_error_code="AccessDeniedException",
+                    service_message="no",
+                    http_status_code=400,
+                )
                 stub.activate()
                 return client
             return moto_factory(service, region)
@@ -79,13 +86,31 @@ def test_fallback_skips_a_region_without_quota(moto_factory: Any) -> None:
 
     def quota(region: str) -> list[QuotaCheck]:
         limit = 0 if region == "us-east-1" else 2
-        return [QuotaCheck(region=region, instance_type="ml.g4dn.xlarge", quota_name="q", limit=limit, used=0,
-                           needed=1, ok=limit >= 1)]
+        return [
+            QuotaCheck(
+                region=region,
+                instance_type="ml.g4dn.xlarge",
+                quota_name="q",
+                limit=limit,
+                used=0,
+                needed=1,
+                ok=limit >= 1,
+            )
+        ]
 
-    outcome = deploy_across_regions(moto_factory, spec, ["us-east-1", "us-west-2"], now=clock.now, wait=None,
-                                    quota_checker=quota, price_lookup=fixed_price)
-    assert [(a.region, a.outcome) for a in outcome.attempts] == [("us-east-1", "skipped-quota"),
-                                                                 ("us-west-2", "deployed")]
+    outcome = deploy_across_regions(
+        moto_factory,
+        spec,
+        ["us-east-1", "us-west-2"],
+        now=clock.now,
+        wait=None,
+        quota_checker=quota,
+        price_lookup=fixed_price,
+    )
+    assert [(a.region, a.outcome) for a in outcome.attempts] == [
+        ("us-east-1", "skipped-quota"),
+        ("us-west-2", "deployed"),
+    ]
     assert outcome.result.plan.image_uri.startswith("763104351884.dkr.ecr.us-west-2.")
     assert moto_factory("sagemaker", "us-east-1").list_endpoints()["Endpoints"] == []
 
@@ -99,30 +124,49 @@ def test_fallback_tears_down_a_capacity_failure_and_moves_on(moto_factory: Any) 
             raise CapacityUnavailable("no g4dn", region=region)
         return None
 
-    outcome = deploy_across_regions(moto_factory, spec, ["us-east-2", "eu-west-1"], now=clock.now, wait=wait,
-                                    price_lookup=fixed_price)
+    outcome = deploy_across_regions(
+        moto_factory, spec, ["us-east-2", "eu-west-1"], now=clock.now, wait=wait, price_lookup=fixed_price
+    )
     assert [a.outcome for a in outcome.attempts] == ["capacity", "deployed"]
     assert moto_factory("sagemaker", "us-east-2").list_endpoints()["Endpoints"] == []
     assert moto_factory("sagemaker", "us-east-2").list_models()["Models"] == []
     with pytest.raises(CapacityUnavailable, match="No region"):
-        deploy_across_regions(moto_factory, spec.model_copy(update={"endpoint_name": "other"}), ["us-east-2"],
-                              now=clock.now, wait=wait, price_lookup=fixed_price)
+        deploy_across_regions(
+            moto_factory,
+            spec.model_copy(update={"endpoint_name": "other"}),
+            ["us-east-2"],
+            now=clock.now,
+            wait=wait,
+            price_lookup=fixed_price,
+        )
 
 
 def _product(usage: str, usd: str) -> str:
-    return json.dumps({"product": {"attributes": {"usagetype": usage, "instanceName": "ml.g4dn.xlarge"}},
-                       "terms": {"OnDemand": {"X": {"priceDimensions": {"Y": {"unit": "Hrs",
-                                                                               "pricePerUnit": {"USD": usd}}}}}}})
+    return json.dumps(
+        {
+            "product": {"attributes": {"usagetype": usage, "instanceName": "ml.g4dn.xlarge"}},
+            "terms": {"OnDemand": {"X": {"priceDimensions": {"Y": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}},
+        }
+    )
 
 
 def test_pricing_api_picks_the_hosting_product() -> None:
     pricing = boto3.client("pricing", region_name="us-east-1")
-    filters = [{"Type": "TERM_MATCH", "Field": "instanceName", "Value": "ml.g4dn.xlarge"},
-               {"Type": "TERM_MATCH", "Field": "regionCode", "Value": "us-west-2"}]
+    filters = [
+        {"Type": "TERM_MATCH", "Field": "instanceName", "Value": "ml.g4dn.xlarge"},
+        {"Type": "TERM_MATCH", "Field": "regionCode", "Value": "us-west-2"},
+    ]
     with Stubber(pricing) as stub:
-        stub.add_response("get_products", {"PriceList": [_product("USW2-Notebk:ml.g4dn.xlarge", "0.9"),
-                                                         _product("USW2-Host:ml.g4dn.xlarge", "0.7364")]},
-                          {"ServiceCode": "AmazonSageMaker", "Filters": filters})
+        stub.add_response(
+            "get_products",
+            {
+                "PriceList": [
+                    _product("USW2-Notebk:ml.g4dn.xlarge", "0.9"),
+                    _product("USW2-Host:ml.g4dn.xlarge", "0.7364"),
+                ]
+            },
+            {"ServiceCode": "AmazonSageMaker", "Filters": filters},
+        )
         quote = pricing_api_price(pricing, "ml.g4dn.xlarge", "us-west-2", today=date(2026, 12, 2))
     assert quote is not None and quote.usd_per_hour == pytest.approx(0.7364) and quote.date == "2026-12-02"
 

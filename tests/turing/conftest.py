@@ -16,8 +16,9 @@ FETCHER = Path(__file__).with_name("vllm_sources.py")
 @pytest.fixture(scope="session")
 def vllm_kernel_files() -> dict[str, Path]:
     """{version: path} for every release in TESTED_VLLM_VERSIONS; a failed fetch fails the tests loudly."""
-    done = subprocess.run([sys.executable, str(FETCHER), *TESTED_VLLM_VERSIONS], capture_output=True, text=True,
-                          timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, str(FETCHER), *TESTED_VLLM_VERSIONS], capture_output=True, text=True, timeout=600, check=False
+    )
     if done.returncode != 0:
         pytest.fail(f"fetching the real vLLM sources failed:\n{done.stdout}\n{done.stderr}", pytrace=False)
     files = {}
@@ -41,9 +42,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if _UNTESTED:
         terminalreporter.write_sep("-", "vLLM releases on the index that the Turing clamp has not studied")
         for version in _UNTESTED:
-            verdict = ("inside the supported range: clamped when its source has the known shape"
-                       if is_supported(version) else
-                       "outside the supported range: the plugin guards head-512 launches, `turing apply` refuses")
+            verdict = (
+                "inside the supported range: clamped when its source has the known shape"
+                if is_supported(version)
+                else "outside the supported range: the plugin guards head-512 launches, `turing apply` refuses"
+            )
             terminalreporter.write_line(f"vLLM {version}: {verdict}")
         terminalreporter.write_line("Study their triton_unified_attention.py, then extend turing/versions.py.")
 
@@ -59,8 +62,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def released_vllm_versions() -> list[str]:
     """Every release from 0.26.0 on, as the package index lists them now."""
     code = "import sys; sys.path.insert(0, sys.argv[1]); import vllm_sources; print(*vllm_sources.released_versions())"
-    done = subprocess.run([sys.executable, "-c", code, str(FETCHER.parent)], capture_output=True, text=True,
-                          timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(FETCHER.parent)], capture_output=True, text=True, timeout=120, check=False
+    )
     if done.returncode != 0:
         pytest.fail(f"listing vLLM releases on the index failed:\n{done.stderr}", pytrace=False)
     return done.stdout.split()

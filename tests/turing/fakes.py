@@ -6,8 +6,9 @@ import sys
 from pathlib import Path
 
 
-def fake_interpreter(tmp_path: Path, kernel: Path, version: str, *, with_site_packages: bool = True,
-                     distribution: str = "vllm") -> Path:
+def fake_interpreter(
+    tmp_path: Path, kernel: Path, version: str, *, with_site_packages: bool = True, distribution: str = "vllm"
+) -> Path:
     """A wrapper script around this Python; without site-packages it has no gemmaserve and no entry points."""
     site = tmp_path / "site"
     ops = site / "vllm" / "v1" / "attention" / "ops"
@@ -20,6 +21,6 @@ def fake_interpreter(tmp_path: Path, kernel: Path, version: str, *, with_site_pa
     (dist / "top_level.txt").write_text("vllm\n")
     script = tmp_path / "python"
     flags = "" if with_site_packages else " -S"
-    script.write_text(f"#!/bin/sh\nPYTHONPATH={site} exec {sys.executable}{flags} \"$@\"\n")
+    script.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable}{flags} "$@"\n')
     script.chmod(0o755)
     return script

@@ -54,12 +54,20 @@ def _answer(tokens: list[str], logprobs: list[float], tops: list[dict[str, float
 
 
 def test_compare_identical_and_first_difference(check: types.ModuleType) -> None:
-    a = _answer(["token_id:5", "token_id:9"], [-0.1, -0.2],
-                [{"token_id:5": -0.1, "token_id:7": -2.0}, {"token_id:9": -0.2, "token_id:4": -0.25}])
-    assert check.compare(a, a) == {"comparable": True, "identical": True, "tokens": 2,
-                                   "max_abs_logprob_difference": 0.0}
-    b = _answer(["token_id:5", "token_id:4"], [-0.1, -0.21],
-                [{"token_id:5": -0.1}, {"token_id:4": -0.21, "token_id:9": -0.23}])
+    a = _answer(
+        ["token_id:5", "token_id:9"],
+        [-0.1, -0.2],
+        [{"token_id:5": -0.1, "token_id:7": -2.0}, {"token_id:9": -0.2, "token_id:4": -0.25}],
+    )
+    assert check.compare(a, a) == {
+        "comparable": True,
+        "identical": True,
+        "tokens": 2,
+        "max_abs_logprob_difference": 0.0,
+    }
+    b = _answer(
+        ["token_id:5", "token_id:4"], [-0.1, -0.21], [{"token_id:5": -0.1}, {"token_id:4": -0.21, "token_id:9": -0.23}]
+    )
     verdict = check.compare(a, b)
     assert verdict["first_difference_at"] == 1 and verdict["stock_token"] == "token_id:9"
     assert verdict["stock_gap"] == pytest.approx(0.05) and verdict["clamped_gap"] == pytest.approx(0.02)

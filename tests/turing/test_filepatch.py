@@ -30,23 +30,36 @@ def _target(path: Path) -> PatchTarget:
 
 
 def test_every_tested_release_is_on_the_index_and_new_ones_are_reported(
-        released_vllm_versions: list[str], untested_vllm_releases: list[str]) -> None:
+    released_vllm_versions: list[str], untested_vllm_releases: list[str]
+) -> None:
     # A release newer than the tested ones is reported in the session summary (conftest), never a
     # failure here: the clamp refuses it at run time until its source is studied and versions.py extended.
     assert released_vllm_versions, "the index listed no release"
     assert set(TESTED_VLLM_VERSIONS) <= set(released_vllm_versions)
     assert all(is_supported(v) for v in TESTED_VLLM_VERSIONS)
-    untested_vllm_releases.extend(sorted(set(released_vllm_versions) - set(TESTED_VLLM_VERSIONS),
-                                         key=lambda v: parse_version(v) or (0, 0, 0)))
+    untested_vllm_releases.extend(
+        sorted(set(released_vllm_versions) - set(TESTED_VLLM_VERSIONS), key=lambda v: parse_version(v) or (0, 0, 0))
+    )
     for version in untested_vllm_releases:
         assert parse_version(version) is not None
         if not is_supported(version):
             assert (parse_version(version) or (0, 0, 0)) >= (0, 35, 0)
 
 
-@pytest.mark.parametrize(("version", "supported"), [("0.25.9", False), ("0.26.0", True), ("0.28.9", True),
-                                                    ("0.29.0", True), ("0.34.7+cu130", True), ("0.32.0+cpu", True),
-                                                    ("0.35.0", False), ("1.0.0", False), ("nonsense", False)])
+@pytest.mark.parametrize(
+    ("version", "supported"),
+    [
+        ("0.25.9", False),
+        ("0.26.0", True),
+        ("0.28.9", True),
+        ("0.29.0", True),
+        ("0.34.7+cu130", True),
+        ("0.32.0+cpu", True),
+        ("0.35.0", False),
+        ("1.0.0", False),
+        ("nonsense", False),
+    ],
+)
 def test_version_range(version: str, supported: bool) -> None:
     assert is_supported(version) is supported
     assert (parse_version(version) is None) is (version == "nonsense")
@@ -83,11 +96,18 @@ def _tile_function(source: str, capability_major: int, smem_limit_bytes: int) ->
     import ast
 
     tree = ast.parse(source)
-    wanted = [node for node in tree.body
-              if (isinstance(node, ast.FunctionDef) and (node.name.startswith("_gemmaserve")
-                  or node.name in ("_get_tile_size", "_is_gemma3_attention")))
-              or (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id.startswith("_gemmaserve")
-                                                       for t in node.targets))]
+    wanted = [
+        node
+        for node in tree.body
+        if (
+            isinstance(node, ast.FunctionDef)
+            and (node.name.startswith("_gemmaserve") or node.name in ("_get_tile_size", "_is_gemma3_attention"))
+        )
+        or (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id.startswith("_gemmaserve") for t in node.targets)
+        )
+    ]
     namespace: dict[str, object] = {}
     # The functions under test are vLLM's and ours from a real file; running them is the point.
     exec(compile(ast.Module(body=wanted, type_ignores=[]), "<tile>", "exec"), namespace)
@@ -95,11 +115,20 @@ def _tile_function(source: str, capability_major: int, smem_limit_bytes: int) ->
     return namespace["_get_tile_size"]  # type: ignore[return-value]
 
 
-@pytest.mark.parametrize(("major", "limit", "head", "prefill_tile"),
-                         [(7, 65_536, 512, 16), (7, 65_536, 256, 32), (7, 49_152, 512, 16),
-                          (8, 101_376, 512, 32), (8, 1, 512, 32), (9, 232_448, 512, 32)])
-def test_patched_tile_function_clamps_only_before_ampere(kernel_copy: Path, major: int, limit: int, head: int,
-                                                         prefill_tile: int) -> None:
+@pytest.mark.parametrize(
+    ("major", "limit", "head", "prefill_tile"),
+    [
+        (7, 65_536, 512, 16),
+        (7, 65_536, 256, 32),
+        (7, 49_152, 512, 16),
+        (8, 101_376, 512, 32),
+        (8, 1, 512, 32),
+        (9, 232_448, 512, 32),
+    ],
+)
+def test_patched_tile_function_clamps_only_before_ampere(
+    kernel_copy: Path, major: int, limit: int, head: int, prefill_tile: int
+) -> None:
     stock = _tile_function(kernel_copy.read_text(), major, limit)
     filepatch.apply(_target(kernel_copy))
     patched = _tile_function(kernel_copy.read_text(), major, limit)
@@ -150,11 +179,14 @@ def test_unreadable_file(tmp_path: Path) -> None:
     assert filepatch.verify(_target(tmp_path / "missing.py")).verdict is PatchVerdict.UNREADABLE
 
 
-@pytest.mark.parametrize("mutation", [
-    ("def _get_tile_size(", "def _pick_tile_size("),
-    ("    is_prefill: bool,\n) -> int:", "    is_prefill: bool,\n    block_m: int = 16,\n) -> int:"),
-    ("TILE_SIZE_DECODE = _get_tile_size(", "TILE_SIZE_DECODE = _tiles.get("),
-])
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        ("def _get_tile_size(", "def _pick_tile_size("),
+        ("    is_prefill: bool,\n) -> int:", "    is_prefill: bool,\n    block_m: int = 16,\n) -> int:"),
+        ("TILE_SIZE_DECODE = _get_tile_size(", "TILE_SIZE_DECODE = _tiles.get("),
+    ],
+)
 def test_unknown_shapes_are_refused_unchanged(kernel_copy: Path, mutation: tuple[str, str]) -> None:
     text = kernel_copy.read_text()
     assert mutation[0] in text
@@ -176,9 +208,19 @@ def test_read_only_target_is_refused(kernel_copy: Path) -> None:
 def test_concurrent_apply_is_refused_by_the_lock(kernel_copy: Path) -> None:
     lock = filepatch.lock_path_for(kernel_copy)
     lock.parent.mkdir(parents=True, exist_ok=True)
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); "
-        "print('held', flush=True); time.sleep(30)"), str(lock)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); "
+                "print('held', flush=True); time.sleep(30)"
+            ),
+            str(lock),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         before = kernel_copy.read_bytes()
@@ -230,8 +272,13 @@ def test_cli_round_trip(kernel_copy: Path, as_json: bool) -> None:
 def test_cli_refuses_unknown_file_with_exit_2(tmp_path: Path) -> None:
     path = tmp_path / "x.py"
     path.write_text("x = 1\n")
-    done = subprocess.run([sys.executable, "-m", "gemmaserve", "turing", "apply", "--file", str(path)],
-                          capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "gemmaserve", "turing", "apply", "--file", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2, done.stderr
     assert "def _get_tile_size(" in done.stderr and "Traceback" not in done.stderr and done.stdout == ""
     assert path.read_text() == "x = 1\n"

@@ -57,14 +57,21 @@ def _batch(head: int, query_lens: list[int], contexts: list[int]) -> dict[str, A
     table = torch.zeros(len(contexts), max(blocks), dtype=torch.int32)
     cursor = 0
     for s, n in enumerate(blocks):
-        table[s, :n] = torch.tensor(order[cursor:cursor + n], dtype=torch.int32)
+        table[s, :n] = torch.tensor(order[cursor : cursor + n], dtype=torch.int32)
         cursor += n
     k = torch.randn(total, BLOCK_SIZE, KV_HEADS, head, generator=generator).half()
     v = torch.randn(total, BLOCK_SIZE, KV_HEADS, head, generator=generator).half()
     q = torch.randn(sum(query_lens), QUERY_HEADS, head, generator=generator).half()
     starts = torch.tensor([0, *torch.tensor(query_lens).cumsum(0).tolist()], dtype=torch.int32)
-    return {"q": q, "k": k, "v": v, "block_table": table, "cu_seqlens_q": starts,
-            "seqused_k": torch.tensor(contexts, dtype=torch.int32), "blocks": blocks}
+    return {
+        "q": q,
+        "k": k,
+        "v": v,
+        "block_table": table,
+        "cu_seqlens_q": starts,
+        "seqused_k": torch.tensor(contexts, dtype=torch.int32),
+        "blocks": blocks,
+    }
 
 
 def _reference(batch: dict[str, Any], window: int) -> Any:
@@ -91,18 +98,33 @@ def _run(module: Any, batch: dict[str, Any], window: int, is_3d: bool) -> Any:
     rows = len(batch["blocks"])
     extra: dict[str, Any] = {}
     if is_3d:
-        extra = {"seq_threshold_3D": rows, "num_par_softmax_segments": SEGMENTS,
-                 "softmax_segm_output": torch.empty(rows, QUERY_HEADS, SEGMENTS, q.shape[-1]),
-                 "softmax_segm_max": torch.empty(rows, QUERY_HEADS, SEGMENTS),
-                 "softmax_segm_expsum": torch.empty(rows, QUERY_HEADS, SEGMENTS)}
+        extra = {
+            "seq_threshold_3D": rows,
+            "num_par_softmax_segments": SEGMENTS,
+            "softmax_segm_output": torch.empty(rows, QUERY_HEADS, SEGMENTS, q.shape[-1]),
+            "softmax_segm_max": torch.empty(rows, QUERY_HEADS, SEGMENTS),
+            "softmax_segm_expsum": torch.empty(rows, QUERY_HEADS, SEGMENTS),
+        }
     scales = torch.ones(rows, KV_HEADS)
     module.unified_attention(
-        q=q, k=batch["k"], v=batch["v"], out=out, cu_seqlens_q=batch["cu_seqlens_q"],
+        q=q,
+        k=batch["k"],
+        v=batch["v"],
+        out=out,
+        cu_seqlens_q=batch["cu_seqlens_q"],
         max_seqlen_q=int((batch["cu_seqlens_q"][1:] - batch["cu_seqlens_q"][:-1]).max()),
-        seqused_k=batch["seqused_k"], max_seqlen_k=int(batch["seqused_k"].max()),
-        softmax_scale=1.0 / math.sqrt(q.shape[-1]), causal=True,
-        window_size=(window - 1, 0) if window > 0 else (-1, -1), block_table=batch["block_table"], softcap=0,
-        q_descale=None, k_descale=scales, v_descale=scales, **extra)
+        seqused_k=batch["seqused_k"],
+        max_seqlen_k=int(batch["seqused_k"].max()),
+        softmax_scale=1.0 / math.sqrt(q.shape[-1]),
+        causal=True,
+        window_size=(window - 1, 0) if window > 0 else (-1, -1),
+        block_table=batch["block_table"],
+        softcap=0,
+        q_descale=None,
+        k_descale=scales,
+        v_descale=scales,
+        **extra,
+    )
     return out
 
 
@@ -133,8 +155,10 @@ def check_delivered_launches(files: list[tuple[str, str]]) -> None:
             batch = _batch(head, query_lens, contexts)
             expected = _reference(batch, window)
             errors = {}
-            for label, tiles, wrap in (("stock", stock_tile, False),
-                                       ("launch", clamped_tile_function(stock_tile, T4), True)):
+            for label, tiles, wrap in (
+                ("stock", stock_tile, False),
+                ("launch", clamped_tile_function(stock_tile, T4), True),
+            ):
                 recorder = Recorder(real)
                 module._get_tile_size = tiles
                 module.kernel_unified_attention = TuringLaunch(recorder, T4) if wrap else recorder
@@ -161,10 +185,18 @@ def check_delivered_launches(files: list[tuple[str, str]]) -> None:
 
 def test_the_delivered_launch_runs_the_real_kernel_correctly(vllm_kernel_files: dict[str, Path]) -> None:
     files = [(version, str(path)) for version, path in _distinct(vllm_kernel_files)]
-    code = ("import sys, json; from tests.turing.test_kernel_interpreted import check_delivered_launches; "
-            "check_delivered_launches(json.loads(sys.argv[1]))")
-    done = subprocess.run([sys.executable, "-c", code, json.dumps(files)], capture_output=True, text=True,
-                          timeout=600, check=False, env={**os.environ, "TRITON_INTERPRET": "1"},
-                          cwd=Path(__file__).resolve().parents[2])
+    code = (
+        "import sys, json; from tests.turing.test_kernel_interpreted import check_delivered_launches; "
+        "check_delivered_launches(json.loads(sys.argv[1]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(files)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "TRITON_INTERPRET": "1"},
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert done.returncode == 0, done.stdout + done.stderr[-4000:]
     assert done.stdout.count("\n") == len(files) * len(CASES)

@@ -58,9 +58,21 @@ class _StubModule(types.ModuleType):
         return _Anything()
 
 
-STUBBED = ["torch", "vllm", "vllm.envs", "vllm.logger", "vllm.platforms", "vllm.triton_utils", "vllm.v1",
-           "vllm.v1.attention", "vllm.v1.attention.ops", "vllm.v1.attention.ops.triton_attention_helpers",
-           "vllm.v1.kv_cache_interface", "triton", "triton.language"]
+STUBBED = [
+    "torch",
+    "vllm",
+    "vllm.envs",
+    "vllm.logger",
+    "vllm.platforms",
+    "vllm.triton_utils",
+    "vllm.v1",
+    "vllm.v1.attention",
+    "vllm.v1.attention.ops",
+    "vllm.v1.attention.ops.triton_attention_helpers",
+    "vllm.v1.kv_cache_interface",
+    "triton",
+    "triton.language",
+]
 
 
 class RecordingKernel:
@@ -110,19 +122,29 @@ def _launch(module: types.ModuleType, head: int, tile: int, is_3d: bool, **extra
     return kwargs
 
 
-@pytest.mark.parametrize("view", [PlatformView("cpu", None, "0.32.0+cpu"), PlatformView("rocm", None, "0.26.0"),
-                                  PlatformView("unavailable", None, None, "ModuleNotFoundError: vllm"), H200,
-                                  PlatformView("cuda", (8, 9), "9.9.9"), PlatformView("cuda", (12, 0), None)])
-def test_steps_aside_off_cuda_and_on_ampere_or_newer_with_one_line(view: PlatformView,
-                                                                   caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "view",
+    [
+        PlatformView("cpu", None, "0.32.0+cpu"),
+        PlatformView("rocm", None, "0.26.0"),
+        PlatformView("unavailable", None, None, "ModuleNotFoundError: vllm"),
+        H200,
+        PlatformView("cuda", (8, 9), "9.9.9"),
+        PlatformView("cuda", (12, 0), None),
+    ],
+)
+def test_steps_aside_off_cuda_and_on_ampere_or_newer_with_one_line(
+    view: PlatformView, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.INFO, logger=LOGGER):
         outcome = install_clamp(platform=lambda: view, load_module=_must_not_load, environ={})
     assert outcome.action in ("not-cuda", "no-vllm", "ampere-or-newer")
     assert len(_lines(caplog)) == 1 and _lines(caplog)[0].levelno == logging.INFO
 
 
-def test_wraps_on_turing_tiles_and_warps(kernel_copy: Path, load_kernel_module: Any,
-                                         caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wraps_on_turing_tiles_and_warps(
+    kernel_copy: Path, load_kernel_module: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     module = load_kernel_module(kernel_copy)
     stock = module._get_tile_size
     with caplog.at_level(logging.INFO, logger=LOGGER):
@@ -152,12 +174,14 @@ def test_wraps_on_turing_tiles_and_warps(kernel_copy: Path, load_kernel_module: 
     assert again.action == "already-wrapped" and module._get_tile_size is wrapped
 
 
-def test_diagnostic_limit_makes_a_newer_gpu_clamp_and_says_so_loudly(kernel_copy: Path, load_kernel_module: Any,
-                                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_diagnostic_limit_makes_a_newer_gpu_clamp_and_says_so_loudly(
+    kernel_copy: Path, load_kernel_module: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     module = load_kernel_module(kernel_copy)
     with caplog.at_level(logging.INFO, logger=LOGGER):
-        outcome = install_clamp(platform=lambda: H200, load_module=lambda: module,
-                                environ={DIAG_SMEM_LIMIT_ENV: "65536"})
+        outcome = install_clamp(
+            platform=lambda: H200, load_module=lambda: module, environ={DIAG_SMEM_LIMIT_ENV: "65536"}
+        )
     assert outcome.action == "wrapped" and "DIAGNOSTIC" in outcome.detail
     warnings = [r for r in _lines(caplog) if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "DIAGNOSTIC" in warnings[0].getMessage() and "sm_90" in warnings[0].getMessage()
@@ -168,8 +192,7 @@ def test_diagnostic_limit_makes_a_newer_gpu_clamp_and_says_so_loudly(kernel_copy
 @pytest.mark.parametrize("value", ["lots", "1024", "-1", "99999999"])
 def test_a_bad_diagnostic_value_is_logged_and_ignored(value: str, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger=LOGGER):
-        outcome = install_clamp(platform=lambda: H200, load_module=_must_not_load,
-                                environ={DIAG_SMEM_LIMIT_ENV: value})
+        outcome = install_clamp(platform=lambda: H200, load_module=_must_not_load, environ={DIAG_SMEM_LIMIT_ENV: value})
     assert outcome.action == "ampere-or-newer"
     assert [r.levelno for r in _lines(caplog)] == [logging.ERROR, logging.INFO]
 
@@ -187,38 +210,47 @@ def _assert_guarded(module: types.ModuleType, caplog: pytest.LogCaptureFixture, 
     warnings = [r for r in _lines(caplog) if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and why in warnings[0].getMessage()
     assert module._get_tile_size is stock_tile
-    assert _launch(module, 256, 32, False) == {"HEAD_SIZE_PADDED": 256, "TILE_SIZE": 32, "BLOCK_M": 16,
-                                                "IS_3D": False}  # passes through, untouched
+    assert _launch(module, 256, 32, False) == {
+        "HEAD_SIZE_PADDED": 256,
+        "TILE_SIZE": 32,
+        "BLOCK_M": 16,
+        "IS_3D": False,
+    }  # passes through, untouched
     with pytest.raises(TuringError) as refused:
         module.kernel_unified_attention[(1, 1)](HEAD_SIZE_PADDED=512, TILE_SIZE=32, BLOCK_M=16, IS_3D=False)
     assert why in str(refused.value) and "pip install" in str(refused.value) and "head-512" in str(refused.value)
 
 
-def test_unknown_version_guards_the_head_512_launch_only(kernel_copy: Path, load_kernel_module: Any,
-                                                          caplog: pytest.LogCaptureFixture) -> None:
+def test_unknown_version_guards_the_head_512_launch_only(
+    kernel_copy: Path, load_kernel_module: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     module = load_kernel_module(kernel_copy)
     with caplog.at_level(logging.INFO, logger=LOGGER):
-        outcome = install_clamp(platform=lambda: PlatformView("cuda", (7, 5), "0.35.0"), load_module=lambda: module,
-                                environ={})
+        outcome = install_clamp(
+            platform=lambda: PlatformView("cuda", (7, 5), "0.35.0"), load_module=lambda: module, environ={}
+        )
     assert outcome.action == "guarded"
     _assert_guarded(module, caplog, "vLLM 0.35.0 is outside the range")
 
 
 def test_unknown_shape_guards(kernel_copy: Path, load_kernel_module: Any, caplog: pytest.LogCaptureFixture) -> None:
-    kernel_copy.write_text(kernel_copy.read_text().replace("TILE_SIZE_DECODE = _get_tile_size(",
-                                                           "TILE_SIZE_DECODE = _other_tile_size("))
+    kernel_copy.write_text(
+        kernel_copy.read_text().replace("TILE_SIZE_DECODE = _get_tile_size(", "TILE_SIZE_DECODE = _other_tile_size(")
+    )
     module = load_kernel_module(kernel_copy)
     with caplog.at_level(logging.INFO, logger=LOGGER):
         assert install_clamp(platform=lambda: T4, load_module=lambda: module, environ={}).action == "guarded"
     _assert_guarded(module, caplog, "source is not one gemmaserve knows")
 
 
-def test_unknown_pre_ampere_limit_guards(kernel_copy: Path, load_kernel_module: Any,
-                                         caplog: pytest.LogCaptureFixture) -> None:
+def test_unknown_pre_ampere_limit_guards(
+    kernel_copy: Path, load_kernel_module: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     module = load_kernel_module(kernel_copy)
     with caplog.at_level(logging.INFO, logger=LOGGER):
-        outcome = install_clamp(platform=lambda: PlatformView("cuda", (5, 2), "0.26.0"), load_module=lambda: module,
-                                environ={})
+        outcome = install_clamp(
+            platform=lambda: PlatformView("cuda", (5, 2), "0.26.0"), load_module=lambda: module, environ={}
+        )
     assert outcome.action == "guarded"
     _assert_guarded(module, caplog, "shared-memory limit of sm_52 is not known")
 

@@ -28,8 +28,10 @@ def test_sm75_head512_stock_fails_and_clamped_fits_exactly(vllm_kernel_files: di
 
 
 def test_missing_triton_names_the_extra(vllm_kernel_files: dict[str, Path]) -> None:
-    code = ("import sys; sys.modules['triton'] = None; from gemmaserve.cli import main; "
-            f"main(['turing', 'smem', '--vllm-file', {str(vllm_kernel_files['0.34.0'])!r}])")
+    code = (
+        "import sys; sys.modules['triton'] = None; from gemmaserve.cli import main; "
+        f"main(['turing', 'smem', '--vllm-file', {str(vllm_kernel_files['0.34.0'])!r}])"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 1 and 'pip install "gemmaserve[kernel]"' in done.stderr
     assert "Traceback" not in done.stderr
@@ -48,8 +50,7 @@ def test_search_picks_what_the_rule_launches_for_head_512(vllm_kernel_files: dic
     assert by_layout["3D"].stock_spill_bytes is not None and by_layout["3D"].stock_spill_bytes > 0
 
 
-def test_the_warps_table_is_the_compilers_answer_for_the_head_256_prefill(
-        vllm_kernel_files: dict[str, Path]) -> None:
+def test_the_warps_table_is_the_compilers_answer_for_the_head_256_prefill(vllm_kernel_files: dict[str, Path]) -> None:
     import triton
 
     from gemmaserve.turing import smem

@@ -19,8 +19,11 @@ from tests.turing.fakes import fake_interpreter
 
 
 def _gpus(capability: str | None, name: str = "Tesla T4") -> Probed[list[GpuInfo]]:
-    return Probed[list[GpuInfo]](value=[GpuInfo(index=0, name=name, compute_capability=capability,
-                                                 memory_total_mib=15360, driver_version="580.1")])
+    return Probed[list[GpuInfo]](
+        value=[
+            GpuInfo(index=0, name=name, compute_capability=capability, memory_total_mib=15360, driver_version="580.1")
+        ]
+    )
 
 
 def _t4() -> Probed[list[GpuInfo]]:
@@ -51,8 +54,7 @@ def test_ampere_needs_no_clamp(tmp_path: Path, kernel_copy: Path) -> None:
     assert result.clamp_needed is False and result.engine_would_start
 
 
-@pytest.mark.parametrize("probe", [lambda: Probed[list[GpuInfo]](error="nvidia-smi not found"),
-                                   lambda: _gpus(None)])
+@pytest.mark.parametrize("probe", [lambda: Probed[list[GpuInfo]](error="nvidia-smi not found"), lambda: _gpus(None)])
 def test_unknown_gpu_is_not_ok(tmp_path: Path, kernel_copy: Path, probe) -> None:  # type: ignore[no-untyped-def]
     python = fake_interpreter(tmp_path, kernel_copy, "0.34.0")
     result = turing_status(str(python), gpus=probe, environ={})
@@ -90,8 +92,7 @@ def test_parse_capability_refuses_nonsense() -> None:
 def test_cli_status_exit_codes(tmp_path: Path, kernel_copy: Path) -> None:
     python = fake_interpreter(tmp_path, kernel_copy, "0.34.0", with_site_packages=False)
     base = [sys.executable, "-m", "gemmaserve", "turing", "status", "--python", str(python), "--json"]
-    refused = subprocess.run([*base, "--capability", "sm_75"], capture_output=True, text=True, timeout=60,
-                             check=False)
+    refused = subprocess.run([*base, "--capability", "sm_75"], capture_output=True, text=True, timeout=60, check=False)
     assert refused.returncode == 1 and json.loads(refused.stdout)["engine_would_start"] is False
     fine = subprocess.run([*base, "--capability", "8.9"], capture_output=True, text=True, timeout=60, check=False)
     assert fine.returncode == 0 and json.loads(fine.stdout)["clamp_needed"] is False
@@ -108,7 +109,6 @@ def test_the_diagnostic_setting_is_named_in_the_reasons(tmp_path: Path, kernel_c
     python = fake_interpreter(tmp_path, kernel_copy, "0.26.0")
     plain = turing_status(str(python), capability="9.0", environ={})
     assert not any("DIAGNOSTIC" in reason for reason in plain.reasons)
-    flagged = turing_status(str(python), capability="9.0",
-                            environ={"GEMMASERVE_TURING_DIAG_SMEM_LIMIT": "65536"})
+    flagged = turing_status(str(python), capability="9.0", environ={"GEMMASERVE_TURING_DIAG_SMEM_LIMIT": "65536"})
     assert any("DIAGNOSTIC GEMMASERVE_TURING_DIAG_SMEM_LIMIT=65536" in reason for reason in flagged.reasons)
     assert flagged.engine_would_start == plain.engine_would_start

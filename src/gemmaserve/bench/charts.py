@@ -52,8 +52,15 @@ def _concurrency_axis(axes: Any, levels: set[int]) -> None:
     axes.set_xlabel("concurrent requests")
 
 
-def _intervals(axes: Any, positions: Sequence[float], lows: Sequence[float], highs: Sequence[float], *,
-               horizontal: bool, color: str = "black") -> None:
+def _intervals(
+    axes: Any,
+    positions: Sequence[float],
+    lows: Sequence[float],
+    highs: Sequence[float],
+    *,
+    horizontal: bool,
+    color: str = "black",
+) -> None:
     """Draw each interval from its own bounds. matplotlib's xerr/yerr take lengths from the point,
     which fail (negative) whenever an interval does not contain its point estimate."""
     if horizontal:
@@ -71,12 +78,17 @@ def _decode(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str | Non
         if decode is None:
             continue
         try:
-            rate = stats.decode_rate(decode.short_e2el_s, decode.long_e2el_s,
-                                     short_tokens=decode.short_tokens, long_tokens=decode.long_tokens)
+            rate = stats.decode_rate(
+                decode.short_e2el_s,
+                decode.long_e2el_s,
+                short_tokens=decode.short_tokens,
+                long_tokens=decode.long_tokens,
+            )
         except ValueError:
             continue
-        interval = stats.decode_rate_ci(decode.short_e2el_s, decode.long_e2el_s,
-                                        short_tokens=decode.short_tokens, long_tokens=decode.long_tokens)
+        interval = stats.decode_rate_ci(
+            decode.short_e2el_s, decode.long_e2el_s, short_tokens=decode.short_tokens, long_tokens=decode.long_tokens
+        )
         high = interval.high if math.isfinite(interval.high) else rate.rate_tokens_per_s
         bars.append((result.target.label, rate.rate_tokens_per_s, interval.low, high))
     if not bars:
@@ -113,8 +125,14 @@ def _throughput(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str |
             drawn = True
             levels.update(p[0] for p in points)
             (line,) = axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=result.target.label)
-            _intervals(axes, [p[0] for p in points], [p[2] for p in points], [p[3] for p in points],
-                       horizontal=False, color=line.get_color())
+            _intervals(
+                axes,
+                [p[0] for p in points],
+                [p[2] for p in points],
+                [p[3] for p in points],
+                horizontal=False,
+                color=line.get_color(),
+            )
     if not drawn:
         pyplot.close(figure)
         return None
@@ -131,18 +149,23 @@ def _latency(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str | No
     drawn = False
     seen: set[int] = set()
     for result in results:
-        levels = sorted((lv for lv in result.load if lv.ttft_s and lv.ttft_s.p50 is not None),
-                        key=lambda lv: lv.concurrency)
+        levels = sorted(
+            (lv for lv in result.load if lv.ttft_s and lv.ttft_s.p50 is not None), key=lambda lv: lv.concurrency
+        )
         if not levels:
             continue
         drawn = True
         x = [lv.concurrency for lv in levels]
         seen.update(x)
         for axes, attr in ((ttft_axes, "ttft_s"), (tpot_axes, "tpot_s")):
-            p50 = [getattr(lv, attr).p50 * 1000 if getattr(lv, attr) and getattr(lv, attr).p50 is not None
-                   else math.nan for lv in levels]
-            p99 = [getattr(lv, attr).p99 * 1000 if getattr(lv, attr) and getattr(lv, attr).p99 is not None
-                   else math.nan for lv in levels]
+            p50 = [
+                getattr(lv, attr).p50 * 1000 if getattr(lv, attr) and getattr(lv, attr).p50 is not None else math.nan
+                for lv in levels
+            ]
+            p99 = [
+                getattr(lv, attr).p99 * 1000 if getattr(lv, attr) and getattr(lv, attr).p99 is not None else math.nan
+                for lv in levels
+            ]
             line = axes.plot(x, p50, marker="o", label=f"{result.target.label} p50")[0]
             axes.plot(x, p99, marker="^", linestyle="--", color=line.get_color(), label=f"{result.target.label} p99")
     if not drawn:
@@ -168,8 +191,12 @@ def _cost(pyplot: Any, results: Sequence[ResultFile], path: Path, utilisation: f
         if points:
             drawn = True
             levels.update(p.concurrency for p in points)
-            axes.plot([p.concurrency for p in points], [p.usd_per_million_output_tokens for p in points], marker="o",
-                      label=f"{table.label} (${table.price_usd_per_hour:.3f}/h)")
+            axes.plot(
+                [p.concurrency for p in points],
+                [p.usd_per_million_output_tokens for p in points],
+                marker="o",
+                label=f"{table.label} (${table.price_usd_per_hour:.3f}/h)",
+            )
     if not drawn:
         pyplot.close(figure)
         return None
@@ -193,8 +220,13 @@ def _quality(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str | No
     shares = [c / t * 100 for _, c, t in rows]
     intervals = [stats.wilson_interval(c, t) for _, c, t in rows]
     axes.barh([r[0] for r in rows], shares, color="#55A868")
-    _intervals(axes, list(range(len(rows))), [i.low * 100 for i in intervals], [i.high * 100 for i in intervals],
-               horizontal=True)
+    _intervals(
+        axes,
+        list(range(len(rows))),
+        [i.low * 100 for i in intervals],
+        [i.high * 100 for i in intervals],
+        horizontal=True,
+    )
     for index, (_, correct, total) in enumerate(rows):
         axes.text(1, index, f" {correct}/{total}", va="center", ha="left", fontsize=9, color="white")
     axes.invert_yaxis()

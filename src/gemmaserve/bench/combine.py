@@ -191,22 +191,43 @@ def _rate_rows(a: ResultFile, b: ResultFile) -> list[RatioRow]:
     rate_b, _ = _decode(b)
     if rate_a or rate_b:
         row = RatioRow(
-            metric="decode rate", unit="tok/s",
-            a=rate_a.rate_tokens_per_s if rate_a else None, b=rate_b.rate_tokens_per_s if rate_b else None,
+            metric="decode rate",
+            unit="tok/s",
+            a=rate_a.rate_tokens_per_s if rate_a else None,
+            b=rate_b.rate_tokens_per_s if rate_b else None,
             ratio=_ratio(rate_a.rate_tokens_per_s if rate_a else None, rate_b.rate_tokens_per_s if rate_b else None),
         )
-        if rate_a and rate_b and a.decode and b.decode and a.decode.short_tokens == b.decode.short_tokens \
-                and a.decode.long_tokens == b.decode.long_tokens:
+        if (
+            rate_a
+            and rate_b
+            and a.decode
+            and b.decode
+            and a.decode.short_tokens == b.decode.short_tokens
+            and a.decode.long_tokens == b.decode.long_tokens
+        ):
             interval = stats.decode_rate_ratio_ci(
-                (a.decode.short_e2el_s, a.decode.long_e2el_s), (b.decode.short_e2el_s, b.decode.long_e2el_s),
-                short_tokens=a.decode.short_tokens, long_tokens=a.decode.long_tokens,
+                (a.decode.short_e2el_s, a.decode.long_e2el_s),
+                (b.decode.short_e2el_s, b.decode.long_e2el_s),
+                short_tokens=a.decode.short_tokens,
+                long_tokens=a.decode.long_tokens,
             )
             row.ci_low, row.ci_high = interval.low, interval.high
         rows.append(row)
-        if rate_a and rate_b and not stats.intercept_flag(rate_a.intercept_s) \
-                and not stats.intercept_flag(rate_b.intercept_s):  # a negative intercept is no cost
-            rows.append(RatioRow(metric="per-call fixed cost", unit="s", a=rate_a.intercept_s, b=rate_b.intercept_s,
-                                 ratio=_ratio(rate_a.intercept_s, rate_b.intercept_s)))
+        if (
+            rate_a
+            and rate_b
+            and not stats.intercept_flag(rate_a.intercept_s)
+            and not stats.intercept_flag(rate_b.intercept_s)
+        ):  # a negative intercept is no cost
+            rows.append(
+                RatioRow(
+                    metric="per-call fixed cost",
+                    unit="s",
+                    a=rate_a.intercept_s,
+                    b=rate_b.intercept_s,
+                    ratio=_ratio(rate_a.intercept_s, rate_b.intercept_s),
+                )
+            )
     levels_a, levels_b = _levels(a), _levels(b)
     for concurrency in sorted(set(levels_a) | set(levels_b)):
         la, lb = levels_a.get(concurrency), levels_b.get(concurrency)
@@ -240,10 +261,19 @@ def compare_quality(a: QualitySection, b: QualitySection, a_label: str, b_label:
             continue
         pairs.append((answer, other))
     test = stats.mcnemar_exact([x.correct for x, _ in pairs], [y.correct for _, y in pairs])
-    identical = sum(1 for x, y in pairs if (x.extracted or "").strip().casefold() == (y.extracted or "").strip().casefold())
+    identical = sum(
+        1 for x, y in pairs if (x.extracted or "").strip().casefold() == (y.extracted or "").strip().casefold()
+    )
     disagreements = [
-        Disagreement(question_id=x.question_id, prompt=x.prompt, expected=x.expected, a_extracted=x.extracted,
-                     b_extracted=y.extracted, a_correct=x.correct, b_correct=y.correct)
+        Disagreement(
+            question_id=x.question_id,
+            prompt=x.prompt,
+            expected=x.expected,
+            a_extracted=x.extracted,
+            b_extracted=y.extracted,
+            a_correct=x.correct,
+            b_correct=y.correct,
+        )
         for x, y in pairs
         if (x.extracted or "").strip().casefold() != (y.extracted or "").strip().casefold() or x.correct != y.correct
     ]
@@ -260,15 +290,23 @@ def compare_quality(a: QualitySection, b: QualitySection, a_label: str, b_label:
     power_clause = (
         # Rounded up: a "≥" claim must not promise a smaller gap than computed.
         f"this set can detect a gap of ≥ {math.ceil(gap * 1000 - 1e-9) / 10:.1f} points ({POWER:.0%} power, α = {ALPHA})"
-        if gap is not None else "this set is too small to detect any gap"
+        if gap is not None
+        else "this set is too small to detect any gap"
     )
     sentence = f"{head}: {verdict}; {power_clause}."
     if excluded:
         sentence += f" {excluded} question(s) left out: a request failed."
     return QualityComparison(
-        set_name=a.set_name, paired=n, excluded=excluded, a_correct=a_right, b_correct=b_right,
-        identical_answers=identical, mcnemar=test, minimum_detectable_gap_points=gap * 100 if gap is not None else None,
-        disagreements=disagreements, sentence=sentence,
+        set_name=a.set_name,
+        paired=n,
+        excluded=excluded,
+        a_correct=a_right,
+        b_correct=b_right,
+        identical_answers=identical,
+        mcnemar=test,
+        minimum_detectable_gap_points=gap * 100 if gap is not None else None,
+        disagreements=disagreements,
+        sentence=sentence,
     )
 
 
@@ -296,13 +334,19 @@ def _pair(a: ResultFile, b: ResultFile, warnings: list[str]) -> PairComparison:
             )
         else:
             quality = compare_quality(a.quality, b.quality, a.target.label, b.target.label)
-            ra, rb = quality.a_correct / quality.paired if quality.paired else None, (
-                quality.b_correct / quality.paired if quality.paired else None)
+            ra, rb = (
+                quality.a_correct / quality.paired if quality.paired else None,
+                (quality.b_correct / quality.paired if quality.paired else None),
+            )
             rows.append(RatioRow(metric="quality (share correct)", unit="", a=ra, b=rb, ratio=_ratio(ra, rb)))
     sentences = []
     decode = next((row for row in rows if row.metric == "decode rate"), None)
     if decode and decode.ratio is not None:
-        ci = f" (95% CI {decode.ci_low:.3f}–{decode.ci_high:.3f})" if decode.ci_low is not None and decode.ci_high is not None else ""
+        ci = (
+            f" (95% CI {decode.ci_low:.3f}–{decode.ci_high:.3f})"
+            if decode.ci_low is not None and decode.ci_high is not None
+            else ""
+        )
         sentences.append(f"{b.target.label} decodes at {decode.ratio:.2f}x the rate of {a.target.label}{ci}.")
     if quality:
         sentences.append(quality.sentence)
@@ -310,8 +354,9 @@ def _pair(a: ResultFile, b: ResultFile, warnings: list[str]) -> PairComparison:
     if verdicts:
         top = max(verdicts, key=lambda key: int(key.split(":")[1]) if ":" in key else 0)
         sentences.append(f"At {top}: {verdicts[top].sentence}")
-    return PairComparison(a=a.target.label, b=b.target.label, ratios=rows, quality=quality,
-                          break_even=verdicts, sentences=sentences)
+    return PairComparison(
+        a=a.target.label, b=b.target.label, ratios=rows, quality=quality, break_even=verdicts, sentences=sentences
+    )
 
 
 def _drift_rows(first: ResultFile, second: ResultFile) -> list[DriftRow]:
@@ -321,12 +366,23 @@ def _drift_rows(first: ResultFile, second: ResultFile) -> list[DriftRow]:
     rate_2, _ = _decode(second)
     if rate_1 and rate_2 and first.decode and second.decode:
         interval = stats.decode_rate_ratio_ci(
-            (first.decode.short_e2el_s, first.decode.long_e2el_s), (second.decode.short_e2el_s, second.decode.long_e2el_s),
-            short_tokens=first.decode.short_tokens, long_tokens=first.decode.long_tokens,
+            (first.decode.short_e2el_s, first.decode.long_e2el_s),
+            (second.decode.short_e2el_s, second.decode.long_e2el_s),
+            short_tokens=first.decode.short_tokens,
+            long_tokens=first.decode.long_tokens,
         )
         ratio = rate_2.rate_tokens_per_s / rate_1.rate_tokens_per_s
-        rows.append(_drift_row(label, "decode rate", rate_1.rate_tokens_per_s, rate_2.rate_tokens_per_s, ratio,
-                               interval.low, interval.high))
+        rows.append(
+            _drift_row(
+                label,
+                "decode rate",
+                rate_1.rate_tokens_per_s,
+                rate_2.rate_tokens_per_s,
+                ratio,
+                interval.low,
+                interval.high,
+            )
+        )
     levels_1, levels_2 = _levels(first), _levels(second)
     for concurrency in sorted(set(levels_1) & set(levels_2)):
         s1, s2 = levels_1[concurrency].output_tokens_per_s, levels_2[concurrency].output_tokens_per_s
@@ -335,23 +391,35 @@ def _drift_rows(first: ResultFile, second: ResultFile) -> list[DriftRow]:
             continue
         if min(len(s1), len(s2)) >= 2:
             result = stats.drift(s1, s2)
-            rows.append(_drift_row(label, f"throughput c={concurrency}", t1, t2, t2 / t1,
-                                   result.interval.low, result.interval.high))
+            rows.append(
+                _drift_row(
+                    label, f"throughput c={concurrency}", t1, t2, t2 / t1, result.interval.low, result.interval.high
+                )
+            )
         else:
             rows.append(_drift_row(label, f"throughput c={concurrency}", t1, t2, t2 / t1, None, None))
     if first.quality and second.quality and first.quality.set_name == second.quality.set_name:
         q = compare_quality(first.quality, second.quality, "run 1", "run 2")
-        rows.append(DriftRow(
-            label=label, metric="quality", first=float(q.a_correct), second=float(q.b_correct),
-            ratio=_ratio(q.a_correct, q.b_correct), ci_low=None, ci_high=None, significant=q.mcnemar.p_value < ALPHA,
-            sentence=f"{label}: {q.identical_answers}/{q.paired} answers identical between its two runs; "
-                     f"{q.a_correct} vs {q.b_correct} correct (McNemar exact p = {q.mcnemar.p_value:.2f}).",
-        ))
+        rows.append(
+            DriftRow(
+                label=label,
+                metric="quality",
+                first=float(q.a_correct),
+                second=float(q.b_correct),
+                ratio=_ratio(q.a_correct, q.b_correct),
+                ci_low=None,
+                ci_high=None,
+                significant=q.mcnemar.p_value < ALPHA,
+                sentence=f"{label}: {q.identical_answers}/{q.paired} answers identical between its two runs; "
+                f"{q.a_correct} vs {q.b_correct} correct (McNemar exact p = {q.mcnemar.p_value:.2f}).",
+            )
+        )
     return rows
 
 
-def _drift_row(label: str, metric: str, first: float, second: float, ratio: float,
-               low: float | None, high: float | None) -> DriftRow:
+def _drift_row(
+    label: str, metric: str, first: float, second: float, ratio: float, low: float | None, high: float | None
+) -> DriftRow:
     significant = low is not None and high is not None and not low <= 1.0 <= high
     change = (ratio - 1) * 100
     if low is None or high is None:
@@ -359,12 +427,23 @@ def _drift_row(label: str, metric: str, first: float, second: float, ratio: floa
     else:
         verdict = ": within noise"
         if significant:
-            verdict = ": a real drift" if abs(change) >= DRIFT_NOTABLE_PERCENT else (
-                f": detectable but under {DRIFT_NOTABLE_PERCENT:.0f}%")
+            verdict = (
+                ": a real drift"
+                if abs(change) >= DRIFT_NOTABLE_PERCENT
+                else (f": detectable but under {DRIFT_NOTABLE_PERCENT:.0f}%")
+            )
         tail = f"95% CI {low:.3f}–{high:.3f}{verdict}"
-    return DriftRow(label=label, metric=metric, first=first, second=second, ratio=ratio, ci_low=low, ci_high=high,
-                    significant=significant,
-                    sentence=f"{label} {metric}: second run {change:+.1f}% vs first ({tail}).")
+    return DriftRow(
+        label=label,
+        metric=metric,
+        first=first,
+        second=second,
+        ratio=ratio,
+        ci_low=low,
+        ci_high=high,
+        significant=significant,
+        sentence=f"{label} {metric}: second run {change:+.1f}% vs first ({tail}).",
+    )
 
 
 def result_warnings(results: Sequence[ResultFile]) -> list[str]:
@@ -372,17 +451,27 @@ def result_warnings(results: Sequence[ResultFile]) -> list[str]:
     warnings = []
     base = results[0]
     for result in results[1:]:
-        for field in ("load_input_tokens", "load_output_tokens", "decode_short_tokens", "decode_long_tokens",
-                      "temperature", "quality_max_tokens"):
+        for field in (
+            "load_input_tokens",
+            "load_output_tokens",
+            "decode_short_tokens",
+            "decode_long_tokens",
+            "temperature",
+            "quality_max_tokens",
+        ):
             va, vb = getattr(base.client, field), getattr(result.client, field)
             if va != vb:
-                warnings.append(f"{result.target.label} used {field}={vb}, {base.target.label} {va}: "
-                                "the ratios are not like for like.")
+                warnings.append(
+                    f"{result.target.label} used {field}={vb}, {base.target.label} {va}: "
+                    "the ratios are not like for like."
+                )
     for result in results:
         if result.completeness.missing:
             warnings.append(f"{result.target.label} is incomplete: missing {', '.join(result.completeness.missing)}.")
         if result.failures.failed:
-            warnings.append(f"{result.target.label}: {result.failures.failed} of {result.failures.requests} requests failed.")
+            warnings.append(
+                f"{result.target.label}: {result.failures.failed} of {result.failures.requests} requests failed."
+            )
         if result.client_overhead and result.client_overhead.warning:
             warnings.append(f"{result.target.label}: {result.client_overhead.warning}")
         if result.hardware.price_usd_per_hour is None:
@@ -393,8 +482,9 @@ def result_warnings(results: Sequence[ResultFile]) -> list[str]:
 def combine_loaded(results: Sequence[ResultFile], paths: Sequence[str], *, utilisation: float = 1.0) -> Comparison:
     """Compare already-loaded results (paths are only labels for the output)."""
     if len(results) < 2:
-        raise UsageError("bench combine needs at least two result files.",
-                         hint="gemmaserve bench combine A.json B.json [C.json …]")
+        raise UsageError(
+            "bench combine needs at least two result files.", hint="gemmaserve bench combine A.json B.json [C.json …]"
+        )
     results = list(results)
     warnings = result_warnings(results)
     first_of: dict[tuple[str, str | None, str], ResultFile] = {}
@@ -412,9 +502,13 @@ def combine_loaded(results: Sequence[ResultFile], paths: Sequence[str], *, utili
     pairs = [_pair(baseline, other, warnings) for other in distinct[1:]]
     costs = [table for table in (cost_table(r, utilisation=utilisation) for r in distinct) if table is not None]
     return Comparison(
-        files=list(paths), baseline=baseline.target.label,
+        files=list(paths),
+        baseline=baseline.target.label,
         targets=[summarize_target(r, p) for r, p in zip(results, paths, strict=True)],
-        pairs=pairs, drift=drift, costs=costs, warnings=warnings,
+        pairs=pairs,
+        drift=drift,
+        costs=costs,
+        warnings=warnings,
     )
 
 

@@ -66,11 +66,21 @@ def break_even(
         raise ValueError("break-even needs positive prices and throughputs")
     if a_tokens_per_s <= b_tokens_per_s:
         slow, slow_price, slow_speed, fast, fast_price, fast_speed = (
-            a_label, a_price_usd_per_hour, a_tokens_per_s, b_label, b_price_usd_per_hour, b_tokens_per_s,
+            a_label,
+            a_price_usd_per_hour,
+            a_tokens_per_s,
+            b_label,
+            b_price_usd_per_hour,
+            b_tokens_per_s,
         )
     else:
         slow, slow_price, slow_speed, fast, fast_price, fast_speed = (
-            b_label, b_price_usd_per_hour, b_tokens_per_s, a_label, a_price_usd_per_hour, a_tokens_per_s,
+            b_label,
+            b_price_usd_per_hour,
+            b_tokens_per_s,
+            a_label,
+            a_price_usd_per_hour,
+            a_tokens_per_s,
         )
     price_ratio = slow_price / fast_price
     speed_ratio = slow_speed / fast_speed
@@ -87,8 +97,12 @@ def break_even(
         f"price ratio is below its speed ratio)."
     )
     return BreakEven(
-        cheaper=cheaper, slower=slow, price_ratio=price_ratio, speed_ratio=speed_ratio,
-        cost_ratio=cost_ratio, sentence=sentence,
+        cheaper=cheaper,
+        slower=slow,
+        price_ratio=price_ratio,
+        speed_ratio=speed_ratio,
+        cost_ratio=cost_ratio,
+        sentence=sentence,
     )
 
 
@@ -101,23 +115,39 @@ def cost_table(result: ResultFile, *, utilisation: float = 1.0) -> CostTable | N
     if result.decode is not None:
         try:
             rate = decode_rate(
-                result.decode.short_e2el_s, result.decode.long_e2el_s,
-                short_tokens=result.decode.short_tokens, long_tokens=result.decode.long_tokens,
+                result.decode.short_e2el_s,
+                result.decode.long_e2el_s,
+                short_tokens=result.decode.short_tokens,
+                long_tokens=result.decode.long_tokens,
             ).rate_tokens_per_s
         except ValueError:
             rate = None
         if rate is not None:
-            points.append(CostPoint(concurrency=0, output_tokens_per_s=rate,
-                                    usd_per_million_output_tokens=usd_per_million_tokens(price, rate, utilisation=utilisation)))
+            points.append(
+                CostPoint(
+                    concurrency=0,
+                    output_tokens_per_s=rate,
+                    usd_per_million_output_tokens=usd_per_million_tokens(price, rate, utilisation=utilisation),
+                )
+            )
     for level in result.load:
         throughput = level_throughput(level.output_tokens_per_s)
         if throughput is None:
             continue
-        points.append(CostPoint(concurrency=level.concurrency, output_tokens_per_s=throughput,
-                                usd_per_million_output_tokens=usd_per_million_tokens(price, throughput, utilisation=utilisation)))
+        points.append(
+            CostPoint(
+                concurrency=level.concurrency,
+                output_tokens_per_s=throughput,
+                usd_per_million_output_tokens=usd_per_million_tokens(price, throughput, utilisation=utilisation),
+            )
+        )
     return CostTable(
-        label=result.target.label, price_usd_per_hour=price, price_source=result.hardware.price_source,
-        price_date=result.hardware.price_date, utilisation=utilisation, points=points,
+        label=result.target.label,
+        price_usd_per_hour=price,
+        price_source=result.hardware.price_source,
+        price_date=result.hardware.price_date,
+        utilisation=utilisation,
+        points=points,
     )
 
 

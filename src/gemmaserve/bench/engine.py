@@ -176,6 +176,11 @@ async def run_batch(
             probe_task.cancel()
     finished_s = clock()
     return BatchResult(
-        outcomes=tuple(outcomes), started_s=started_s, finished_s=finished_s, cpu_s=cpu_clock() - cpu_started,
-        lag_p50_s=quantile(lags, 0.5), lag_p90_s=quantile(lags, 0.9), lag_max_s=max(lags, default=0.0),
+        outcomes=tuple(outcomes),
+        started_s=started_s,
+        finished_s=finished_s,
+        cpu_s=cpu_clock() - cpu_started,
+        lag_p50_s=quantile(lags, 0.5),
+        lag_p90_s=quantile(lags, 0.9),
+        lag_max_s=max(lags, default=0.0),
     )

@@ -127,7 +127,9 @@ def build_engine_facts(
     if log_facts:
         sources.append(f"log:{log_path}")
         # The engine's own unrounded capacity wins; the log (rounded to 0.01x) fills the gaps.
-        from_metrics: dict[str, Any] = {key: merged[key] for key in ("kv_cache_tokens", "max_concurrency") if key in merged}
+        from_metrics: dict[str, Any] = {
+            key: merged[key] for key in ("kv_cache_tokens", "max_concurrency") if key in merged
+        }
         merged.update(log_facts)
         merged.update(from_metrics)
     return EngineFactsRecord.model_validate({**merged, "source": "+".join(sources)})

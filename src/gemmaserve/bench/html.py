@@ -69,7 +69,9 @@ def markdown_to_html(markdown: str, *, image_dir: Path | None = None) -> str:
                 block.append(lines[index])
                 index += 1
             header, body = _cells(block[0]), [_cells(row) for row in block[2:]]
-            out.append("<table><thead><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in header) + "</tr></thead><tbody>")
+            out.append(
+                "<table><thead><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in header) + "</tr></thead><tbody>"
+            )
             out += ["<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>" for row in body]
             out.append("</tbody></table>")
         elif stripped.startswith("- "):
@@ -91,6 +93,6 @@ def markdown_page(markdown: str, *, title: str, image_dir: Path | None = None) -
     """A complete HTML document: inline CSS, inlined images, no external references."""
     body = markdown_to_html(markdown, image_dir=image_dir)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html_lib.escape(title)}</title><style>{_STYLE}</style></head>\n<body>\n{body}\n</body></html>\n"
     )

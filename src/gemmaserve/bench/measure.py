@@ -117,9 +117,7 @@ class _TargetRun:
             if self.repeats_done.get(f"load:{level}")
         ]
         return ResultFile(
-            target=TargetInfo(
-                url=self.spec.url, kind=TargetKind(self.spec.kind), label=self.label, model=self.model
-            ),
+            target=TargetInfo(url=self.spec.url, kind=TargetKind(self.spec.kind), label=self.label, model=self.model),
             hardware=self.options.hardware,
             run=self.info,
             client=settings.model_copy(update={"transport": self.transport.description if self.transport else None}),
@@ -168,8 +166,12 @@ def _labels(specs: Sequence[TargetSpec], options: Sequence[TargetOptions]) -> li
 def _host() -> HostInfo:
     import os
 
-    return HostInfo(hostname=socket.gethostname(), platform=platform.platform(), python=sys.version.split()[0],
-                    cpu_count=os.cpu_count())
+    return HostInfo(
+        hostname=socket.gethostname(),
+        platform=platform.platform(),
+        python=sys.version.split()[0],
+        cpu_count=os.cpu_count(),
+    )
 
 
 def measure_targets(
@@ -218,8 +220,14 @@ def measure_targets(
             options=option,
             label=label,
             path=out / f"{label}.json",
-            info=RunInfo(gemmaserve_version=__version__, started_at=started_at, host=_host(), command=list(command),
-                         run_id=run_id, target_order=index),
+            info=RunInfo(
+                gemmaserve_version=__version__,
+                started_at=started_at,
+                host=_host(),
+                command=list(command),
+                run_id=run_id,
+                target_order=index,
+            ),
             settings=settings,
             planned=planned,
         )
@@ -298,8 +306,9 @@ async def _measure(
                         progress(ProgressEvent(done, total, f"{run.label}: {step.label}"))
 
                 assert run.transport is not None
-                batch = await _run_step(run, step, settings, clock=clock, cpu_clock=cpu_clock, on_done=on_done,
-                                        shard=shard)
+                batch = await _run_step(
+                    run, step, settings, clock=clock, cpu_clock=cpu_clock, on_done=on_done, shard=shard
+                )
                 _account(run, step, batch, run_started_s)
                 run.save()
         for run in runs:
@@ -334,8 +343,13 @@ async def _run_step(
 
         assert run.spec.base_url is not None
         sharded = await asyncio.to_thread(
-            run_sharded_batch, run.spec.base_url, requests, processes=processes, concurrency=step.concurrency,
-            timeout_s=settings.timeout_s, max_lag_s=settings.max_client_lag_s or float("inf"),
+            run_sharded_batch,
+            run.spec.base_url,
+            requests,
+            processes=processes,
+            concurrency=step.concurrency,
+            timeout_s=settings.timeout_s,
+            max_lag_s=settings.max_client_lag_s or float("inf"),
             raise_on_saturation=False,
         )
         for outcome in sharded.batch.outcomes:
@@ -346,8 +360,15 @@ async def _run_step(
         where = f"{run.label} {step.label}, {len(sharded.shards)} worker processes"
     else:
         assert run.transport is not None
-        batch = await run_batch(run.transport, requests, concurrency=step.concurrency, clock=clock,
-                                timeout_s=settings.timeout_s, cpu_clock=cpu_clock, on_done=on_done)
+        batch = await run_batch(
+            run.transport,
+            requests,
+            concurrency=step.concurrency,
+            clock=clock,
+            timeout_s=settings.timeout_s,
+            cpu_clock=cpu_clock,
+            on_done=on_done,
+        )
         wall_s = batch.finished_s - batch.started_s
         lag_s, lag_p90_s = batch.lag_p50_s, batch.lag_p90_s
         share, processes = batch.cpu_s / wall_s if wall_s > 0 else 0.0, 1
@@ -356,8 +377,15 @@ async def _run_step(
     if limit is not None and step.kind in (RequestKind.DECODE, RequestKind.LOAD) and lag_s > limit:
         from gemmaserve.bench.shards import saturation_error
 
-        raise saturation_error(where, lag_p50_s=lag_s, lag_p90_s=lag_p90_s, max_lag_s=limit, cpu_share=share,
-                               streams=step.concurrency, processes=processes)
+        raise saturation_error(
+            where,
+            lag_p50_s=lag_s,
+            lag_p90_s=lag_p90_s,
+            max_lag_s=limit,
+            cpu_share=share,
+            streams=step.concurrency,
+            processes=processes,
+        )
     return batch
 
 
@@ -479,4 +507,3 @@ def _report(runs: list[_TargetRun], run_id: str, out: Path, description: str, in
         targets=summaries,
         message=messages[status],
     )
-

@@ -21,8 +21,10 @@ def per_target(values: Sequence[T] | None, count: int, name: str) -> list[T | No
     """At most one value per target, in target order; missing ones are None."""
     given: list[T | None] = list(values or [])
     if len(given) > count:
-        raise UsageError(f"{name} was given {len(given)} values for {count} target(s).",
-                         hint=f"Give {name} once per target, in target order.")
+        raise UsageError(
+            f"{name} was given {len(given)} values for {count} target(s).",
+            hint=f"Give {name} once per target, in target order.",
+        )
     return given + [None] * (count - len(given))
 
 
@@ -67,26 +69,49 @@ def build_measure_inputs(
 
     if not concurrency or any(level < 1 for level in concurrency):
         raise UsageError(f"concurrency {list(concurrency)}: each level must be an integer >= 1.")
-    names = {"labels": "labels", "logs": "logs", "instances": "instances", "gpus": "gpus",
-             "prices_usd_per_hour": "prices_usd_per_hour", **(option_names or {})}
+    names = {
+        "labels": "labels",
+        "logs": "logs",
+        "instances": "instances",
+        "gpus": "gpus",
+        "prices_usd_per_hour": "prices_usd_per_hour",
+        **(option_names or {}),
+    }
     quality = None if quality_set.lower() == "none" else get_question_set(quality_set).name
     settings = ClientSettings(
-        decode_short_tokens=decode_short, decode_long_tokens=decode_long, decode_calls=decode_calls,
-        concurrency_levels=list(concurrency), load_repeats=repeats, load_input_tokens=input_tokens,
-        load_output_tokens=output_tokens, quality_set=quality, quality_max_tokens=quality_max_tokens,
-        temperature=temperature, ignore_eos=ignore_eos, timeout_s=timeout_s, seed=seed,
+        decode_short_tokens=decode_short,
+        decode_long_tokens=decode_long,
+        decode_calls=decode_calls,
+        concurrency_levels=list(concurrency),
+        load_repeats=repeats,
+        load_input_tokens=input_tokens,
+        load_output_tokens=output_tokens,
+        quality_set=quality,
+        quality_max_tokens=quality_max_tokens,
+        temperature=temperature,
+        ignore_eos=ignore_eos,
+        timeout_s=timeout_s,
+        seed=seed,
         client_processes=client_processes,
         max_client_lag_s=max_client_lag_ms / 1000 if max_client_lag_ms else None,
-        extra={"warmup_calls": warmup, "quality_concurrency": quality_concurrency,
-               "load_requests_per_stream": requests_per_stream},
+        extra={
+            "warmup_calls": warmup,
+            "quality_concurrency": quality_concurrency,
+            "load_requests_per_stream": requests_per_stream,
+        },
     )
     count = len(targets)
     options = [
-        TargetOptions(label=label, log_path=log,
-                      hardware=hardware_info(instance=instance, gpu=gpu, price_usd_per_hour=price))
+        TargetOptions(
+            label=label, log_path=log, hardware=hardware_info(instance=instance, gpu=gpu, price_usd_per_hour=price)
+        )
         for label, log, instance, gpu, price in zip(
-            per_target(labels, count, names["labels"]), per_target(logs, count, names["logs"]),
-            per_target(instances, count, names["instances"]), per_target(gpus, count, names["gpus"]),
-            per_target(prices_usd_per_hour, count, names["prices_usd_per_hour"]), strict=True)
+            per_target(labels, count, names["labels"]),
+            per_target(logs, count, names["logs"]),
+            per_target(instances, count, names["instances"]),
+            per_target(gpus, count, names["gpus"]),
+            per_target(prices_usd_per_hour, count, names["prices_usd_per_hour"]),
+            strict=True,
+        )
     ]
     return settings, options

@@ -89,7 +89,12 @@ def _arithmetic(
             continue
         seen.add(text)
         questions.append(
-            Question(id=f"{kind}-{len(questions):03d}", prompt=f"{text} {ANSWER_INSTRUCTION}", expected=str(answer), kind=kind)
+            Question(
+                id=f"{kind}-{len(questions):03d}",
+                prompt=f"{text} {ANSWER_INSTRUCTION}",
+                expected=str(answer),
+                kind=kind,
+            )
         )
     return questions
 

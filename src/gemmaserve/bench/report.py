@@ -89,7 +89,8 @@ def load_directory(directory: str | os.PathLike[str]) -> tuple[list[ResultFile],
         else:
             raise ResultFileInvalid(
                 f"{path} is neither a gemmaserve result file nor a vllm bench serve result.",
-                hint="Move it out of the report directory.", path=str(path),
+                hint="Move it out of the report directory.",
+                path=str(path),
             )
         paths.append(str(path))
     if not results:
@@ -113,12 +114,24 @@ def comparison_markdown(comparison: Comparison) -> str:
             rows.append([row.metric, unit, _fmt(a, digits), _fmt(b, digits), _fmt(row.ratio, 3), ci])
         lines += _table(["metric", "unit", pair.a, pair.b, "B/A", "95% CI of B/A"], rows)
         if pair.quality and pair.quality.disagreements:
-            lines += [(f"Answers that differ ({len(pair.quality.disagreements)} of {pair.quality.paired}; "
-                      f"{pair.quality.identical_answers} identical):"), ""]
+            lines += [
+                (
+                    f"Answers that differ ({len(pair.quality.disagreements)} of {pair.quality.paired}; "
+                    f"{pair.quality.identical_answers} identical):"
+                ),
+                "",
+            ]
             lines += _table(
                 ["question", "expected", pair.a, pair.b],
-                [[d.question_id, d.expected, f"{d.a_extracted or '—'} {'✓' if d.a_correct else '✗'}",
-                  f"{d.b_extracted or '—'} {'✓' if d.b_correct else '✗'}"] for d in pair.quality.disagreements[:50]],
+                [
+                    [
+                        d.question_id,
+                        d.expected,
+                        f"{d.a_extracted or '—'} {'✓' if d.a_correct else '✗'}",
+                        f"{d.b_extracted or '—'} {'✓' if d.b_correct else '✗'}",
+                    ]
+                    for d in pair.quality.disagreements[:50]
+                ],
             )
     if comparison.drift:
         lines += ["### Drift (the same target measured twice)", ""]
@@ -140,45 +153,96 @@ def _latency_rows(results: Sequence[ResultFile]) -> list[list[str]]:
 
 
 def render_markdown(
-    results: Sequence[ResultFile], paths: Sequence[str], comparison: Comparison | None,
-    *, chart_files: Sequence[str] = (), utilisation: float = 1.0,
+    results: Sequence[ResultFile],
+    paths: Sequence[str],
+    comparison: Comparison | None,
+    *,
+    chart_files: Sequence[str] = (),
+    utilisation: float = 1.0,
 ) -> str:
     summaries = [summarize_target(r, p) for r, p in zip(results, paths, strict=True)]
     lines = ["# Benchmark report", ""]
     lines += _table(
         ["target", "URL", "GPU", "instance", "$/hour", "price date", "complete", "failed requests"],
-        [[s.label, f"`{s.url}`", s.gpu or "—", s.instance or "—", _fmt(s.price_usd_per_hour, 4),
-          r.hardware.price_date or "—", "yes" if not s.missing else "missing " + ", ".join(s.missing),
-          f"{r.failures.failed}/{r.failures.requests}"] for s, r in zip(summaries, results, strict=True)],
+        [
+            [
+                s.label,
+                f"`{s.url}`",
+                s.gpu or "—",
+                s.instance or "—",
+                _fmt(s.price_usd_per_hour, 4),
+                r.hardware.price_date or "—",
+                "yes" if not s.missing else "missing " + ", ".join(s.missing),
+                f"{r.failures.failed}/{r.failures.requests}",
+            ]
+            for s, r in zip(summaries, results, strict=True)
+        ],
     )
     charts_by_name = {Path(name).stem: Path(name).name for name in chart_files}
-    lines += ["## Decode rate (one stream)", "",
-              ("Rate = (long − short) / (median wall at long − median wall at short); the per-call fixed cost is "
-              "the line's value at 0 tokens."), ""]
-    lines += _table(["target", "tok/s", "95% CI", "per-call fixed cost (ms)"],
-                    [[s.label, _fmt(s.decode_tokens_per_s, 2),
-                      _interval(s.decode_ci.low, s.decode_ci.high) if s.decode_ci else "—", _fixed_cost(s.intercept_s, s.intercept_flag)]
-                     for s in summaries])
+    lines += [
+        "## Decode rate (one stream)",
+        "",
+        (
+            "Rate = (long − short) / (median wall at long − median wall at short); the per-call fixed cost is "
+            "the line's value at 0 tokens."
+        ),
+        "",
+    ]
+    lines += _table(
+        ["target", "tok/s", "95% CI", "per-call fixed cost (ms)"],
+        [
+            [
+                s.label,
+                _fmt(s.decode_tokens_per_s, 2),
+                _interval(s.decode_ci.low, s.decode_ci.high) if s.decode_ci else "—",
+                _fixed_cost(s.intercept_s, s.intercept_flag),
+            ]
+            for s in summaries
+        ],
+    )
     if "decode" in charts_by_name:
         lines += [f"![decode rates]({charts_by_name['decode']})", ""]
     levels = sorted({c for s in summaries for c in s.load_tokens_per_s})
     lines += ["## Throughput vs concurrency (aggregate output tok/s, median of repeats)", ""]
-    lines += _table(["concurrency", *(s.label for s in summaries)],
-                    [[str(c), *(_fmt(s.load_tokens_per_s.get(c)) for s in summaries)] for c in levels])
+    lines += _table(
+        ["concurrency", *(s.label for s in summaries)],
+        [[str(c), *(_fmt(s.load_tokens_per_s.get(c)) for s in summaries)] for c in levels],
+    )
     if "throughput" in charts_by_name:
         lines += [f"![throughput]({charts_by_name['throughput']})", ""]
     lines += ["## Latency percentiles (ms)", ""]
-    lines += _table(["target", "conc.", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "ITL p50", "ITL p99",
-                     "E2EL p50", "E2EL p99"], _latency_rows(results))
+    lines += _table(
+        [
+            "target",
+            "conc.",
+            "TTFT p50",
+            "TTFT p99",
+            "TPOT p50",
+            "TPOT p99",
+            "ITL p50",
+            "ITL p99",
+            "E2EL p50",
+            "E2EL p99",
+        ],
+        _latency_rows(results),
+    )
     if "latency" in charts_by_name:
         lines += [f"![latency]({charts_by_name['latency']})", ""]
     quality = [(s, r) for s, r in zip(summaries, results, strict=True) if r.quality]
     if quality:
         lines += ["## Answer quality", ""]
-        lines += _table(["target", "set", "correct", "95% CI (Wilson)"],
-                        [[s.label, r.quality.set_name if r.quality else "—", f"{s.quality_correct}/{s.quality_total}",
-                          f"{s.quality_ci.low:.1%}–{s.quality_ci.high:.1%}" if s.quality_ci else "—"]
-                         for s, r in quality])
+        lines += _table(
+            ["target", "set", "correct", "95% CI (Wilson)"],
+            [
+                [
+                    s.label,
+                    r.quality.set_name if r.quality else "—",
+                    f"{s.quality_correct}/{s.quality_total}",
+                    f"{s.quality_ci.low:.1%}–{s.quality_ci.high:.1%}" if s.quality_ci else "—",
+                ]
+                for s, r in quality
+            ],
+        )
         if "quality" in charts_by_name:
             lines += [f"![quality]({charts_by_name['quality']})", ""]
     tables = [t for t in (cost_table(r, utilisation=utilisation) for r in results) if t is not None]
@@ -188,19 +252,40 @@ def render_markdown(
         for table in tables:
             for point in table.points:
                 where = "decode (1 stream)" if point.concurrency == 0 else f"c={point.concurrency}"
-                cost_rows.append([table.label, where, _fmt(point.output_tokens_per_s), _fmt(table.price_usd_per_hour, 4),
-                                  f"${point.usd_per_million_output_tokens:,.2f}"])
+                cost_rows.append(
+                    [
+                        table.label,
+                        where,
+                        _fmt(point.output_tokens_per_s),
+                        _fmt(table.price_usd_per_hour, 4),
+                        f"${point.usd_per_million_output_tokens:,.2f}",
+                    ]
+                )
         lines += _table(["target", "at", "tok/s", "$/hour", "$/M output tokens"], cost_rows)
-        lines += ["Prices: " + "; ".join(f"{t.label}: {t.price_source or 'unknown source'}, {t.price_date or 'undated'}"
-                                         for t in tables), ""]
+        lines += [
+            "Prices: "
+            + "; ".join(
+                f"{t.label}: {t.price_source or 'unknown source'}, {t.price_date or 'undated'}" for t in tables
+            ),
+            "",
+        ]
         if "cost" in charts_by_name:
             lines += [f"![cost]({charts_by_name['cost']})", ""]
     overhead = [(r.target.label, r.client_overhead) for r in results if r.client_overhead]
     if overhead:
         lines += ["## Client overhead", ""]
-        lines += _table(["target", "CPU µs per chunk", "CPU share of wall", "note"],
-                        [[label, _fmt(o.cpu_s_per_chunk * 1e6 if o.cpu_s_per_chunk is not None else None),
-                          f"{o.share:.1%}" if o.share is not None else "—", o.warning or ""] for label, o in overhead])
+        lines += _table(
+            ["target", "CPU µs per chunk", "CPU share of wall", "note"],
+            [
+                [
+                    label,
+                    _fmt(o.cpu_s_per_chunk * 1e6 if o.cpu_s_per_chunk is not None else None),
+                    f"{o.share:.1%}" if o.share is not None else "—",
+                    o.warning or "",
+                ]
+                for label, o in overhead
+            ],
+        )
     if comparison is not None:
         lines += [f"## Comparison (baseline: {comparison.baseline})", "", comparison_markdown(comparison)]
     lines += ["## Files", ""] + [f"- `{path}`" for path in paths] + [""]
@@ -261,7 +346,13 @@ def build_report(
         write_atomic(page, html.markdown_page(markdown, title="gemmaserve benchmark report", image_dir=target))
         html_path = str(page)
     return ReportOutput(
-        directory=str(directory), markdown_path=str(markdown_path), html_path=html_path, charts=chart_files,
-        files=paths, imported=imported, skipped=skipped, comparison=comparison,
+        directory=str(directory),
+        markdown_path=str(markdown_path),
+        html_path=html_path,
+        charts=chart_files,
+        files=paths,
+        imported=imported,
+        skipped=skipped,
+        comparison=comparison,
         warnings=comparison.warnings if comparison else result_warnings(results),
     )

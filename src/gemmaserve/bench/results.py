@@ -27,7 +27,12 @@ from gemmaserve.bench.schema import (
 
 
 def to_record(
-    outcome: Outcome, *, kind: RequestKind, concurrency: int, repeat: int, run_started_s: float,
+    outcome: Outcome,
+    *,
+    kind: RequestKind,
+    concurrency: int,
+    repeat: int,
+    run_started_s: float,
     question_id: str | None = None,
 ) -> RequestRecord:
     metrics = outcome.metrics
@@ -77,7 +82,10 @@ def decode_measurement(records: Sequence[RequestRecord], settings: ClientSetting
         return [
             r.e2el_s
             for r in records
-            if r.kind == RequestKind.DECODE and r.success and r.requested_output_tokens == tokens and r.e2el_s is not None
+            if r.kind == RequestKind.DECODE
+            and r.success
+            and r.requested_output_tokens == tokens
+            and r.e2el_s is not None
         ]
 
     short, long = walls(short_tokens), walls(long_tokens)
@@ -89,7 +97,9 @@ def decode_measurement(records: Sequence[RequestRecord], settings: ClientSetting
     try:
         line = stats.decode_rate(short, long, short_tokens=short_tokens, long_tokens=long_tokens)
     except ValueError:
-        return measurement.model_copy(update={"short_median_s": stats.median(short), "long_median_s": stats.median(long)})
+        return measurement.model_copy(
+            update={"short_median_s": stats.median(short), "long_median_s": stats.median(long)}
+        )
     interval = stats.decode_rate_ci(short, long, short_tokens=short_tokens, long_tokens=long_tokens)
     tpots = [
         r.tpot_s

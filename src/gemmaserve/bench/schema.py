@@ -251,9 +251,7 @@ class FailureSummary(_Strict):
     requests: int = 0
     failed: int = 0
     short_replies: int = Field(default=0, description="Replies with fewer tokens than requested")
-    empty_text_replies: int = Field(
-        default=0, description="Successful replies whose tokens all decoded to empty text"
-    )
+    empty_text_replies: int = Field(default=0, description="Successful replies whose tokens all decoded to empty text")
     by_reason: dict[str, int] = Field(default_factory=dict)
 
 

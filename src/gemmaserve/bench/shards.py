@@ -73,8 +73,16 @@ def split_requests(requests: Sequence[tuple[str, ChatRequest]], shards: int) -> 
     return [list(range(shard, len(requests), shards)) for shard in range(shards)]
 
 
-async def _shard(url: str, requests: list[tuple[str, ChatRequest]], concurrency: int, timeout_s: float,
-                 ready: Any, go: Any, probe_interval_s: float, warm: bool) -> tuple[list[Outcome], float, float, list[float]]:
+async def _shard(
+    url: str,
+    requests: list[tuple[str, ChatRequest]],
+    concurrency: int,
+    timeout_s: float,
+    ready: Any,
+    go: Any,
+    probe_interval_s: float,
+    warm: bool,
+) -> tuple[list[Outcome], float, float, list[float]]:
     transport = HttpTransport(url, timeout_s=timeout_s)
     lags: list[float] = []
     running = True
@@ -94,8 +102,9 @@ async def _shard(url: str, requests: list[tuple[str, ChatRequest]], concurrency:
         await asyncio.to_thread(go.wait, BARRIER_TIMEOUT_S)  # released together
         probe_task = asyncio.create_task(probe())
         cpu_started, wall_started = time.process_time(), time.perf_counter()
-        batch = await run_batch(transport, requests, concurrency=concurrency, clock=time.perf_counter,
-                                timeout_s=timeout_s, probe_lag=False)
+        batch = await run_batch(
+            transport, requests, concurrency=concurrency, clock=time.perf_counter, timeout_s=timeout_s, probe_lag=False
+        )
         cpu_s, wall_s = time.process_time() - cpu_started, time.perf_counter() - wall_started
         running = False
         await probe_task
@@ -104,8 +113,19 @@ async def _shard(url: str, requests: list[tuple[str, ChatRequest]], concurrency:
     return list(batch.outcomes), cpu_s, wall_s, lags
 
 
-def _shard_main(index: int, url: str, requests: list[tuple[str, ChatRequest]], concurrency: int, timeout_s: float,
-                ready: Any, go: Any, probe_interval_s: float, warm: bool, use_uvloop: bool, results: Any) -> None:
+def _shard_main(
+    index: int,
+    url: str,
+    requests: list[tuple[str, ChatRequest]],
+    concurrency: int,
+    timeout_s: float,
+    ready: Any,
+    go: Any,
+    probe_interval_s: float,
+    warm: bool,
+    use_uvloop: bool,
+    results: Any,
+) -> None:
     loop_factory = None
     if use_uvloop:
         try:
@@ -117,15 +137,23 @@ def _shard_main(index: int, url: str, requests: list[tuple[str, ChatRequest]], c
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             outcomes, cpu_s, wall_s, lags = runner.run(
-                _shard(url, requests, concurrency, timeout_s, ready, go, probe_interval_s, warm))
+                _shard(url, requests, concurrency, timeout_s, ready, go, probe_interval_s, warm)
+            )
     except BaseException as exc:  # report, never leave the others waiting at a barrier
         ready.abort()
         go.abort()
         results.put((index, None, f"{type(exc).__name__}: {exc}"))
         return
-    stats = ShardStats(shard=index, requests=len(requests), chunks=sum(o.chunks for o in outcomes), cpu_s=cpu_s,
-                       wall_s=wall_s, lag_p50_s=quantile(lags, 0.5), lag_p90_s=quantile(lags, 0.9),
-                       lag_max_s=max(lags, default=0.0))
+    stats = ShardStats(
+        shard=index,
+        requests=len(requests),
+        chunks=sum(o.chunks for o in outcomes),
+        cpu_s=cpu_s,
+        wall_s=wall_s,
+        lag_p50_s=quantile(lags, 0.5),
+        lag_p90_s=quantile(lags, 0.9),
+        lag_max_s=max(lags, default=0.0),
+    )
     results.put((index, (outcomes, stats), None))
 
 
@@ -168,8 +196,19 @@ def run_sharded_batch(
         shard_streams = streams // processes + (1 if index < streams % processes else 0)
         worker = context.Process(
             target=_shard_main,
-            args=(index, url, shard_requests, shard_streams, timeout_s, ready, go, probe_interval_s, warm,
-                  use_uvloop, results),
+            args=(
+                index,
+                url,
+                shard_requests,
+                shard_streams,
+                timeout_s,
+                ready,
+                go,
+                probe_interval_s,
+                warm,
+                use_uvloop,
+                results,
+            ),
             daemon=True,
         )
         worker.start()
@@ -203,8 +242,10 @@ def run_sharded_batch(
     if errors:
         from gemmaserve.errors import BenchError
 
-        raise BenchError("A client worker process failed: " + "; ".join(errors),
-                         hint="Check that the target answers: curl URL/v1/models")
+        raise BenchError(
+            "A client worker process failed: " + "; ".join(errors),
+            hint="Check that the target answers: curl URL/v1/models",
+        )
     merged: list[Outcome | None] = [None] * len(requests)
     for index, part in enumerate(parts):
         for position, outcome in zip(part, gathered[index][0], strict=True):
@@ -222,20 +263,29 @@ def run_sharded_batch(
     result = ShardedBatch(batch=batch, shards=shards, saturated=saturated, max_lag_s=max_lag_s)
     if saturated and raise_on_saturation:
         worst = max(shards, key=lambda shard: shard.lag_p50_s)
-        raise saturation_error(f"worker {worst.shard} of {len(shards)}", lag_p50_s=worst.lag_p50_s,
-                               lag_p90_s=worst.lag_p90_s,
-                               max_lag_s=max_lag_s, cpu_share=worst.cpu_share, streams=streams,
-                               processes=len(shards))
+        raise saturation_error(
+            f"worker {worst.shard} of {len(shards)}",
+            lag_p50_s=worst.lag_p50_s,
+            lag_p90_s=worst.lag_p90_s,
+            max_lag_s=max_lag_s,
+            cpu_share=worst.cpu_share,
+            streams=streams,
+            processes=len(shards),
+        )
     return result
 
 
-def saturation_error(where: str, *, lag_p50_s: float, lag_p90_s: float, max_lag_s: float, cpu_share: float, streams: int,
-                     processes: int) -> ClientSaturated:
+def saturation_error(
+    where: str, *, lag_p50_s: float, lag_p90_s: float, max_lag_s: float, cpu_share: float, streams: int, processes: int
+) -> ClientSaturated:
     """The error that stops a run whose client lagged past its timing budget."""
     # A loop that lags while using little CPU was not given the CPU it asked for (other
     # processes on the machine); one that lags near a full core is doing too much itself.
-    cause = ("it was CPU-bound" if cpu_share >= 0.5 else
-             "the machine did not give it the CPU it needed (other processes compete for the cores)")
+    cause = (
+        "it was CPU-bound"
+        if cpu_share >= 0.5
+        else "the machine did not give it the CPU it needed (other processes compete for the cores)"
+    )
     return ClientSaturated(
         f"The client could not keep time: {where} ran {streams} streams in all, at {cpu_share:.0%} of a core, "
         f"and its event loop lagged {lag_p50_s * 1000:.1f} ms (median; p90 {lag_p90_s * 1000:.1f} ms) against a "
@@ -243,5 +293,10 @@ def saturation_error(where: str, *, lag_p50_s: float, lag_p90_s: float, max_lag_
         f"({cause}), so its TTFT/ITL would read high; they are not reported.",
         hint="Use more client processes (--client-processes, one per free core), fewer streams, a quieter or "
         "larger client machine, or a wider budget (--max-client-lag-ms).",
-        lag_p50_s=lag_p50_s, lag_p90_s=lag_p90_s, max_lag_s=max_lag_s, cpu_share=cpu_share, processes=processes, streams=streams,
+        lag_p50_s=lag_p50_s,
+        lag_p90_s=lag_p90_s,
+        max_lag_s=max_lag_s,
+        cpu_share=cpu_share,
+        processes=processes,
+        streams=streams,
     )

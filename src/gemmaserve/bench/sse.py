@@ -104,7 +104,9 @@ def decode_chat_event(data: str) -> ChatDelta:
         delta = choice.get("delta") or {}
         # "text" is the completions API; "reasoning_content" is a thinking model's hidden part:
         # both are generated tokens and must stop the TTFT clock.
-        content = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or choice.get("text") or ""
+        content = (
+            delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or choice.get("text") or ""
+        )
         finish_reason = choice.get("finish_reason")
         # vLLM (serving_chat.py) opens every stream with a role-only delta, then sends one choice
         # per engine step, text or not; the last of them carries finish_reason. Everything but

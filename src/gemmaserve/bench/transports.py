@@ -194,8 +194,7 @@ def new_http_session(timeout_s: float, *, clock: Clock | None = None) -> Any:
     connector = aiohttp.TCPConnector(limit=CONNECTOR_LIMIT, limit_per_host=0, ttl_dns_cache=300)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=timeout_s)
     traces = [send_trace_config(clock)] if clock is not None else None
-    return aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
-                                 trace_configs=traces)
+    return aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False, trace_configs=traces)
 
 
 class HttpTransport:

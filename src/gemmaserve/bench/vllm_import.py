@@ -61,8 +61,13 @@ def _ms_summary(record: Mapping[str, Any], metric: str) -> s.Percentiles | None:
     mean, median = seconds(f"mean_{metric}_ms"), seconds(f"median_{metric}_ms")
     if mean is None and median is None:
         return None
-    return s.Percentiles(n=int(record.get("completed", 0)), mean=mean, p50=median,
-                         p90=seconds(f"p90_{metric}_ms"), p99=seconds(f"p99_{metric}_ms"))
+    return s.Percentiles(
+        n=int(record.get("completed", 0)),
+        mean=mean,
+        p50=median,
+        p90=seconds(f"p90_{metric}_ms"),
+        p99=seconds(f"p99_{metric}_ms"),
+    )
 
 
 def _concurrency(record: Mapping[str, Any]) -> int:
@@ -93,14 +98,24 @@ def _requests(record: Mapping[str, Any], concurrency: int, repeat: int) -> list[
         tpot = None
         if error is None and isinstance(output_tokens, int) and output_tokens > 1 and latency and ttft:
             tpot = (latency - ttft) / (output_tokens - 1)
-        rows.append(s.RequestRecord(
-            request_id=f"vllm-{concurrency}-{repeat}-{index}", kind=s.RequestKind.LOAD, concurrency=concurrency,
-            repeat=repeat, prompt_tokens=inputs[index], requested_output_tokens=output_tokens or 0,
-            output_tokens=output_tokens, success=error is None, error=error,
-            ttft_s=ttft if error is None else None, itl_s=list(itls[index]) if error is None else [],
-            e2el_s=latency if error is None else None, tpot_s=tpot,
-            start_offset_s=float(starts[index]) - first_start if isinstance(starts[index], int | float) else 0.0,
-        ))
+        rows.append(
+            s.RequestRecord(
+                request_id=f"vllm-{concurrency}-{repeat}-{index}",
+                kind=s.RequestKind.LOAD,
+                concurrency=concurrency,
+                repeat=repeat,
+                prompt_tokens=inputs[index],
+                requested_output_tokens=output_tokens or 0,
+                output_tokens=output_tokens,
+                success=error is None,
+                error=error,
+                ttft_s=ttft if error is None else None,
+                itl_s=list(itls[index]) if error is None else [],
+                e2el_s=latency if error is None else None,
+                tpot_s=tpot,
+                start_offset_s=float(starts[index]) - first_start if isinstance(starts[index], int | float) else 0.0,
+            )
+        )
     return rows
 
 
@@ -147,40 +162,63 @@ def import_vllm_result(
         completed = max(int(record["completed"]), 1)
         ok = [r for r in requests if r.concurrency == concurrency and r.success]
         detailed = bool(ok)
-        load.append(s.LoadLevel(
-            concurrency=concurrency, repeats=len(level["tok_s"]), requests_per_repeat=level["requests"],
-            input_tokens=round(int(record.get("total_input_tokens", 0)) / completed),
-            output_tokens=round(int(record["total_output_tokens"]) / completed),
-            output_tokens_per_s=level["tok_s"], wall_s=level["wall_s"],
-            median_output_tokens_per_s=stats.median(level["tok_s"]),
-            ttft_s=stats.summarize([r.ttft_s for r in ok if r.ttft_s is not None]) if detailed else _ms_summary(record, "ttft"),
-            tpot_s=stats.summarize([r.tpot_s for r in ok if r.tpot_s is not None]) if detailed else _ms_summary(record, "tpot"),
-            itl_s=stats.summarize([g for r in ok for g in r.itl_s]) if detailed else _ms_summary(record, "itl"),
-            e2el_s=stats.summarize([r.e2el_s for r in ok if r.e2el_s is not None]) if detailed else _ms_summary(record, "e2el"),
-            failed_requests=sum(int(r.get("failed", 0) or 0) for r in records if _concurrency(r) == concurrency),
-        ))
+        load.append(
+            s.LoadLevel(
+                concurrency=concurrency,
+                repeats=len(level["tok_s"]),
+                requests_per_repeat=level["requests"],
+                input_tokens=round(int(record.get("total_input_tokens", 0)) / completed),
+                output_tokens=round(int(record["total_output_tokens"]) / completed),
+                output_tokens_per_s=level["tok_s"],
+                wall_s=level["wall_s"],
+                median_output_tokens_per_s=stats.median(level["tok_s"]),
+                ttft_s=stats.summarize([r.ttft_s for r in ok if r.ttft_s is not None])
+                if detailed
+                else _ms_summary(record, "ttft"),
+                tpot_s=stats.summarize([r.tpot_s for r in ok if r.tpot_s is not None])
+                if detailed
+                else _ms_summary(record, "tpot"),
+                itl_s=stats.summarize([g for r in ok for g in r.itl_s]) if detailed else _ms_summary(record, "itl"),
+                e2el_s=stats.summarize([r.e2el_s for r in ok if r.e2el_s is not None])
+                if detailed
+                else _ms_summary(record, "e2el"),
+                failed_requests=sum(int(r.get("failed", 0) or 0) for r in records if _concurrency(r) == concurrency),
+            )
+        )
     phases = [f"load:{level.concurrency}" for level in load]
     model = first.get("model_id")
     return s.ResultFile(
         target=s.TargetInfo(
-            url=url or f"imported:{Path(path).name}", kind=s.TargetKind.IMPORTED,
-            label=label or str(first.get("label") or model or Path(path).stem), model=model,
+            url=url or f"imported:{Path(path).name}",
+            kind=s.TargetKind.IMPORTED,
+            label=label or str(first.get("label") or model or Path(path).stem),
+            model=model,
         ),
         hardware=hardware or s.HardwareInfo(),
         run=s.RunInfo(
-            gemmaserve_version=__version__, started_at=_started_at(first), finished_at=None,
+            gemmaserve_version=__version__,
+            started_at=_started_at(first),
+            finished_at=None,
             host=s.HostInfo(hostname="unknown (imported)", platform="unknown", python="unknown"),
             command=["vllm", "bench", "serve", f"--backend={first.get('backend', '?')}"],
         ),
         client=s.ClientSettings(
-            concurrency_levels=[level.concurrency for level in load], load_repeats=max(len(v["tok_s"]) for v in levels.values()),
-            load_input_tokens=load[0].input_tokens, load_output_tokens=load[0].output_tokens,
-            quality_set=None, temperature=None, ignore_eos=None, transport="vllm bench serve",
-            extra={key: first.get(key) for key in ("backend", "request_rate", "burstiness", "num_prompts", "tokenizer_id")
-                   if key in first},
+            concurrency_levels=[level.concurrency for level in load],
+            load_repeats=max(len(v["tok_s"]) for v in levels.values()),
+            load_input_tokens=load[0].input_tokens,
+            load_output_tokens=load[0].output_tokens,
+            quality_set=None,
+            temperature=None,
+            ignore_eos=None,
+            transport="vllm bench serve",
+            extra={
+                key: first.get(key)
+                for key in ("backend", "request_rate", "burstiness", "num_prompts", "tokenizer_id")
+                if key in first
+            },
         ),
-        requests=requests, load=load,
+        requests=requests,
+        load=load,
         completeness=s.Completeness(planned=phases, finished=phases),
-        failures=s.FailureSummary(requests=total, failed=failed,
-                                  by_reason={"vllm-reported": failed} if failed else {}),
+        failures=s.FailureSummary(requests=total, failed=failed, by_reason={"vllm-reported": failed} if failed else {}),
     )

@@ -113,10 +113,14 @@ def read_gguf(path: str | os.PathLike[str]) -> tuple[dict[str, object], dict[str
         tensor = GgufTensor(name, dims, ggml_type, data_start + offset)
         if ggml_type == GGML_Q4_0:
             if dims[0] % 32:
-                raise MalformedCheckpoint(f"{file.name}: q4_0 tensor {name!r} rows are not whole blocks.", file=file.name)
+                raise MalformedCheckpoint(
+                    f"{file.name}: q4_0 tensor {name!r} rows are not whole blocks.", file=file.name
+                )
             end = tensor.offset + int(np.prod(dims)) // 32 * _Q4_0_BLOCK_BYTES
             if end > size:
-                raise MalformedCheckpoint(f"{file.name}: tensor {name!r} runs past the end of the file.", file=file.name)
+                raise MalformedCheckpoint(
+                    f"{file.name}: tensor {name!r} runs past the end of the file.", file=file.name
+                )
         tensors[name] = tensor
     return metadata, tensors
 

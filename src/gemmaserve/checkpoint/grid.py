@@ -55,6 +55,7 @@ def kernels() -> ModuleType | None:
 def kernel_name() -> str:
     return "numba" if kernels() is not None else "numpy"
 
+
 GROUP_SIZE = 32
 LEVEL_MIN, LEVEL_MAX = -8, 7
 # Fallback levels for the peak, largest |m| (smallest step) first.
@@ -481,7 +482,9 @@ class GridComparison:
         fast = kernels()
         if fast is not None and group_size % 32 == 0:
             self._add_counts(
-                fast.compare(_f32(build), _f32(reference), _f32(reference_steps), group_size), reference.shape, group_size
+                fast.compare(_f32(build), _f32(reference), _f32(reference_steps), group_size),
+                reference.shape,
+                group_size,
             )
             return
         self._add_numpy(build, reference, reference_steps, group_size)
@@ -500,7 +503,9 @@ class GridComparison:
             )  # fmt: skip
             self._add_counts(counts, reference.shape, group_size)
             return
-        build = dequantize_pack_quantized(packed, scales, cols=cols, group_size=build_group_size, model_dtype=scale_dtype)
+        build = dequantize_pack_quantized(
+            packed, scales, cols=cols, group_size=build_group_size, model_dtype=scale_dtype
+        )
         self._add_numpy(build, reference, reference_steps, group_size)
 
     def merge(self, other: GridComparison) -> None:
@@ -523,7 +528,9 @@ class GridComparison:
         self.max_abs_diff = max(self.max_abs_diff, float(max_diff))
         self.sum_abs_diff += float(sum_diff)
 
-    def _add_numpy(self, build: np.ndarray, reference: np.ndarray, reference_steps: np.ndarray, group_size: int) -> None:
+    def _add_numpy(
+        self, build: np.ndarray, reference: np.ndarray, reference_steps: np.ndarray, group_size: int
+    ) -> None:
         rows, cols = reference.shape
         shape = (rows, cols // group_size, group_size)
         same = (build.view(np.uint32) == reference.view(np.uint32)).reshape(shape)

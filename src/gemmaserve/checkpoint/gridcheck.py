@@ -87,9 +87,7 @@ Locations = dict[str, tuple[SafetensorsHeader, TensorEntry]]
 
 def quantized_modules(locations: Locations) -> list[str]:
     """Module names that the build stores in 4 bits (or 16-bit ``.weight`` when none are)."""
-    found = sorted(
-        name.rsplit(".", 1)[0] for name in locations if name.endswith((".weight_packed", ".qweight"))
-    )
+    found = sorted(name.rsplit(".", 1)[0] for name in locations if name.endswith((".weight_packed", ".qweight")))
     return found
 
 
@@ -236,7 +234,9 @@ def _need(locations: Locations, name: str, where: str) -> tuple[SafetensorsHeade
 
 def _build_group_size(module: str, what: str, cols: int, scale_groups: int) -> int:
     if scale_groups < 1 or cols % scale_groups:
-        raise MalformedCheckpoint(f"{module}: {what} has {scale_groups} groups per row, which do not divide {cols} inputs.")
+        raise MalformedCheckpoint(
+            f"{module}: {what} has {scale_groups} groups per row, which do not divide {cols} inputs."
+        )
     return cols // scale_groups
 
 
@@ -253,7 +253,9 @@ def check_module(
     ref_loc = _need(reference_locations, f"{module}.weight", f"Reference {reference.label}")
     ref_entry = ref_loc[1]
     if ref_entry.dtype not in grid.FLOAT_DTYPES or len(ref_entry.shape) != 2:
-        raise MalformedCheckpoint(f"{ref_entry.name} is {ref_entry.dtype} {list(ref_entry.shape)}, not a 2-D float weight.")
+        raise MalformedCheckpoint(
+            f"{ref_entry.name} is {ref_entry.dtype} {list(ref_entry.shape)}, not a 2-D float weight."
+        )
     rows, cols = ref_entry.shape
     counts = grid.GridComparison()
     ref_grid = _ReferenceGrid(reference, module, cols, ref_entry.dtype, reference_group_size)
@@ -320,7 +322,9 @@ def check_module(
     else:
         fmt, build_group = "16-bit", None
         loc = _need(build_locations, f"{module}.weight", f"Build {build.label}")
-        _run_blocks(spans, compare_values(lambda r0, r1: _float_rows(build, loc, r0, r1, "build")), ref_grid, counts, report)
+        _run_blocks(
+            spans, compare_values(lambda r0, r1: _float_rows(build, loc, r0, r1, "build")), ref_grid, counts, report
+        )
     ref_grid.finish()
     return _result(module, fmt, rows, cols, build_group, ref_grid, counts)
 
@@ -359,8 +363,13 @@ def grid_check(
         modules = select_modules(build_locations, tensor=tensor, layers=layers)
         results = [
             check_module(
-                m, build_src, build_locations, ref_src, reference_locations,
-                reference_group_size=reference_group_size, progress=progress,
+                m,
+                build_src,
+                build_locations,
+                ref_src,
+                reference_locations,
+                reference_group_size=reference_group_size,
+                progress=progress,
             )
             for m in modules
         ]
@@ -412,9 +421,7 @@ def _grid_check_gguf(
     )
 
     _, tensors = read_gguf(build)
-    by_module = {
-        module: t for t in tensors.values() if t.ggml_type == GGML_Q4_0 and (module := hf_module_name(t.name))
-    }
+    by_module = {module: t for t in tensors.values() if t.ggml_type == GGML_Q4_0 and (module := hf_module_name(t.name))}
     pseudo: Locations = {f"{m}.qweight": None for m in by_module}  # type: ignore[misc]
     modules = select_modules(pseudo, tensor=tensor, layers=layers)
     ref_src = open_source(reference, hub_api=hub_api)

@@ -180,9 +180,7 @@ def _parse_entry(name: str, info: Any, *, file: str) -> TensorEntry:
     return TensorEntry(name, dtype, tuple(shape), file, offsets[0], offsets[1])
 
 
-def _check_layout(
-    tensors: dict[str, TensorEntry], *, file: str, data_limit: int | None, strict_coverage: bool
-) -> None:
+def _check_layout(tensors: dict[str, TensorEntry], *, file: str, data_limit: int | None, strict_coverage: bool) -> None:
     ordered = sorted(tensors.values(), key=lambda t: (t.data_begin, t.data_end))
     cursor = 0
     for entry in ordered:

@@ -156,9 +156,7 @@ def summarize_headers(
     headers: dict[str, SafetensorsHeader], config: dict[str, Any] | None, *, source: str, bytes_fetched: int
 ) -> InspectReport:
     """The breakdown by part (pure: headers and config in, report out)."""
-    totals: dict[str, dict[str, Any]] = {
-        p: {"bytes": 0, "parameters": 0, "tensors": 0, "storage": {}} for p in PARTS
-    }
+    totals: dict[str, dict[str, Any]] = {p: {"bytes": 0, "parameters": 0, "tensors": 0, "storage": {}} for p in PARTS}
     names: set[str] = set()
     for header in headers.values():
         for entry in header.tensors.values():

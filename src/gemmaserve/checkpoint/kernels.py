@@ -27,6 +27,7 @@ def _jit_sum(fn: F) -> F:
     """For the comparison only: lets the float64 sum of |diff| be vectorized (added in another order than numpy's)."""
     return cast(F, njit(nogil=True, cache=True, boundscheck=False, fastmath={"reassoc"})(fn))
 
+
 _ABS = 0x7FFFFFFF
 _INF = 0x7F800000
 # Eight bool/int8 "equal" flags read as one 64-bit word. A numpy uint64, not a Python int: numba compares

@@ -70,13 +70,18 @@ def _is_body_linear(entry: TensorEntry) -> bool:
 
 
 def plan_tensor(entry: TensorEntry, *, text_only: bool, int4_embeddings: bool) -> str:
-    """"drop", "quantize" or "keep" for one source tensor."""
+    """ "drop", "quantize" or "keep" for one source tensor."""
     part = classify_tensor(entry.name)
     if text_only and part in _TOWERS:
         return "drop"
     if _is_body_linear(entry) and entry.shape[1] % grid.GROUP_SIZE == 0:
         return "quantize"
-    if int4_embeddings and part == "per_layer_embedding" and len(entry.shape) == 2 and entry.shape[1] % grid.GROUP_SIZE == 0:
+    if (
+        int4_embeddings
+        and part == "per_layer_embedding"
+        and len(entry.shape) == 2
+        and entry.shape[1] % grid.GROUP_SIZE == 0
+    ):
         return "quantize"
     return "keep"
 
@@ -216,7 +221,9 @@ def _write_quantized(
         _pwrite_all(fd, _bytes_of(scales), base + offsets[f"{module}.weight_scale"] + r0 * scale_row)
         return values.size, int(fit.bit_exact.sum()), fit.on_grid.size, int(fit.peak_elsewhere.sum()), r1
 
-    for n_values, bit_exact, groups, peak_elsewhere, stop in map_in_order(work, row_blocks(rows, _quantize_block_rows(entry))):
+    for n_values, bit_exact, groups, peak_elsewhere, stop in map_in_order(
+        work, row_blocks(rows, _quantize_block_rows(entry))
+    ):
         stats.values += n_values
         stats.bit_exact += bit_exact
         stats.groups += groups
@@ -230,7 +237,9 @@ def _write_quantized(
 def _copy_tensor(src: LocalSource, header: SafetensorsHeader, entry: TensorEntry, fd: int, offset: int) -> None:
     rows = entry.shape[0] if entry.shape else 1
     if not entry.shape:
-        _pwrite_all(fd, src.read_range(entry.file, 8 + (header.header_bytes or 0) + entry.data_begin, entry.nbytes), offset)
+        _pwrite_all(
+            fd, src.read_range(entry.file, 8 + (header.header_bytes or 0) + entry.data_begin, entry.nbytes), offset
+        )
         return
     block = max(1, _ROW_BLOCK_BYTES // max(entry.row_bytes, 1))
     for r0 in range(0, rows, block):
@@ -281,7 +290,9 @@ def repack_checkpoint(
         raise CheckpointError(f"{src.path} has no 16-bit decoder-layer Linear weights to pack.")
     ignore = ignore_list(entries, plans)
     embedding_targets = sorted(
-        e.name[: -len(".weight")] for e in entries if plans[e.name] == "quantize" and classify_tensor(e.name) == "per_layer_embedding"
+        e.name[: -len(".weight")]
+        for e in entries
+        if plans[e.name] == "quantize" and classify_tensor(e.name) == "per_layer_embedding"
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
@@ -298,7 +309,9 @@ def repack_checkpoint(
             for e in kept:
                 if plans[e.name] == "quantize":
                     module = e.name[: -len(".weight")]
-                    weight_map.update({f"{module}.{s}": shard for s in ("weight_packed", "weight_scale", "weight_shape")})
+                    weight_map.update(
+                        {f"{module}.{s}": shard for s in ("weight_packed", "weight_scale", "weight_shape")}
+                    )
                 else:
                     weight_map[e.name] = shard
             if all(plans[e.name] == "keep" for e in shard_entries):
@@ -339,7 +352,11 @@ def repack_checkpoint(
         index = {"metadata": {"total_size": total_size}, "weight_map": dict(sorted(weight_map.items()))}
         (tmp / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n")
         for extra in sorted(src.root.iterdir()):
-            if extra.is_file() and extra.name not in headers and extra.name not in ("config.json", INDEX_FILE, MANIFEST_FILE):
+            if (
+                extra.is_file()
+                and extra.name not in headers
+                and extra.name not in ("config.json", INDEX_FILE, MANIFEST_FILE)
+            ):
                 _link_or_copy(extra, tmp / extra.name)
         paths = sorted(tmp.iterdir())
         # hashlib releases the GIL on large buffers: one file per thread.

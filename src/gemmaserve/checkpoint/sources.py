@@ -121,7 +121,9 @@ class LocalSource:
             return sorted(set(_weight_map(index, INDEX_FILE).values()))
         shards = sorted(p.name for p in self.root.glob("*.safetensors"))
         if not shards:
-            raise CheckpointNotFound(f"{self.path} holds no .safetensors files.", hint="Point at a checkpoint directory.")
+            raise CheckpointNotFound(
+                f"{self.path} holds no .safetensors files.", hint="Point at a checkpoint directory."
+            )
         return shards
 
     def load_headers(self) -> dict[str, SafetensorsHeader]:

@@ -75,20 +75,41 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
         return ValidateReport(source=source.label, ok=False, tensors=len(locations), findings=findings)
 
     text = text_config(config)
-    dtype = _TORCH_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or config.get("dtype") or ""))
+    dtype = _TORCH_DTYPES.get(
+        str(text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or config.get("dtype") or "")
+    )
     hidden, vocab, layers = text.get("hidden_size"), text.get("vocab_size"), text.get("num_hidden_layers")
     embeddings = [n for n in locations if n.endswith("embed_tokens.weight") and classify_tensor(n) == "vocab_embedding"]
     if not embeddings:
-        add("error", "tensors", "No vocabulary embedding (…embed_tokens.weight) is stored.", "Restore the shard that holds it.")
+        add(
+            "error",
+            "tensors",
+            "No vocabulary embedding (…embed_tokens.weight) is stored.",
+            "Restore the shard that holds it.",
+        )
     for name in embeddings:
         shape = list(locations[name][1].shape)
         if hidden and vocab and shape != [vocab, hidden]:
-            add("error", "shapes", f"{name} is {shape}, config says [{vocab}, {hidden}].", "Use the config.json of this checkpoint.")
+            add(
+                "error",
+                "shapes",
+                f"{name} is {shape}, config says [{vocab}, {hidden}].",
+                "Use the config.json of this checkpoint.",
+            )
     ple = text.get("hidden_size_per_layer_input")
     if ple and layers:
-        ple_names = [n for n in locations if n.endswith(("embed_tokens_per_layer.weight", "embed_tokens_per_layer.weight_packed"))]
+        ple_names = [
+            n
+            for n in locations
+            if n.endswith(("embed_tokens_per_layer.weight", "embed_tokens_per_layer.weight_packed"))
+        ]
         if not ple_names:
-            add("error", "tensors", "Config has per-layer inputs but no embed_tokens_per_layer is stored.", "Restore it.")
+            add(
+                "error",
+                "tensors",
+                "Config has per-layer inputs but no embed_tokens_per_layer is stored.",
+                "Restore it.",
+            )
         for name in ple_names:
             entry = locations[name][1]
             width = entry.shape[1] * (8 if entry.dtype == "I32" else 1) if len(entry.shape) == 2 else None
@@ -96,17 +117,32 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
                 add("error", "shapes", f"{name} holds width {width}, config says {ple} x {layers} layers.",
                     "Use the config.json of this checkpoint.")  # fmt: skip
     if layers:
-        present = {int(m.group(1)) for n in locations if classify_tensor(n) == "transformer_body" and (m := re.search(r"layers\.(\d+)\.", n))}
+        present = {
+            int(m.group(1))
+            for n in locations
+            if classify_tensor(n) == "transformer_body" and (m := re.search(r"layers\.(\d+)\.", n))
+        }
         missing = sorted(set(range(int(layers))) - present)
         if missing:
             add("error", "tensors", f"Decoder layers {missing[:10]} named by num_hidden_layers={layers} have no tensors.",
                 "A shard is missing or the config belongs to another model.")  # fmt: skip
     if tied_embeddings(config) is False and not any(n.startswith("lm_head.") for n in locations):
-        add("error", "tensors", "tie_word_embeddings is false but no lm_head is stored.", "Restore lm_head or set tie_word_embeddings.")
+        add(
+            "error",
+            "tensors",
+            "tie_word_embeddings is false but no lm_head is stored.",
+            "Restore lm_head or set tie_word_embeddings.",
+        )
 
     qc = config.get("quantization_config") if isinstance(config.get("quantization_config"), dict) else None
     ignore = [str(i) for i in (qc or {}).get("ignore") or []]
-    group = next((int((g.get("weights") or {}).get("group_size") or 0) for g in ((qc or {}).get("config_groups") or {}).values()), 0)
+    group = next(
+        (
+            int((g.get("weights") or {}).get("group_size") or 0)
+            for g in ((qc or {}).get("config_groups") or {}).values()
+        ),
+        0,
+    )
     packed_modules = sorted(n[: -len(".weight_packed")] for n in locations if n.endswith(".weight_packed"))
     if packed_modules and qc is None:
         add("error", "quantization", "Packed 4-bit weights are stored but config.json has no quantization_config.",
@@ -116,7 +152,12 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
         scale = locations.get(f"{module}.weight_scale")
         shape_loc = locations.get(f"{module}.weight_shape")
         if packed.dtype != "I32" or len(packed.shape) != 2:
-            add("error", "packed", f"{module}.weight_packed is {packed.dtype} {list(packed.shape)}, expected I32 2-D.", "Repack.")
+            add(
+                "error",
+                "packed",
+                f"{module}.weight_packed is {packed.dtype} {list(packed.shape)}, expected I32 2-D.",
+                "Repack.",
+            )
             continue
         rows, cols = packed.shape[0], packed.shape[1] * 8
         if shape_loc is None or shape_loc[1].dtype != "I64" or shape_loc[1].shape != (2,):
@@ -124,14 +165,24 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
         else:
             stored = np.frombuffer(source.read_rows(shape_loc[0], shape_loc[1], 0, 2).tobytes(), "<i8").tolist()
             if stored[0] != rows or not cols - 8 < stored[1] <= cols:
-                add("error", "packed", f"{module}.weight_shape says {stored}, weight_packed holds [{rows}, {cols}].", "Repack.")
+                add(
+                    "error",
+                    "packed",
+                    f"{module}.weight_shape says {stored}, weight_packed holds [{rows}, {cols}].",
+                    "Repack.",
+                )
         if scale is None:
             add("error", "packed", f"{module}.weight_scale is missing.", "Repack the checkpoint.")
         elif group and scale[1].shape != (rows, cols // group):
             add("error", "packed", f"{module}.weight_scale is {list(scale[1].shape)}, expected [{rows}, {cols // group}] for group {group}.",
                 "Repack, or fix group_size in quantization_config.")  # fmt: skip
         if _ignored(module, ignore):
-            add("error", "ignore", f"{module} is stored packed but listed in the ignore list.", f"Remove {module} from ignore.")
+            add(
+                "error",
+                "ignore",
+                f"{module} is stored packed but listed in the ignore list.",
+                f"Remove {module} from ignore.",
+            )
     if qc is not None:
         for name, (_, entry) in sorted(locations.items()):
             if not name.endswith(".weight") or len(entry.shape) != 2 or entry.dtype not in grid.FLOAT_DTYPES:

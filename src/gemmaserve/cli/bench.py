@@ -27,38 +27,88 @@ def _levels(text: str) -> list[int]:
     return levels
 
 
-
 @cli.command(name="measure")
 @click.argument("targets", nargs=-1, required=True)
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory for <label>.json files.")
+@click.option(
+    "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory for <label>.json files."
+)
 @click.option("--label", "labels", multiple=True, help="Short name per target (file name, tables), in target order.")
-@click.option("--decode-calls", type=click.IntRange(min=0), default=5, show_default=True, help="Calls at each decode length (0 skips).")
+@click.option(
+    "--decode-calls",
+    type=click.IntRange(min=0),
+    default=5,
+    show_default=True,
+    help="Calls at each decode length (0 skips).",
+)
 @click.option("--decode-short", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--decode-long", type=click.IntRange(min=2), default=512, show_default=True)
 @click.option("--concurrency", "concurrency", default="1,4,16", show_default=True, help="Load levels, comma-separated.")
-@click.option("--repeats", type=click.IntRange(min=0), default=3, show_default=True, help="Repeats per load level (0 skips load).")
-@click.option("--input-tokens", type=click.IntRange(min=1), default=128, show_default=True, help="Prompt words per load request.")
-@click.option("--output-tokens", type=click.IntRange(min=1), default=256, show_default=True, help="Output tokens per load request.")
-@click.option("--requests-per-stream", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Load requests per concurrent stream in each repeat.")
+@click.option(
+    "--repeats", type=click.IntRange(min=0), default=3, show_default=True, help="Repeats per load level (0 skips load)."
+)
+@click.option(
+    "--input-tokens", type=click.IntRange(min=1), default=128, show_default=True, help="Prompt words per load request."
+)
+@click.option(
+    "--output-tokens",
+    type=click.IntRange(min=1),
+    default=256,
+    show_default=True,
+    help="Output tokens per load request.",
+)
+@click.option(
+    "--requests-per-stream",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Load requests per concurrent stream in each repeat.",
+)
 @click.option("--quality-set", default="published-40", show_default=True, help="Question set, or 'none' to skip.")
 @click.option("--quality-max-tokens", type=click.IntRange(min=1), default=2048, show_default=True)
 @click.option("--quality-concurrency", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--temperature", type=click.FloatRange(min=0), default=0.0, show_default=True)
-@click.option("--ignore-eos/--no-ignore-eos", default=True, show_default=True,
-              help="Ask vLLM for exactly max_tokens on decode and load calls.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
-              help="Seconds one request may take.")
+@click.option(
+    "--ignore-eos/--no-ignore-eos",
+    default=True,
+    show_default=True,
+    help="Ask vLLM for exactly max_tokens on decode and load calls.",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=600.0,
+    show_default=True,
+    help="Seconds one request may take.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the synthetic prompts.")
-@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Unscored calls per target first.")
-@click.option("--client-processes", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Worker processes that send each load level (one per free core for thousands of streams).")
-@click.option("--max-client-lag-ms", type=click.FloatRange(min=0), default=5.0, show_default=True,
-              help="Stop when the client's own event loop lags more than this (median) in a decode or load step; 0: never.")
-@click.option("--log", "logs", multiple=True, type=click.Path(dir_okay=False), help="vLLM log file per target, in target order.")
-@click.option("--instance", "instances", multiple=True, help="Catalog instance per target (price, GPU), in target order.")
+@click.option(
+    "--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Unscored calls per target first."
+)
+@click.option(
+    "--client-processes",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes that send each load level (one per free core for thousands of streams).",
+)
+@click.option(
+    "--max-client-lag-ms",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="Stop when the client's own event loop lags more than this (median) in a decode or load step; 0: never.",
+)
+@click.option(
+    "--log", "logs", multiple=True, type=click.Path(dir_okay=False), help="vLLM log file per target, in target order."
+)
+@click.option(
+    "--instance", "instances", multiple=True, help="Catalog instance per target (price, GPU), in target order."
+)
 @click.option("--gpu", "gpus", multiple=True, help="Catalog GPU per target, in target order.")
-@click.option("--price-usd-per-hour", "prices", multiple=True, type=float, help="Hourly price per target (overrides the catalog).")
+@click.option(
+    "--price-usd-per-hour", "prices", multiple=True, type=float, help="Hourly price per target (overrides the catalog)."
+)
 @json_option
 @click.pass_context
 def measure(
@@ -100,19 +150,47 @@ def measure(
     from gemmaserve.bench.measure_options import build_measure_inputs
 
     settings, options = build_measure_inputs(
-        targets, decode_short=decode_short, decode_long=decode_long, decode_calls=decode_calls,
-        concurrency=_levels(concurrency), repeats=repeats, input_tokens=input_tokens,
-        output_tokens=output_tokens, quality_set=quality_set, quality_max_tokens=quality_max_tokens,
-        temperature=temperature, ignore_eos=ignore_eos, timeout_s=timeout_s, seed=seed, warmup=warmup,
-        quality_concurrency=quality_concurrency, requests_per_stream=requests_per_stream,
-        client_processes=client_processes, max_client_lag_ms=max_client_lag_ms or None,
-        labels=labels, logs=logs, instances=instances, gpus=gpus, prices_usd_per_hour=prices,
-        option_names={"labels": "--label", "logs": "--log", "instances": "--instance", "gpus": "--gpu",
-                      "prices_usd_per_hour": "--price-usd-per-hour"},
+        targets,
+        decode_short=decode_short,
+        decode_long=decode_long,
+        decode_calls=decode_calls,
+        concurrency=_levels(concurrency),
+        repeats=repeats,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        quality_set=quality_set,
+        quality_max_tokens=quality_max_tokens,
+        temperature=temperature,
+        ignore_eos=ignore_eos,
+        timeout_s=timeout_s,
+        seed=seed,
+        warmup=warmup,
+        quality_concurrency=quality_concurrency,
+        requests_per_stream=requests_per_stream,
+        client_processes=client_processes,
+        max_client_lag_ms=max_client_lag_ms or None,
+        labels=labels,
+        logs=logs,
+        instances=instances,
+        gpus=gpus,
+        prices_usd_per_hour=prices,
+        option_names={
+            "labels": "--label",
+            "logs": "--log",
+            "instances": "--instance",
+            "gpus": "--gpu",
+            "prices_usd_per_hour": "--price-usd-per-hour",
+        },
     )
     with _progress() as progress:
-        report = measure_targets(targets, out_dir, settings=settings, target_options=options, progress=progress,
-                                 command=["gemmaserve", *sys.argv[1:]])
+        report = measure_targets(
+            targets,
+            out_dir,
+            settings=settings,
+            target_options=options,
+            progress=progress,
+            command=["gemmaserve", *sys.argv[1:]],
+        )
     for target in report.targets:
         if target.client_warning:
             warn(f"{target.label}: {target.client_warning}")
@@ -140,13 +218,23 @@ def _progress() -> Iterator[Callable[..., None] | None]:
 
     from gemmaserve.cli.output import err_console
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console(), transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console(),
+        transient=True,
+    ) as bar:
         task = bar.add_task("starting", total=None)
 
         def update(event: object) -> None:
-            bar.update(task, completed=event.done_requests, total=event.total_requests,  # type: ignore[attr-defined]
-                       description=event.description)  # type: ignore[attr-defined]
+            bar.update(
+                task,
+                completed=event.done_requests,
+                total=event.total_requests,  # type: ignore[attr-defined]
+                description=event.description,
+            )  # type: ignore[attr-defined]
 
         yield update
 

@@ -13,15 +13,22 @@ import click
 from gemmaserve.cli.output import emit, json_option
 
 _UTILISATION = click.option(
-    "--utilisation", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True,
+    "--utilisation",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=1.0,
+    show_default=True,
     help="Share of billed hours the endpoint is busy; cost per token scales by 1/utilisation.",
 )
 
 
 @click.command(name="combine")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--out", "out_file", type=click.Path(dir_okay=False),
-              help="Also write the comparison: FILE.md as Markdown, any other name as JSON.")
+@click.option(
+    "--out",
+    "out_file",
+    type=click.Path(dir_okay=False),
+    help="Also write the comparison: FILE.md as Markdown, any other name as JSON.",
+)
 @_UTILISATION
 @json_option
 def combine(files: tuple[str, ...], out_file: str | None, utilisation: float, as_json: bool) -> None:
@@ -81,8 +88,9 @@ def report(directory: str, out_dir: str | None, markdown_only: bool, utilisation
 @click.option("--instance", help="Catalog instance type (e.g. ml.g4dn.xlarge): sets the GPU and the list price.")
 @click.option("--region", default="us-east-1", show_default=True, help="Region of the price.")
 @json_option
-def import_vllm(vllm_file: str, out_file: str, label: str | None, url: str | None, instance: str | None,
-                region: str, as_json: bool) -> None:
+def import_vllm(
+    vllm_file: str, out_file: str, label: str | None, url: str | None, instance: str | None, region: str, as_json: bool
+) -> None:
     """Convert a `vllm bench serve --save-result` JSON file into a gemmaserve result file."""
     from gemmaserve.bench.schema import HardwareInfo, save_result
     from gemmaserve.bench.vllm_import import import_vllm_result
@@ -95,16 +103,22 @@ def import_vllm(vllm_file: str, out_file: str, label: str | None, url: str | Non
         entry = resolve_instance(instance)
         quote = hourly_price(entry.key, region)
         hardware = HardwareInfo(
-            gpu=entry.gpu, gpu_count=entry.gpu_count, instance=entry.key,
-            price_usd_per_hour=quote.usd_per_hour if quote else None, price_region=quote.region if quote else None,
-            price_date=quote.date if quote else None, price_source=quote.source if quote else None,
+            gpu=entry.gpu,
+            gpu_count=entry.gpu_count,
+            instance=entry.key,
+            price_usd_per_hour=quote.usd_per_hour if quote else None,
+            price_region=quote.region if quote else None,
+            price_date=quote.date if quote else None,
+            price_source=quote.source if quote else None,
         )
     result = import_vllm_result(vllm_file, label=label, url=url, hardware=hardware)
     Path(out_file).parent.mkdir(parents=True, exist_ok=True)
     save_result(result, out_file)
 
     def render(_: object) -> None:
-        levels = ", ".join(f"c={level.concurrency}: {level.median_output_tokens_per_s:,.1f} tok/s" for level in result.load)
+        levels = ", ".join(
+            f"c={level.concurrency}: {level.median_output_tokens_per_s:,.1f} tok/s" for level in result.load
+        )
         click.echo(f"Wrote {out_file} ({result.target.label}; {levels})")
 
     emit(result, as_json=as_json, render=render)

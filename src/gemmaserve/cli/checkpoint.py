@@ -66,7 +66,9 @@ def inspect_cmd(source: str, revision: str | None, as_json: bool) -> None:
 def _render_inspect(report: Any) -> None:
     from rich.table import Table
 
-    table = Table(title=f"{report.source}: {report.shards} shard(s), {report.tensors} tensors, {_gb(report.total_bytes)}")
+    table = Table(
+        title=f"{report.source}: {report.shards} shard(s), {report.tensors} tensors, {_gb(report.total_bytes)}"
+    )
     for column in ("part", "bytes", "share", "stored as", "parameters"):
         table.add_column(column, justify="left" if column in ("part", "stored as") else "right")
     for part in report.parts:
@@ -94,7 +96,9 @@ def _group_size_option(ctx: click.Context, param: click.Parameter, value: str | 
 @cli.command(name="grid-check")
 @click.argument("build")
 @click.option("--reference", required=True, help="The bf16 -qat-q4_0-unquantized checkpoint (path or hub repo id).")
-@click.option("--tensor", default=None, help="One module or tensor name, e.g. model.language_model.layers.0.self_attn.q_proj.")
+@click.option(
+    "--tensor", default=None, help="One module or tensor name, e.g. model.language_model.layers.0.self_attn.q_proj."
+)
 @click.option("--layers", default=None, help="Decoder layers to check, e.g. 0,3-5 (default: every 4-bit tensor).")
 @click.option(
     "--reference-group-size", default=None, callback=_group_size_option, metavar="N|channel",
@@ -102,7 +106,12 @@ def _group_size_option(ctx: click.Context, param: click.Parameter, value: str | 
 )  # fmt: skip
 @json_option
 def grid_check_cmd(
-    build: str, reference: str, tensor: str | None, layers: str | None, reference_group_size: int | str | None, as_json: bool
+    build: str,
+    reference: str,
+    tensor: str | None,
+    layers: str | None,
+    reference_group_size: int | str | None,
+    as_json: bool,
 ) -> None:
     """Whether BUILD's 4-bit weights are Google's QAT values; exits 1 when any is off by a level of the reference's grid.
 
@@ -124,8 +133,20 @@ def _render_grid(report: Any) -> None:
 
     size = report.reference_group_size
     grouping = f"groups of {size}" if size else "group sizes per tensor"
-    table = Table(title=f"{report.build} vs {report.reference} (reference grid: {grouping}, {report.reference_group_size_source})")
-    columns = ("tensor", "format", "groups", "values", "bit-identical", "groups identical", "off >= 1 level", "max |diff|", "mean |diff|")
+    table = Table(
+        title=f"{report.build} vs {report.reference} (reference grid: {grouping}, {report.reference_group_size_source})"
+    )
+    columns = (
+        "tensor",
+        "format",
+        "groups",
+        "values",
+        "bit-identical",
+        "groups identical",
+        "off >= 1 level",
+        "max |diff|",
+        "mean |diff|",
+    )
     for column in columns:
         table.add_column(column, justify="left" if column in ("tensor", "format") else "right")
     for t in report.tensors:

@@ -20,30 +20,63 @@ TABLE_WIDTH = 100
 
 
 @click.command(name="plan")
-@click.option("--model", "models", multiple=True, help="Model (e.g. gemma-4-e2b, e2b, 26b-a4b). Repeatable. Default: all.")
-@click.option("--encoding", "encodings", multiple=True,
-              help="Checkpoint encoding: bf16, qat-w4a16, qat-q4_0-unquantized, gguf-q4_0. Repeatable. Default: all.")
+@click.option(
+    "--model", "models", multiple=True, help="Model (e.g. gemma-4-e2b, e2b, 26b-a4b). Repeatable. Default: all."
+)
+@click.option(
+    "--encoding",
+    "encodings",
+    multiple=True,
+    help="Checkpoint encoding: bf16, qat-w4a16, qat-q4_0-unquantized, gguf-q4_0. Repeatable. Default: all.",
+)
 @click.option("--gpu", "gpus", multiple=True, help="GPU (t4, l4, l40s, a10g, a100-40gb, a100-80gb, h100). Repeatable.")
 @click.option("--instance", help="An instance type (ml.g4dn.xlarge, g6.xlarge, …): its GPU, host RAM and price.")
-@click.option("--platform", type=click.Choice(["ec2", "sagemaker"]), default="ec2", show_default=True,
-              help="Which instances price a GPU when --instance is not given.")
+@click.option(
+    "--platform",
+    type=click.Choice(["ec2", "sagemaker"]),
+    default="ec2",
+    show_default=True,
+    help="Which instances price a GPU when --instance is not given.",
+)
 @max_model_len_option
 @gpu_memory_utilization_option
-@click.option("--max-num-seqs", type=click.IntRange(min=1),
-              help="vLLM's --max-num-seqs (default: vLLM's, 256 below 70 GiB, else 1,024).")
-@click.option("--max-num-batched-tokens", type=click.IntRange(min=16),
-              help="vLLM's --max-num-batched-tokens (default: vLLM's, 2,048 below 70 GiB, else 8,192).")
-@click.option("--language-model-only", is_flag=True,
-              help="vLLM's --language-model-only: text only, no vision/audio towers loaded or profiled.")
-@click.option("--vllm", "vllm_version", metavar="VERSION",
-              help=f"The vLLM release whose memory rules to follow ({SUPPORTED_SERIES[0]}–{SUPPORTED_SERIES[-1]}; "
-                   "default the newest, or the SageMaker image's for ml.* instances).")
+@click.option(
+    "--max-num-seqs",
+    type=click.IntRange(min=1),
+    help="vLLM's --max-num-seqs (default: vLLM's, 256 below 70 GiB, else 1,024).",
+)
+@click.option(
+    "--max-num-batched-tokens",
+    type=click.IntRange(min=16),
+    help="vLLM's --max-num-batched-tokens (default: vLLM's, 2,048 below 70 GiB, else 8,192).",
+)
+@click.option(
+    "--language-model-only",
+    is_flag=True,
+    help="vLLM's --language-model-only: text only, no vision/audio towers loaded or profiled.",
+)
+@click.option(
+    "--vllm",
+    "vllm_version",
+    metavar="VERSION",
+    help=f"The vLLM release whose memory rules to follow ({SUPPORTED_SERIES[0]}–{SUPPORTED_SERIES[-1]}; "
+    "default the newest, or the SageMaker image's for ml.* instances).",
+)
 @click.option("--warm", is_flag=True, help="Plan a restart with a warm compile cache (default: a first start).")
-@click.option("--sort", type=click.Choice(["fit", "cost"]), default="fit", show_default=True,
-              help="Fitting rows first (then $/h), or by $/M output tokens (then $/h).")
+@click.option(
+    "--sort",
+    type=click.Choice(["fit", "cost"]),
+    default="fit",
+    show_default=True,
+    help="Fitting rows first (then $/h), or by $/M output tokens (then $/h).",
+)
 @click.option("--wide", is_flag=True, help="Every column (instance, dtype, weights, host RAM, swap, disk, clamp, …).")
-@click.option("--decode-rate", "decode_tokens_per_s", type=click.FloatRange(min=0, min_open=True),
-              help="A measured decode rate (output tokens/s) to price $/M output tokens with.")
+@click.option(
+    "--decode-rate",
+    "decode_tokens_per_s",
+    type=click.FloatRange(min=0, min_open=True),
+    help="A measured decode rate (output tokens/s) to price $/M output tokens with.",
+)
 @json_option
 def cli(
     models: tuple[str, ...],
@@ -100,14 +133,26 @@ def _cells(row: PlanRow, marker: str, wide: bool) -> list[str]:
     if wide:
         weights = f"{row.weights_gib:.2f}" + ("" if row.weights_source == "published" else "*")
         warm = f"{row.kv_cache_tokens_warm:,}" if row.fits and row.kv_cache_tokens_warm != row.kv_cache_tokens else ""
-        cells += [row.instance or "—", "fp16" if row.dtype == "float16" else "bf16", weights,
-                  f"{row.engine_overhead_gib:.2f}", kv, warm, conc, f"{row.host_ram_needed_gib:.1f}",
-                  "—" if row.swap_needed_gib is None else f"{row.swap_needed_gib:.1f}", f"{row.disk_gib:.0f}",
-                  "yes" if row.needs_turing_clamp else ""]
+        cells += [
+            row.instance or "—",
+            "fp16" if row.dtype == "float16" else "bf16",
+            weights,
+            f"{row.engine_overhead_gib:.2f}",
+            kv,
+            warm,
+            conc,
+            f"{row.host_ram_needed_gib:.1f}",
+            "—" if row.swap_needed_gib is None else f"{row.swap_needed_gib:.1f}",
+            f"{row.disk_gib:.0f}",
+            "yes" if row.needs_turing_clamp else "",
+        ]
     else:
         cells += [kv, conc]
-    cells += [_money(row.price_usd_per_hour, 3), _money(row.usd_per_million_output_tokens, 2),
-              f"[{style}]{verdict}[/{style}]{marker}"]
+    cells += [
+        _money(row.price_usd_per_hour, 3),
+        _money(row.usd_per_million_output_tokens, 2),
+        f"[{style}]{verdict}[/{style}]{marker}",
+    ]
     return cells
 
 
@@ -126,9 +171,19 @@ def _render(table: PlanTable, *, wide: bool = False) -> None:
     out = console()
     columns = [("model", "left"), ("encoding", "left"), ("gpu", "left")]
     if wide:
-        columns += [("instance", "left"), ("dtype", "left"), ("weights GiB", "right"), ("engine GiB", "right"),
-                    ("KV tokens", "right"), ("KV warm", "right"), ("conc.", "right"), ("host RAM", "right"),
-                    ("swap", "right"), ("disk", "right"), ("clamp", "center")]
+        columns += [
+            ("instance", "left"),
+            ("dtype", "left"),
+            ("weights GiB", "right"),
+            ("engine GiB", "right"),
+            ("KV tokens", "right"),
+            ("KV warm", "right"),
+            ("conc.", "right"),
+            ("host RAM", "right"),
+            ("swap", "right"),
+            ("disk", "right"),
+            ("clamp", "center"),
+        ]
     else:
         columns += [("KV tokens", "right"), ("conc.", "right")]
     columns += [("$/h", "right"), ("$/M out", "right"), ("fits", "left")]
@@ -152,15 +207,27 @@ def _render(table: PlanTable, *, wide: bool = False) -> None:
     notes = sorted({note for row in table.rows for note in row.notes if note.startswith(("a first start", "vLLM"))})
     for note in notes[:2]:
         _say(out, f"note: {note}", style="dim", width=width)
-    _say(out, f"KV tokens and conc. are what vLLM logs (GPU KV cache size, Maximum concurrency). Prices: list "
-              f"prices of {table.price_date}, us-east-1; $/M needs a measured rate (--decode-rate). --wide: every "
-              "column; --json: every term.", style="dim", width=width)
+    _say(
+        out,
+        f"KV tokens and conc. are what vLLM logs (GPU KV cache size, Maximum concurrency). Prices: list "
+        f"prices of {table.price_date}, us-east-1; $/M needs a measured rate (--decode-rate). --wide: every "
+        "column; --json: every term.",
+        style="dim",
+        width=width,
+    )
     if table.cheapest_fit is not None and table.next_command:
         best = table.rows[table.cheapest_fit]
-        _say(out, f"Cheapest that fits: {best.model.removeprefix('gemma-4-')} {best.encoding} on {best.gpu} "
-                  f"({best.instance}, ${best.price_usd_per_hour:.3f}/h, {best.kv_cache_tokens:,} KV tokens). Next:",
-             width=width)
+        _say(
+            out,
+            f"Cheapest that fits: {best.model.removeprefix('gemma-4-')} {best.encoding} on {best.gpu} "
+            f"({best.instance}, ${best.price_usd_per_hour:.3f}/h, {best.kv_cache_tokens:,} KV tokens). Next:",
+            width=width,
+        )
         _say(out, f"  {table.next_command}", width=None)
     else:
-        _say(out, "Nothing listed fits: try --language-model-only, a 4-bit encoding, a larger GPU or a shorter "
-                  "--max-model-len.", width=width)
+        _say(
+            out,
+            "Nothing listed fits: try --language-model-only, a 4-bit encoding, a larger GPU or a shorter "
+            "--max-model-len.",
+            width=width,
+        )

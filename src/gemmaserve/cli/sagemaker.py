@@ -70,20 +70,34 @@ def cli() -> None:
 
 
 def _deployment_options(func: Any) -> Any:
-    for option in reversed([
-        click.option("--model", required=True, help="Catalog model, e.g. gemma-4-e2b."),
-        click.option("--encoding", default="qat-w4a16", show_default=True, help="bf16, qat-w4a16, …"),
-        click.option("--instance", "instances", required=True, multiple=True,
-                     help="Instance type; repeat for an InstancePools fallback (same GPU, priority order)."),
-        click.option("--image", help="Container image URI ({region} is filled in). Default: the pinned AWS vLLM image."),
-        click.option("--role-arn", help="Execution role (create one: gemmaserve sagemaker role create)."),
-        click.option("--ami", default=None, help="InferenceAmiVersion (default al2023-ami-sagemaker-inference-gpu-4-1)."),
-        click.option("--language-model-only", is_flag=True,
-                     help="Text only: vLLM's --language-model-only (SM_VLLM_LANGUAGE_MODEL_ONLY=true) skips the "
-                          "vision and audio towers."),
-        max_model_len_option,
-        gpu_memory_utilization_option,
-    ]):
+    for option in reversed(
+        [
+            click.option("--model", required=True, help="Catalog model, e.g. gemma-4-e2b."),
+            click.option("--encoding", default="qat-w4a16", show_default=True, help="bf16, qat-w4a16, …"),
+            click.option(
+                "--instance",
+                "instances",
+                required=True,
+                multiple=True,
+                help="Instance type; repeat for an InstancePools fallback (same GPU, priority order).",
+            ),
+            click.option(
+                "--image", help="Container image URI ({region} is filled in). Default: the pinned AWS vLLM image."
+            ),
+            click.option("--role-arn", help="Execution role (create one: gemmaserve sagemaker role create)."),
+            click.option(
+                "--ami", default=None, help="InferenceAmiVersion (default al2023-ami-sagemaker-inference-gpu-4-1)."
+            ),
+            click.option(
+                "--language-model-only",
+                is_flag=True,
+                help="Text only: vLLM's --language-model-only (SM_VLLM_LANGUAGE_MODEL_ONLY=true) skips the "
+                "vision and audio towers.",
+            ),
+            max_model_len_option,
+            gpu_memory_utilization_option,
+        ]
+    ):
         func = option(func)
     return func
 
@@ -93,24 +107,46 @@ def _deployment_options(func: Any) -> Any:
 @click.option("--regions", help="Comma-separated candidate regions (default: --region).")
 @region_option
 @json_option
-def preflight(model: str, encoding: str, instances: tuple[str, ...], image: str | None, role_arn: str | None,
-              ami: str | None, language_model_only: bool, max_model_len: int, gpu_memory_utilization: float, regions: str | None,
-              region: str | None, as_json: bool) -> None:
+def preflight(
+    model: str,
+    encoding: str,
+    instances: tuple[str, ...],
+    image: str | None,
+    role_arn: str | None,
+    ami: str | None,
+    language_model_only: bool,
+    max_model_len: int,
+    gpu_memory_utilization: float,
+    regions: str | None,
+    region: str | None,
+    as_json: bool,
+) -> None:
     """Will this deploy work? Quota, memory fit, CUDA vs AMI, Turing clamp, role, model id — each with its fix."""
     from gemmaserve.sagemaker import api
     from gemmaserve.sagemaker.container import DEFAULT_AMI
 
-    report = api.preflight(model, encoding, list(instances), regions=_regions(regions, region), image_uri=image,
-                           role_arn=role_arn, inference_ami_version=ami or DEFAULT_AMI, max_model_len=max_model_len,
-                           gpu_memory_utilization=gpu_memory_utilization, language_model_only=language_model_only)
+    report = api.preflight(
+        model,
+        encoding,
+        list(instances),
+        regions=_regions(regions, region),
+        image_uri=image,
+        role_arn=role_arn,
+        inference_ami_version=ami or DEFAULT_AMI,
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        language_model_only=language_model_only,
+    )
     emit(report, as_json=as_json, render=_render_preflight)
     if not report.ok:
         raise click.exceptions.Exit(1)
 
 
 def _render_preflight(report: Any) -> None:
-    click.echo(f"Preflight {report.model}/{report.encoding} on {', '.join(report.instance_types)} "
-               f"in {', '.join(report.regions)} with {report.image_uri}")
+    click.echo(
+        f"Preflight {report.model}/{report.encoding} on {', '.join(report.instance_types)} "
+        f"in {', '.join(report.regions)} with {report.image_uri}"
+    )
     _render_findings(report)
     click.echo("Result: " + ("ready to deploy" if report.ok else "not ready (fail or unknown above)"))
 
@@ -128,11 +164,18 @@ def _render_findings(report: Any) -> None:
 @click.option("--name", "endpoint_name", help="Endpoint name (default: <model>-<gpu>).")
 @click.option("--regions", help="Comma-separated regions to try in order when capacity or quota is short.")
 @region_option
-@click.option("--ttl-hours", type=click.FloatRange(min=0, min_open=True), default=4.0, show_default=True,
-              help="After this, `cleanup --expired` deletes it.")
+@click.option(
+    "--ttl-hours",
+    type=click.FloatRange(min=0, min_open=True),
+    default=4.0,
+    show_default=True,
+    help="After this, `cleanup --expired` deletes it.",
+)
 @click.option("--keep", is_flag=True, help="Never expire, and keep what was created if the deploy is interrupted.")
 @click.option("--owner", help="The gemmaserve:owner tag (default: your user name, made tag-safe).")
-@click.option("--vllm-arg", "vllm_args", multiple=True, help="Extra vllm serve flag tokens, e.g. --vllm-arg=--enforce-eager.")
+@click.option(
+    "--vllm-arg", "vllm_args", multiple=True, help="Extra vllm serve flag tokens, e.g. --vllm-arg=--enforce-eager."
+)
 @click.option("--env", "env_pairs", multiple=True, help="Extra container environment KEY=VALUE (e.g. HF_TOKEN=…).")
 @click.option("--max-num-seqs", type=click.IntRange(min=1))
 @click.option("--startup-timeout-s", type=click.IntRange(60, 3600), default=1800, show_default=True)
@@ -145,14 +188,36 @@ def _render_findings(report: Any) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the planned AWS calls and $/hour; create nothing.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @json_option
-def deploy(model: str, encoding: str, instances: tuple[str, ...], image: str | None, role_arn: str | None,
-           ami: str | None, language_model_only: bool, max_model_len: int, gpu_memory_utilization: float,
-           endpoint_name: str | None, regions: str | None, region: str | None, ttl_hours: float, keep: bool,
-           owner: str | None, vllm_args: tuple[str, ...],
-           env_pairs: tuple[str, ...], max_num_seqs: int | None, startup_timeout_s: int, download_timeout_s: int,
-           timeout_s: float, no_wait: bool, skip_preflight: bool, accept_unknown: bool, list_prices: bool, dry_run: bool,
-           yes: bool,
-           as_json: bool) -> None:
+def deploy(
+    model: str,
+    encoding: str,
+    instances: tuple[str, ...],
+    image: str | None,
+    role_arn: str | None,
+    ami: str | None,
+    language_model_only: bool,
+    max_model_len: int,
+    gpu_memory_utilization: float,
+    endpoint_name: str | None,
+    regions: str | None,
+    region: str | None,
+    ttl_hours: float,
+    keep: bool,
+    owner: str | None,
+    vllm_args: tuple[str, ...],
+    env_pairs: tuple[str, ...],
+    max_num_seqs: int | None,
+    startup_timeout_s: int,
+    download_timeout_s: int,
+    timeout_s: float,
+    no_wait: bool,
+    skip_preflight: bool,
+    accept_unknown: bool,
+    list_prices: bool,
+    dry_run: bool,
+    yes: bool,
+    as_json: bool,
+) -> None:
     """Create Model → EndpointConfig → Endpoint (tagged, with TTL) and wait for InService."""
     from gemmaserve.sagemaker import api
     from gemmaserve.sagemaker.container import DEFAULT_AMI
@@ -162,13 +227,27 @@ def deploy(model: str, encoding: str, instances: tuple[str, ...], image: str | N
     if regions and region:
         raise UsageError("Give --region or --regions, not both.", hint="--regions a,b tries a first, then b.")
     kwargs = {
-        "owner": owner, "language_model_only": language_model_only,
-        "regions": _regions(regions, region), "role_arn": role_arn or "arn:aws:iam::000000000000:role/DRY-RUN",
-        "endpoint_name": endpoint_name, "image_uri": image, "ttl_hours": None if keep else ttl_hours, "keep": keep,
-        "max_model_len": max_model_len, "gpu_memory_utilization": gpu_memory_utilization, "max_num_seqs": max_num_seqs,
-        "vllm_args": list(vllm_args) or None, "env": _env_pairs(env_pairs), "inference_ami_version": ami or DEFAULT_AMI,
-        "startup_timeout_s": startup_timeout_s, "download_timeout_s": download_timeout_s, "timeout_s": timeout_s,
-        "wait": not no_wait, "skip_preflight": skip_preflight, "accept_unknown": accept_unknown, "progress": _progress,
+        "owner": owner,
+        "language_model_only": language_model_only,
+        "regions": _regions(regions, region),
+        "role_arn": role_arn or "arn:aws:iam::000000000000:role/DRY-RUN",
+        "endpoint_name": endpoint_name,
+        "image_uri": image,
+        "ttl_hours": None if keep else ttl_hours,
+        "keep": keep,
+        "max_model_len": max_model_len,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "max_num_seqs": max_num_seqs,
+        "vllm_args": list(vllm_args) or None,
+        "env": _env_pairs(env_pairs),
+        "inference_ami_version": ami or DEFAULT_AMI,
+        "startup_timeout_s": startup_timeout_s,
+        "download_timeout_s": download_timeout_s,
+        "timeout_s": timeout_s,
+        "wait": not no_wait,
+        "skip_preflight": skip_preflight,
+        "accept_unknown": accept_unknown,
+        "progress": _progress,
         "live_prices": not list_prices,
     }
     if not dry_run:
@@ -199,8 +278,11 @@ def _render_deploy(outcome: Any) -> None:
     elif plan.price:
         estimated = ", estimated" if plan.price.estimated else ""
         price = f"${plan.usd_per_hour:.3f}/hour ({plan.price.source}, {plan.price.date}{estimated})"
-    where = plan.instance_types[0] if len(plan.instance_types) == 1 else \
-        "an instance pool of " + " > ".join(plan.instance_types)
+    where = (
+        plan.instance_types[0]
+        if len(plan.instance_types) == 1
+        else "an instance pool of " + " > ".join(plan.instance_types)
+    )
     click.echo(f"Endpoint {plan.endpoint_name} in {plan.region} on {where} at {price}")
     click.echo(f"Image: {plan.image_uri}")
     click.echo("The container will run: vllm serve " + " ".join(plan.masked_serve_args()))
@@ -211,8 +293,10 @@ def _render_deploy(outcome: Any) -> None:
         click.echo("Dry run — these calls would be made:")
         for call in plan.masked_calls():
             click.echo(f"  {call.service}:{call.operation} " + _short_params(call.params))
-        click.echo("Tags on each resource: " + ", ".join(f"{tag['Key']}={tag['Value']}"
-                                                       for tag in plan.calls[0].params.get("Tags", [])))
+        click.echo(
+            "Tags on each resource: "
+            + ", ".join(f"{tag['Key']}={tag['Value']}" for tag in plan.calls[0].params.get("Tags", []))
+        )
         return
     for attempt in outcome.attempts:
         click.echo(f"  {attempt.region}: {attempt.outcome} ({attempt.detail})")
@@ -258,11 +342,14 @@ def _render_state(state: Any) -> None:
         price = _usd_range(state.price_range)
     elif state.status.value != "NotFound":
         price = "price unknown"
-    for label, value in (("instance", state.instance_type), ("pool", ", ".join(state.pool_types) or None),
-                         ("price", price),
-                         ("image", state.resolved_image or state.image),
-                         ("elapsed", f"{state.elapsed_s / 60:.1f} min" if state.elapsed_s is not None else None),
-                         ("reason", state.failure_reason)):
+    for label, value in (
+        ("instance", state.instance_type),
+        ("pool", ", ".join(state.pool_types) or None),
+        ("price", price),
+        ("image", state.resolved_image or state.image),
+        ("elapsed", f"{state.elapsed_s / 60:.1f} min" if state.elapsed_s is not None else None),
+        ("reason", state.failure_reason),
+    ):
         if value:
             click.echo(f"  {label:<9}{value}")
 
@@ -289,13 +376,21 @@ def wait_command(endpoint_name: str, region: str | None, timeout_s: float, poll_
 @click.option("--grep", "pattern", help="Only lines matching this regular expression.")
 @click.option("--tail", type=click.IntRange(min=0), default=200, show_default=True)
 @json_option
-def logs(endpoint_name: str, region: str | None, since_min: float, contains: str | None, pattern: str | None,
-         tail: int, as_json: bool) -> None:
+def logs(
+    endpoint_name: str,
+    region: str | None,
+    since_min: float,
+    contains: str | None,
+    pattern: str | None,
+    tail: int,
+    as_json: bool,
+) -> None:
     """The endpoint's CloudWatch log, filtered, with the engine facts parsed from it."""
     from gemmaserve.sagemaker import api
 
-    result = api.logs(endpoint_name, region=_region(region), since_s=since_min * 60, contains=contains,
-                      pattern=pattern, tail=tail)
+    result = api.logs(
+        endpoint_name, region=_region(region), since_s=since_min * 60, contains=contains, pattern=pattern, tail=tail
+    )
     emit(result, as_json=as_json, render=_render_logs)
 
 
@@ -316,36 +411,54 @@ def _render_logs(result: Any) -> None:
 @click.option("--temperature", type=click.FloatRange(min=0), default=0.0, show_default=True)
 @click.option("--stream", is_flag=True, help="Stream through invoke_endpoint_with_response_stream.")
 @json_option
-def invoke_command(endpoint_name: str, prompt: str, region: str | None, max_tokens: int, temperature: float,
-                   stream: bool, as_json: bool) -> None:
+def invoke_command(
+    endpoint_name: str,
+    prompt: str,
+    region: str | None,
+    max_tokens: int,
+    temperature: float,
+    stream: bool,
+    as_json: bool,
+) -> None:
     """One chat request (OpenAI body); --stream prints text as it arrives."""
     from gemmaserve.sagemaker import api
 
     if stream and as_json:
-        raise UsageError("--stream and --json cannot be combined: stdout carries either the text as it arrives "
-                         "or one JSON document at the end.", hint="Drop --stream for the JSON result, or --json.")
+        raise UsageError(
+            "--stream and --json cannot be combined: stdout carries either the text as it arrives "
+            "or one JSON document at the end.",
+            hint="Drop --stream for the JSON result, or --json.",
+        )
     if stream:
-        for text in api.invoke_chat_stream(endpoint_name, prompt, region=_region(region), max_tokens=max_tokens,
-                                           temperature=temperature):
+        for text in api.invoke_chat_stream(
+            endpoint_name, prompt, region=_region(region), max_tokens=max_tokens, temperature=temperature
+        ):
             click.echo(text, nl=False)
         click.echo()
         return
-    result = api.invoke_chat(endpoint_name, prompt, region=_region(region), max_tokens=max_tokens,
-                             temperature=temperature)
+    result = api.invoke_chat(
+        endpoint_name, prompt, region=_region(region), max_tokens=max_tokens, temperature=temperature
+    )
     emit(result, as_json=as_json, render=lambda r: click.echo(r.text))
 
 
 @cli.command()
 @click.argument("endpoint_name")
 @region_option
-@click.option("--busy-timeout-s", type=click.FloatRange(min=0), default=1800, show_default=True,
-              help="How long to wait while the endpoint is Creating/Updating.")
+@click.option(
+    "--busy-timeout-s",
+    type=click.FloatRange(min=0),
+    default=1800,
+    show_default=True,
+    help="How long to wait while the endpoint is Creating/Updating.",
+)
 @click.option("--dry-run", is_flag=True)
 @click.option("--force", is_flag=True, help="Also delete what gemmaserve did not create (no gemmaserve tags).")
 @click.option("--yes", is_flag=True)
 @json_option
-def delete(endpoint_name: str, region: str | None, busy_timeout_s: float, dry_run: bool, force: bool, yes: bool,
-           as_json: bool) -> None:
+def delete(
+    endpoint_name: str, region: str | None, busy_timeout_s: float, dry_run: bool, force: bool, yes: bool, as_json: bool
+) -> None:
     """Delete the endpoint, then its config, then its model(s). Missing pieces are fine.
 
     Refuses resources without gemmaserve's tags unless --force; never deletes a config or
@@ -355,8 +468,14 @@ def delete(endpoint_name: str, region: str | None, busy_timeout_s: float, dry_ru
 
     if not dry_run:
         _confirm(f"Delete endpoint {endpoint_name} and its config and model", yes)
-    report = api.delete(endpoint_name, region=_region(region), dry_run=dry_run, force=force,
-                        busy_timeout_s=busy_timeout_s, progress=_progress)
+    report = api.delete(
+        endpoint_name,
+        region=_region(region),
+        dry_run=dry_run,
+        force=force,
+        busy_timeout_s=busy_timeout_s,
+        progress=_progress,
+    )
     emit(report, as_json=as_json, render=_render_delete)
 
 
@@ -375,8 +494,7 @@ def _render_delete(report: Any) -> None:
 @region_option
 @click.option("--list-prices", is_flag=True, help="Use the catalog's dated list prices, not the Pricing API.")
 @json_option
-def list_command(regions: str | None, all_regions: bool, region: str | None, list_prices: bool,
-                 as_json: bool) -> None:
+def list_command(regions: str | None, all_regions: bool, region: str | None, list_prices: bool, as_json: bool) -> None:
     """Every endpoint gemmaserve created, with age, status and hourly cost, and leftover models and configs.
 
     Exits 1 when a region could not be read: an absence there proves nothing.
@@ -407,8 +525,10 @@ def _render_inventory(inventory: Any) -> None:
         expires = "keep" if item.keep else (f"{item.expires_at:%Y-%m-%d %H:%M}Z" if item.expires_at else "?")
         if item.expired:
             expires += " EXPIRED"
-        click.echo(f"{item.endpoint_name:<32} {item.region:<14} {item.status.value:<12} "
-                   f"{shown_type:<16} {age:>7} {usd:>7} {expires}")
+        click.echo(
+            f"{item.endpoint_name:<32} {item.region:<14} {item.status.value:<12} "
+            f"{shown_type:<16} {age:>7} {usd:>7} {expires}"
+        )
     bound = "at least " if inventory.total_is_lower_bound else ""
     why = []
     if inventory.unpriced:
@@ -434,8 +554,16 @@ def _render_inventory(inventory: Any) -> None:
 @click.option("--dry-run", is_flag=True)
 @click.option("--yes", is_flag=True)
 @json_option
-def cleanup(expired: bool, orphans: bool, regions: str | None, all_regions: bool, region: str | None, dry_run: bool,
-            yes: bool, as_json: bool) -> None:
+def cleanup(
+    expired: bool,
+    orphans: bool,
+    regions: str | None,
+    all_regions: bool,
+    region: str | None,
+    dry_run: bool,
+    yes: bool,
+    as_json: bool,
+) -> None:
     """Delete every endpoint of ours whose TTL has passed (--expired) and our leftovers (--orphans).
 
     Exits 1 when a region could not be read.
@@ -454,15 +582,22 @@ def cleanup(expired: bool, orphans: bool, regions: str | None, all_regions: bool
 
 
 def _render_cleanup(report: Any) -> None:
-    click.echo(("Would delete" if report.dry_run else "Expired") + ": "
-               + (", ".join(f"{e.endpoint_name} ({e.region})" for e in report.expired) or "none"))
+    click.echo(
+        ("Would delete" if report.dry_run else "Expired")
+        + ": "
+        + (", ".join(f"{e.endpoint_name} ({e.region})" for e in report.expired) or "none")
+    )
     if report.orphans:
-        click.echo(("Would delete" if report.dry_run else "Orphans") + ": "
-                   + ", ".join(f"{o.kind}:{o.name} ({o.region})" for o in report.orphans))
+        click.echo(
+            ("Would delete" if report.dry_run else "Orphans")
+            + ": "
+            + ", ".join(f"{o.kind}:{o.name} ({o.region})" for o in report.orphans)
+        )
     for deleted in report.deleted:
-        click.echo(f"Deleted {', '.join(deleted.deleted) or 'nothing'}"
-                   + (f"; left in place: {', '.join(deleted.skipped)}" if deleted.skipped else ""))
-
+        click.echo(
+            f"Deleted {', '.join(deleted.deleted) or 'nothing'}"
+            + (f"; left in place: {', '.join(deleted.skipped)}" if deleted.skipped else "")
+        )
 
 
 @cli.command()
@@ -470,25 +605,48 @@ def _render_cleanup(report: Any) -> None:
 @region_option
 @click.option("--min", "min_instances", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--max", "max_instances", type=click.IntRange(min=1), required=True)
-@click.option("--target-invocations", type=click.FloatRange(min=0, min_open=True), required=True,
-              help="Target invocations per instance per minute (SageMakerVariantInvocationsPerInstance).")
+@click.option(
+    "--target-invocations",
+    type=click.FloatRange(min=0, min_open=True),
+    required=True,
+    help="Target invocations per instance per minute (SageMakerVariantInvocationsPerInstance).",
+)
 @click.option("--scale-in-cooldown-s", type=click.IntRange(min=0), default=300, show_default=True)
 @click.option("--scale-out-cooldown-s", type=click.IntRange(min=0), default=60, show_default=True)
 @click.option("--dry-run", is_flag=True)
 @json_option
-def autoscale(endpoint_name: str, region: str | None, min_instances: int, max_instances: int,
-              target_invocations: float, scale_in_cooldown_s: int, scale_out_cooldown_s: int, dry_run: bool,
-              as_json: bool) -> None:
+def autoscale(
+    endpoint_name: str,
+    region: str | None,
+    min_instances: int,
+    max_instances: int,
+    target_invocations: float,
+    scale_in_cooldown_s: int,
+    scale_out_cooldown_s: int,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
     """Register the endpoint's variant with Application Auto Scaling (target tracking)."""
     from gemmaserve.sagemaker import api
 
-    result = api.autoscale(endpoint_name, region=_region(region), min_instances=min_instances,
-                           max_instances=max_instances, target_invocations_per_instance=target_invocations,
-                           scale_in_cooldown_s=scale_in_cooldown_s, scale_out_cooldown_s=scale_out_cooldown_s,
-                           dry_run=dry_run)
-    emit(result, as_json=as_json, render=lambda r: click.echo(
-        f"{'Would register' if r.dry_run else 'Registered'} {r.resource_id}: {r.min_instances}–{r.max_instances} "
-        f"instances, target {r.target_invocations_per_instance:g} invocations/instance/min ({r.policy_name})"))
+    result = api.autoscale(
+        endpoint_name,
+        region=_region(region),
+        min_instances=min_instances,
+        max_instances=max_instances,
+        target_invocations_per_instance=target_invocations,
+        scale_in_cooldown_s=scale_in_cooldown_s,
+        scale_out_cooldown_s=scale_out_cooldown_s,
+        dry_run=dry_run,
+    )
+    emit(
+        result,
+        as_json=as_json,
+        render=lambda r: click.echo(
+            f"{'Would register' if r.dry_run else 'Registered'} {r.resource_id}: {r.min_instances}–{r.max_instances} "
+            f"instances, target {r.target_invocations_per_instance:g} invocations/instance/min ({r.policy_name})"
+        ),
+    )
 
 
 @cli.command()
@@ -518,26 +676,44 @@ def role() -> None:
 
 @role.command(name="create")
 @region_option
-@click.option("--regions", help="Comma-separated regions the role must work in (deploy --regions fallbacks); "
-                                "regions it already serves are kept.")
+@click.option(
+    "--regions",
+    help="Comma-separated regions the role must work in (deploy --regions fallbacks); "
+    "regions it already serves are kept.",
+)
 @click.option("--name", "role_name", default="gemmaserve-endpoint", show_default=True)
 @click.option("--image", "images", multiple=True, help="Image URIs the role may pull (default: the pinned AWS image).")
 @click.option("--model-s3", help="s3://bucket/prefix the endpoint may read model files from.")
 @click.option("--dry-run", is_flag=True)
 @json_option
-def role_create(region: str | None, regions: str | None, role_name: str, images: tuple[str, ...],
-                model_s3: str | None, dry_run: bool, as_json: bool) -> None:
+def role_create(
+    region: str | None,
+    regions: str | None,
+    role_name: str,
+    images: tuple[str, ...],
+    model_s3: str | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
     """Create (or update) the execution role and print the policy it carries."""
     import json
 
     from gemmaserve.sagemaker import api
 
     chosen = _regions(regions, region)
-    result = api.create_execution_role(region=chosen[0], regions=chosen, role_name=role_name,
-                                       image_uris=list(images), s3_model_uri=model_s3, dry_run=dry_run)
+    result = api.create_execution_role(
+        region=chosen[0],
+        regions=chosen,
+        role_name=role_name,
+        image_uris=list(images),
+        s3_model_uri=model_s3,
+        dry_run=dry_run,
+    )
 
     def render(r: Any) -> None:
-        verb = ("Would create" if r.created else "Would update") if r.dry_run else ("Created" if r.created else "Updated")
+        verb = (
+            ("Would create" if r.created else "Would update") if r.dry_run else ("Created" if r.created else "Updated")
+        )
         click.echo(f"{verb} role {r.role_name} {r.role_arn or ''} with inline policy {r.policy_name}:")
         click.echo(json.dumps(r.policy, indent=2))
 
@@ -553,34 +729,54 @@ def image() -> None:
 @region_option
 @click.option("--account", default="ACCOUNT", show_default=True, help="Account of the target ECR repository.")
 @click.option("--base-image", help="Base image (default: the pinned AWS vLLM SageMaker image of the region).")
-@click.option("--requirement", help="pip requirement for gemmaserve (default: a wheel built from this checkout; "
-                                    "gemmaserve is not on the package index).")
+@click.option(
+    "--requirement",
+    help="pip requirement for gemmaserve (default: a wheel built from this checkout; "
+    "gemmaserve is not on the package index).",
+)
 @click.option("--buildspec", "show_buildspec", is_flag=True, help="Print the buildspec instead of the Dockerfile.")
 @json_option
-def image_render(region: str | None, account: str, base_image: str | None, requirement: str | None,
-                 show_buildspec: bool, as_json: bool) -> None:
+def image_render(
+    region: str | None,
+    account: str,
+    base_image: str | None,
+    requirement: str | None,
+    show_buildspec: bool,
+    as_json: bool,
+) -> None:
     """Print the Dockerfile (or the CodeBuild buildspec); offline."""
     from gemmaserve.sagemaker import api
 
     plan = api.image_render(region=_region(region), account=account, base_image=base_image, requirement=requirement)
-    emit(plan, as_json=as_json,
-         render=lambda p: click.echo(p.buildspec if show_buildspec else p.dockerfile, nl=False))
+    emit(plan, as_json=as_json, render=lambda p: click.echo(p.buildspec if show_buildspec else p.dockerfile, nl=False))
 
 
 @image.command(name="build")
 @region_option
 @click.option("--base-image", help="Base image (default: the pinned AWS vLLM SageMaker image of the region).")
 @click.option("--requirement", help="pip requirement for gemmaserve instead of a wheel of this checkout.")
-@click.option("--wheel", "wheel_path", type=click.Path(exists=True, dir_okay=False),
-              help="A gemmaserve wheel to install (default: built now from this checkout).")
+@click.option(
+    "--wheel",
+    "wheel_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A gemmaserve wheel to install (default: built now from this checkout).",
+)
 @click.option("--no-follow", is_flag=True, help="Return once the build has started.")
 @click.option("--timeout-s", type=click.FloatRange(min=60), default=5400, show_default=True)
 @click.option("--dry-run", is_flag=True, help="Show the role, policy and target image; create nothing.")
 @click.option("--yes", is_flag=True)
 @json_option
-def image_build(region: str | None, base_image: str | None, requirement: str | None, wheel_path: str | None,
-                no_follow: bool,
-                timeout_s: float, dry_run: bool, yes: bool, as_json: bool) -> None:
+def image_build(
+    region: str | None,
+    base_image: str | None,
+    requirement: str | None,
+    wheel_path: str | None,
+    no_follow: bool,
+    timeout_s: float,
+    dry_run: bool,
+    yes: bool,
+    as_json: bool,
+) -> None:
     """Create the ECR repository, CodeBuild project and role (idempotent), build, push, follow."""
     from gemmaserve.sagemaker import api
 
@@ -589,13 +785,22 @@ def image_build(region: str | None, base_image: str | None, requirement: str | N
         _confirm(f"Create/update the CodeBuild project and run a build in {chosen} (billed per build minute)", yes)
     if wheel_path and requirement:
         raise UsageError("Give --wheel or --requirement, not both.")
-    result = api.image_build(region=chosen, base_image=base_image, requirement=requirement, wheel_path=wheel_path,
-                             dry_run=dry_run,
-                             follow=not no_follow, timeout_s=timeout_s, progress=_progress)
+    result = api.image_build(
+        region=chosen,
+        base_image=base_image,
+        requirement=requirement,
+        wheel_path=wheel_path,
+        dry_run=dry_run,
+        follow=not no_follow,
+        timeout_s=timeout_s,
+        progress=_progress,
+    )
 
     def render(r: Any) -> None:
-        click.echo(f"Base image: {r.plan.base_image} (vLLM {r.plan.base_vllm_version or 'checked in the build'}, "
-                   f"CUDA {r.plan.base_cuda_version or '?'})")
+        click.echo(
+            f"Base image: {r.plan.base_image} (vLLM {r.plan.base_vllm_version or 'checked in the build'}, "
+            f"CUDA {r.plan.base_cuda_version or '?'})"
+        )
         click.echo(f"gemmaserve from: {r.plan.gemmaserve_source}")
         click.echo(f"Target image: {r.plan.target_image}")
         click.echo(f"Build: {r.build_id or '(dry run)'} {r.status or ''}")

@@ -18,9 +18,7 @@ from gemmaserve.cli.output import (
 )
 from gemmaserve.engine_log import EngineStage
 
-_PORT = click.option(
-    "--port", type=click.IntRange(1, 65535), default=8000, show_default=True
-)
+_PORT = click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
 
 
 @click.group(name="serve")
@@ -36,9 +34,7 @@ def cli() -> None:
     "python",
     help="The interpreter vLLM runs under (default: the `vllm` on PATH's).",
 )
-@click.option(
-    "--gpu", help="Catalog GPU to plan for when nvidia-smi's is not in the catalog."
-)
+@click.option("--gpu", help="Catalog GPU to plan for when nvidia-smi's is not in the catalog.")
 @click.option(
     "--gpu-index",
     type=click.IntRange(min=0),
@@ -50,9 +46,7 @@ def cli() -> None:
 @max_model_len_option
 @gpu_memory_utilization_option
 @click.option("--max-num-seqs", type=click.IntRange(min=1))
-@click.option(
-    "--served-model-name", help="The name clients ask for (default: the model key)."
-)
+@click.option("--served-model-name", help="The name clients ask for (default: the model key).")
 @click.option(
     "--checkpoint",
     help="Load this local directory or repo instead of the catalog's repo for --encoding "
@@ -257,9 +251,7 @@ def stop_command(port: int, timeout_s: float, as_json: bool) -> None:
 @cli.command(name="logs")
 @_PORT
 @click.option("-n", "lines", type=click.IntRange(min=0), default=100, show_default=True)
-@click.option(
-    "--follow", "-f", is_flag=True, help="Keep printing new lines until interrupted."
-)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until interrupted.")
 def logs_command(port: int, lines: int, follow: bool) -> None:
     """The engine log of the server on --port."""
     from gemmaserve.serve.supervisor import log_path_for, read_logs

@@ -34,9 +34,7 @@ class PathSpace(BaseModel):
     role: DiskRole
     path: str
     resolved_path: str | None = None
-    measured_path: str | None = (
-        None  # the nearest existing directory at or above resolved_path
-    )
+    measured_path: str | None = None  # the nearest existing directory at or above resolved_path
     device: int | None = None
     free_bytes: int | None = None
     total_bytes: int | None = None
@@ -68,9 +66,7 @@ def hf_cache_path(env: Mapping[str, str], home: Path) -> Path:
         return Path(env["HUGGINGFACE_HUB_CACHE"])
     if env.get("HF_HOME"):
         return Path(env["HF_HOME"]) / "hub"
-    cache_home = (
-        Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else home / ".cache"
-    )
+    cache_home = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else home / ".cache"
     return cache_home / "huggingface" / "hub"
 
 
@@ -78,10 +74,7 @@ def checkpoint_cached(cache: Path, repo_id: str) -> bool:
     """Whether a snapshot of ``repo_id`` with safetensors files sits in the HF cache at ``cache``."""
     snapshots = cache / ("models--" + repo_id.replace("/", "--")) / "snapshots"
     try:
-        return any(
-            next(snapshot.glob("*.safetensors"), None) is not None
-            for snapshot in snapshots.iterdir()
-        )
+        return any(next(snapshot.glob("*.safetensors"), None) is not None for snapshot in snapshots.iterdir())
     except OSError:
         return False
 
@@ -94,9 +87,7 @@ def temp_path(env: Mapping[str, str]) -> Path:
     return Path(tempfile.gettempdir())
 
 
-def default_disk_paths(
-    install_prefix: str, env: Mapping[str, str], home: Path
-) -> dict[DiskRole, Path]:
+def default_disk_paths(install_prefix: str, env: Mapping[str, str], home: Path) -> dict[DiskRole, Path]:
     return {
         DiskRole.INSTALL: Path(install_prefix),
         DiskRole.TEMP: temp_path(env),
@@ -144,17 +135,10 @@ def probe_disk(
     statvfs: Callable[[str], os.statvfs_result] = os.statvfs,
     stat: Callable[[str], os.stat_result] = os.stat,
 ) -> DiskFacts:
-    measured = [
-        measure_path(role, path, statvfs=statvfs, stat=stat)
-        for role, path in paths.items()
-    ]
+    measured = [measure_path(role, path, statvfs=statvfs, stat=stat) for role, path in paths.items()]
     by_device: dict[int, FilesystemSpace] = {}
     for space in measured:
-        if (
-            space.device is None
-            or space.free_bytes is None
-            or space.total_bytes is None
-        ):
+        if space.device is None or space.free_bytes is None or space.total_bytes is None:
             continue
         known = by_device.get(space.device)
         if known is None:
@@ -166,7 +150,5 @@ def probe_disk(
                 roles=[space.role],
             )
         else:
-            by_device[space.device] = known.model_copy(
-                update={"roles": [*known.roles, space.role]}
-            )
+            by_device[space.device] = known.model_copy(update={"roles": [*known.roles, space.role]})
     return DiskFacts(paths=measured, filesystems=list(by_device.values()))

@@ -70,8 +70,7 @@ def match_catalog_gpu(gpu: GpuInfo) -> str | None:
     for key, entry in load_catalog().gpus.items():
         if (
             entry.sm == gpu.sm
-            and abs(entry.memory_mib - gpu.memory_total_mib)
-            <= GPU_MEMORY_MATCH_FRACTION * entry.memory_mib
+            and abs(entry.memory_mib - gpu.memory_total_mib) <= GPU_MEMORY_MATCH_FRACTION * entry.memory_mib
         ):
             return key
     return None
@@ -97,9 +96,7 @@ def host_needs(
         max_model_len=max_model_len,
         gpu_memory_utilization=gpu_memory_utilization,
     )
-    install = planning.COMPILE_CACHE_DISK_GIB + (
-        0.0 if vllm_installed else planning.INSTALL_DISK_GIB
-    )
+    install = planning.COMPILE_CACHE_DISK_GIB + (0.0 if vllm_installed else planning.INSTALL_DISK_GIB)
     return HostNeeds(
         model=row.model,
         encoding=row.encoding,
@@ -107,9 +104,7 @@ def host_needs(
         host_ram_needed_gib=row.host_ram_needed_gib,
         checkpoint_gib=row.checkpoint_gib,
         repo_id=row.repo_id,
-        checkpoint_cached=checkpoint_cached(hf_cache, row.repo_id)
-        if hf_cache
-        else False,
+        checkpoint_cached=checkpoint_cached(hf_cache, row.repo_id) if hf_cache else False,
         install_disk_gib=install,
         temp_disk_gib=host_checks.TEMP_MIN_GIB,
         fits=row.fits if gpu_key else None,
@@ -217,9 +212,7 @@ def judge(
     ]
     passed = {check.id: check.passed for check in checks}
     for check_id, title, run, required in later:
-        blocked = [
-            dep for dep in PREREQUISITES.get(check_id, ()) if not passed.get(dep, False)
-        ]
+        blocked = [dep for dep in PREREQUISITES.get(check_id, ()) if not passed.get(dep, False)]
         if blocked or facts is None:
             check = Check(
                 id=check_id,
@@ -301,17 +294,13 @@ def run_doctor(
     model_obj = resolve_model(model)
     encoding_key = resolve_encoding(model_obj, encoding).key
     forced_gpu = resolve_gpu(gpu).key if gpu else None
-    target = python or (
-        default_target_python(src.which) if src.which else default_target_python()
-    )
+    target = python or (default_target_python(src.which) if src.which else default_target_python())
 
     memory = probe_memory(src.read_meminfo)
     gpus = probe_gpus(src.runner, src.which)
     interpreter = probe_interpreter(target, src.runner)
     facts = interpreter.value
-    prefix = (facts.python.prefix if facts and facts.python.prefix else None) or str(
-        Path(target).parent.parent
-    )
+    prefix = (facts.python.prefix if facts and facts.python.prefix else None) or str(Path(target).parent.parent)
     disk_paths = default_disk_paths(prefix, src.env, src.home)
     disk = probe_disk(
         disk_paths,
@@ -333,9 +322,7 @@ def run_doctor(
         )
     except UsageError:
         raise
-    except (
-        Exception
-    ) as exc:  # a plan that cannot be made is an unknown, reported with its reason
+    except Exception as exc:  # a plan that cannot be made is an unknown, reported with its reason
         needs = Probed[HostNeeds](error=describe_exception(exc))
     checks = judge(
         python=target,

@@ -56,9 +56,7 @@ def parse_gpu_csv(text: str, *, has_compute_cap: bool = True) -> list[GpuInfo]:
         cells = [cell.strip() for cell in line.split(",")]
         expected = 4 if has_compute_cap else 3
         if len(cells) != expected:
-            raise ValueError(
-                f"unexpected nvidia-smi line (want {expected} fields): {line!r}"
-            )
+            raise ValueError(f"unexpected nvidia-smi line (want {expected} fields): {line!r}")
         if has_compute_cap:
             name, cap, memory, driver = cells
         else:
@@ -77,9 +75,7 @@ def parse_gpu_csv(text: str, *, has_compute_cap: bool = True) -> list[GpuInfo]:
 
 
 def _query(runner: CommandRunner, binary: str, fields: str) -> tuple[int, str]:
-    result = runner(
-        [binary, f"--query-gpu={fields}", "--format=csv,noheader"], NVIDIA_SMI_TIMEOUT_S
-    )
+    result = runner([binary, f"--query-gpu={fields}", "--format=csv,noheader"], NVIDIA_SMI_TIMEOUT_S)
     message = (result.stdout + "\n" + result.stderr).strip()
     return result.returncode, message if result.returncode else result.stdout
 

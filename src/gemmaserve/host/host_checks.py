@@ -99,11 +99,7 @@ def check_disk(disk: DiskFacts, needs: Probed[HostNeeds]) -> Check:
         if space.error:
             lines.append(f"{space.role.value} {space.path}: {space.error}")
         else:
-            shown = (
-                space.path
-                if space.path == space.resolved_path
-                else f"{space.path} -> {space.resolved_path}"
-            )
+            shown = space.path if space.path == space.resolved_path else f"{space.path} -> {space.resolved_path}"
             lines.append(
                 f"{space.role.value} {shown}: {(space.free_bytes or 0) / GIB:.1f} GiB free on device {space.device}"
             )
@@ -128,13 +124,9 @@ def check_disk(disk: DiskFacts, needs: Probed[HostNeeds]) -> Check:
         need = sum(_role_need_gib(role, plan) for role in fs.roles)
         roles = " + ".join(role.value for role in fs.roles)
         free = fs.free_bytes / GIB
-        lines.append(
-            f"filesystem at {fs.measured_path} holds {roles}: needs {need:.1f} GiB, {free:.1f} GiB free"
-        )
+        lines.append(f"filesystem at {fs.measured_path} holds {roles}: needs {need:.1f} GiB, {free:.1f} GiB free")
         if free < need:
-            short.append(
-                f"free {need - free:.1f} GiB on the filesystem at {fs.measured_path} ({roles})"
-            )
+            short.append(f"free {need - free:.1f} GiB on the filesystem at {fs.measured_path} ({roles})")
     if plan.checkpoint_cached:
         lines.append(f"{plan.repo_id} is already in the weights cache")
     if short:
@@ -146,18 +138,12 @@ def check_disk(disk: DiskFacts, needs: Probed[HostNeeds]) -> Check:
             fix="; ".join(short)
             + " — or point a path at a larger disk (TMPDIR=/big/tmp, HF_HOME=/big/hf) before installing and serving",
         )
-    return Check(
-        id="host.disk", title=title, status=CheckStatus.OK, evidence="; ".join(lines)
-    )
+    return Check(id="host.disk", title=title, status=CheckStatus.OK, evidence="; ".join(lines))
 
 
 def describe_gpu(gpu: GpuInfo) -> str:
     sm = f"sm_{gpu.sm}" if gpu.sm is not None else "compute capability unknown"
-    memory = (
-        f"{gpu.memory_total_mib} MiB"
-        if gpu.memory_total_mib is not None
-        else "memory unknown"
-    )
+    memory = f"{gpu.memory_total_mib} MiB" if gpu.memory_total_mib is not None else "memory unknown"
     return f"GPU {gpu.index}: {gpu.name}, {sm}, {memory}, driver {gpu.driver_version or 'unknown'}"
 
 
@@ -218,14 +204,11 @@ def check_plan_fits(needs: Probed[HostNeeds], gpus: Probed[list[GpuInfo]]) -> Ch
         )
     evidence = f"{plan.model} {plan.encoding} on {plan.gpu}: {plan.verdict}"
     if plan.fits:
-        return Check(
-            id="gpu.plan", title=title, status=CheckStatus.OK, evidence=evidence
-        )
+        return Check(id="gpu.plan", title=title, status=CheckStatus.OK, evidence=evidence)
     return Check(
         id="gpu.plan",
         title=title,
         status=CheckStatus.FAIL,
         evidence=f"{evidence}: {plan.binding_term}",
-        fix="Pick a smaller encoding or a larger GPU: gemmaserve plan --model "
-        + plan.model,
+        fix="Pick a smaller encoding or a larger GPU: gemmaserve plan --model " + plan.model,
     )

@@ -123,9 +123,7 @@ def probe_interpreter(
         result = runner([python, "-I", "-c", probe_script_text()], timeout_s)
     except FileNotFoundError:
         return Probed[InterpreterFacts](error=f"no interpreter at {python}")
-    except (
-        Exception
-    ) as exc:  # TimeoutExpired, PermissionError: the interpreter could not be run
+    except Exception as exc:  # TimeoutExpired, PermissionError: the interpreter could not be run
         return Probed[InterpreterFacts](error=describe_exception(exc))
     try:
         return Probed[InterpreterFacts](value=parse_probe_output(result.stdout))

@@ -27,9 +27,7 @@ def _error(exc):
 
 
 def _last_line_of_traceback():
-    lines = [
-        line for line in traceback.format_exc().strip().splitlines() if line.strip()
-    ]
+    lines = [line for line in traceback.format_exc().strip().splitlines() if line.strip()]
     return lines[-1] if lines else ""
 
 
@@ -133,9 +131,7 @@ def probe_vllm():
         if name is not None:
             requirements = metadata.requires(name) or []
             # "torch==2.13.0" but not "torchaudio==…" or "torchvision==…"
-            result["torch_requirements"] = [
-                req for req in requirements if re.match(r"torch\s*(?:[=<>!~(\[;]|$)", req)
-            ]
+            result["torch_requirements"] = [req for req in requirements if re.match(r"torch\s*(?:[=<>!~(\[;]|$)", req)]
         elif importlib.util.find_spec("vllm") is None:
             return result
     except BaseException as exc:
@@ -177,9 +173,7 @@ def main():
             try:
                 report["shared_libraries"].append(probe_shared_library(name))
             except BaseException as exc:
-                report["shared_libraries"].append(
-                    {"name": name, "error": _error(exc), "found_paths": []}
-                )
+                report["shared_libraries"].append({"name": name, "error": _error(exc), "found_paths": []})
     sys.stdout.write(MARKER + json.dumps(report) + "\n")
     sys.stdout.flush()
 

@@ -42,19 +42,13 @@ def pinned_torch(facts: InterpreterFacts) -> str | None:
         except InvalidRequirement:
             continue
         if requirement.marker is None or requirement.marker.evaluate():
-            return (
-                f"torch{requirement.specifier}"
-                if str(requirement.specifier)
-                else "torch"
-            )
+            return f"torch{requirement.specifier}" if str(requirement.specifier) else "torch"
     return None
 
 
 def torch_install_command(python: str, facts: InterpreterFacts) -> str:
     """Reinstall the CUDA torch vLLM asks for, with its dependencies (never --no-deps)."""
-    spec = pinned_torch(facts) or (
-        f"torch=={_public(facts.torch.version)}" if facts.torch.version else "torch"
-    )
+    spec = pinned_torch(facts) or (f"torch=={_public(facts.torch.version)}" if facts.torch.version else "torch")
     return f"{shlex.quote(python)} -m pip install --force-reinstall {shlex.quote(spec)} --index-url {PYPI_INDEX}"
 
 
@@ -64,9 +58,7 @@ def _public(version: str | None) -> str:
 
 def _is_cpu_torch(facts: InterpreterFacts) -> bool:
     version = facts.torch.version or ""
-    return facts.torch.imported and (
-        facts.torch.cuda_build is None or version.endswith("+cpu")
-    )
+    return facts.torch.imported and (facts.torch.cuda_build is None or version.endswith("+cpu"))
 
 
 def _unknown(check_id: str, title: str, why: str) -> Check:
@@ -144,11 +136,7 @@ def check_torch_cuda_build(facts: InterpreterFacts, python: str) -> Check:
             status=CheckStatus.FAIL,
             broken_state=STATE_CPU_TORCH if vllm_present else None,
             evidence=f"torch {facts.torch.version} has no CUDA (torch.version.cuda is None)"
-            + (
-                f", under vLLM {facts.vllm.distribution_version}, which needs CUDA"
-                if vllm_present
-                else ""
-            ),
+            + (f", under vLLM {facts.vllm.distribution_version}, which needs CUDA" if vllm_present else ""),
             fix=torch_install_command(python, facts),
         )
     return Check(
@@ -170,18 +158,12 @@ def check_cuda_available(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]]) -
             evidence=f"{torch.device_count} device(s)",
         )
     driver = gpus.value[0].driver_version if gpus.value else None
-    major = (
-        int(torch.cuda_build.split(".")[0])
-        if torch.cuda_build and torch.cuda_build[0].isdigit()
-        else None
-    )
+    major = int(torch.cuda_build.split(".")[0]) if torch.cuda_build and torch.cuda_build[0].isdigit() else None
     needed = MIN_DRIVER_FOR_CUDA.get(major) if major is not None else None
     evidence = f"is_available() is {torch.cuda_available}" + (
         f" ({torch.cuda_available_error})" if torch.cuda_available_error else ""
     )
-    evidence += (
-        f"; torch built for CUDA {torch.cuda_build}; driver {driver or 'not found'}"
-    )
+    evidence += f"; torch built for CUDA {torch.cuda_build}; driver {driver or 'not found'}"
     fix = (
         f"CUDA {major} needs NVIDIA driver {needed} or newer: upgrade the driver, or install a torch built for an older CUDA"
         if needed
@@ -204,9 +186,7 @@ def gpu_sm(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]]) -> int | None:
     return None
 
 
-def check_arch_list(
-    facts: InterpreterFacts, gpus: Probed[list[GpuInfo]], python: str
-) -> Check:
+def check_arch_list(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]], python: str) -> Check:
     title = "torch's arch list contains the GPU's sm"
     arch_list = facts.torch.arch_list
     sm = gpu_sm(facts, gpus)
@@ -296,9 +276,7 @@ def check_fp16_matmul(facts: InterpreterFacts) -> Check:
         return Check(
             id="torch.fp16_matmul",
             title=title,
-            status=CheckStatus.FAIL
-            if facts.torch.fp16_matmul_error
-            else CheckStatus.UNKNOWN,
+            status=CheckStatus.FAIL if facts.torch.fp16_matmul_error else CheckStatus.UNKNOWN,
             evidence=facts.torch.fp16_matmul_error or "not run",
             fix="The GPU cannot run torch kernels; see the error (often 'no kernel image': a torch without this sm)"
             if facts.torch.fp16_matmul_error
@@ -415,9 +393,7 @@ def check_torch_pin(facts: InterpreterFacts, python: str) -> Check:
         f"installed torch {facts.torch.version}"
     )
     if accepted:
-        return Check(
-            id="vllm.torch_pin", title=title, status=CheckStatus.OK, evidence=evidence
-        )
+        return Check(id="vllm.torch_pin", title=title, status=CheckStatus.OK, evidence=evidence)
     return Check(
         id="vllm.torch_pin",
         title=title,
@@ -443,23 +419,16 @@ def check_shared_libraries(facts: InterpreterFacts) -> Check:
     for lib in facts.shared_libraries:
         where = lib.loaded_from or "not loadable"
         parts.append(f"{lib.name}: {where}")
-    cuda_major = (
-        facts.torch.cuda_build.split(".")[0] if facts.torch.cuda_build else None
-    )
+    cuda_major = facts.torch.cuda_build.split(".")[0] if facts.torch.cuda_build else None
     wanted = [f"libcudart.so.{cuda_major}", "libcudnn.so.9"] if cuda_major else []
-    missing = [
-        name
-        for name in wanted
-        if not ((found := facts.library(name)) and found.loaded_from)
-    ]
+    missing = [name for name in wanted if not ((found := facts.library(name)) and found.loaded_from)]
     if missing:
         return Check(
             id="cuda.libraries",
             title=title,
             status=CheckStatus.WARN,
             required=False,
-            evidence="; ".join(parts)
-            + f" — torch's CUDA {facts.torch.cuda_build} needs {', '.join(missing)}",
+            evidence="; ".join(parts) + f" — torch's CUDA {facts.torch.cuda_build} needs {', '.join(missing)}",
         )
     return Check(
         id="cuda.libraries",

@@ -25,9 +25,7 @@ class CommandResult(BaseModel):
 CommandRunner = Callable[[list[str], float], CommandResult]
 
 
-def run_command(
-    argv: list[str], timeout_s: float, env: Mapping[str, str] | None = None
-) -> CommandResult:
+def run_command(argv: list[str], timeout_s: float, env: Mapping[str, str] | None = None) -> CommandResult:
     """Run ``argv``; raises FileNotFoundError (no binary) or subprocess.TimeoutExpired."""
     completed = subprocess.run(
         argv,

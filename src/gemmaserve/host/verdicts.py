@@ -55,9 +55,7 @@ class HostNeeds(BaseModel):
     host_ram_needed_gib: float
     checkpoint_gib: float
     repo_id: str | None = None
-    checkpoint_cached: bool = (
-        False  # its safetensors already sit in the HF cache: no download
-    )
+    checkpoint_cached: bool = False  # its safetensors already sit in the HF cache: no download
     install_disk_gib: float
     temp_disk_gib: float
     fits: bool | None = None  # None when this host's GPU is not in the catalog

@@ -47,8 +47,10 @@ ADDITIVE_REMOTE = ToolAnnotations(
 
 Confirm = Annotated[
     bool,
-    Field(description="Must be true, and only after the user has agreed to this change: the tool refuses "
-                      "otherwise (false is fine together with dry_run=true)."),
+    Field(
+        description="Must be true, and only after the user has agreed to this change: the tool refuses "
+        "otherwise (false is fine together with dry_run=true)."
+    ),
 ]
 
 
@@ -69,11 +71,15 @@ def os_error(exc: OSError) -> ToolError:
     """A file-system failure on a path the caller named (its text names the path, never internals)."""
     message = f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)
     details = {"error": type(exc).__name__, "message": message, "errno": exc.errno, "path": exc.filename}
-    return ToolError("\n".join([
-        message,
-        "Fix: Check that the path exists, is the right kind (file or directory) and is writable.",
-        "Details: " + json.dumps(details, default=str, sort_keys=True),
-    ]))
+    return ToolError(
+        "\n".join(
+            [
+                message,
+                "Fix: Check that the path exists, is the right kind (file or directory) and is writable.",
+                "Details: " + json.dumps(details, default=str, sort_keys=True),
+            ]
+        )
+    )
 
 
 def translate_errors(fn: Callable[P, T]) -> Callable[P, T]:

@@ -38,14 +38,15 @@ Utilisation = Annotated[
 PerTarget = Annotated[list[str] | None, Field(description="One per target, in target order (may be shorter).")]
 
 
-
 def summarise_measure(report: MeasureReport) -> str:
     lines = [f"{report.status.value}: {report.message} (files in {report.out_dir})"]
     for target in report.targets:
         decode = f"{target.decode_tokens_per_s:.1f} tok/s decode" if target.decode_tokens_per_s else "no decode rate"
         quality = f", quality {target.quality_correct}/{target.quality_total}" if target.quality_total else ""
-        lines.append(f"- {target.label}: {target.status.value}, {decode}{quality}, "
-                     f"{target.failed}/{target.requests} failed → {target.path}")
+        lines.append(
+            f"- {target.label}: {target.status.value}, {decode}{quality}, "
+            f"{target.failed}/{target.requests} failed → {target.path}"
+        )
     return "\n".join(lines)
 
 
@@ -55,8 +56,11 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
     async def bench_measure(
         targets: Annotated[
             list[str],
-            Field(min_length=1, description="http://HOST:PORT or sagemaker://NAME?region=R, measured interleaved; "
-                                            "repeat one for A-B-A."),
+            Field(
+                min_length=1,
+                description="http://HOST:PORT or sagemaker://NAME?region=R, measured interleaved; "
+                "repeat one for A-B-A.",
+            ),
         ],
         out_dir: Annotated[str, Field(min_length=1, description="Directory for the <label>.json result files.")],
         ctx: Context,
@@ -78,8 +82,9 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         seed: int = 0,
         warmup: Annotated[int, Field(ge=0)] = 1,
         client_processes: Annotated[int, Field(ge=1, description="Worker processes per load level.")] = 1,
-        max_client_lag_ms: Annotated[float, Field(ge=0, description="Stop when the client's event loop lags "
-                                                  "more than this (median); 0: never.")] = 5.0,
+        max_client_lag_ms: Annotated[
+            float, Field(ge=0, description="Stop when the client's event loop lags more than this (median); 0: never.")
+        ] = 5.0,
         logs: PerTarget = None,
         instances: PerTarget = None,
         gpus: PerTarget = None,
@@ -95,13 +100,30 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         from gemmaserve.bench.measure_options import build_measure_inputs
 
         settings, options = build_measure_inputs(
-            targets, decode_short=decode_short, decode_long=decode_long, decode_calls=decode_calls,
-            concurrency=list(concurrency), repeats=repeats, input_tokens=input_tokens,
-            output_tokens=output_tokens, quality_set=quality_set, quality_max_tokens=quality_max_tokens,
-            temperature=temperature, ignore_eos=ignore_eos, timeout_s=timeout_s, seed=seed, warmup=warmup,
-            quality_concurrency=quality_concurrency, requests_per_stream=requests_per_stream,
-            client_processes=client_processes, max_client_lag_ms=max_client_lag_ms or None,
-            labels=labels, logs=logs, instances=instances, gpus=gpus, prices_usd_per_hour=prices_usd_per_hour,
+            targets,
+            decode_short=decode_short,
+            decode_long=decode_long,
+            decode_calls=decode_calls,
+            concurrency=list(concurrency),
+            repeats=repeats,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            quality_set=quality_set,
+            quality_max_tokens=quality_max_tokens,
+            temperature=temperature,
+            ignore_eos=ignore_eos,
+            timeout_s=timeout_s,
+            seed=seed,
+            warmup=warmup,
+            quality_concurrency=quality_concurrency,
+            requests_per_stream=requests_per_stream,
+            client_processes=client_processes,
+            max_client_lag_ms=max_client_lag_ms or None,
+            labels=labels,
+            logs=logs,
+            instances=instances,
+            gpus=gpus,
+            prices_usd_per_hour=prices_usd_per_hour,
         )
 
         def work(cancellation: Cancellation, report: ProgressSink) -> MeasureReport:
@@ -111,8 +133,14 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
                     # measure_targets' interruption path: it marks every file interrupted and saves it.
                     raise KeyboardInterrupt
 
-            return measure_targets(list(targets), out_dir, settings=settings, target_options=options,
-                                   progress=progress, command=["gemmaserve", "mcp", "bench_measure"])
+            return measure_targets(
+                list(targets),
+                out_dir,
+                settings=settings,
+                target_options=options,
+                progress=progress,
+                command=["gemmaserve", "mcp", "bench_measure"],
+            )
 
         result = await run_blocking(ctx, work)
         return typed_result(result, summarise_measure(result))
@@ -137,7 +165,9 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         comparison = combine_results(list(files), utilisation=utilisation)
         markdown = f"# Comparison (baseline: {comparison.baseline})\n\n" + comparison_markdown(comparison)
         if out_file:
-            write_atomic(out_file, markdown if out_file.endswith(".md") else comparison.model_dump_json(indent=2) + "\n")
+            write_atomic(
+                out_file, markdown if out_file.endswith(".md") else comparison.model_dump_json(indent=2) + "\n"
+            )
         return typed_result(comparison, markdown)
 
     @server.tool(name="bench_report", title="Write the benchmark report", annotations=DERIVE)

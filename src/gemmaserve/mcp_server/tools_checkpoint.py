@@ -33,7 +33,9 @@ from gemmaserve.mcp_server.framework import (
 
 REPACK = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 
-Source = Annotated[str, Field(min_length=1, description="A checkpoint directory, a .safetensors file, or a Hub repo id.")]
+Source = Annotated[
+    str, Field(min_length=1, description="A checkpoint directory, a .safetensors file, or a Hub repo id.")
+]
 Revision = Annotated[str | None, Field(description="Hub revision (branch, tag or commit).")]
 
 
@@ -93,13 +95,21 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         from gemmaserve.checkpoint import grid_check
 
         def work(cancellation: Cancellation, report: ProgressSink) -> GridCheckReport:
-            return grid_check(build, reference, tensor=tensor, layers=layers, reference_group_size=reference_group_size,
-                              progress=_tensor_progress(report, cancellation, "checking"))
+            return grid_check(
+                build,
+                reference,
+                tensor=tensor,
+                layers=layers,
+                reference_group_size=reference_group_size,
+                progress=_tensor_progress(report, cancellation, "checking"),
+            )
 
         result = await run_blocking(ctx, work)
-        summary = (f"{result.verdict}: {result.values_off_by_a_level_or_more:,} of {result.values:,} values "
-                   f"({result.share_off_by_a_level_or_more:.1%}) off by one reference-grid level or more; "
-                   f"{result.values_bit_identical:,} bit-identical")
+        summary = (
+            f"{result.verdict}: {result.values_off_by_a_level_or_more:,} of {result.values:,} values "
+            f"({result.share_off_by_a_level_or_more:.1%}) off by one reference-grid level or more; "
+            f"{result.values_bit_identical:,} bit-identical"
+        )
         return typed_result(result, summary)
 
     @server.tool(name="checkpoint_repack", title="Repack to W4A16 losslessly", annotations=REPACK)
@@ -118,12 +128,19 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         from gemmaserve.checkpoint import repack_checkpoint
 
         def work(cancellation: Cancellation, report: ProgressSink) -> RepackReport:
-            return repack_checkpoint(src, out, text_only=text_only, int4_embeddings=int4_embeddings,
-                                     progress=_tensor_progress(report, cancellation, "packing"))
+            return repack_checkpoint(
+                src,
+                out,
+                text_only=text_only,
+                int4_embeddings=int4_embeddings,
+                progress=_tensor_progress(report, cancellation, "packing"),
+            )
 
         result = await run_blocking(ctx, work)
-        summary = (f"Wrote {result.output} ({_gb(result.output_bytes)}): {result.tensors_quantized} tensors packed, "
-                   f"{result.values_bit_exact:,} of {result.values_quantized:,} values bit-exact")
+        summary = (
+            f"Wrote {result.output} ({_gb(result.output_bytes)}): {result.tensors_quantized} tensors packed, "
+            f"{result.values_bit_exact:,} of {result.values_quantized:,} values bit-exact"
+        )
         return typed_result(result, summary)
 
     @server.tool(name="checkpoint_validate", title="Check a checkpoint before deploying", annotations=READ_ONLY_REMOTE)

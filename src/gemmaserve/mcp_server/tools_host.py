@@ -24,7 +24,9 @@ def summarise_doctor(report: DoctorReport) -> str:
         head = f"Host NOT ready for {report.model} {report.encoding}"
     lines = [f"{head} (GPU {report.gpu or 'not in the catalog'}, python {report.python})."]
     for check in report.blocking:
-        lines.append(f"- {check.status.value} {check.title}: {check.evidence}" + (f" Fix: {check.fix}" if check.fix else ""))
+        lines.append(
+            f"- {check.status.value} {check.title}: {check.evidence}" + (f" Fix: {check.fix}" if check.fix else "")
+        )
     return "\n".join(lines)
 
 
@@ -51,7 +53,12 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         from gemmaserve.host.doctor import run_doctor
 
         report = run_doctor(
-            python, model=model, encoding=encoding, gpu=gpu, max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization, sources=deps.doctor_sources,
+            python,
+            model=model,
+            encoding=encoding,
+            gpu=gpu,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            sources=deps.doctor_sources,
         )
         return typed_result(report, summarise_doctor(report))

@@ -33,8 +33,10 @@ def summarise_plan(table: PlanTable) -> str:
             f"- {row.model} {row.encoding} on {row.gpu} ({row.instance}, ${row.price_usd_per_hour:.3f}/h): "
             f"{row.verdict}, {row.kv_cache_tokens:,} KV tokens, {row.max_concurrency:.1f}x at {row.max_model_len}"
         )
-    lines.append(f"vLLM {table.vllm_version} memory rules, " + (
-        "a first start (compiles)." if all(row.first_start for row in table.rows) else "a warm restart."))
+    lines.append(
+        f"vLLM {table.vllm_version} memory rules, "
+        + ("a first start (compiles)." if all(row.first_start for row in table.rows) else "a warm restart.")
+    )
     if table.next_command:
         lines.append(f"Next: {table.next_command}")
     return "\n".join(lines)
@@ -70,8 +72,10 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         ] = False,
         vllm_version: Annotated[
             str | None,
-            Field(description="vLLM release whose memory rules to follow, 0.26-0.34 (default: newest; "
-                              "the SageMaker image's for ml.* instances)."),
+            Field(
+                description="vLLM release whose memory rules to follow, 0.26-0.34 (default: newest; "
+                "the SageMaker image's for ml.* instances)."
+            ),
         ] = None,
         sort: Annotated[Literal["fit", "cost"], Field(description="Fitting rows first, or by $/M tokens.")] = "fit",
         warm: Annotated[bool, Field(description="Plan a restart with a warm compile cache.")] = False,

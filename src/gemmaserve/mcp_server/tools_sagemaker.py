@@ -39,14 +39,15 @@ Model = Annotated[str, Field(description="Catalog model, e.g. gemma-4-e2b (see t
 Encoding = Annotated[str, Field(description="bf16, qat-w4a16, qat-q4_0-unquantized or gguf-q4_0.")]
 InstanceTypes = Annotated[
     list[str],
-    Field(min_length=1, max_length=5,
-          description="SageMaker instance types, e.g. ['ml.g4dn.xlarge']; several (same GPU) form an InstancePools "
-                      "fallback in priority order."),
+    Field(
+        min_length=1,
+        max_length=5,
+        description="SageMaker instance types, e.g. ['ml.g4dn.xlarge']; several (same GPU) form an InstancePools "
+        "fallback in priority order.",
+    ),
 ]
 Region = Annotated[str | None, Field(description="AWS region (default: the AWS profile's, else us-east-1).")]
-Regions = Annotated[
-    list[str] | None, Field(description="Regions to try in order; default: the single default region.")
-]
+Regions = Annotated[list[str] | None, Field(description="Regions to try in order; default: the single default region.")]
 EndpointName = Annotated[str, Field(min_length=1, max_length=63, description="The SageMaker endpoint name.")]
 ListPrices = Annotated[bool, Field(description="Use the catalog's dated list prices instead of the Pricing API.")]
 DryRun = Annotated[bool, Field(description="Only say what would be done; change nothing (needs no confirm).")]
@@ -128,14 +129,24 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         from gemmaserve.sagemaker.container import DEFAULT_AMI
 
         report = api.preflight(
-            model, encoding, list(instance_types), regions=_regions(regions, region), image_uri=image_uri,
-            role_arn=role_arn, inference_ami_version=inference_ami_version or DEFAULT_AMI,
-            max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
-            check_model=deps.model_checker(), factory=deps.clients(),
+            model,
+            encoding,
+            list(instance_types),
+            regions=_regions(regions, region),
+            image_uri=image_uri,
+            role_arn=role_arn,
+            inference_ami_version=inference_ami_version or DEFAULT_AMI,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            check_model=deps.model_checker(),
+            factory=deps.clients(),
         )
         bad = [f for f in report.findings if f.status.value in ("fail", "unknown")]
-        summary = "Ready to deploy." if report.ok else "Not ready: " + "; ".join(
-            f"{f.check} {f.status.value}: {f.detail}" + (f" (fix: {f.fix})" if f.fix else "") for f in bad
+        summary = (
+            "Ready to deploy."
+            if report.ok
+            else "Not ready: "
+            + "; ".join(f"{f.check} {f.status.value}: {f.detail}" + (f" (fix: {f.fix})" if f.fix else "") for f in bad)
         )
         return typed_result(report, summary)
 
@@ -151,11 +162,16 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         endpoint_name: Annotated[str | None, Field(description="Default: <model>-<gpu>.")] = None,
         regions: Regions = None,
         region: Region = None,
-        image_uri: Annotated[str | None, Field(description="Container image; T4 needs the derived clamp image.")] = None,
+        image_uri: Annotated[
+            str | None, Field(description="Container image; T4 needs the derived clamp image.")
+        ] = None,
         inference_ami_version: str | None = None,
-        language_model_only: Annotated[bool, Field(
-            description="Text only: vLLM's --language-model-only skips the vision and audio towers.")] = False,
-        owner: Annotated[str | None, Field(description="The gemmaserve:owner tag (default: the server's user).")] = None,
+        language_model_only: Annotated[
+            bool, Field(description="Text only: vLLM's --language-model-only skips the vision and audio towers.")
+        ] = False,
+        owner: Annotated[
+            str | None, Field(description="The gemmaserve:owner tag (default: the server's user).")
+        ] = None,
         ttl_hours: Annotated[float, Field(gt=0, description="After this, sagemaker_cleanup deletes it.")] = 4.0,
         keep: Annotated[bool, Field(description="Never expire, and keep what was created if interrupted.")] = False,
         vllm_args: Annotated[list[str] | None, Field(description="Extra `vllm serve` flag tokens.")] = None,
@@ -189,16 +205,34 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
 
         def work(cancellation: Cancellation, report: ProgressSink) -> DeployOutcome:
             return api.deploy(
-                model, encoding, list(instance_types), regions=_regions(regions, region),
-                role_arn=role_arn or "arn:aws:iam::000000000000:role/DRY-RUN", endpoint_name=endpoint_name,
-                image_uri=image_uri, ttl_hours=None if keep else ttl_hours, keep=keep, dry_run=dry_run, wait=wait,
-                timeout_s=timeout_s, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
-                max_num_seqs=max_num_seqs, vllm_args=vllm_args or None, env=env or {},
-                inference_ami_version=inference_ami_version or DEFAULT_AMI, startup_timeout_s=startup_timeout_s,
-                language_model_only=language_model_only, owner=owner,
-                download_timeout_s=download_timeout_s, live_prices=not list_prices,
-                check_model=deps.model_checker(), factory=None if dry_run else deps.clients(),
-                progress=message_progress(report, cancellation), now=deps.now, sleep=deps.sleeper(cancellation),
+                model,
+                encoding,
+                list(instance_types),
+                regions=_regions(regions, region),
+                role_arn=role_arn or "arn:aws:iam::000000000000:role/DRY-RUN",
+                endpoint_name=endpoint_name,
+                image_uri=image_uri,
+                ttl_hours=None if keep else ttl_hours,
+                keep=keep,
+                dry_run=dry_run,
+                wait=wait,
+                timeout_s=timeout_s,
+                max_model_len=max_model_len,
+                gpu_memory_utilization=gpu_memory_utilization,
+                max_num_seqs=max_num_seqs,
+                vllm_args=vllm_args or None,
+                env=env or {},
+                inference_ami_version=inference_ami_version or DEFAULT_AMI,
+                startup_timeout_s=startup_timeout_s,
+                language_model_only=language_model_only,
+                owner=owner,
+                download_timeout_s=download_timeout_s,
+                live_prices=not list_prices,
+                check_model=deps.model_checker(),
+                factory=None if dry_run else deps.clients(),
+                progress=message_progress(report, cancellation),
+                now=deps.now,
+                sleep=deps.sleeper(cancellation),
             )
 
         outcome = await run_blocking(ctx, work)
@@ -206,7 +240,9 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
 
     @server.tool(name="sagemaker_status", title="Endpoint status", annotations=READ_ONLY_REMOTE)
     @translate_errors
-    def sagemaker_status(endpoint_name: EndpointName, region: Region = None) -> Annotated[CallToolResult, EndpointState]:
+    def sagemaker_status(
+        endpoint_name: EndpointName, region: Region = None
+    ) -> Annotated[CallToolResult, EndpointState]:
         """Creating / InService / Failed / NotFound, placed instance type, image, elapsed time, failure reason."""
         from gemmaserve.sagemaker import api
 
@@ -230,8 +266,14 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
 
         def work(cancellation: Cancellation, report: ProgressSink) -> EndpointState:
             return api.wait(
-                endpoint_name, region=_region(region), timeout_s=timeout_s, poll_s=poll_s, factory=deps.clients(),
-                progress=message_progress(report, cancellation), now=deps.now, sleep=deps.sleeper(cancellation),
+                endpoint_name,
+                region=_region(region),
+                timeout_s=timeout_s,
+                poll_s=poll_s,
+                factory=deps.clients(),
+                progress=message_progress(report, cancellation),
+                now=deps.now,
+                sleep=deps.sleeper(cancellation),
             )
 
         state = await run_blocking(ctx, work)
@@ -251,13 +293,21 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         from gemmaserve.sagemaker import api
 
         result = api.logs(
-            endpoint_name, region=_region(region), since_s=since_min * 60, contains=contains, pattern=pattern,
-            tail=tail, factory=deps.clients(), now=deps.now,
+            endpoint_name,
+            region=_region(region),
+            since_s=since_min * 60,
+            contains=contains,
+            pattern=pattern,
+            tail=tail,
+            factory=deps.clients(),
+            now=deps.now,
         )
         if not result.log_group_exists:
             summary = f"No log group {result.log_group} yet (capacity wait, or the container cannot start)."
         else:
-            summary = f"{len(result.lines)} lines from {result.log_group}" + (" (truncated)" if result.truncated else "")
+            summary = f"{len(result.lines)} lines from {result.log_group}" + (
+                " (truncated)" if result.truncated else ""
+            )
         return typed_result(result, summary)
 
     @server.tool(name="sagemaker_invoke", title="One chat request to an endpoint", annotations=INVOKE)
@@ -273,7 +323,11 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         from gemmaserve.sagemaker import api
 
         result = api.invoke_chat(
-            endpoint_name, prompt, region=_region(region), max_tokens=max_tokens, temperature=temperature,
+            endpoint_name,
+            prompt,
+            region=_region(region),
+            max_tokens=max_tokens,
+            temperature=temperature,
             factory=deps.clients(),
         )
         return typed_result(result, result.text)
@@ -286,8 +340,12 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         region: Region = None,
         busy_timeout_s: Annotated[float, Field(ge=0, description="Wait this long while it is Creating.")] = 1800.0,
         dry_run: DryRun = False,
-        force: Annotated[bool, Field(description="Also delete resources gemmaserve did not create (untagged). "
-                                                 "Only when the user said so.")] = False,
+        force: Annotated[
+            bool,
+            Field(
+                description="Also delete resources gemmaserve did not create (untagged). Only when the user said so."
+            ),
+        ] = False,
     ) -> Annotated[CallToolResult, DeleteReport]:
         """Delete the endpoint, then its config, then its model(s); pieces already gone are fine.
 
@@ -301,8 +359,14 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
             require_confirmation(confirm, f"delete endpoint {endpoint_name} and its config and model")
         extra = {"sleep": deps.sleep} if deps.sleep is not None else {}
         report = api.delete(
-            endpoint_name, region=_region(region), dry_run=dry_run, force=force, busy_timeout_s=busy_timeout_s,
-            factory=deps.clients(), now=deps.now, **extra,  # type: ignore[arg-type]
+            endpoint_name,
+            region=_region(region),
+            dry_run=dry_run,
+            force=force,
+            busy_timeout_s=busy_timeout_s,
+            factory=deps.clients(),
+            now=deps.now,
+            **extra,  # type: ignore[arg-type]
         )
         verb = "Would delete" if report.dry_run else "Deleted"
         summary = f"{verb}: {', '.join(report.deleted) or 'nothing'}"
@@ -328,8 +392,10 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         from gemmaserve.sagemaker import api
 
         inventory = api.list_endpoints(
-            regions=_regions(regions, region, sweep=all_regions), live_prices=not list_prices,
-            factory=deps.clients(), now=deps.now,
+            regions=_regions(regions, region, sweep=all_regions),
+            live_prices=not list_prices,
+            factory=deps.clients(),
+            now=deps.now,
         )
         bound = "at least " if inventory.total_is_lower_bound else ""
         summary = f"{len(inventory.endpoints)} endpoints, {bound}${inventory.total_usd_per_hour:.3f}/hour in total"
@@ -338,8 +404,9 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         if inventory.orphans:
             summary += f"; {len(inventory.orphans)} leftover models/configs (sagemaker_cleanup with orphans=true)"
         if inventory.errors:
-            summary += "; INCOMPLETE, could not check: " + ", ".join(f"{e.region} ({e.message})"
-                                                                    for e in inventory.errors)
+            summary += "; INCOMPLETE, could not check: " + ", ".join(
+                f"{e.region} ({e.message})" for e in inventory.errors
+            )
         return typed_result(inventory, summary)
 
     @server.tool(name="sagemaker_cleanup", title="Delete expired endpoints", annotations=DESTRUCTIVE_REMOTE)
@@ -363,7 +430,11 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         if not dry_run:
             require_confirmation(confirm, f"delete every expired gemmaserve endpoint in {', '.join(chosen)}")
         report = api.cleanup(
-            regions=chosen, dry_run=dry_run, orphans=orphans, live_prices=not list_prices, factory=deps.clients(),
+            regions=chosen,
+            dry_run=dry_run,
+            orphans=orphans,
+            live_prices=not list_prices,
+            factory=deps.clients(),
             now=deps.now,
         )
         names = ", ".join(f"{e.endpoint_name} ({e.region})" for e in report.expired) or "none"
@@ -371,6 +442,5 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         if report.orphans:
             summary += "; orphans: " + ", ".join(f"{o.kind}:{o.name} ({o.region})" for o in report.orphans)
         if report.errors:
-            summary += "; INCOMPLETE, could not check: " + ", ".join(f"{e.region} ({e.message})"
-                                                                    for e in report.errors)
+            summary += "; INCOMPLETE, could not check: " + ", ".join(f"{e.region} ({e.message})" for e in report.errors)
         return typed_result(report, summary)

@@ -52,8 +52,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         """The Dockerfile and CodeBuild buildspec of the image that carries the Turing clamp; offline."""
         from gemmaserve.sagemaker import api
 
-        plan = api.image_render(region=_region(region), account=account, base_image=base_image,
-                                requirement=requirement)
+        plan = api.image_render(region=_region(region), account=account, base_image=base_image, requirement=requirement)
         return typed_result(plan, f"{plan.base_image} + the Turing clamp → {plan.target_image}")
 
     @server.tool(name="sagemaker_image_build", title="Build the derived T4 image in CodeBuild", annotations=BUILD)
@@ -81,13 +80,22 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
 
         def work(cancellation: Cancellation, report: ProgressSink) -> ImageBuildResult:
             return api.image_build(
-                region=chosen, base_image=base_image, requirement=requirement, dry_run=dry_run, follow=follow,
-                timeout_s=timeout_s, factory=deps.clients(), progress=message_progress(report, cancellation),
-                now=deps.now, sleep=deps.sleeper(cancellation),
+                region=chosen,
+                base_image=base_image,
+                requirement=requirement,
+                dry_run=dry_run,
+                follow=follow,
+                timeout_s=timeout_s,
+                factory=deps.clients(),
+                progress=message_progress(report, cancellation),
+                now=deps.now,
+                sleep=deps.sleeper(cancellation),
             )
 
         result = await run_blocking(ctx, work)
-        summary = f"Target image {result.plan.target_image}: build {result.build_id or '(dry run)'} {result.status or ''}"
+        summary = (
+            f"Target image {result.plan.target_image}: build {result.build_id or '(dry run)'} {result.status or ''}"
+        )
         if result.image_uri:
             summary += f". Deploy with image_uri={result.image_uri}"
         return typed_result(result, summary.strip())
@@ -97,9 +105,12 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
     def sagemaker_role_create(
         confirm: Confirm,
         region: Region = None,
-        regions: Annotated[list[str] | None, Field(
-            description="Regions the role must work in (a deploy's fallbacks); regions it already serves are kept.",
-        )] = None,
+        regions: Annotated[
+            list[str] | None,
+            Field(
+                description="Regions the role must work in (a deploy's fallbacks); regions it already serves are kept.",
+            ),
+        ] = None,
         role_name: str = "gemmaserve-endpoint",
         image_uris: Annotated[list[str] | None, Field(description="Images the role may pull.")] = None,
         model_s3_uri: Annotated[str | None, Field(description="s3://bucket/prefix the endpoint may read.")] = None,
@@ -112,11 +123,19 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
             require_confirmation(confirm, f"create or update the IAM role {role_name}")
         chosen = _regions(regions, region)
         result = api.create_execution_role(
-            region=chosen[0], regions=chosen, role_name=role_name, image_uris=image_uris, s3_model_uri=model_s3_uri,
-            dry_run=dry_run, factory=deps.clients(),
+            region=chosen[0],
+            regions=chosen,
+            role_name=role_name,
+            image_uris=image_uris,
+            s3_model_uri=model_s3_uri,
+            dry_run=dry_run,
+            factory=deps.clients(),
         )
-        verb = ("would create" if result.created else "would update") if result.dry_run else (
-            "created" if result.created else "updated")
+        verb = (
+            ("would create" if result.created else "would update")
+            if result.dry_run
+            else ("created" if result.created else "updated")
+        )
         return typed_result(result, f"Role {result.role_name} {verb}: {result.role_arn or '(no ARN yet)'}")
 
     @server.tool(name="sagemaker_autoscale", title="Autoscale an endpoint", annotations=CONVERGING)
@@ -138,13 +157,22 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         if not dry_run:
             require_confirmation(confirm, f"autoscale {endpoint_name} up to {max_instances} instances")
         result = api.autoscale(
-            endpoint_name, region=_region(region), min_instances=min_instances, max_instances=max_instances,
-            target_invocations_per_instance=target_invocations, scale_in_cooldown_s=scale_in_cooldown_s,
-            scale_out_cooldown_s=scale_out_cooldown_s, dry_run=dry_run, factory=None if dry_run else deps.clients(),
+            endpoint_name,
+            region=_region(region),
+            min_instances=min_instances,
+            max_instances=max_instances,
+            target_invocations_per_instance=target_invocations,
+            scale_in_cooldown_s=scale_in_cooldown_s,
+            scale_out_cooldown_s=scale_out_cooldown_s,
+            dry_run=dry_run,
+            factory=None if dry_run else deps.clients(),
         )
         verb = "Would register" if result.dry_run else "Registered"
-        return typed_result(result, f"{verb} {result.resource_id}: {result.min_instances}–{result.max_instances} "
-                                    f"instances, target {result.target_invocations_per_instance:g}/instance/min")
+        return typed_result(
+            result,
+            f"{verb} {result.resource_id}: {result.min_instances}–{result.max_instances} "
+            f"instances, target {result.target_invocations_per_instance:g}/instance/min",
+        )
 
     @server.tool(name="sagemaker_jumpstart", title="Gemma 4 in the JumpStart hub", annotations=READ_ONLY_REMOTE)
     @translate_errors

@@ -66,10 +66,13 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         gpu_memory_utilization: Annotated[float, Field(ge=0.05, le=0.99)] = 0.9,
         max_num_seqs: Annotated[int | None, Field(ge=1)] = None,
         served_model_name: str | None = None,
-        checkpoint: Annotated[str | None, Field(
-            description="A local directory or repo vLLM loads instead of the catalog's repo for the encoding.")] = None,
-        language_model_only: Annotated[bool, Field(
-            description="vLLM's --language-model-only: no vision or audio tower (planned so).")] = False,
+        checkpoint: Annotated[
+            str | None,
+            Field(description="A local directory or repo vLLM loads instead of the catalog's repo for the encoding."),
+        ] = None,
+        language_model_only: Annotated[
+            bool, Field(description="vLLM's --language-model-only: no vision or audio tower (planned so).")
+        ] = False,
         extra_args: Annotated[list[str] | None, Field(description="Extra `vllm serve` flag tokens.")] = None,
         wait: Annotated[bool, Field(description="Wait until /health answers (progress per start-up stage).")] = True,
         ready_timeout_s: Annotated[float | None, Field(gt=0)] = None,
@@ -93,12 +96,25 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
 
             try:
                 return api.start(
-                    model=model, encoding=encoding, python=python, gpu=gpu, port=port, gpu_index=gpu_index,
-                    max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
-                    max_num_seqs=max_num_seqs, served_model_name=served_model_name, checkpoint=checkpoint,
-                    language_model_only=language_model_only, extra_args=extra_args or (),
-                    wait=wait, ready_timeout_s=ready_timeout_s, on_progress=progress, seams=seams,
-                    doctor_sources=deps.doctor_sources, vllm_command=deps.vllm_command,
+                    model=model,
+                    encoding=encoding,
+                    python=python,
+                    gpu=gpu,
+                    port=port,
+                    gpu_index=gpu_index,
+                    max_model_len=max_model_len,
+                    gpu_memory_utilization=gpu_memory_utilization,
+                    max_num_seqs=max_num_seqs,
+                    served_model_name=served_model_name,
+                    checkpoint=checkpoint,
+                    language_model_only=language_model_only,
+                    extra_args=extra_args or (),
+                    wait=wait,
+                    ready_timeout_s=ready_timeout_s,
+                    on_progress=progress,
+                    seams=seams,
+                    doctor_sources=deps.doctor_sources,
+                    vllm_command=deps.vllm_command,
                 )
             except OperationCancelled:
                 # Launched but not yet serving: nothing may be left running behind a cancelled request.
@@ -108,8 +124,10 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
 
         result = await run_blocking(ctx, work)
         state = "serving" if result.ready else f"not ready yet ({result.stage.value})"
-        summary = (f"vLLM {result.record.served_model_name} on port {result.record.port} (pid {result.record.pid}): "
-                   f"{state} after {result.waited_s:.0f} s. Log: {result.record.log_path}")
+        summary = (
+            f"vLLM {result.record.served_model_name} on port {result.record.port} (pid {result.record.pid}): "
+            f"{state} after {result.waited_s:.0f} s. Log: {result.record.log_path}"
+        )
         return typed_result(result, summary)
 
     @server.tool(name="serve_status", title="Status of vLLM on this host", annotations=READ_ONLY)

@@ -61,9 +61,11 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
 
         result = run_status(python, capability=capability)
         needed = {True: "needed", False: "not needed", None: "need unknown"}[result.clamp_needed]
-        summary = (f"{result.gpu_name or 'GPU ?'} (compute {result.capability or 'unknown'}): clamp {needed}; "
-                   f"active delivery {result.active_delivery.value}; vLLM "
-                   f"{'would' if result.engine_would_start else 'would NOT'} start")
+        summary = (
+            f"{result.gpu_name or 'GPU ?'} (compute {result.capability or 'unknown'}): clamp {needed}; "
+            f"active delivery {result.active_delivery.value}; vLLM "
+            f"{'would' if result.engine_would_start else 'would NOT'} start"
+        )
         if result.reasons:
             summary += "\n" + "\n".join(f"- {reason}" for reason in result.reasons)
         return typed_result(result, summary)
@@ -84,13 +86,18 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         from gemmaserve.turing.smem import compile_report
 
         path = vllm_file or resolve_target(file=None, python=python).path
-        report = compile_report(vllm_file=path, arch=arch, head_sizes=tuple(head_sizes or (256, 512)),
-                                num_warps=num_warps)
-        summary = (f"{report.arch}: stock fits {'yes' if report.stock_fits else 'NO'}, clamped fits "
-                   f"{'yes' if report.clamped_fits else 'NO'}; " + "; ".join(
-                       f"head {r.head_size} {r.phase} {r.variant} tile {r.tile_size} warps {r.num_warps}: "
-                       f"{r.smem_bytes:,}/{r.smem_limit_bytes:,} B, spills {r.spill_store_bytes}/{r.spill_load_bytes}"
-                       for r in report.rows))
+        report = compile_report(
+            vllm_file=path, arch=arch, head_sizes=tuple(head_sizes or (256, 512)), num_warps=num_warps
+        )
+        summary = (
+            f"{report.arch}: stock fits {'yes' if report.stock_fits else 'NO'}, clamped fits "
+            f"{'yes' if report.clamped_fits else 'NO'}; "
+            + "; ".join(
+                f"head {r.head_size} {r.phase} {r.variant} tile {r.tile_size} warps {r.num_warps}: "
+                f"{r.smem_bytes:,}/{r.smem_limit_bytes:,} B, spills {r.spill_store_bytes}/{r.spill_load_bytes}"
+                for r in report.rows
+            )
+        )
         return typed_result(report, summary)
 
     @server.tool(name="turing_apply", title="Apply the Turing clamp", annotations=PATCH)

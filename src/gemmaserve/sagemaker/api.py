@@ -113,9 +113,17 @@ def preflight(
 ) -> PreflightReport:
     instance_types, regions = validate_instance_types(instance_types), _checked_regions(regions)
     return run_preflight(
-        _factory(factory), model=model, encoding=encoding, instance_types=instance_types, regions=regions,
-        image_uri=image_uri, role_arn=role_arn, inference_ami_version=validate_ami(inference_ami_version),
-        max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, check_model=check_model,
+        _factory(factory),
+        model=model,
+        encoding=encoding,
+        instance_types=instance_types,
+        regions=regions,
+        image_uri=image_uri,
+        role_arn=role_arn,
+        inference_ami_version=validate_ami(inference_ami_version),
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        check_model=check_model,
         language_model_only=language_model_only,
     )
 
@@ -180,32 +188,60 @@ def deploy(
     validate_environment_limits(env or {})
     clients = _factory(factory) if not dry_run else factory
     instance = resolve_instance(instance_types[0])
-    row = plan_deployment(model, encoding, instance=instance, max_model_len=max_model_len,
-                          gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
-                          language_model_only=language_model_only)
+    row = plan_deployment(
+        model,
+        encoding,
+        instance=instance,
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_num_seqs=max_num_seqs,
+        language_model_only=language_model_only,
+    )
     name = endpoint_name or default_endpoint_name(resolve_model(model).key, instance.gpu)
     spec = spec_for_plan(
-        row, endpoint_name=name, instance_types=instance_types, role_arn=role_arn, image_uri=image_uri,
-        owner=owner, ttl_s=None if ttl_hours is None else ttl_hours * 3600.0, vllm_overrides=vllm_args,
-        extra_env=env, inference_ami_version=inference_ami_version, startup_health_check_timeout_s=startup_timeout_s,
+        row,
+        endpoint_name=name,
+        instance_types=instance_types,
+        role_arn=role_arn,
+        image_uri=image_uri,
+        owner=owner,
+        ttl_s=None if ttl_hours is None else ttl_hours * 3600.0,
+        vllm_overrides=vllm_args,
+        extra_env=env,
+        inference_ami_version=inference_ami_version,
+        startup_health_check_timeout_s=startup_timeout_s,
         model_download_timeout_s=download_timeout_s,
     )
     price_lookup = make_price_lookup(clients if live_prices else None, today=date.today())
     first_plan = plan_deploy(spec, region=regions[0], now=now(), price_lookup=price_lookup)
     if dry_run:
         offline = run_offline_preflight(
-            model=model, encoding=encoding, instance_types=instance_types, regions=regions, image_uri=image_uri,
-            inference_ami_version=inference_ami_version, max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization, language_model_only=language_model_only,
+            model=model,
+            encoding=encoding,
+            instance_types=instance_types,
+            regions=regions,
+            image_uri=image_uri,
+            inference_ami_version=inference_ami_version,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            language_model_only=language_model_only,
         )
         return DeployOutcome(dry_run=True, plan=first_plan, preflight=offline)
     assert clients is not None
     report = None
     if not skip_preflight:
         report = run_preflight(
-            clients, model=model, encoding=encoding, instance_types=instance_types, regions=regions,
-            image_uri=image_uri, role_arn=role_arn, inference_ami_version=inference_ami_version,
-            max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, check_model=check_model,
+            clients,
+            model=model,
+            encoding=encoding,
+            instance_types=instance_types,
+            regions=regions,
+            image_uri=image_uri,
+            role_arn=role_arn,
+            inference_ami_version=inference_ami_version,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            check_model=check_model,
             language_model_only=language_model_only,
         )
         region_blind = [f for f in report.failures(accept_unknown=accept_unknown) if f.region is None]
@@ -220,8 +256,15 @@ def deploy(
 
     def waiter(region: str) -> EndpointState:
         return wait_for_endpoint(
-            clients("sagemaker", region), clients("logs", region), name, region=region, timeout_s=timeout_s,
-            thresholds=thresholds, now=now, sleep=sleep, progress=progress,
+            clients("sagemaker", region),
+            clients("logs", region),
+            name,
+            region=region,
+            timeout_s=timeout_s,
+            thresholds=thresholds,
+            now=now,
+            sleep=sleep,
+            progress=progress,
         )
 
     checker = quota_checker_for(clients, spec)
@@ -233,11 +276,19 @@ def deploy(
             return []
 
     outcome = deploy_across_regions(
-        clients, spec, regions, now=now, wait=waiter if wait else None, quota_checker=known_quota, keep=keep,
-        progress=progress, price_lookup=price_lookup,
+        clients,
+        spec,
+        regions,
+        now=now,
+        wait=waiter if wait else None,
+        quota_checker=known_quota,
+        keep=keep,
+        progress=progress,
+        price_lookup=price_lookup,
     )
-    return DeployOutcome(dry_run=False, plan=outcome.result.plan, preflight=report, result=outcome.result,
-                         attempts=outcome.attempts)
+    return DeployOutcome(
+        dry_run=False, plan=outcome.result.plan, preflight=report, result=outcome.result, attempts=outcome.attempts
+    )
 
 
 def _region_blocked(report: PreflightReport, region: str, accept_unknown: bool) -> bool:
@@ -251,8 +302,14 @@ def _user() -> str:
         return "unknown"
 
 
-def status(endpoint_name: str, *, region: str, live_prices: bool = False, factory: ClientFactory | None = None,
-           now: Clock = _now) -> EndpointState:
+def status(
+    endpoint_name: str,
+    *,
+    region: str,
+    live_prices: bool = False,
+    factory: ClientFactory | None = None,
+    now: Clock = _now,
+) -> EndpointState:
     """The endpoint's state with $/hour (the catalog's dated prices unless ``live_prices``)."""
     from gemmaserve.sagemaker.status import with_prices
 
@@ -277,8 +334,16 @@ def wait(
 ) -> EndpointState:
     clients = _factory(factory)
     return wait_for_endpoint(
-        clients("sagemaker", region), clients("logs", region), endpoint_name, region=region, timeout_s=timeout_s,
-        poll_s=poll_s, thresholds=thresholds, now=now, sleep=sleep, progress=progress,
+        clients("sagemaker", region),
+        clients("logs", region),
+        endpoint_name,
+        region=region,
+        timeout_s=timeout_s,
+        poll_s=poll_s,
+        thresholds=thresholds,
+        now=now,
+        sleep=sleep,
+        progress=progress,
     )
 
 
@@ -294,8 +359,14 @@ def logs(
     now: Clock = _now,
 ) -> EndpointLogs:
     return read_endpoint_logs(
-        _factory(factory)("logs", region), endpoint_name, region=region, now=now(), since_s=since_s,
-        contains=contains, pattern=pattern, tail=tail,
+        _factory(factory)("logs", region),
+        endpoint_name,
+        region=region,
+        now=now(),
+        since_s=since_s,
+        contains=contains,
+        pattern=pattern,
+        tail=tail,
     )
 
 
@@ -343,13 +414,24 @@ def delete(
 ) -> DeleteReport:
     """Delete the endpoint, its config and model(s); refuses what gemmaserve did not create unless ``force``."""
     return delete_deployment(
-        _factory(factory)("sagemaker", region), endpoint_name, region=region, busy_timeout_s=busy_timeout_s,
-        dry_run=dry_run, force=force, now=now, sleep=sleep, progress=progress,
+        _factory(factory)("sagemaker", region),
+        endpoint_name,
+        region=region,
+        busy_timeout_s=busy_timeout_s,
+        dry_run=dry_run,
+        force=force,
+        now=now,
+        sleep=sleep,
+        progress=progress,
     )
 
 
 def list_endpoints(
-    *, regions: list[str], live_prices: bool = True, orphans: bool = True, factory: ClientFactory | None = None,
+    *,
+    regions: list[str],
+    live_prices: bool = True,
+    orphans: bool = True,
+    factory: ClientFactory | None = None,
     now: Clock = _now,
 ) -> Inventory:
     """Our endpoints and (``orphans``) our unused models/configs; check ``complete`` before trusting an absence."""
@@ -360,18 +442,27 @@ def list_endpoints(
 
 
 def cleanup(
-    *, regions: list[str], dry_run: bool = False, expired: bool = True, orphans: bool = False,
-    live_prices: bool = True, factory: ClientFactory | None = None, now: Clock = _now,
+    *,
+    regions: list[str],
+    dry_run: bool = False,
+    expired: bool = True,
+    orphans: bool = False,
+    live_prices: bool = True,
+    factory: ClientFactory | None = None,
+    now: Clock = _now,
 ) -> CleanupReport:
     """Delete our expired endpoints and (``orphans``) our unused models/configs; ``complete`` says all was read."""
     if not expired and not orphans:
-        raise UsageError("Nothing to clean up: choose expired endpoints, orphans, or both.",
-                         hint="gemmaserve sagemaker cleanup --expired --orphans")
+        raise UsageError(
+            "Nothing to clean up: choose expired endpoints, orphans, or both.",
+            hint="gemmaserve sagemaker cleanup --expired --orphans",
+        )
     regions = _checked_regions(regions)
     clients = _factory(factory)
     lookup = make_price_lookup(clients if live_prices else None, today=date.today())
-    return cleanup_expired(clients, regions, now=now(), dry_run=dry_run, price_lookup=lookup, expired=expired,
-                           orphans=orphans)
+    return cleanup_expired(
+        clients, regions, now=now(), dry_run=dry_run, price_lookup=lookup, expired=expired, orphans=orphans
+    )
 
 
 def autoscale(
@@ -390,9 +481,15 @@ def autoscale(
 
     aas = _factory(factory)("application-autoscaling", region) if not dry_run else None
     return configure_autoscaling(
-        aas, endpoint_name, region=region, min_instances=min_instances, max_instances=max_instances,
-        target_invocations_per_instance=target_invocations_per_instance, scale_in_cooldown_s=scale_in_cooldown_s,
-        scale_out_cooldown_s=scale_out_cooldown_s, dry_run=dry_run,
+        aas,
+        endpoint_name,
+        region=region,
+        min_instances=min_instances,
+        max_instances=max_instances,
+        target_invocations_per_instance=target_invocations_per_instance,
+        scale_in_cooldown_s=scale_in_cooldown_s,
+        scale_out_cooldown_s=scale_out_cooldown_s,
+        dry_run=dry_run,
     )
 
 
@@ -402,8 +499,9 @@ def jumpstart(*, region: str, name_filter: str = "gemma", factory: ClientFactory
     return list_gemma4_models(_factory(factory)("sagemaker", region), region=region, name_filter=name_filter)
 
 
-def image_render(*, region: str, account: str = "ACCOUNT", base_image: str | None = None,
-                 requirement: str | None = None) -> ImageBuildPlan:
+def image_render(
+    *, region: str, account: str = "ACCOUNT", base_image: str | None = None, requirement: str | None = None
+) -> ImageBuildPlan:
     """The Dockerfile and buildspec, offline (``account`` only names the target repository)."""
     from gemmaserve.sagemaker.codebuild import plan_image_build
 
@@ -428,8 +526,19 @@ def image_build(
 
     from gemmaserve.sagemaker.codebuild import build_image
 
-    return build_image(_factory(factory), region=region, base_image=base_image, requirement=requirement,
-                       wheel_path=Path(wheel_path) if wheel_path else None, dry_run=dry_run, follow=follow, timeout_s=timeout_s, now=now, sleep=sleep, progress=progress)
+    return build_image(
+        _factory(factory),
+        region=region,
+        base_image=base_image,
+        requirement=requirement,
+        wheel_path=Path(wheel_path) if wheel_path else None,
+        dry_run=dry_run,
+        follow=follow,
+        timeout_s=timeout_s,
+        now=now,
+        sleep=sleep,
+        progress=progress,
+    )
 
 
 def create_execution_role(
@@ -451,8 +560,18 @@ def create_execution_role(
 
     chosen = _checked_regions(regions or [region])
     clients = _factory(factory)
-    images = [image_for_region(uri, r) for uri in image_uris for r in chosen] if image_uris else \
-        [default_image_uri(r) for r in chosen]
-    return ensure_execution_role(clients("iam", region), clients("sts", region), region=region, regions=chosen,
-                                 role_name=role_name, image_uris=list(dict.fromkeys(images)),
-                                 s3_model_uri=s3_model_uri, dry_run=dry_run)
+    images = (
+        [image_for_region(uri, r) for uri in image_uris for r in chosen]
+        if image_uris
+        else [default_image_uri(r) for r in chosen]
+    )
+    return ensure_execution_role(
+        clients("iam", region),
+        clients("sts", region),
+        region=region,
+        regions=chosen,
+        role_name=role_name,
+        image_uris=list(dict.fromkeys(images)),
+        s3_model_uri=s3_model_uri,
+        dry_run=dry_run,
+    )

@@ -31,46 +31,89 @@ class AutoscaleResult(BaseModel):
     calls: list[dict[str, Any]]
 
 
-def autoscale_calls(endpoint_name: str, *, min_instances: int, max_instances: int, target: float,
-                    scale_in_cooldown_s: int, scale_out_cooldown_s: int, variant: str = VARIANT_NAME
-                    ) -> list[dict[str, Any]]:
+def autoscale_calls(
+    endpoint_name: str,
+    *,
+    min_instances: int,
+    max_instances: int,
+    target: float,
+    scale_in_cooldown_s: int,
+    scale_out_cooldown_s: int,
+    variant: str = VARIANT_NAME,
+) -> list[dict[str, Any]]:
     """Pure: the RegisterScalableTarget and PutScalingPolicy parameters."""
     validate_name(endpoint_name)
     if not 1 <= min_instances <= max_instances:
-        raise UsageError(f"Need 1 ≤ --min ≤ --max, got {min_instances}..{max_instances}.",
-                         hint="SageMaker real-time endpoints cannot scale to zero instances.")
+        raise UsageError(
+            f"Need 1 ≤ --min ≤ --max, got {min_instances}..{max_instances}.",
+            hint="SageMaker real-time endpoints cannot scale to zero instances.",
+        )
     if target <= 0:
         raise UsageError(f"--target-invocations must be positive, got {target}.")
     resource_id = f"endpoint/{endpoint_name}/variant/{variant}"
     return [
-        {"operation": "RegisterScalableTarget", "params": {
-            "ServiceNamespace": "sagemaker", "ResourceId": resource_id, "ScalableDimension": SCALABLE_DIMENSION,
-            "MinCapacity": min_instances, "MaxCapacity": max_instances}},
-        {"operation": "PutScalingPolicy", "params": {
-            "PolicyName": f"gemmaserve-{endpoint_name}-invocations", "ServiceNamespace": "sagemaker",
-            "ResourceId": resource_id, "ScalableDimension": SCALABLE_DIMENSION, "PolicyType": "TargetTrackingScaling",
-            "TargetTrackingScalingPolicyConfiguration": {
-                "TargetValue": float(target),
-                "PredefinedMetricSpecification": {"PredefinedMetricType": METRIC},
-                "ScaleInCooldown": scale_in_cooldown_s, "ScaleOutCooldown": scale_out_cooldown_s}}},
+        {
+            "operation": "RegisterScalableTarget",
+            "params": {
+                "ServiceNamespace": "sagemaker",
+                "ResourceId": resource_id,
+                "ScalableDimension": SCALABLE_DIMENSION,
+                "MinCapacity": min_instances,
+                "MaxCapacity": max_instances,
+            },
+        },
+        {
+            "operation": "PutScalingPolicy",
+            "params": {
+                "PolicyName": f"gemmaserve-{endpoint_name}-invocations",
+                "ServiceNamespace": "sagemaker",
+                "ResourceId": resource_id,
+                "ScalableDimension": SCALABLE_DIMENSION,
+                "PolicyType": "TargetTrackingScaling",
+                "TargetTrackingScalingPolicyConfiguration": {
+                    "TargetValue": float(target),
+                    "PredefinedMetricSpecification": {"PredefinedMetricType": METRIC},
+                    "ScaleInCooldown": scale_in_cooldown_s,
+                    "ScaleOutCooldown": scale_out_cooldown_s,
+                },
+            },
+        },
     ]
 
 
 def configure_autoscaling(
-    aas: Any, endpoint_name: str, *, region: str, min_instances: int, max_instances: int,
-    target_invocations_per_instance: float, scale_in_cooldown_s: int = 300, scale_out_cooldown_s: int = 60,
+    aas: Any,
+    endpoint_name: str,
+    *,
+    region: str,
+    min_instances: int,
+    max_instances: int,
+    target_invocations_per_instance: float,
+    scale_in_cooldown_s: int = 300,
+    scale_out_cooldown_s: int = 60,
     dry_run: bool = False,
 ) -> AutoscaleResult:
-    calls = autoscale_calls(endpoint_name, min_instances=min_instances, max_instances=max_instances,
-                            target=target_invocations_per_instance, scale_in_cooldown_s=scale_in_cooldown_s,
-                            scale_out_cooldown_s=scale_out_cooldown_s)
+    calls = autoscale_calls(
+        endpoint_name,
+        min_instances=min_instances,
+        max_instances=max_instances,
+        target=target_invocations_per_instance,
+        scale_in_cooldown_s=scale_in_cooldown_s,
+        scale_out_cooldown_s=scale_out_cooldown_s,
+    )
     policy_arn = None
     if not dry_run:
         call(region, aas.register_scalable_target, **calls[0]["params"])
         policy_arn = call(region, aas.put_scaling_policy, **calls[1]["params"]).get("PolicyARN")
     return AutoscaleResult(
-        endpoint_name=endpoint_name, region=region, resource_id=calls[0]["params"]["ResourceId"],
-        min_instances=min_instances, max_instances=max_instances,
+        endpoint_name=endpoint_name,
+        region=region,
+        resource_id=calls[0]["params"]["ResourceId"],
+        min_instances=min_instances,
+        max_instances=max_instances,
         target_invocations_per_instance=target_invocations_per_instance,
-        policy_name=calls[1]["params"]["PolicyName"], policy_arn=policy_arn, dry_run=dry_run, calls=calls,
+        policy_name=calls[1]["params"]["PolicyName"],
+        policy_arn=policy_arn,
+        dry_run=dry_run,
+        calls=calls,
     )

@@ -114,7 +114,8 @@ def translate_error_response(
         )
     if code in _CREDENTIAL_CODES:
         return CredentialsMissing(
-            f"AWS rejected the credentials{where}: {message}", hint="Refresh them (aws sso login, or new keys).",
+            f"AWS rejected the credentials{where}: {message}",
+            hint="Refresh them (aws sso login, or new keys).",
             **fields,
         )
     if code in ("ValidationException", "ValidationError", "InvalidParameterValue"):

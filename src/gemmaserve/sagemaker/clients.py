@@ -82,14 +82,19 @@ def aws_session(profile: str | None) -> Any:
         return boto3.Session(profile_name=profile)
     except ProfileNotFound:
         name = profile or os.environ.get("AWS_PROFILE") or os.environ.get("AWS_DEFAULT_PROFILE") or "?"
-        source = "given" if profile else "named by AWS_PROFILE" if os.environ.get("AWS_PROFILE") else \
-            "named by AWS_DEFAULT_PROFILE"
+        source = (
+            "given"
+            if profile
+            else "named by AWS_PROFILE"
+            if os.environ.get("AWS_PROFILE")
+            else "named by AWS_DEFAULT_PROFILE"
+        )
         from gemmaserve.errors import CredentialsMissing
 
         raise CredentialsMissing(
             f"The AWS profile {name!r} ({source}) is not in ~/.aws/config or ~/.aws/credentials, so no AWS "
             "credentials or region can be read and nothing was sent to AWS.",
             hint=f"Create it (aws configure --profile {name}, or aws configure sso), log in (aws sso login "
-                 f"--profile {name}), or unset AWS_PROFILE to use the default credentials.",
+            f"--profile {name}), or unset AWS_PROFILE to use the default credentials.",
             profile=name,
         ) from None

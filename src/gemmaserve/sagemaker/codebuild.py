@@ -71,33 +71,84 @@ class ImageBuildResult(BaseModel):
     image_uri: str | None = None
 
 
-def codebuild_role_policy(*, region: str, account: str, project: str, base_image: str, target_image: str,
-                          wheel_s3_uri: str | None = None) -> dict[str, Any]:
+def codebuild_role_policy(
+    *, region: str, account: str, project: str, base_image: str, target_image: str, wheel_s3_uri: str | None = None
+) -> dict[str, Any]:
     """Logs for this project, ECR auth, pull of the base, push of the target, read of the wheel, the build record."""
-    wheel = [{"Sid": "ReadWheel", "Effect": "Allow", "Action": "s3:GetObject",
-              "Resource": "arn:aws:s3:::" + wheel_s3_uri.removeprefix("s3://")}] if wheel_s3_uri else []
-    record = [{"Sid": "WriteBuildRecord", "Effect": "Allow", "Action": "s3:PutObject",
-               "Resource": "arn:aws:s3:::" + record_location(target_image).removeprefix("s3://")}] \
-        if target_image.split("/", 1)[0].count(".") >= 5 else []
-    return {"Version": "2012-10-17", "Statement": [*wheel, *record,
-        {"Sid": "BuildLogs", "Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream",
-                                                           "logs:PutLogEvents"],
-         "Resource": [f"arn:aws:logs:{region}:{account}:log-group:/aws/codebuild/{project}",
-                      f"arn:aws:logs:{region}:{account}:log-group:/aws/codebuild/{project}:*"]},
-        {"Sid": "EcrAuth", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
-        {"Sid": "PullBase", "Effect": "Allow",
-         "Action": ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
-         "Resource": ecr_repository_arn(base_image)},
-        {"Sid": "PushTarget", "Effect": "Allow",
-         "Action": ["ecr:BatchCheckLayerAvailability", "ecr:InitiateLayerUpload", "ecr:UploadLayerPart",
-                    "ecr:CompleteLayerUpload", "ecr:PutImage", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
-         "Resource": ecr_repository_arn(target_image)},
-    ]}
+    wheel = (
+        [
+            {
+                "Sid": "ReadWheel",
+                "Effect": "Allow",
+                "Action": "s3:GetObject",
+                "Resource": "arn:aws:s3:::" + wheel_s3_uri.removeprefix("s3://"),
+            }
+        ]
+        if wheel_s3_uri
+        else []
+    )
+    record = (
+        [
+            {
+                "Sid": "WriteBuildRecord",
+                "Effect": "Allow",
+                "Action": "s3:PutObject",
+                "Resource": "arn:aws:s3:::" + record_location(target_image).removeprefix("s3://"),
+            }
+        ]
+        if target_image.split("/", 1)[0].count(".") >= 5
+        else []
+    )
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            *wheel,
+            *record,
+            {
+                "Sid": "BuildLogs",
+                "Effect": "Allow",
+                "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+                "Resource": [
+                    f"arn:aws:logs:{region}:{account}:log-group:/aws/codebuild/{project}",
+                    f"arn:aws:logs:{region}:{account}:log-group:/aws/codebuild/{project}:*",
+                ],
+            },
+            {"Sid": "EcrAuth", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
+            {
+                "Sid": "PullBase",
+                "Effect": "Allow",
+                "Action": ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+                "Resource": ecr_repository_arn(base_image),
+            },
+            {
+                "Sid": "PushTarget",
+                "Effect": "Allow",
+                "Action": [
+                    "ecr:BatchCheckLayerAvailability",
+                    "ecr:InitiateLayerUpload",
+                    "ecr:UploadLayerPart",
+                    "ecr:CompleteLayerUpload",
+                    "ecr:PutImage",
+                    "ecr:BatchGetImage",
+                    "ecr:GetDownloadUrlForLayer",
+                ],
+                "Resource": ecr_repository_arn(target_image),
+            },
+        ],
+    }
 
 
-def plan_image_build(*, region: str, account: str, base_image: str | None = None, repository: str = DEFAULT_REPOSITORY,
-                     requirement: str | None = None, project: str = PROJECT_NAME, wheel_name: str | None = None,
-                     wheel_sha256: str | None = None) -> ImageBuildPlan:
+def plan_image_build(
+    *,
+    region: str,
+    account: str,
+    base_image: str | None = None,
+    repository: str = DEFAULT_REPOSITORY,
+    requirement: str | None = None,
+    project: str = PROJECT_NAME,
+    wheel_name: str | None = None,
+    wheel_sha256: str | None = None,
+) -> ImageBuildPlan:
     """The build's Dockerfile and buildspec (pure). Without ``requirement``, gemmaserve comes from a wheel."""
     from gemmaserve.turing.versions import is_supported
 
@@ -106,21 +157,42 @@ def plan_image_build(*, region: str, account: str, base_image: str | None = None
     base_tag = base.rsplit(":", 1)[-1] if ":" in base.rsplit("/", 1)[-1] else "latest"
     target = f"{account}.dkr.ecr.{region}.amazonaws.com/{repository}:{derived_image_tag(base_tag)}"
     wheel = None if requirement else (wheel_name or wheel_filename())
-    wheel_uri = f"s3://{build_bucket(account, region)}/wheels/{wheel_sha256}/{wheel}" if wheel and wheel_sha256 else None
+    wheel_uri = (
+        f"s3://{build_bucket(account, region)}/wheels/{wheel_sha256}/{wheel}" if wheel and wheel_sha256 else None
+    )
     dockerfile = render_dockerfile(base, wheel_name=wheel, requirement=requirement)
     record_uri = record_location(target)
-    source = f"requirement:{requirement}" if requirement else f"wheel:{wheel} sha256:{wheel_sha256 or '(built at build time)'}"
+    source = (
+        f"requirement:{requirement}"
+        if requirement
+        else f"wheel:{wheel} sha256:{wheel_sha256 or '(built at build time)'}"
+    )
     return ImageBuildPlan(
-        region=region, base_image=base, base_vllm_version=PINNED_IMAGE.vllm_version if pinned else None,
+        region=region,
+        base_image=base,
+        base_vllm_version=PINNED_IMAGE.vllm_version if pinned else None,
         base_cuda_version=PINNED_IMAGE.cuda_version if pinned else None,
         base_vllm_supported=is_supported(PINNED_IMAGE.vllm_version) if pinned else None,
-        target_image=target, repository=repository, project=project, gemmaserve_source=source, wheel_name=wheel,
-        wheel_s3_uri=wheel_uri, wheel_sha256=wheel_sha256, dockerfile=dockerfile, record_s3_uri=record_uri,
-        buildspec=render_buildspec(dockerfile=dockerfile, base_image=base, target_image=target, wheel_name=wheel,
-                                   wheel_s3_uri=wheel_uri, wheel_sha256=wheel_sha256, record_s3_uri=record_uri,
-                                   gemmaserve_source=source))
-
-
+        target_image=target,
+        repository=repository,
+        project=project,
+        gemmaserve_source=source,
+        wheel_name=wheel,
+        wheel_s3_uri=wheel_uri,
+        wheel_sha256=wheel_sha256,
+        dockerfile=dockerfile,
+        record_s3_uri=record_uri,
+        buildspec=render_buildspec(
+            dockerfile=dockerfile,
+            base_image=base,
+            target_image=target,
+            wheel_name=wheel,
+            wheel_s3_uri=wheel_uri,
+            wheel_sha256=wheel_sha256,
+            record_s3_uri=record_uri,
+            gemmaserve_source=source,
+        ),
+    )
 
 
 def checkout_root() -> Path | None:
@@ -144,9 +216,11 @@ def build_wheel_from_checkout(out_dir: Path, root: Path | None = None) -> Path:
 
     root = root or checkout_root()
     if root is None:
-        raise UsageError("gemmaserve is not running from a source checkout, and it is not on the package index.",
-                         hint="Run from a gemmaserve checkout (pip install -e .), or pass --requirement with a "
-                              "pip spec the build can install (a git URL, or your own index).")
+        raise UsageError(
+            "gemmaserve is not running from a source checkout, and it is not on the package index.",
+            hint="Run from a gemmaserve checkout (pip install -e .), or pass --requirement with a "
+            "pip spec the build can install (a git URL, or your own index).",
+        )
     staging = out_dir / "src-copy"
     shutil.copytree(root / "src", staging / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     for name in ("pyproject.toml", "README.md", "LICENSE"):
@@ -154,12 +228,29 @@ def build_wheel_from_checkout(out_dir: Path, root: Path | None = None) -> Path:
             shutil.copy2(root / name, staging / name)
     wheels = out_dir / "wheels"
     completed = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels),
-         str(staging)], capture_output=True, text=True, timeout=600, check=False)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(wheels),
+            str(staging),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     built = sorted(wheels.glob("gemmaserve-*.whl")) if wheels.is_dir() else []
     if completed.returncode != 0 or not built:
-        raise UsageError(f"Building the gemmaserve wheel from {root} failed: {completed.stderr.strip()[-800:]}",
-                         hint="pip install setuptools wheel (the build runs without network isolation).")
+        raise UsageError(
+            f"Building the gemmaserve wheel from {root} failed: {completed.stderr.strip()[-800:]}",
+            hint="pip install setuptools wheel (the build runs without network isolation).",
+        )
     return built[0]
 
 
@@ -183,10 +274,23 @@ def ensure_bucket(s3: Any, *, account: str, region: str) -> str:
         if region != "us-east-1":
             params["CreateBucketConfiguration"] = {"LocationConstraint": region}
         call(region, s3.create_bucket, **params)
-        call(region, s3.put_public_access_block, Bucket=bucket, PublicAccessBlockConfiguration={
-            "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": True})
-        call(region, s3.put_bucket_tagging, Bucket=bucket,
-             Tagging={"TagSet": [{"Key": "gemmaserve:tool", "Value": "gemmaserve"}]})
+        call(
+            region,
+            s3.put_public_access_block,
+            Bucket=bucket,
+            PublicAccessBlockConfiguration={
+                "BlockPublicAcls": True,
+                "IgnorePublicAcls": True,
+                "BlockPublicPolicy": True,
+                "RestrictPublicBuckets": True,
+            },
+        )
+        call(
+            region,
+            s3.put_bucket_tagging,
+            Bucket=bucket,
+            Tagging={"TagSet": [{"Key": "gemmaserve:tool", "Value": "gemmaserve"}]},
+        )
     return bucket
 
 
@@ -196,8 +300,13 @@ def ensure_repository(ecr: Any, name: str, *, region: str) -> str:
     except AwsError as error:
         if not is_not_found(error):
             raise
-        found = call(region, ecr.create_repository, repositoryName=name, imageScanningConfiguration={"scanOnPush": True},
-                     tags=[{"Key": "gemmaserve:tool", "Value": "gemmaserve"}])["repository"]
+        found = call(
+            region,
+            ecr.create_repository,
+            repositoryName=name,
+            imageScanningConfiguration={"scanOnPush": True},
+            tags=[{"Key": "gemmaserve:tool", "Value": "gemmaserve"}],
+        )["repository"]
     return str(found["repositoryUri"])
 
 
@@ -206,8 +315,12 @@ def ensure_project(cb: Any, plan: ImageBuildPlan, role_arn: str, *, sleep: Calla
         "name": plan.project,
         "source": {"type": "NO_SOURCE", "buildspec": plan.buildspec},
         "artifacts": {"type": "NO_ARTIFACTS"},
-        "environment": {"type": "LINUX_CONTAINER", "image": BUILD_IMAGE, "computeType": "BUILD_GENERAL1_LARGE",
-                        "privilegedMode": True},
+        "environment": {
+            "type": "LINUX_CONTAINER",
+            "image": BUILD_IMAGE,
+            "computeType": "BUILD_GENERAL1_LARGE",
+            "privilegedMode": True,
+        },
         "serviceRole": role_arn,
         "timeoutInMinutes": 90,
         "tags": [{"key": "gemmaserve:tool", "value": "gemmaserve"}],
@@ -219,7 +332,10 @@ def ensure_project(cb: Any, plan: ImageBuildPlan, role_arn: str, *, sleep: Calla
             call(plan.region, method, **spec)
             return
         except AwsError as error:
-            if "not authorized to perform: sts:AssumeRole" not in error.message or attempt == _ROLE_PROPAGATION_RETRIES - 1:
+            if (
+                "not authorized to perform: sts:AssumeRole" not in error.message
+                or attempt == _ROLE_PROPAGATION_RETRIES - 1
+            ):
                 raise
             sleep(5.0 * (attempt + 1))
 
@@ -253,18 +369,37 @@ def build_image(
         if requirement is None and not dry_run:
             wheel = wheel_path or build_wheel_from_checkout(Path(scratch))
         sha256 = hashlib.sha256(wheel.read_bytes()).hexdigest() if wheel else None
-        plan = plan_image_build(region=region, account=account, base_image=base_image, repository=repository,
-                                requirement=requirement, wheel_name=wheel.name if wheel else None, wheel_sha256=sha256)
+        plan = plan_image_build(
+            region=region,
+            account=account,
+            base_image=base_image,
+            repository=repository,
+            requirement=requirement,
+            wheel_name=wheel.name if wheel else None,
+            wheel_sha256=sha256,
+        )
         if plan.base_vllm_supported is False:
-            raise UsageError(f"The base image {plan.base_image} carries vLLM {plan.base_vllm_version}, outside the "
-                             "range the Turing clamp supports; the build's own check would fail.",
-                             hint="Pass --base-image with a supported AWS vLLM SageMaker image.")
+            raise UsageError(
+                f"The base image {plan.base_image} carries vLLM {plan.base_vllm_version}, outside the "
+                "range the Turing clamp supports; the build's own check would fail.",
+                hint="Pass --base-image with a supported AWS vLLM SageMaker image.",
+            )
         role = ensure_role(
-            factory("iam", region), role_name=f"{plan.project}-{region}", service="codebuild.amazonaws.com",
-            policy_name="gemmaserve-image-build", region=region, dry_run=dry_run, account=account,
-            policy=codebuild_role_policy(region=region, account=account, project=plan.project,
-                                         base_image=plan.base_image, target_image=plan.target_image,
-                                         wheel_s3_uri=plan.wheel_s3_uri),
+            factory("iam", region),
+            role_name=f"{plan.project}-{region}",
+            service="codebuild.amazonaws.com",
+            policy_name="gemmaserve-image-build",
+            region=region,
+            dry_run=dry_run,
+            account=account,
+            policy=codebuild_role_policy(
+                region=region,
+                account=account,
+                project=plan.project,
+                base_image=plan.base_image,
+                target_image=plan.target_image,
+                wheel_s3_uri=plan.wheel_s3_uri,
+            ),
             description="gemmaserve CodeBuild role: build and push the derived T4 image (least privilege)",
         )
         result = ImageBuildResult(plan=plan, role=role)
@@ -283,24 +418,44 @@ def build_image(
     progress(f"Started CodeBuild build {build['id']} for {plan.target_image}")
     if follow:
         try:
-            result = follow_build(cb, result, timeout_s=timeout_s, poll_s=poll_s, now=now, sleep=sleep,
-                                  progress=progress)
+            result = follow_build(
+                cb, result, timeout_s=timeout_s, poll_s=poll_s, now=now, sleep=sleep, progress=progress
+            )
         except KeyboardInterrupt:
             # Stopping our follow does not stop the build: say so, and how to stop it.
-            progress(f"Stopped following build {result.build_id}; it goes on in CodeBuild (billed per build minute). "
-                     f"Stop it with: aws codebuild stop-build --id {result.build_id} --region {region}")
+            progress(
+                f"Stopped following build {result.build_id}; it goes on in CodeBuild (billed per build minute). "
+                f"Stop it with: aws codebuild stop-build --id {result.build_id} --region {region}"
+            )
             raise
-        save_record(ImageBuildRecord(
-            image_uri=plan.target_image, region=region, build_id=result.build_id or "", built_at=now(),
-            base_image=plan.base_image, base_vllm_version=plan.base_vllm_version,
-            base_cuda_version=plan.base_cuda_version, gemmaserve_source=plan.gemmaserve_source, clamp_verified=True))
+        save_record(
+            ImageBuildRecord(
+                image_uri=plan.target_image,
+                region=region,
+                build_id=result.build_id or "",
+                built_at=now(),
+                base_image=plan.base_image,
+                base_vllm_version=plan.base_vllm_version,
+                base_cuda_version=plan.base_cuda_version,
+                gemmaserve_source=plan.gemmaserve_source,
+                clamp_verified=True,
+            )
+        )
         return result
     result.status = build.get("buildStatus")
     return result
 
 
-def follow_build(cb: Any, result: ImageBuildResult, *, timeout_s: float, poll_s: float, now: Callable[[], datetime],
-                 sleep: Callable[[float], None], progress: Progress) -> ImageBuildResult:
+def follow_build(
+    cb: Any,
+    result: ImageBuildResult,
+    *,
+    timeout_s: float,
+    poll_s: float,
+    now: Callable[[], datetime],
+    sleep: Callable[[float], None],
+    progress: Progress,
+) -> ImageBuildResult:
     started = now()
     last_phase = None
     while True:
@@ -312,18 +467,24 @@ def follow_build(cb: Any, result: ImageBuildResult, *, timeout_s: float, poll_s:
         status = build.get("buildStatus")
         if status and status != "IN_PROGRESS":
             result.status = status
-            result.phases = [{"phase": p.get("phaseType"), "status": p.get("phaseStatus"),
-                              "seconds": p.get("durationInSeconds")} for p in build.get("phases", [])]
+            result.phases = [
+                {"phase": p.get("phaseType"), "status": p.get("phaseStatus"), "seconds": p.get("durationInSeconds")}
+                for p in build.get("phases", [])
+            ]
             result.logs_url = (build.get("logs") or {}).get("deepLink")
             if status != "SUCCEEDED":
                 raise AwsError(
                     f"Image build {result.build_id} ended {status}.",
                     hint=f"Read its log: {result.logs_url or 'CodeBuild console, project ' + result.plan.project}",
-                    region=result.plan.region, build_id=result.build_id,
+                    region=result.plan.region,
+                    build_id=result.build_id,
                 )
             result.image_uri = result.plan.target_image
             return result
         if (now() - started).total_seconds() >= timeout_s:
-            raise SageMakerTimedOut(f"Image build {result.build_id} still running after {timeout_s / 60:.0f} min.",
-                                    region=result.plan.region, build_id=result.build_id)
+            raise SageMakerTimedOut(
+                f"Image build {result.build_id} still running after {timeout_s / 60:.0f} min.",
+                region=result.plan.region,
+                build_id=result.build_id,
+            )
         sleep(poll_s)

@@ -35,9 +35,9 @@ PINNED_IMAGE = PinnedImage(
     python_version="3.12",
     released="2026-08-17",
     source="aws/deep-learning-containers docs/vllm/changelog/index.md (v2.3.0 — 2026-08-17: vLLM source 4bdc8a7, "
-           "CUDA 13.0.2, Python 3.12) and docs/src/data/vllm-server/0.27.0+amzn2023.4bdc8a78-gpu-sagemaker.yml "
-           "(cuda: cu130, platform: sagemaker), commit e0ecedea of 2026-08-21; "
-           "https://aws.github.io/deep-learning-containers/vllm/changelog/",
+    "CUDA 13.0.2, Python 3.12) and docs/src/data/vllm-server/0.27.0+amzn2023.4bdc8a78-gpu-sagemaker.yml "
+    "(cuda: cu130, platform: sagemaker), commit e0ecedea of 2026-08-21; "
+    "https://aws.github.io/deep-learning-containers/vllm/changelog/",
 )
 DEFAULT_IMAGE_REPOSITORY = PINNED_IMAGE.repository
 DEFAULT_IMAGE_TAG = PINNED_IMAGE.tag
@@ -70,7 +70,14 @@ AMI_LEVELS: dict[str, AmiLevel] = {
 }
 # Without InferenceAmiVersion SageMaker picks by family (same documentation page):
 # ml.g4dn / ml.g5 / ml.p4d get driver 470 (CUDA 11.4); ml.g6 / ml.p5 get 535 (CUDA 12.2).
-_DEFAULT_HOST_CUDA_BY_FAMILY = {"g4dn": (11, 4), "g5": (11, 4), "p4d": (11, 4), "g6": (12, 2), "g6e": (12, 2), "p5": (12, 2)}
+_DEFAULT_HOST_CUDA_BY_FAMILY = {
+    "g4dn": (11, 4),
+    "g5": (11, 4),
+    "p4d": (11, 4),
+    "g6": (12, 2),
+    "g6e": (12, 2),
+    "p5": (12, 2),
+}
 
 
 class CudaVerdict(StrEnum):
@@ -101,7 +108,9 @@ def image_region(image_uri: str) -> str | None:
 def image_cuda_version(image_uri: str) -> tuple[int, int] | None:
     """The image's CUDA version from its tag (``cu130``, ``cu129``, ``cuda13.0``) or the pin; None if unknown."""
     tag = image_uri.rsplit(":", 1)[-1] if ":" in image_uri.rsplit("/", 1)[-1] else ""
-    if image_uri.endswith(f"/{DEFAULT_IMAGE_REPOSITORY}:{DEFAULT_IMAGE_TAG}") or tag.startswith(DEFAULT_IMAGE_TAG + "-"):
+    if image_uri.endswith(f"/{DEFAULT_IMAGE_REPOSITORY}:{DEFAULT_IMAGE_TAG}") or tag.startswith(
+        DEFAULT_IMAGE_TAG + "-"
+    ):
         return DEFAULT_IMAGE_CUDA  # the pin, or an image derived from it (image.py keeps the base tag as prefix)
     match = re.search(r"cu(\d{2})(\d)(?!\d)", tag) or re.search(r"cuda-?(\d{2})\.(\d)", tag)
     if match:
@@ -136,8 +145,9 @@ def ami_for_cuda(image_cuda: tuple[int, int] | None) -> str:
     return DEFAULT_AMI
 
 
-def image_claims_turing_clamp(image_uri: str, labels: dict[str, str] | None = None,
-                              build_verified: bool | None = None) -> bool | None:
+def image_claims_turing_clamp(
+    image_uri: str, labels: dict[str, str] | None = None, build_verified: bool | None = None
+) -> bool | None:
     """Whether the image carries our Turing clamp, from what the build wrote, never from the tag's text.
 
     ``labels``: the image's labels, when read; ``build_verified``: the build record's verdict for
@@ -148,7 +158,8 @@ def image_claims_turing_clamp(image_uri: str, labels: dict[str, str] | None = No
         return labels.get(TURING_CLAMP_LABEL) == "verified"
     if build_verified is not None:
         return build_verified
-    if image_uri.rsplit("/", 1)[-1].startswith(f"{DEFAULT_IMAGE_REPOSITORY}:") and \
-            image_uri.split("/", 1)[0].split(".")[0] in (DLC_ACCOUNT, *_DLC_ACCOUNT_BY_REGION.values()):
+    if image_uri.rsplit("/", 1)[-1].startswith(f"{DEFAULT_IMAGE_REPOSITORY}:") and image_uri.split("/", 1)[0].split(
+        "."
+    )[0] in (DLC_ACCOUNT, *_DLC_ACCOUNT_BY_REGION.values()):
         return False  # an AWS vLLM image: stock vLLM fails on T4 with OutOfResources
     return None

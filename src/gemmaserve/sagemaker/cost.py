@@ -62,13 +62,18 @@ class PriceRange(BaseModel):
     quotes: list[PriceQuote] = []
 
 
-def price_range(instance_types: list[str], region: str, lookup: PriceLookup, instance_count: int = 1
-                ) -> PriceRange | None:
+def price_range(
+    instance_types: list[str], region: str, lookup: PriceLookup, instance_count: int = 1
+) -> PriceRange | None:
     """None when no type has a price; else the range over those that do (``unpriced`` names the rest)."""
     quotes = {name: lookup(name, region) for name in instance_types}
     known = [quote for quote in quotes.values() if quote is not None]
     if not known:
         return None
     prices = [quote.usd_per_hour * instance_count for quote in known]
-    return PriceRange(low_usd_per_hour=min(prices), high_usd_per_hour=max(prices),
-                      unpriced=[name for name, quote in quotes.items() if quote is None], quotes=known)
+    return PriceRange(
+        low_usd_per_hour=min(prices),
+        high_usd_per_hour=max(prices),
+        unpriced=[name for name, quote in quotes.items() if quote is None],
+        quotes=known,
+    )

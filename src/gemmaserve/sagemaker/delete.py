@@ -64,18 +64,26 @@ def delete_deployment(
     if len(endpoint_name) <= 56 and model_name_for(endpoint_name) not in models:
         models.append(model_name_for(endpoint_name))
     endpoint = endpoint_name if state.status is not EndpointStatus.NOT_FOUND else None
-    arns = {"endpoint": {endpoint_name: state.arn} if endpoint and state.arn else {},
-            "endpoint-config": _arns(sm, region, "endpoint-config", configs),
-            "model": _arns(sm, region, "model", models)}
-    foreign = [f"{kind}:{name}" for kind, found in arns.items() for name, arn in found.items()
-               if not is_ours(tags_to_dict(call(region, sm.list_tags, ResourceArn=arn).get("Tags", [])))]
+    arns = {
+        "endpoint": {endpoint_name: state.arn} if endpoint and state.arn else {},
+        "endpoint-config": _arns(sm, region, "endpoint-config", configs),
+        "model": _arns(sm, region, "model", models),
+    }
+    foreign = [
+        f"{kind}:{name}"
+        for kind, found in arns.items()
+        for name, arn in found.items()
+        if not is_ours(tags_to_dict(call(region, sm.list_tags, ResourceArn=arn).get("Tags", [])))
+    ]
     if foreign and not force:
         raise UsageError(
             f"Refusing to delete {', '.join(foreign)} in {region}: gemmaserve did not create "
             f"{'it' if len(foreign) == 1 else 'them'} (no {TOOL_KEY} tag).",
             hint=f"Check with: aws sagemaker list-tags --region {region} --resource-arn <arn>; delete anyway "
-                 f"with: gemmaserve sagemaker delete {endpoint_name} --region {region} --force",
-            endpoint_name=endpoint_name, region=region, not_ours=foreign,
+            f"with: gemmaserve sagemaker delete {endpoint_name} --region {region} --force",
+            endpoint_name=endpoint_name,
+            region=region,
+            not_ours=foreign,
         )
     used_configs, used_models = usage_by_other_endpoints(sm, region, exclude=endpoint_name)
     for config in [c for c in configs if c in used_configs]:
@@ -85,9 +93,18 @@ def delete_deployment(
         models.remove(model)
         report.skipped.append(f"model:{model} (used by endpoint {used_models[model]})")
     delete_resources(
-        sm, region=region, endpoint=endpoint,
-        configs=configs, models=models, report=report, busy_timeout_s=busy_timeout_s, poll_s=poll_s,
-        dry_run=dry_run, now=now, sleep=sleep, progress=progress,
+        sm,
+        region=region,
+        endpoint=endpoint,
+        configs=configs,
+        models=models,
+        report=report,
+        busy_timeout_s=busy_timeout_s,
+        poll_s=poll_s,
+        dry_run=dry_run,
+        now=now,
+        sleep=sleep,
+        progress=progress,
     )
     if state.status is EndpointStatus.NOT_FOUND:
         report.absent.insert(0, f"endpoint:{endpoint_name}")
@@ -110,8 +127,9 @@ def _arns(sm: Any, region: str, kind: str, names: list[str]) -> dict[str, str]:
     return found
 
 
-def usage_by_other_endpoints(sm: Any, region: str, *, exclude: str | None = None
-                             ) -> tuple[dict[str, str], dict[str, str]]:
+def usage_by_other_endpoints(
+    sm: Any, region: str, *, exclude: str | None = None
+) -> tuple[dict[str, str], dict[str, str]]:
     """Config name → an endpoint using it, and model name → an endpoint using it (endpoints other than ``exclude``)."""
     configs: dict[str, str] = {}
     models: dict[str, str] = {}
@@ -160,8 +178,9 @@ def delete_resources(
         if dry_run:
             report.deleted.append(f"endpoint-config:{config}")
         else:
-            _delete_one(report, f"endpoint-config:{config}", region, sm.delete_endpoint_config,
-                        EndpointConfigName=config)
+            _delete_one(
+                report, f"endpoint-config:{config}", region, sm.delete_endpoint_config, EndpointConfigName=config
+            )
     for model in models:
         if dry_run:
             report.deleted.append(f"model:{model}")
@@ -171,8 +190,15 @@ def delete_resources(
 
 
 def _wait_until_deletable(
-    sm: Any, endpoint: str, region: str, report: DeleteReport, busy_timeout_s: float, poll_s: float,
-    now: Callable[[], datetime], sleep: Callable[[float], None], progress: Progress,
+    sm: Any,
+    endpoint: str,
+    region: str,
+    report: DeleteReport,
+    busy_timeout_s: float,
+    poll_s: float,
+    now: Callable[[], datetime],
+    sleep: Callable[[float], None],
+    progress: Progress,
 ) -> None:
     started = now()
     while True:
@@ -186,9 +212,13 @@ def _wait_until_deletable(
                 f"Endpoint {endpoint!r} is still {state.status.value} after {waited / 60:.0f} min; "
                 "SageMaker refuses to delete it until that ends.",
                 hint=f"Run again later: gemmaserve sagemaker delete {endpoint} --region {region} --yes",
-                endpoint_name=endpoint, region=region, status=state.status.value,
+                endpoint_name=endpoint,
+                region=region,
+                status=state.status.value,
             )
-        progress(f"{endpoint} is {state.status.value}; SageMaker cannot delete it yet — waiting ({waited / 60:.1f} min)")
+        progress(
+            f"{endpoint} is {state.status.value}; SageMaker cannot delete it yet — waiting ({waited / 60:.1f} min)"
+        )
         sleep(poll_s)
 
 
@@ -212,6 +242,8 @@ def _models_of_config(sm: Any, config: str, region: str) -> list[str]:
         raise
     models: list[str] = []
     for variant in described.get("ProductionVariants", []):
-        names = [variant.get("ModelName")] + [pool.get("ModelNameOverride") for pool in variant.get("InstancePools") or []]
+        names = [variant.get("ModelName")] + [
+            pool.get("ModelNameOverride") for pool in variant.get("InstancePools") or []
+        ]
         models.extend(name for name in names if name and name not in models)
     return models

@@ -146,26 +146,53 @@ def plan_deploy(
     if spec.inference_ami_version:
         variant["InferenceAmiVersion"] = spec.inference_ami_version
     calls = [
-        PlannedCall(service="sagemaker", operation="CreateModel", params={
-            "ModelName": model_name,
-            "ExecutionRoleArn": spec.role_arn,
-            "PrimaryContainer": {"Image": image, "Environment": dict(spec.environment)},
-            "Tags": tags,
-        }),
-        PlannedCall(service="sagemaker", operation="CreateEndpointConfig", params={
-            "EndpointConfigName": config_name, "ProductionVariants": [variant], "Tags": tags,
-        }),
-        PlannedCall(service="sagemaker", operation="CreateEndpoint", params={
-            "EndpointName": name, "EndpointConfigName": config_name, "Tags": tags,
-        }),
+        PlannedCall(
+            service="sagemaker",
+            operation="CreateModel",
+            params={
+                "ModelName": model_name,
+                "ExecutionRoleArn": spec.role_arn,
+                "PrimaryContainer": {"Image": image, "Environment": dict(spec.environment)},
+                "Tags": tags,
+            },
+        ),
+        PlannedCall(
+            service="sagemaker",
+            operation="CreateEndpointConfig",
+            params={
+                "EndpointConfigName": config_name,
+                "ProductionVariants": [variant],
+                "Tags": tags,
+            },
+        ),
+        PlannedCall(
+            service="sagemaker",
+            operation="CreateEndpoint",
+            params={
+                "EndpointName": name,
+                "EndpointConfigName": config_name,
+                "Tags": tags,
+            },
+        ),
     ]
     price = price_lookup(spec.instance_types[0], region)
-    pool = price_range(spec.instance_types, region, price_lookup, spec.instance_count) \
-        if len(spec.instance_types) > 1 else None
+    pool = (
+        price_range(spec.instance_types, region, price_lookup, spec.instance_count)
+        if len(spec.instance_types) > 1
+        else None
+    )
     return DeployPlan(
-        endpoint_name=name, region=region, model_name=model_name, config_name=config_name, image_uri=image,
-        instance_types=list(spec.instance_types), serve_args=env_to_serve_args(spec.environment), calls=calls,
-        price=price, usd_per_hour=price.usd_per_hour * spec.instance_count if price else None, price_range=pool,
+        endpoint_name=name,
+        region=region,
+        model_name=model_name,
+        config_name=config_name,
+        image_uri=image,
+        instance_types=list(spec.instance_types),
+        serve_args=env_to_serve_args(spec.environment),
+        calls=calls,
+        price=price,
+        usd_per_hour=price.usd_per_hour * spec.instance_count if price else None,
+        price_range=pool,
     )
 
 
@@ -192,8 +219,11 @@ def execute_deploy(
     _refuse_existing(sm, plan, now)
     created: list[str] = []
     attempted: list[str] = []  # created, or in flight when the run stopped
-    methods = {"CreateModel": sm.create_model, "CreateEndpointConfig": sm.create_endpoint_config,
-               "CreateEndpoint": sm.create_endpoint}
+    methods = {
+        "CreateModel": sm.create_model,
+        "CreateEndpointConfig": sm.create_endpoint_config,
+        "CreateEndpoint": sm.create_endpoint,
+    }
     try:
         with stop_signals_interrupt():
             for planned in plan.calls:
@@ -212,8 +242,18 @@ def execute_deploy(
                 progress(f"Created {label} for {plan.endpoint_name} in {region}")
             state = wait() if wait is not None else None
     except BaseException as exc:
-        _after_failure(sm, plan, exc, attempted, keep=keep, timeout_s=teardown_timeout_s, now=now, sleep=sleep,
-                       progress=progress, uncertain=[label for label in attempted if label not in created])
+        _after_failure(
+            sm,
+            plan,
+            exc,
+            attempted,
+            keep=keep,
+            timeout_s=teardown_timeout_s,
+            now=now,
+            sleep=sleep,
+            progress=progress,
+            uncertain=[label for label in attempted if label not in created],
+        )
     return DeployResult(plan=plan, created=created, state=state)
 
 
@@ -230,7 +270,9 @@ def _may_have_created(error: AwsError) -> bool:
     code = str(error.fields.get("aws_error_code") or "")
     if not code:
         return True
-    if code in ("InternalFailure", "InternalServerError", "ServiceUnavailable", "InternalError") or code.startswith("5"):
+    if code in ("InternalFailure", "InternalServerError", "ServiceUnavailable", "InternalError") or code.startswith(
+        "5"
+    ):
         return True
     return "already exist" in error.message.lower()
 
@@ -244,19 +286,26 @@ def _refuse_existing(sm: Any, plan: DeployPlan, now: Callable[[], datetime]) -> 
         raise UsageError(
             f"Endpoint {plan.endpoint_name!r} already exists in {region} ({existing.status.value}).",
             hint=f"Delete it first ({delete_hint}) or pick another --name.",
-            endpoint_name=plan.endpoint_name, region=region,
+            endpoint_name=plan.endpoint_name,
+            region=region,
         )
-    leftovers = [label for label, exists in (
-        (f"model:{plan.model_name}", resource_exists(sm, region, "model", plan.model_name)),
-        (f"endpoint-config:{plan.config_name}", resource_exists(sm, region, "endpoint-config", plan.config_name)),
-    ) if exists]
+    leftovers = [
+        label
+        for label, exists in (
+            (f"model:{plan.model_name}", resource_exists(sm, region, "model", plan.model_name)),
+            (f"endpoint-config:{plan.config_name}", resource_exists(sm, region, "endpoint-config", plan.config_name)),
+        )
+        if exists
+    ]
     if leftovers:
         raise UsageError(
             f"{', '.join(leftovers)} already exist in {region} with no endpoint {plan.endpoint_name!r}: "
             "the debris of an earlier deploy of this name blocks this one.",
             hint=f"See them with: gemmaserve sagemaker list --region {region}; remove them with: {delete_hint} "
-                 "(add --force if gemmaserve did not create them), or pick another --name.",
-            endpoint_name=plan.endpoint_name, region=region, leftovers=leftovers,
+            "(add --force if gemmaserve did not create them), or pick another --name.",
+            endpoint_name=plan.endpoint_name,
+            region=region,
+            leftovers=leftovers,
         )
 
 
@@ -277,8 +326,16 @@ def resource_exists(sm: Any, region: str, kind: str, name: str) -> bool:
 
 
 def _after_failure(
-    sm: Any, plan: DeployPlan, exc: BaseException, attempted: list[str], *, keep: bool, timeout_s: float,
-    now: Callable[[], datetime], sleep: Callable[[float], None] | None, progress: Progress,
+    sm: Any,
+    plan: DeployPlan,
+    exc: BaseException,
+    attempted: list[str],
+    *,
+    keep: bool,
+    timeout_s: float,
+    now: Callable[[], datetime],
+    sleep: Callable[[float], None] | None,
+    progress: Progress,
     uncertain: list[str] | None = None,
 ) -> NoReturn:
     """Tear down (or keep) what this run made, say exactly what is left and where, then raise."""
@@ -289,25 +346,37 @@ def _after_failure(
     finish = f"gemmaserve sagemaker delete {plan.endpoint_name} --region {region} --yes"
     if keep or not attempted:
         what = ", ".join(f"{label}:{_name_of(plan, label)}" for label in attempted) or "nothing"
-        report = DeleteReport(endpoint_name=plan.endpoint_name, region=region,
-                              remaining=[f"{label}:{_name_of(plan, label)}" for label in attempted] if keep else [])
+        report = DeleteReport(
+            endpoint_name=plan.endpoint_name,
+            region=region,
+            remaining=[f"{label}:{_name_of(plan, label)}" for label in attempted] if keep else [],
+        )
         if keep and attempted:
-            say(f"Deploy stopped ({cause}); keeping what was created in {region} because --keep was given: {what}. "
-                f"Delete it later with: {finish}")
+            say(
+                f"Deploy stopped ({cause}); keeping what was created in {region} because --keep was given: {what}. "
+                f"Delete it later with: {finish}"
+            )
             report.commands = [finish]
     else:
-        say(f"Deploy stopped ({cause}): deleting what this run created in {region}: "
-            + ", ".join(f"{label}:{_name_of(plan, label)}" for label in reversed(attempted)))
-        report = teardown(sm, plan, attempted, timeout_s=timeout_s, now=now, sleep=sleep, progress=say,
-                          uncertain=uncertain or [])
+        say(
+            f"Deploy stopped ({cause}): deleting what this run created in {region}: "
+            + ", ".join(f"{label}:{_name_of(plan, label)}" for label in reversed(attempted))
+        )
+        report = teardown(
+            sm, plan, attempted, timeout_s=timeout_s, now=now, sleep=sleep, progress=say, uncertain=uncertain or []
+        )
         if not interrupted:  # an interrupt's error message carries the same line
             say(teardown_summary(report))
     if interrupted:
         raise DeployInterrupted(
             f"Deploy of {plan.endpoint_name!r} in {region} stopped by {signal_name(exc)}. " + teardown_summary(report),
             hint=("Finish the cleanup with: " + "; ".join(report.commands)) if report.remaining else None,
-            endpoint_name=plan.endpoint_name, region=region, signal=signal_name(exc), deleted=report.deleted,
-            remaining=report.remaining, commands=report.commands,
+            endpoint_name=plan.endpoint_name,
+            region=region,
+            signal=signal_name(exc),
+            deleted=report.deleted,
+            remaining=report.remaining,
+            commands=report.commands,
         ) from exc
     if isinstance(exc, GemmaserveError):
         exc.fields["teardown"] = report.model_dump(mode="json")
@@ -316,8 +385,10 @@ def _after_failure(
 
 def teardown_summary(report: DeleteReport) -> str:
     """One truthful line: what was deleted, what is still there, in which region, and how to finish."""
-    text = (f"Teardown in {report.region}: deleted {', '.join(report.deleted) or 'nothing'}; "
-            f"still there: {', '.join(report.remaining) or 'nothing'}.")
+    text = (
+        f"Teardown in {report.region}: deleted {', '.join(report.deleted) or 'nothing'}; "
+        f"still there: {', '.join(report.remaining) or 'nothing'}."
+    )
     if report.remaining:
         text += " Finish with: " + "; ".join(report.commands)
     return text
@@ -338,8 +409,15 @@ def _safe(progress: Progress) -> Progress:
 
 
 def teardown(
-    sm: Any, plan: DeployPlan, created: list[str], *, timeout_s: float, now: Callable[[], datetime],
-    sleep: Callable[[float], None] | None, progress: Progress, uncertain: list[str] | None = None,
+    sm: Any,
+    plan: DeployPlan,
+    created: list[str],
+    *,
+    timeout_s: float,
+    now: Callable[[], datetime],
+    sleep: Callable[[float], None] | None,
+    progress: Progress,
+    uncertain: list[str] | None = None,
 ) -> DeleteReport:
     """Delete what this run made, endpoint first (waiting while it is Creating), then check what is left.
 
@@ -360,13 +438,19 @@ def teardown(
                     created.remove(label)
                     key = f"{label}:{_name_of(plan, label)}"
                     (report.absent if verdict is None else report.skipped).append(
-                        key if verdict is None else f"{key} (not tagged by this run: left alone)")
+                        key if verdict is None else f"{key} (not tagged by this run: left alone)"
+                    )
             delete_resources(
-                sm, region=region,
+                sm,
+                region=region,
                 endpoint=plan.endpoint_name if "endpoint" in created else None,
                 configs=[plan.config_name] if "endpoint-config" in created else [],
                 models=[plan.model_name] if "model" in created else [],
-                report=report, busy_timeout_s=timeout_s, now=now, progress=progress, **extra,
+                report=report,
+                busy_timeout_s=timeout_s,
+                now=now,
+                progress=progress,
+                **extra,
             )
     except TeardownAbandoned as exc:
         abandoned = exc

@@ -91,7 +91,12 @@ def quota_checker_for(factory: ClientFactory, spec: DeploySpec) -> QuotaChecker:
     from gemmaserve.sagemaker.quota import check_quotas
 
     def checker(region: str) -> list[QuotaCheck]:
-        return check_quotas(factory("service-quotas", region), factory("sagemaker", region), spec.instance_types,
-                            spec.instance_count, region=region)
+        return check_quotas(
+            factory("service-quotas", region),
+            factory("sagemaker", region),
+            spec.instance_types,
+            spec.instance_count,
+            region=region,
+        )
 
     return checker

@@ -41,15 +41,24 @@ def trust_policy(service: str, account: str | None = None) -> dict[str, Any]:
 def role_account(role_arn: str) -> str:
     """``arn:aws:iam::123456789012:role/x`` → ``123456789012``; anything else is a UsageError."""
     parts = role_arn.split(":")
-    if len(parts) != 6 or parts[0] != "arn" or parts[2] != "iam" or not parts[4].isdigit() or \
-            not parts[5].startswith("role/"):
-        raise UsageError(f"{role_arn!r} is not an IAM role ARN.", hint="arn:aws:iam::ACCOUNT:role/NAME", role_arn=role_arn)
+    if (
+        len(parts) != 6
+        or parts[0] != "arn"
+        or parts[2] != "iam"
+        or not parts[4].isdigit()
+        or not parts[5].startswith("role/")
+    ):
+        raise UsageError(
+            f"{role_arn!r} is not an IAM role ARN.", hint="arn:aws:iam::ACCOUNT:role/NAME", role_arn=role_arn
+        )
     return parts[4]
 
 
 def log_group_arns(region: str, account_id: str) -> list[str]:
-    return [f"arn:aws:logs:{region}:{account_id}:log-group:/aws/sagemaker/Endpoints/*",
-            f"arn:aws:logs:{region}:{account_id}:log-group:/aws/sagemaker/Endpoints/*:log-stream:*"]
+    return [
+        f"arn:aws:logs:{region}:{account_id}:log-group:/aws/sagemaker/Endpoints/*",
+        f"arn:aws:logs:{region}:{account_id}:log-group:/aws/sagemaker/Endpoints/*:log-stream:*",
+    ]
 
 
 def statement_resources(policy: dict[str, Any], sid: str) -> list[str]:
@@ -71,7 +80,9 @@ def ecr_repository_arn(image_uri: str) -> str:
     host, _, rest = image_uri.partition("/")
     parts = host.split(".")
     if len(parts) < 6 or parts[1:3] != ["dkr", "ecr"] or not rest:
-        raise UsageError(f"{image_uri!r} is not an ECR image URI.", hint="ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO:TAG")
+        raise UsageError(
+            f"{image_uri!r} is not an ECR image URI.", hint="ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO:TAG"
+        )
     repository = rest.split("@")[0].rsplit(":", 1)[0]
     partition = "aws-cn" if host.endswith(".cn") else "aws"
     return f"arn:{partition}:ecr:{parts[3]}:{parts[0]}:repository/{repository}"
@@ -88,20 +99,35 @@ def s3_prefix_arns(s3_uri: str) -> tuple[str, str, str]:
 
 
 def execution_role_policy(
-    *, regions: list[str], account_id: str, image_uris: list[str], s3_model_uri: str | None = None,
+    *,
+    regions: list[str],
+    account_id: str,
+    image_uris: list[str],
+    s3_model_uri: str | None = None,
     repository_arns: list[str] | None = None,
 ) -> dict[str, Any]:
     """The execution role's policy: ECR pull of these images, its endpoints' logs in each region, the S3 prefix."""
     statements: list[dict[str, Any]] = [
         {"Sid": "EcrAuth", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
-        {"Sid": "EcrPull", "Effect": "Allow",
-         "Action": ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
-         "Resource": sorted({ecr_repository_arn(uri) for uri in image_uris} | set(repository_arns or []))},
-        {"Sid": "EndpointLogs", "Effect": "Allow",
-         "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-         "Resource": [arn for region in regions for arn in log_group_arns(region, account_id)]},
-        {"Sid": "EndpointMetrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
-         "Condition": {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}},
+        {
+            "Sid": "EcrPull",
+            "Effect": "Allow",
+            "Action": ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+            "Resource": sorted({ecr_repository_arn(uri) for uri in image_uris} | set(repository_arns or [])),
+        },
+        {
+            "Sid": "EndpointLogs",
+            "Effect": "Allow",
+            "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+            "Resource": [arn for region in regions for arn in log_group_arns(region, account_id)],
+        },
+        {
+            "Sid": "EndpointMetrics",
+            "Effect": "Allow",
+            "Action": "cloudwatch:PutMetricData",
+            "Resource": "*",
+            "Condition": {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}},
+        },
     ]
     if s3_model_uri:
         bucket, objects, prefix = s3_prefix_arns(s3_model_uri)
@@ -114,16 +140,31 @@ def execution_role_policy(
 
 
 def ensure_role(
-    iam: Any, *, role_name: str, service: str, policy_name: str, policy: dict[str, Any], region: str,
-    description: str, dry_run: bool = False, account: str | None = None,
+    iam: Any,
+    *,
+    role_name: str,
+    service: str,
+    policy_name: str,
+    policy: dict[str, Any],
+    region: str,
+    description: str,
+    dry_run: bool = False,
+    account: str | None = None,
 ) -> RoleResult:
     """Create the role if missing (trusting ``service`` for ``account`` only), then put the inline policy.
 
     Safe to repeat; an existing role's trust policy is brought to the same document.
     """
     trust = trust_policy(service, account)
-    result = RoleResult(role_name=role_name, role_arn=None, created=False, dry_run=dry_run, trust_policy=trust,
-                        policy_name=policy_name, policy=policy)
+    result = RoleResult(
+        role_name=role_name,
+        role_arn=None,
+        created=False,
+        dry_run=dry_run,
+        trust_policy=trust,
+        policy_name=policy_name,
+        policy=policy,
+    )
     try:
         role = call(region, iam.get_role, RoleName=role_name)["Role"]
     except AwsError as error:
@@ -133,8 +174,14 @@ def ensure_role(
     if dry_run:
         return result.model_copy(update={"role_arn": role["Arn"] if role else None, "created": role is None})
     if role is None:
-        role = call(region, iam.create_role, RoleName=role_name, AssumeRolePolicyDocument=json.dumps(trust),
-                    Description=description, Tags=[{"Key": "gemmaserve:tool", "Value": "gemmaserve"}])["Role"]
+        role = call(
+            region,
+            iam.create_role,
+            RoleName=role_name,
+            AssumeRolePolicyDocument=json.dumps(trust),
+            Description=description,
+            Tags=[{"Key": "gemmaserve:tool", "Value": "gemmaserve"}],
+        )["Role"]
         result.created = True
     elif account and _trust_document(role) != trust:
         call(region, iam.update_assume_role_policy, RoleName=role_name, PolicyDocument=json.dumps(trust))
@@ -172,8 +219,15 @@ def read_inline_policy(iam: Any, role_name: str, policy_name: str, *, region: st
 
 
 def ensure_execution_role(
-    iam: Any, sts: Any, *, region: str, regions: list[str] | None = None, role_name: str = "gemmaserve-endpoint",
-    image_uris: list[str], s3_model_uri: str | None = None, dry_run: bool = False,
+    iam: Any,
+    sts: Any,
+    *,
+    region: str,
+    regions: list[str] | None = None,
+    role_name: str = "gemmaserve-endpoint",
+    image_uris: list[str],
+    s3_model_uri: str | None = None,
+    dry_run: bool = False,
 ) -> RoleResult:
     """The execution role, usable in ``regions`` (default: ``region``) and every region it already served."""
     account = account_id(sts, region=region)
@@ -186,10 +240,25 @@ def ensure_execution_role(
         if s3_model_uri is None and statement_resources(existing, "ModelRead"):
             raise UsageError(
                 f"Role {role_name} already allows reading a model from S3; re-running without --model-s3 would "
-                "remove that.", hint="Pass the same --model-s3 again (or a new one to replace it).",
-                role_name=role_name)
-    policy = execution_role_policy(regions=wanted, account_id=account, image_uris=image_uris,
-                                   s3_model_uri=s3_model_uri, repository_arns=kept_repositories)
-    return ensure_role(iam, role_name=role_name, service="sagemaker.amazonaws.com",
-                       policy_name=EXECUTION_POLICY_NAME, policy=policy, region=region, dry_run=dry_run,
-                       account=account, description="gemmaserve SageMaker endpoint execution role (least privilege)")
+                "remove that.",
+                hint="Pass the same --model-s3 again (or a new one to replace it).",
+                role_name=role_name,
+            )
+    policy = execution_role_policy(
+        regions=wanted,
+        account_id=account,
+        image_uris=image_uris,
+        s3_model_uri=s3_model_uri,
+        repository_arns=kept_repositories,
+    )
+    return ensure_role(
+        iam,
+        role_name=role_name,
+        service="sagemaker.amazonaws.com",
+        policy_name=EXECUTION_POLICY_NAME,
+        policy=policy,
+        region=region,
+        dry_run=dry_run,
+        account=account,
+        description="gemmaserve SageMaker endpoint execution role (least privilege)",
+    )

@@ -44,27 +44,31 @@ def wheel_filename(version: str = __version__) -> str:
 def render_dockerfile(base_image: str, *, wheel_name: str | None = None, requirement: str | None = None) -> str:
     """``wheel_name``: a wheel in the build context (from the checkout); else ``requirement`` (a pip spec)."""
     if (wheel_name is None) == (requirement is None):
-        raise UsageError("The image needs gemmaserve from exactly one place: a wheel of this checkout, or a "
-                         "requirement.", hint="Give --requirement, or run from a gemmaserve checkout.")
+        raise UsageError(
+            "The image needs gemmaserve from exactly one place: a wheel of this checkout, or a requirement.",
+            hint="Give --requirement, or run from a gemmaserve checkout.",
+        )
     source = wheel_name or requirement or ""
     install = f"/tmp/{wheel_name}" if wheel_name else f"'{requirement}'"
     copy = [f"COPY {wheel_name} /tmp/{wheel_name}"] if wheel_name else []
-    return "\n".join([
-        f"FROM {base_image}",
-        f'LABEL {TURING_CLAMP_LABEL}="verified" io.gemmaserve.base-image="{base_image}" '
-        f'io.gemmaserve.source="{source}"',
-        *copy,
-        "# Keep the image's torch, vLLM and Triton exactly: gemmaserve must not move them.",
-        "RUN python3 -m pip freeze | grep -iE '^(torch|vllm|triton)==' > /tmp/gemmaserve-keep.txt \\",
-        f"    && python3 -m pip install --no-cache-dir -c /tmp/gemmaserve-keep.txt {install} \\",
-        "    && rm /tmp/gemmaserve-keep.txt" + (f" /tmp/{wheel_name}" if wheel_name else ""),
-        "# The clamp is the vllm.general_plugins entry point pip just installed. The build host has no",
-        "# GPU, so state the T4's capability: status exits non-zero unless this image's vLLM is a",
-        "# supported release whose kernel source has the shape the plugin clamps, and the plugin imports.",
-        "RUN gemmaserve turing status --capability sm_75",
-        f'RUN python3 -c "{ARCH_CHECK}"',
-        "",
-    ])
+    return "\n".join(
+        [
+            f"FROM {base_image}",
+            f'LABEL {TURING_CLAMP_LABEL}="verified" io.gemmaserve.base-image="{base_image}" '
+            f'io.gemmaserve.source="{source}"',
+            *copy,
+            "# Keep the image's torch, vLLM and Triton exactly: gemmaserve must not move them.",
+            "RUN python3 -m pip freeze | grep -iE '^(torch|vllm|triton)==' > /tmp/gemmaserve-keep.txt \\",
+            f"    && python3 -m pip install --no-cache-dir -c /tmp/gemmaserve-keep.txt {install} \\",
+            "    && rm /tmp/gemmaserve-keep.txt" + (f" /tmp/{wheel_name}" if wheel_name else ""),
+            "# The clamp is the vllm.general_plugins entry point pip just installed. The build host has no",
+            "# GPU, so state the T4's capability: status exits non-zero unless this image's vLLM is a",
+            "# supported release whose kernel source has the shape the plugin clamps, and the plugin imports.",
+            "RUN gemmaserve turing status --capability sm_75",
+            f'RUN python3 -c "{ARCH_CHECK}"',
+            "",
+        ]
+    )
 
 
 # Run inside the pushed image: the build record states the vLLM and CUDA the image really has.
@@ -79,9 +83,17 @@ RECORD_SCRIPT = (
 )
 
 
-def render_buildspec(*, dockerfile: str, base_image: str, target_image: str, wheel_name: str | None = None,
-                     wheel_s3_uri: str | None = None, wheel_sha256: str | None = None,
-                     record_s3_uri: str | None = None, gemmaserve_source: str = "") -> str:
+def render_buildspec(
+    *,
+    dockerfile: str,
+    base_image: str,
+    target_image: str,
+    wheel_name: str | None = None,
+    wheel_s3_uri: str | None = None,
+    wheel_sha256: str | None = None,
+    record_s3_uri: str | None = None,
+    gemmaserve_source: str = "",
+) -> str:
     """A CodeBuild buildspec (0.2) that logs in to both registries, builds, and pushes only on success.
 
     With a wheel, it first copies it from ``wheel_s3_uri`` and refuses it unless its SHA-256 matches.
@@ -90,44 +102,54 @@ def render_buildspec(*, dockerfile: str, base_image: str, target_image: str, whe
     base_registry = base_image.split("/", 1)[0]
     target_registry = target_image.split("/", 1)[0]
     encoded = base64.b64encode(dockerfile.encode()).decode()
-    fetch = [
-        f"      - aws s3 cp {wheel_s3_uri} {wheel_name}",
-        f'      - echo "{wheel_sha256}  {wheel_name}" | sha256sum -c -',
-    ] if wheel_name and wheel_s3_uri and wheel_sha256 else []
-    record = [
-        "      - docker run --rm --entrypoint python3 -e TARGET_IMAGE -e AWS_REGION -e CODEBUILD_BUILD_ID "
-        "-e BASE_IMAGE -e GEMMASERVE_SOURCE \"$TARGET_IMAGE\" -c \"$RECORD_SCRIPT\" > build-record.json",
-        f"      - aws s3 cp build-record.json {record_s3_uri}",
-    ] if record_s3_uri else []
-    return "\n".join([
-        "version: 0.2",
-        "env:",
-        "  variables:",
-        f'    DOCKERFILE_B64: "{encoded}"',
-        f'    TARGET_IMAGE: "{target_image}"',
-        f'    BASE_IMAGE: "{base_image}"',
-        f"    GEMMASERVE_SOURCE: {json.dumps(gemmaserve_source)}",
-        f"    RECORD_SCRIPT: {json.dumps(RECORD_SCRIPT)}",
-        "phases:",
-        "  pre_build:",
-        "    commands:",
-        f"      - aws ecr get-login-password --region {_registry_region(base_registry)} | docker login "
-        f"--username AWS --password-stdin {base_registry}",
-        f"      - aws ecr get-login-password --region {_registry_region(target_registry)} | docker login "
-        f"--username AWS --password-stdin {target_registry}",
-        "      - echo \"$DOCKERFILE_B64\" | base64 -d > Dockerfile",
-        *fetch,
-        "  build:",
-        "    on-failure: ABORT",
-        "    commands:",
-        "      - docker build --progress=plain -t \"$TARGET_IMAGE\" .",
-        "  post_build:",
-        "    commands:",
-        "      - test \"$CODEBUILD_BUILD_SUCCEEDING\" = \"1\"",
-        "      - docker push \"$TARGET_IMAGE\"",
-        *record,
-        "",
-    ])
+    fetch = (
+        [
+            f"      - aws s3 cp {wheel_s3_uri} {wheel_name}",
+            f'      - echo "{wheel_sha256}  {wheel_name}" | sha256sum -c -',
+        ]
+        if wheel_name and wheel_s3_uri and wheel_sha256
+        else []
+    )
+    record = (
+        [
+            "      - docker run --rm --entrypoint python3 -e TARGET_IMAGE -e AWS_REGION -e CODEBUILD_BUILD_ID "
+            '-e BASE_IMAGE -e GEMMASERVE_SOURCE "$TARGET_IMAGE" -c "$RECORD_SCRIPT" > build-record.json',
+            f"      - aws s3 cp build-record.json {record_s3_uri}",
+        ]
+        if record_s3_uri
+        else []
+    )
+    return "\n".join(
+        [
+            "version: 0.2",
+            "env:",
+            "  variables:",
+            f'    DOCKERFILE_B64: "{encoded}"',
+            f'    TARGET_IMAGE: "{target_image}"',
+            f'    BASE_IMAGE: "{base_image}"',
+            f"    GEMMASERVE_SOURCE: {json.dumps(gemmaserve_source)}",
+            f"    RECORD_SCRIPT: {json.dumps(RECORD_SCRIPT)}",
+            "phases:",
+            "  pre_build:",
+            "    commands:",
+            f"      - aws ecr get-login-password --region {_registry_region(base_registry)} | docker login "
+            f"--username AWS --password-stdin {base_registry}",
+            f"      - aws ecr get-login-password --region {_registry_region(target_registry)} | docker login "
+            f"--username AWS --password-stdin {target_registry}",
+            '      - echo "$DOCKERFILE_B64" | base64 -d > Dockerfile',
+            *fetch,
+            "  build:",
+            "    on-failure: ABORT",
+            "    commands:",
+            '      - docker build --progress=plain -t "$TARGET_IMAGE" .',
+            "  post_build:",
+            "    commands:",
+            '      - test "$CODEBUILD_BUILD_SUCCEEDING" = "1"',
+            '      - docker push "$TARGET_IMAGE"',
+            *record,
+            "",
+        ]
+    )
 
 
 def _registry_region(registry: str) -> str:

@@ -56,13 +56,19 @@ def normalise_region(text: str) -> str:
     raw = text
     value = text.strip().lower()
     if "," in value:
-        raise UsageError(f"--region takes one region, not {raw!r}.",
-                         hint=f"Use --regions {value.replace(' ', '')} to try several in order.", region=raw)
+        raise UsageError(
+            f"--region takes one region, not {raw!r}.",
+            hint=f"Use --regions {value.replace(' ', '')} to try several in order.",
+            region=raw,
+        )
     if not _REGION_SHAPE.match(value):
         raise UsageError(f"{raw!r} is not an AWS region name.", hint="Region names look like us-east-1.", region=raw)
     if value not in sagemaker_regions():
-        raise UsageError(f"SageMaker is not available in {value!r} (per botocore's endpoint data).",
-                         hint="SageMaker regions: " + ", ".join(commercial_regions()), region=raw)
+        raise UsageError(
+            f"SageMaker is not available in {value!r} (per botocore's endpoint data).",
+            hint="SageMaker regions: " + ", ".join(commercial_regions()),
+            region=raw,
+        )
     return value
 
 
@@ -85,8 +91,11 @@ def validate_instance_types(instance_types: Iterable[str]) -> list[str]:
     if not types:
         raise UsageError("No instance type given.", hint="For example: --instance ml.g6.xlarge")
     if len(types) > MAX_POOL_TYPES:
-        raise UsageError(f"{len(types)} instance types given; an InstancePools fallback takes at most {MAX_POOL_TYPES}.",
-                         hint="Keep the five you prefer, in priority order.", instance_types=types)
+        raise UsageError(
+            f"{len(types)} instance types given; an InstancePools fallback takes at most {MAX_POOL_TYPES}.",
+            hint="Keep the five you prefer, in priority order.",
+            instance_types=types,
+        )
     if len(set(types)) != len(types):
         raise UsageError(f"Instance types repeat: {types}", hint="List each type once.", instance_types=types)
     known = set(_shape("ProductionVariantInstanceType").enum)
@@ -94,10 +103,14 @@ def validate_instance_types(instance_types: Iterable[str]) -> list[str]:
         if instance_type in known:
             continue
         guess = "ml." + instance_type.strip().lower().removeprefix("ml.")
-        hint = (f"SageMaker names it {guess} (hosting types start with 'ml.' and are priced apart from EC2)."
-                if guess in known else "See the ProductionVariantInstanceType list in the SageMaker API reference.")
-        raise UsageError(f"{instance_type!r} is not a SageMaker hosting instance type.", hint=hint,
-                         instance_type=instance_type)
+        hint = (
+            f"SageMaker names it {guess} (hosting types start with 'ml.' and are priced apart from EC2)."
+            if guess in known
+            else "See the ProductionVariantInstanceType list in the SageMaker API reference."
+        )
+        raise UsageError(
+            f"{instance_type!r} is not a SageMaker hosting instance type.", hint=hint, instance_type=instance_type
+        )
     return types
 
 
@@ -115,17 +128,24 @@ def validate_environment_limits(env: Mapping[str, str]) -> None:
     """The container environment's limits in CreateModel: entries, key pattern, key and value lengths."""
     map_shape, key_shape, value_shape = _shape("EnvironmentMap"), _shape("EnvironmentKey"), _shape("EnvironmentValue")
     if len(env) > map_shape.metadata["max"]:
-        raise UsageError(f"The container environment has {len(env)} variables; at most "
-                         f"{map_shape.metadata['max']} are allowed.", hint="Drop some --env/--vllm-arg settings.")
+        raise UsageError(
+            f"The container environment has {len(env)} variables; at most {map_shape.metadata['max']} are allowed.",
+            hint="Drop some --env/--vllm-arg settings.",
+        )
     key_pattern = re.compile(key_shape.metadata["pattern"])
     for key, value in env.items():
         if not key_pattern.fullmatch(key) or len(key) > key_shape.metadata["max"]:
-            raise UsageError(f"Environment variable name {key!r} is not allowed by SageMaker.",
-                             hint="Names are letters, digits and '_', not starting with a digit.", name=key)
+            raise UsageError(
+                f"Environment variable name {key!r} is not allowed by SageMaker.",
+                hint="Names are letters, digits and '_', not starting with a digit.",
+                name=key,
+            )
         if len(value) > value_shape.metadata["max"]:
-            raise UsageError(f"The value of {key} is {len(value):,} characters; SageMaker allows "
-                             f"{value_shape.metadata['max']:,}.",
-                             hint="Pass long values another way (a file in S3 the container reads).", name=key)
+            raise UsageError(
+                f"The value of {key} is {len(value):,} characters; SageMaker allows {value_shape.metadata['max']:,}.",
+                hint="Pass long values another way (a file in S3 the container reads).",
+                name=key,
+            )
 
 
 def tag_value_ok(value: str) -> bool:
@@ -145,7 +165,9 @@ def tag_safe(value: str) -> str:
 
 def validate_tag_value(value: str, *, what: str) -> str:
     if not tag_value_ok(value):
-        raise UsageError(f"{what} {value!r} cannot be a SageMaker tag value.",
-                         hint="Use letters, digits, spaces and _ . : / = + - @ (at most 256 characters), e.g. "
-                              + tag_safe(value), value=value)
+        raise UsageError(
+            f"{what} {value!r} cannot be a SageMaker tag value.",
+            hint="Use letters, digits, spaces and _ . : / = + - @ (at most 256 characters), e.g. " + tag_safe(value),
+            value=value,
+        )
     return value

@@ -82,8 +82,10 @@ def shielded_teardown(notify: Callable[[str], None], *, finish_hint: str) -> Ite
         name = signal.Signals(number).name
         presses.append(name)
         if len(presses) == 1:
-            notify(f"{name} received: the teardown continues so nothing is left billing. Press Ctrl-C once more "
-                   f"to abandon it (then finish it with: {finish_hint}).")
+            notify(
+                f"{name} received: the teardown continues so nothing is left billing. Press Ctrl-C once more "
+                f"to abandon it (then finish it with: {finish_hint})."
+            )
             return
         raise TeardownAbandoned(name)
 

@@ -95,7 +95,11 @@ class CleanupReport(BaseModel):
 
 
 def list_deployments(
-    factory: ClientFactory, regions: list[str], *, now: datetime, price_lookup: PriceLookup = catalog_price,
+    factory: ClientFactory,
+    regions: list[str],
+    *,
+    now: datetime,
+    price_lookup: PriceLookup = catalog_price,
     orphans: bool = True,
 ) -> Inventory:
     endpoints: list[DeploymentSummary] = []
@@ -112,8 +116,14 @@ def list_deployments(
     billing = [item for item in endpoints if item.status.billing]
     total = sum(_lower_usd(item) for item in billing)
     unpriced = [f"{item.endpoint_name} ({item.region})" for item in billing if item.usd_per_hour is None]
-    return Inventory(regions=regions, endpoints=endpoints, orphans=found_orphans, errors=errors,
-                     total_usd_per_hour=round(total, 4), unpriced=unpriced)
+    return Inventory(
+        regions=regions,
+        endpoints=endpoints,
+        orphans=found_orphans,
+        errors=errors,
+        total_usd_per_hour=round(total, 4),
+        unpriced=unpriced,
+    )
 
 
 def _lower_usd(item: DeploymentSummary) -> float:
@@ -141,15 +151,29 @@ def _region_deployments(sm: Any, region: str, now: datetime, price_lookup: Price
             usd_per_hour = price.usd_per_hour * count if price else None
             pool = price_range(state.pool_types, region, price_lookup, count) if state.pool_types else None
             age_s = state.elapsed_s
-            found.append(DeploymentSummary(
-                endpoint_name=state.endpoint_name, region=region, status=state.status,
-                instance_type=placed, pool_types=state.pool_types, instance_count=state.instance_count,
-                created_at=state.created_at, age_s=age_s, owner=ours.owner, model=ours.model,
-                expires_at=ours.expires_at, keep=ours.keep, expired=is_expired(ours, now),
-                usd_per_hour=usd_per_hour, price_range=pool,
-                price_source=f"{price.source} ({price.date}{', estimated' if price.estimated else ''})" if price else None,
-                cost_so_far_usd=cost_so_far_usd(usd_per_hour, age_s or 0.0) if state.status.billing else None,
-            ))
+            found.append(
+                DeploymentSummary(
+                    endpoint_name=state.endpoint_name,
+                    region=region,
+                    status=state.status,
+                    instance_type=placed,
+                    pool_types=state.pool_types,
+                    instance_count=state.instance_count,
+                    created_at=state.created_at,
+                    age_s=age_s,
+                    owner=ours.owner,
+                    model=ours.model,
+                    expires_at=ours.expires_at,
+                    keep=ours.keep,
+                    expired=is_expired(ours, now),
+                    usd_per_hour=usd_per_hour,
+                    price_range=pool,
+                    price_source=f"{price.source} ({price.date}{', estimated' if price.estimated else ''})"
+                    if price
+                    else None,
+                    cost_so_far_usd=cost_so_far_usd(usd_per_hour, age_s or 0.0) if state.status.billing else None,
+                )
+            )
     return found
 
 
@@ -157,9 +181,17 @@ def find_orphans(sm: Any, region: str, *, now: datetime) -> list[OrphanResource]
     """Our models and endpoint configs that no existing endpoint uses (older than :data:`ORPHAN_GRACE`)."""
     used_configs, used_models = usage_by_other_endpoints(sm, region)
     orphans: list[OrphanResource] = []
-    listings = (("endpoint-config", "list_endpoint_configs", "EndpointConfigs", "EndpointConfigName",
-                 "EndpointConfigArn", used_configs),
-                ("model", "list_models", "Models", "ModelName", "ModelArn", used_models))
+    listings = (
+        (
+            "endpoint-config",
+            "list_endpoint_configs",
+            "EndpointConfigs",
+            "EndpointConfigName",
+            "EndpointConfigArn",
+            used_configs,
+        ),
+        ("model", "list_models", "Models", "ModelName", "ModelArn", used_models),
+    )
     for kind, operation, key, name_key, arn_key, used in listings:
         for page in paginate(region, sm, operation):
             for item in page.get(key, []):
@@ -175,8 +207,9 @@ def find_orphans(sm: Any, region: str, *, now: datetime) -> list[OrphanResource]
                     raise
                 ours = parse_tags(tags)
                 if ours is not None:
-                    orphans.append(OrphanResource(kind=kind, name=name, region=region, created_at=created,
-                                                  owner=ours.owner))
+                    orphans.append(
+                        OrphanResource(kind=kind, name=name, region=region, created_at=created, owner=ours.owner)
+                    )
     return orphans
 
 
@@ -189,9 +222,14 @@ def delete_orphan(sm: Any, orphan: OrphanResource) -> DeleteReport:
     if orphan.name in (used_configs if orphan.kind == "endpoint-config" else used_models):
         report.skipped.append(f"{orphan.kind}:{orphan.name} (now used by an endpoint)")
         return report
-    return delete_resources(sm, region=orphan.region, endpoint=None,
-                            configs=[orphan.name] if orphan.kind == "endpoint-config" else [],
-                            models=[orphan.name] if orphan.kind == "model" else [], report=report)
+    return delete_resources(
+        sm,
+        region=orphan.region,
+        endpoint=None,
+        configs=[orphan.name] if orphan.kind == "endpoint-config" else [],
+        models=[orphan.name] if orphan.kind == "model" else [],
+        report=report,
+    )
 
 
 def cleanup_expired(
@@ -208,8 +246,9 @@ def cleanup_expired(
     """Delete every endpoint of ours past its TTL, and (``orphans``) our unused models and configs."""
     inventory = list_deployments(factory, regions, now=now, price_lookup=price_lookup, orphans=orphans)
     chosen = [item for item in inventory.endpoints if item.expired] if expired else []
-    report = CleanupReport(dry_run=dry_run, expired=chosen, orphans=inventory.orphans, deleted=[],
-                           errors=list(inventory.errors))
+    report = CleanupReport(
+        dry_run=dry_run, expired=chosen, orphans=inventory.orphans, deleted=[], errors=list(inventory.errors)
+    )
     if dry_run:
         return report
     remove = delete or (lambda sm, name, region: delete_deployment(sm, name, region=region))
@@ -223,6 +262,5 @@ def cleanup_expired(
         try:
             report.deleted.append(delete_orphan(factory("sagemaker", orphan.region), orphan))
         except AwsError as error:
-            report.errors.append(RegionError(region=orphan.region, error=type(error).__name__,
-                                             message=error.message))
+            report.errors.append(RegionError(region=orphan.region, error=type(error).__name__, message=error.message))
     return report

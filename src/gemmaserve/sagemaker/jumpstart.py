@@ -39,16 +39,20 @@ def list_gemma4_models(sm: Any, *, region: str, name_filter: str = "gemma") -> J
         name = summary["HubContentName"]
         if not (_GEMMA4.search(name) or _GEMMA4.search(summary.get("HubContentDisplayName") or "")):
             continue
-        described = call(region, sm.describe_hub_content, HubName=PUBLIC_HUB, HubContentType="Model",
-                         HubContentName=name)
+        described = call(
+            region, sm.describe_hub_content, HubName=PUBLIC_HUB, HubContentType="Model", HubContentName=name
+        )
         document = _document(described.get("HubContentDocument"))
-        models.append(JumpStartModel(
-            hub_content_name=name, display_name=described.get("HubContentDisplayName"),
-            version=described.get("HubContentVersion"),
-            default_instance_type=document.get("DefaultInferenceInstanceType"),
-            supported_instance_types=list(document.get("SupportedInferenceInstanceTypes") or []),
-            gated=document.get("GatedBucket") if isinstance(document.get("GatedBucket"), bool) else None,
-        ))
+        models.append(
+            JumpStartModel(
+                hub_content_name=name,
+                display_name=described.get("HubContentDisplayName"),
+                version=described.get("HubContentVersion"),
+                default_instance_type=document.get("DefaultInferenceInstanceType"),
+                supported_instance_types=list(document.get("SupportedInferenceInstanceTypes") or []),
+                gated=document.get("GatedBucket") if isinstance(document.get("GatedBucket"), bool) else None,
+            )
+        )
     return JumpStartListing(region=region, hub=PUBLIC_HUB, models=models)
 
 

@@ -93,14 +93,22 @@ def read_endpoint_logs(
     events, streams, truncated = fetch_log_events(logs, endpoint_name, region=region, start_s=start_s, limit=limit)
     facts = parse_engine_log(event.message for event in events)
     lines = [
-        LogLine(timestamp=datetime.fromtimestamp(event.timestamp_s, tz=now.tzinfo), stream=stream,
-                message=event.message.rstrip("\n"))
+        LogLine(
+            timestamp=datetime.fromtimestamp(event.timestamp_s, tz=now.tzinfo),
+            stream=stream,
+            message=event.message.rstrip("\n"),
+        )
         for event, stream in zip(events, streams, strict=True)
         if (contains is None or contains in event.message) and (regex is None or regex.search(event.message))
     ]
     if tail is not None:
         lines = lines[-tail:] if tail > 0 else []
     return EndpointLogs(
-        endpoint_name=endpoint_name, region=region, log_group=log_group_name(endpoint_name),
-        log_group_exists=exists, lines=lines, facts=facts, truncated=truncated,
+        endpoint_name=endpoint_name,
+        region=region,
+        log_group=log_group_name(endpoint_name),
+        log_group_exists=exists,
+        lines=lines,
+        facts=facts,
+        truncated=truncated,
     )

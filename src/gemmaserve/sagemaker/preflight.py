@@ -94,9 +94,15 @@ def run_preflight(
 ) -> PreflightReport:
     """Run every check; AWS failures become findings (unknown), never exceptions, except bad usage."""
     report = run_offline_preflight(
-        model=model, encoding=encoding, instance_types=instance_types, regions=regions, image_uri=image_uri,
-        inference_ami_version=inference_ami_version, max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization, image_labels=image_labels,
+        model=model,
+        encoding=encoding,
+        instance_types=instance_types,
+        regions=regions,
+        image_uri=image_uri,
+        inference_ami_version=inference_ami_version,
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        image_labels=image_labels,
         language_model_only=language_model_only,
     )
     findings = report.findings
@@ -137,41 +143,91 @@ def run_offline_preflight(
         try:
             instance = resolve_instance(name)
         except UnknownName:
-            findings.append(Finding(check=f"memory-fit:{name}", status=FindingStatus.FAIL,
-                                    detail=f"{name} is not in gemmaserve's catalog: its GPU and host RAM are unknown, "
-                                           "so no plan can say the model fits.",
-                                    fix="Use a catalog instance type (gemmaserve plan lists them)."))
+            findings.append(
+                Finding(
+                    check=f"memory-fit:{name}",
+                    status=FindingStatus.FAIL,
+                    detail=f"{name} is not in gemmaserve's catalog: its GPU and host RAM are unknown, "
+                    "so no plan can say the model fits.",
+                    fix="Use a catalog instance type (gemmaserve plan lists them).",
+                )
+            )
             continue
         gpus.add(instance.gpu)
-        row = plan_deployment(model_obj, checkpoint, instance=instance, max_model_len=max_model_len,
-                              gpu_memory_utilization=gpu_memory_utilization, language_model_only=language_model_only)
+        row = plan_deployment(
+            model_obj,
+            checkpoint,
+            instance=instance,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            language_model_only=language_model_only,
+        )
         needs_clamp = needs_clamp or row.needs_turing_clamp
-        findings.append(plan_finding(row.verdict, row.binding_term, instance.key, row.kv_cache_tokens,
-                                      row.max_concurrency, row.host_ram_needed_gib, row.host_ram_gib))
+        findings.append(
+            plan_finding(
+                row.verdict,
+                row.binding_term,
+                instance.key,
+                row.kv_cache_tokens,
+                row.max_concurrency,
+                row.host_ram_needed_gib,
+                row.host_ram_gib,
+            )
+        )
     if len(gpus) > 1:
-        findings.append(Finding(check="one-gpu", status=FindingStatus.FAIL,
-                                detail=f"The pool mixes GPUs {sorted(gpus)}; one plan cannot fit all of them.",
-                                fix="List only instance types with the same GPU in --instance."))
+        findings.append(
+            Finding(
+                check="one-gpu",
+                status=FindingStatus.FAIL,
+                detail=f"The pool mixes GPUs {sorted(gpus)}; one plan cannot fit all of them.",
+                fix="List only instance types with the same GPU in --instance.",
+            )
+        )
     image = image_for_region(image_uri, regions[0])
     findings.extend(_cuda_findings(image, instance_types, inference_ami_version))
     if needs_clamp:
         findings.append(_clamp_finding(image, image_labels))
-    return PreflightReport(model=model_obj.key, encoding=checkpoint.key, repo_id=checkpoint.repo_id,
-                           instance_types=instance_types, regions=regions, image_uri=image, findings=findings)
+    return PreflightReport(
+        model=model_obj.key,
+        encoding=checkpoint.key,
+        repo_id=checkpoint.repo_id,
+        instance_types=instance_types,
+        regions=regions,
+        image_uri=image,
+        findings=findings,
+    )
 
 
-def plan_finding(verdict: str, binding: str | None, instance: str, kv_tokens: int, concurrency: float,
-                  host_needed: float, host_ram: float | None) -> Finding:
-    detail = f"{instance}: {verdict}; KV cache {kv_tokens:,} tokens, max concurrency {concurrency:g}x; " \
-             f"loading needs {host_needed:g} GiB host RAM of {host_ram:g}" if host_ram else f"{instance}: {verdict}"
+def plan_finding(
+    verdict: str,
+    binding: str | None,
+    instance: str,
+    kv_tokens: int,
+    concurrency: float,
+    host_needed: float,
+    host_ram: float | None,
+) -> Finding:
+    detail = (
+        f"{instance}: {verdict}; KV cache {kv_tokens:,} tokens, max concurrency {concurrency:g}x; "
+        f"loading needs {host_needed:g} GiB host RAM of {host_ram:g}"
+        if host_ram
+        else f"{instance}: {verdict}"
+    )
     if verdict == "fits":
         return Finding(check=f"memory-fit:{instance}", status=FindingStatus.OK, detail=detail)
     if verdict == "fits-with-swap":
-        return Finding(check=f"memory-fit:{instance}", status=FindingStatus.FAIL,
-                       detail=f"{detail}. {binding}. A SageMaker host has no swap to add.",
-                       fix="Pick a larger host of the same GPU (e.g. the 2xlarge) or a 4-bit encoding.")
-    return Finding(check=f"memory-fit:{instance}", status=FindingStatus.FAIL, detail=f"{detail}: {binding}",
-                   fix="See `gemmaserve plan` for a model/encoding/GPU that fits.")
+        return Finding(
+            check=f"memory-fit:{instance}",
+            status=FindingStatus.FAIL,
+            detail=f"{detail}. {binding}. A SageMaker host has no swap to add.",
+            fix="Pick a larger host of the same GPU (e.g. the 2xlarge) or a 4-bit encoding.",
+        )
+    return Finding(
+        check=f"memory-fit:{instance}",
+        status=FindingStatus.FAIL,
+        detail=f"{detail}: {binding}",
+        fix="See `gemmaserve plan` for a model/encoding/GPU that fits.",
+    )
 
 
 def _cuda_findings(image: str, instance_types: list[str], ami: str | None) -> list[Finding]:
@@ -185,16 +241,33 @@ def _cuda_findings(image: str, instance_types: list[str], ami: str | None) -> li
         if verdict is CudaVerdict.OK:
             findings.append(Finding(check=f"cuda:{instance_type}", status=FindingStatus.OK, detail=label))
         elif verdict is CudaVerdict.MINOR_NEWER:
-            findings.append(Finding(check=f"cuda:{instance_type}", status=FindingStatus.WARN,
-                                    detail=label + ": runs through CUDA minor-version compatibility (no PTX JIT)",
-                                    fix=fix))
+            findings.append(
+                Finding(
+                    check=f"cuda:{instance_type}",
+                    status=FindingStatus.WARN,
+                    detail=label + ": runs through CUDA minor-version compatibility (no PTX JIT)",
+                    fix=fix,
+                )
+            )
         elif verdict is CudaVerdict.TOO_NEW:
-            findings.append(Finding(check=f"cuda:{instance_type}", status=FindingStatus.FAIL,
-                                    detail=label + ": the driver is too old; SageMaker reports "
-                                    "CannotStartContainerError with no log group", fix=fix))
+            findings.append(
+                Finding(
+                    check=f"cuda:{instance_type}",
+                    status=FindingStatus.FAIL,
+                    detail=label + ": the driver is too old; SageMaker reports "
+                    "CannotStartContainerError with no log group",
+                    fix=fix,
+                )
+            )
         else:
-            findings.append(Finding(check=f"cuda:{instance_type}", status=FindingStatus.UNKNOWN, detail=label,
-                                    fix="Use an image tag that names its CUDA (cu129, cu130) or the pinned default."))
+            findings.append(
+                Finding(
+                    check=f"cuda:{instance_type}",
+                    status=FindingStatus.UNKNOWN,
+                    detail=label,
+                    fix="Use an image tag that names its CUDA (cu129, cu130) or the pinned default.",
+                )
+            )
     return findings
 
 
@@ -204,19 +277,30 @@ def _clamp_finding(image: str, labels: dict[str, str] | None) -> Finding:
     record = find_record(image) if labels is None else None
     claims = image_claims_turing_clamp(image, labels, record.clamp_verified if record else None)
     if claims is True:
-        how = f"build {record.build_id} of {record.built_at:%Y-%m-%d} verified it on base {record.base_image}" \
-            if record else "its label says so"
-        return Finding(check="turing-clamp", status=FindingStatus.OK,
-                       detail=f"{image} carries the Turing clamp ({how}).")
+        how = (
+            f"build {record.build_id} of {record.built_at:%Y-%m-%d} verified it on base {record.base_image}"
+            if record
+            else "its label says so"
+        )
+        return Finding(
+            check="turing-clamp", status=FindingStatus.OK, detail=f"{image} carries the Turing clamp ({how})."
+        )
     fix = "Build the derived image: gemmaserve sagemaker image build --region … ; then deploy --image <its URI>."
     if claims is False:
-        return Finding(check="turing-clamp", status=FindingStatus.FAIL,
-                       detail=f"{image} is stock vLLM: Gemma 4's head-512 attention tile needs 98,304 bytes of "
-                              "shared memory, a T4 allows 65,536 (OutOfResources).", fix=fix)
-    return Finding(check="turing-clamp", status=FindingStatus.UNKNOWN,
-                   detail=f"No build record of {image} on this host, so nothing says it carries the Turing clamp "
-                          "(a tag's text proves nothing).",
-                   fix=fix + " Or deploy from the host that built it.")
+        return Finding(
+            check="turing-clamp",
+            status=FindingStatus.FAIL,
+            detail=f"{image} is stock vLLM: Gemma 4's head-512 attention tile needs 98,304 bytes of "
+            "shared memory, a T4 allows 65,536 (OutOfResources).",
+            fix=fix,
+        )
+    return Finding(
+        check="turing-clamp",
+        status=FindingStatus.UNKNOWN,
+        detail=f"No build record of {image} on this host, so nothing says it carries the Turing clamp "
+        "(a tag's text proves nothing).",
+        fix=fix + " Or deploy from the host that built it.",
+    )
 
 
 def _remote_clamp_finding(factory: ClientFactory, image: str, local: Finding) -> Finding:
@@ -228,38 +312,63 @@ def _remote_clamp_finding(factory: ClientFactory, image: str, local: Finding) ->
     try:
         record = fetch_remote_record(factory("s3", image_region(image) or ""), image)
     except AwsError as error:
-        return local.model_copy(update={"detail": local.detail + f" Its build record at {record_location(image)} "
-                                                                   f"could not be read: {error.message}"})
+        return local.model_copy(
+            update={
+                "detail": local.detail + f" Its build record at {record_location(image)} "
+                f"could not be read: {error.message}"
+            }
+        )
     if record is None or not record.clamp_verified:
         return local.model_copy(update={"detail": local.detail + f" No build record at {record_location(image)}."})
-    return Finding(check="turing-clamp", status=FindingStatus.OK,
-                   detail=f"{image} carries the Turing clamp (build {record.build_id} verified it; vLLM "
-                          f"{record.base_vllm_version}, CUDA {record.base_cuda_version}; {record_location(image)}).")
+    return Finding(
+        check="turing-clamp",
+        status=FindingStatus.OK,
+        detail=f"{image} carries the Turing clamp (build {record.build_id} verified it; vLLM "
+        f"{record.base_vllm_version}, CUDA {record.base_cuda_version}; {record_location(image)}).",
+    )
 
 
 def _quota_findings(factory: ClientFactory, types: list[str], count: int, region: str) -> list[Finding]:
     try:
-        checks = check_quotas(factory("service-quotas", region), factory("sagemaker", region), types, count,
-                              region=region)
+        checks = check_quotas(
+            factory("service-quotas", region), factory("sagemaker", region), types, count, region=region
+        )
     except AwsAccessDenied as error:
-        return [Finding(check=f"quota:{region}", status=FindingStatus.UNKNOWN, region=region, detail=error.message,
-                        fix="Allow servicequotas:ListServiceQuotas, sagemaker:ListEndpoints/DescribeEndpoint*.")]
+        return [
+            Finding(
+                check=f"quota:{region}",
+                status=FindingStatus.UNKNOWN,
+                region=region,
+                detail=error.message,
+                fix="Allow servicequotas:ListServiceQuotas, sagemaker:ListEndpoints/DescribeEndpoint*.",
+            )
+        ]
     except AwsError as error:
         return [Finding(check=f"quota:{region}", status=FindingStatus.UNKNOWN, region=region, detail=error.message)]
     findings = []
     for check in checks:
-        detail = f"{check.quota_name}: limit {check.limit if check.limit is not None else '?'}, " \
-                 f"held by endpoints {check.used}, this deploy needs {check.needed}"
+        detail = (
+            f"{check.quota_name}: limit {check.limit if check.limit is not None else '?'}, "
+            f"held by endpoints {check.used}, this deploy needs {check.needed}"
+        )
         status = {True: FindingStatus.OK, False: FindingStatus.FAIL, None: FindingStatus.UNKNOWN}[check.ok]
-        fix = None if check.ok else (f"Request an increase of '{check.quota_name}' in Service Quotas ({region}), "
-                                     "delete an endpoint that holds it, or try another region.")
-        findings.append(Finding(check=f"quota:{region}:{check.instance_type}", status=status, detail=detail, fix=fix,
-                                region=region))
+        fix = (
+            None
+            if check.ok
+            else (
+                f"Request an increase of '{check.quota_name}' in Service Quotas ({region}), "
+                "delete an endpoint that holds it, or try another region."
+            )
+        )
+        findings.append(
+            Finding(check=f"quota:{region}:{check.instance_type}", status=status, detail=detail, fix=fix, region=region)
+        )
     return findings
 
 
-def role_findings(factory: ClientFactory, role_arn: str | None, regions: list[str], image_uri: str | None
-                  ) -> list[Finding]:
+def role_findings(
+    factory: ClientFactory, role_arn: str | None, regions: list[str], image_uri: str | None
+) -> list[Finding]:
     """The role exists, is in the caller's account, trusts SageMaker, and (ours) works in every region tried."""
     from gemmaserve.sagemaker.iam import (
         EXECUTION_POLICY_NAME,
@@ -278,12 +387,23 @@ def role_findings(factory: ClientFactory, role_arn: str | None, regions: list[st
     try:
         caller = call(region, factory("sts", region).get_caller_identity)["Account"]
     except AwsError as error:
-        return [Finding(check="execution-role", status=FindingStatus.UNKNOWN,
-                        detail=f"Cannot read the caller's account: {error.message}")]
+        return [
+            Finding(
+                check="execution-role",
+                status=FindingStatus.UNKNOWN,
+                detail=f"Cannot read the caller's account: {error.message}",
+            )
+        ]
     if caller != arn_account:
-        return [Finding(check="execution-role", status=FindingStatus.FAIL,
-                        detail=f"{role_arn} is in account {arn_account}, but these credentials are account {caller}: "
-                               "SageMaker cannot pass a role of another account.", fix=fix)]
+        return [
+            Finding(
+                check="execution-role",
+                status=FindingStatus.FAIL,
+                detail=f"{role_arn} is in account {arn_account}, but these credentials are account {caller}: "
+                "SageMaker cannot pass a role of another account.",
+                fix=fix,
+            )
+        ]
     name = role_arn.rsplit("/", 1)[-1]
     iam = factory("iam", region)
     try:
@@ -297,20 +417,43 @@ def role_findings(factory: ClientFactory, role_arn: str | None, regions: list[st
 
         document = json.loads(unquote(document))
     if not _trusts_sagemaker(document):
-        return [Finding(check="execution-role", status=FindingStatus.FAIL,
-                        detail=f"{role['Arn']} cannot be assumed by sagemaker.amazonaws.com.", fix=fix)]
-    findings = [Finding(check="execution-role", status=FindingStatus.OK,
-                        detail=f"{role['Arn']} is in this account and trusts sagemaker.")]
+        return [
+            Finding(
+                check="execution-role",
+                status=FindingStatus.FAIL,
+                detail=f"{role['Arn']} cannot be assumed by sagemaker.amazonaws.com.",
+                fix=fix,
+            )
+        ]
+    findings = [
+        Finding(
+            check="execution-role",
+            status=FindingStatus.OK,
+            detail=f"{role['Arn']} is in this account and trusts sagemaker.",
+        )
+    ]
     try:
         policy = read_inline_policy(iam, name, EXECUTION_POLICY_NAME, region=region)
     except AwsError as error:
-        return [*findings, Finding(check="role-regions", status=FindingStatus.UNKNOWN,
-                                   detail=f"Cannot read {name}'s policy: {error.message}")]
+        return [
+            *findings,
+            Finding(
+                check="role-regions",
+                status=FindingStatus.UNKNOWN,
+                detail=f"Cannot read {name}'s policy: {error.message}",
+            ),
+        ]
     if policy is None:
-        return [*findings, Finding(check="role-regions", status=FindingStatus.WARN,
-                                   detail=f"{name} has no {EXECUTION_POLICY_NAME} policy, so gemmaserve cannot tell "
-                                          f"whether it may pull the image and write logs in {', '.join(regions)}.",
-                                   fix=fix)]
+        return [
+            *findings,
+            Finding(
+                check="role-regions",
+                status=FindingStatus.WARN,
+                detail=f"{name} has no {EXECUTION_POLICY_NAME} policy, so gemmaserve cannot tell "
+                f"whether it may pull the image and write logs in {', '.join(regions)}.",
+                fix=fix,
+            ),
+        ]
     logs, pulls = set(statement_resources(policy, "EndpointLogs")), set(statement_resources(policy, "EcrPull"))
     missing = []
     for candidate in regions:
@@ -322,16 +465,21 @@ def role_findings(factory: ClientFactory, role_arn: str | None, regions: list[st
         if not set(log_group_arns(candidate, arn_account)) <= logs or (repository and repository not in pulls):
             missing.append(candidate)
     findings.extend(
-        Finding(check=f"role-regions:{candidate}", status=FindingStatus.FAIL, region=candidate,
-                fix=f"Make the role usable there too (earlier regions are kept): gemmaserve sagemaker role create "
-                    f"--name {name} --regions {','.join(regions)}",
-                detail=f"{name} cannot pull the image or write endpoint logs in {candidate}: a deploy there "
-                       "would fail.")
-        for candidate in missing)
+        Finding(
+            check=f"role-regions:{candidate}",
+            status=FindingStatus.FAIL,
+            region=candidate,
+            fix=f"Make the role usable there too (earlier regions are kept): gemmaserve sagemaker role create "
+            f"--name {name} --regions {','.join(regions)}",
+            detail=f"{name} cannot pull the image or write endpoint logs in {candidate}: a deploy there would fail.",
+        )
+        for candidate in missing
+    )
     working = [candidate for candidate in regions if candidate not in missing]
     if working:
-        findings.append(Finding(check="role-regions", status=FindingStatus.OK,
-                                detail=f"{name} works in {', '.join(working)}."))
+        findings.append(
+            Finding(check="role-regions", status=FindingStatus.OK, detail=f"{name} works in {', '.join(working)}.")
+        )
     return findings
 
 
@@ -342,8 +490,11 @@ def _trusts_sagemaker(document: dict[str, Any]) -> bool:
         services = [services] if isinstance(services, str) else services
         actions = statement.get("Action", [])
         actions = [actions] if isinstance(actions, str) else actions
-        if statement.get("Effect") == "Allow" and "sagemaker.amazonaws.com" in services and \
-                any(a in ("sts:AssumeRole", "sts:*", "*") for a in actions):
+        if (
+            statement.get("Effect") == "Allow"
+            and "sagemaker.amazonaws.com" in services
+            and any(a in ("sts:AssumeRole", "sts:*", "*") for a in actions)
+        ):
             return True
     return False
 
@@ -358,13 +509,25 @@ def _model_finding(repo_id: str, check_model: ModelChecker | None) -> Finding:
     if result is Reachability.REACHABLE:
         return Finding(check="model-id", status=FindingStatus.OK, detail=f"{repo_id} is on the Hugging Face Hub.")
     if result is Reachability.GATED:
-        return Finding(check="model-id", status=FindingStatus.WARN, detail=f"{repo_id} is gated.",
-                       fix="Pass a token the container can use: deploy --env HF_TOKEN=…")
+        return Finding(
+            check="model-id",
+            status=FindingStatus.WARN,
+            detail=f"{repo_id} is gated.",
+            fix="Pass a token the container can use: deploy --env HF_TOKEN=…",
+        )
     if result is Reachability.MISSING:
-        return Finding(check="model-id", status=FindingStatus.FAIL, detail=f"{repo_id} was not found on the Hub.",
-                       fix="Check the repository id, or serve from S3.")
-    return Finding(check="model-id", status=FindingStatus.UNKNOWN,
-                   detail=f"Could not check {repo_id} (offline or no checker).", fix="Run preflight with network.")
+        return Finding(
+            check="model-id",
+            status=FindingStatus.FAIL,
+            detail=f"{repo_id} was not found on the Hub.",
+            fix="Check the repository id, or serve from S3.",
+        )
+    return Finding(
+        check="model-id",
+        status=FindingStatus.UNKNOWN,
+        detail=f"Could not check {repo_id} (offline or no checker).",
+        fix="Run preflight with network.",
+    )
 
 
 def hub_reachability(repo_id: str) -> Reachability:

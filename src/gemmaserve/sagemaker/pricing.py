@@ -34,8 +34,13 @@ def pricing_api_price(pricing: Any, instance_type: str, region: str, *, today: d
                 continue
             usd = _on_demand_usd(product)
             if usd is not None and usd > 0:
-                return PriceQuote(instance_type=instance_type, usd_per_hour=usd, region=region,
-                                  date=today.isoformat(), source=PRICING_SOURCE)
+                return PriceQuote(
+                    instance_type=instance_type,
+                    usd_per_hour=usd,
+                    region=region,
+                    date=today.isoformat(),
+                    source=PRICING_SOURCE,
+                )
     return None
 
 

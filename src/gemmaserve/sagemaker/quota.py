@@ -69,8 +69,12 @@ def instances_held(sm: Any, *, region: str) -> dict[str, int]:
             counts = {v.get("VariantName"): v for v in endpoint.get("ProductionVariants", [])}
             for variant in config.get("ProductionVariants", []):
                 live = counts.get(variant.get("VariantName"), {})
-                count = int(live.get("DesiredInstanceCount") or live.get("CurrentInstanceCount")
-                            or variant.get("InitialInstanceCount") or 0)
+                count = int(
+                    live.get("DesiredInstanceCount")
+                    or live.get("CurrentInstanceCount")
+                    or variant.get("InitialInstanceCount")
+                    or 0
+                )
                 types = [pool["InstanceType"] for pool in variant.get("InstancePools") or []]
                 if not types and variant.get("InstanceType"):
                     types = [variant["InstanceType"]]
@@ -88,6 +92,15 @@ def check_quotas(sq: Any, sm: Any, instance_types: list[str], needed: int, *, re
         name = endpoint_quota_name(instance_type)
         limit = limits.get(name)
         used = held.get(instance_type, 0)
-        checks.append(QuotaCheck(region=region, instance_type=instance_type, quota_name=name, limit=limit, used=used,
-                                 needed=needed, ok=quota_verdict(limit, used, needed)))
+        checks.append(
+            QuotaCheck(
+                region=region,
+                instance_type=instance_type,
+                quota_name=name,
+                limit=limit,
+                used=used,
+                needed=needed,
+                ok=quota_verdict(limit, used, needed),
+            )
+        )
     return checks

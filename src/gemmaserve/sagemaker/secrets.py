@@ -49,15 +49,17 @@ def mask_call_params(params: Mapping[str, Any]) -> dict[str, Any]:
                 container["Environment"] = mask_environment(container["Environment"])
             masked[key] = container
     if isinstance(masked.get("Containers"), list):
-        masked["Containers"] = [mask_call_params({"PrimaryContainer": c})["PrimaryContainer"]
-                                for c in masked["Containers"]]
+        masked["Containers"] = [
+            mask_call_params({"PrimaryContainer": c})["PrimaryContainer"] for c in masked["Containers"]
+        ]
     return masked
 
 
 def secret_values(env: Mapping[str, str]) -> list[str]:
     """The values to scrub from any text shown (longest first, so a value inside another goes too)."""
-    return sorted({value for key, value in env.items() if is_secret_name(key) and len(value) >= 4}, key=len,
-                  reverse=True)
+    return sorted(
+        {value for key, value in env.items() if is_secret_name(key) and len(value) >= 4}, key=len, reverse=True
+    )
 
 
 def scrub(text: str, values: Sequence[str]) -> str:

@@ -32,8 +32,12 @@ class EndpointStatus(StrEnum):
     @property
     def busy(self) -> bool:
         """States in which SageMaker refuses a delete."""
-        return self in (EndpointStatus.CREATING, EndpointStatus.UPDATING, EndpointStatus.SYSTEM_UPDATING,
-                        EndpointStatus.ROLLING_BACK)
+        return self in (
+            EndpointStatus.CREATING,
+            EndpointStatus.UPDATING,
+            EndpointStatus.SYSTEM_UPDATING,
+            EndpointStatus.ROLLING_BACK,
+        )
 
     @property
     def billing(self) -> bool:
@@ -129,5 +133,6 @@ def with_prices(state: EndpointState, lookup: PriceLookup) -> EndpointState:
     count = state.instance_count or 1
     placed = lookup(state.instance_type, state.region) if state.instance_type else None
     pool = price_range(state.pool_types, state.region, lookup, count) if state.pool_types else None
-    return state.model_copy(update={"usd_per_hour": placed.usd_per_hour * count if placed else None,
-                                    "price_range": pool})
+    return state.model_copy(
+        update={"usd_per_hour": placed.usd_per_hour * count if placed else None, "price_range": pool}
+    )

@@ -80,21 +80,28 @@ def wait_for_endpoint(
         if state.status is EndpointStatus.NOT_FOUND:
             raise EndpointNotFound(
                 f"Endpoint {endpoint_name!r} does not exist in {region}.",
-                hint="List yours with: gemmaserve sagemaker list", endpoint_name=endpoint_name, region=region,
+                hint="List yours with: gemmaserve sagemaker list",
+                endpoint_name=endpoint_name,
+                region=region,
             )
         if logs is not None and state.status is not EndpointStatus.FAILED:
             group_seen = group_seen or log_group_exists(logs, endpoint_name, region=region)
             if group_seen:
                 new, _, _ = fetch_log_events(
-                    logs, endpoint_name, region=region,
+                    logs,
+                    endpoint_name,
+                    region=region,
                     start_s=None if last_event_s is None else last_event_s + 0.001,
                 )
                 events.extend(new)
                 if new:
                     last_event_s = max(event.timestamp_s for event in new)
         findings = diagnose(
-            state, now_s=now().timestamp(), log_group_exists=group_seen if logs is not None else None,
-            events=events, thresholds=thresholds,
+            state,
+            now_s=now().timestamp(),
+            log_group_exists=group_seen if logs is not None else None,
+            events=events,
+            thresholds=thresholds,
         )
         for finding in findings:
             if finding.severity is Severity.FATAL:
@@ -107,8 +114,10 @@ def wait_for_endpoint(
             raise SageMakerTimedOut(
                 f"Endpoint {endpoint_name!r} is still {state.status.value} after {waited_s / 60:.0f} min.",
                 hint=f"Keep waiting with: gemmaserve sagemaker wait {endpoint_name} --region {region}; "
-                     f"or delete it: gemmaserve sagemaker delete {endpoint_name} --region {region}",
-                endpoint_name=endpoint_name, region=region, status=state.status.value,
+                f"or delete it: gemmaserve sagemaker delete {endpoint_name} --region {region}",
+                endpoint_name=endpoint_name,
+                region=region,
+                status=state.status.value,
             )
         sleep(min(poll_s, max(timeout_s - waited_s, 0.0)))
 
@@ -133,6 +142,7 @@ def _fatal_error(finding: Diagnosis, state: EndpointState) -> EndpointFailed | C
         "diagnosis": finding.code,
     }
     if finding.code == "capacity":
-        return CapacityUnavailable(finding.message, hint=finding.hint, aws_error_code="InsufficientInstanceCapacity",
-                                   **fields)
+        return CapacityUnavailable(
+            finding.message, hint=finding.hint, aws_error_code="InsufficientInstanceCapacity", **fields
+        )
     return EndpointFailed(finding.message, hint=finding.hint, **fields)

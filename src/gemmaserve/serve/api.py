@@ -123,11 +123,7 @@ def start(
         gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs,
     )
-    launch = (
-        replace(seams, doctor=lambda: report)
-        if seams
-        else LaunchSeams(doctor=lambda: report)
-    )
+    launch = replace(seams, doctor=lambda: report) if seams else LaunchSeams(doctor=lambda: report)
     return start_server(
         vllm_args,
         model=resolve_model(model).key,
@@ -139,8 +135,6 @@ def start(
         served_model_name=served_model_name,
         extra_args=extra_args,
         wait=wait,
-        ready_timeout_s=ready_timeout_s
-        if ready_timeout_s is not None
-        else READY_TIMEOUT_S,
+        ready_timeout_s=ready_timeout_s if ready_timeout_s is not None else READY_TIMEOUT_S,
         on_progress=on_progress,
     )

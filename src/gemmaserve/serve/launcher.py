@@ -33,9 +33,7 @@ from gemmaserve.serve import records
 from gemmaserve.serve.records import ServerRecord
 
 DEFAULT_PORT = 8000
-READY_TIMEOUT_S = (
-    1800.0  # a first start on a T4 compiles kernels and loads weights through swap
-)
+READY_TIMEOUT_S = 1800.0  # a first start on a T4 compiles kernels and loads weights through swap
 POLL_INTERVAL_S = 1.0
 HEALTH_TIMEOUT_S = 2.0
 LAST_LINES = 20
@@ -71,16 +69,10 @@ def verify_turing_clamp(python: str) -> ClampVerdict:
     try:
         from gemmaserve.turing.status import turing_status
     except ImportError as exc:
-        return ClampVerdict(
-            verified=False, evidence=f"the Turing clamp cannot be verified: {exc}"
-        )
+        return ClampVerdict(verified=False, evidence=f"the Turing clamp cannot be verified: {exc}")
     status = turing_status(python)
     delivery = status.active_delivery.value
-    evidence = (
-        f"delivery {delivery}; " + "; ".join(status.reasons)
-        if status.reasons
-        else f"delivery {delivery}"
-    )
+    evidence = f"delivery {delivery}; " + "; ".join(status.reasons) if status.reasons else f"delivery {delivery}"
     # engine_would_start: vLLM supported and recognised, and clamped (plugin or file patch) where needed.
     return ClampVerdict(
         verified=bool(status.engine_would_start and status.clamp_needed is not None),
@@ -88,13 +80,10 @@ def verify_turing_clamp(python: str) -> ClampVerdict:
     )
 
 
-def interlock_reasons(
-    report: DoctorReport, *, gpu_sm: int | None, clamp: ClampVerdict | None
-) -> list[str]:
+def interlock_reasons(report: DoctorReport, *, gpu_sm: int | None, clamp: ClampVerdict | None) -> list[str]:
     """Every reason start must refuse (pure). Empty means go."""
     reasons = [
-        f"doctor {check.id} is {check.status.value}: {check.evidence}"
-        + (f" — fix: {check.fix}" if check.fix else "")
+        f"doctor {check.id} is {check.status.value}: {check.evidence}" + (f" — fix: {check.fix}" if check.fix else "")
         for check in report.blocking
     ]
     if not report.checks:
@@ -103,9 +92,7 @@ def interlock_reasons(
         if clamp is None or clamp.applicable:
             reasons.append("vLLM runs on the CPU platform but the clamp verdict does not say not-applicable")
     elif gpu_sm is None:
-        reasons.append(
-            "the GPU's compute capability is unknown, so the Turing clamp requirement cannot be decided"
-        )
+        reasons.append("the GPU's compute capability is unknown, so the Turing clamp requirement cannot be decided")
     elif gpu_sm < 80:
         if clamp is None or not clamp.verified:
             why = clamp.evidence if clamp else "no clamp verdict"
@@ -160,18 +147,12 @@ def vllm_command_for(python: str, distribution: str | None = "vllm") -> list[str
     if distribution not in (None, "vllm"):
         return [python, "-m", API_SERVER_MODULE]
     script = Path(python).parent / "vllm"
-    return (
-        [str(script)]
-        if script.exists()
-        else [python, "-m", "vllm.entrypoints.cli.main"]
-    )
+    return [str(script)] if script.exists() else [python, "-m", "vllm.entrypoints.cli.main"]
 
 
 def http_health(port: int) -> bool:
     try:
-        with urllib.request.urlopen(
-            f"http://127.0.0.1:{port}/health", timeout=HEALTH_TIMEOUT_S
-        ) as response:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=HEALTH_TIMEOUT_S) as response:
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError, ValueError):
         return False
@@ -240,8 +221,7 @@ def start_server(
     reasons = interlock_reasons(report, gpu_sm=gpu_sm, clamp=clamp)
     if reasons:
         raise InterlockRefused(
-            f"serve start refused: {len(reasons)} check(s) did not pass.\n  - "
-            + "\n  - ".join(reasons),
+            f"serve start refused: {len(reasons)} check(s) did not pass.\n  - " + "\n  - ".join(reasons),
             hint="Fix each reason above, then run gemmaserve doctor until it passes.",
             reasons=reasons,
         )
@@ -253,14 +233,8 @@ def start_server(
         raise
     try:
         name = served_model_name or model
-        command = (
-            list(vllm_command)
-            if vllm_command
-            else vllm_command_for(report.python, report.vllm_distribution)
-        )
-        argv = vllm_serve_argv(
-            command, vllm_args, port=port, served_model_name=name, extra_args=extra_args
-        )
+        command = list(vllm_command) if vllm_command else vllm_command_for(report.python, report.vllm_distribution)
+        argv = vllm_serve_argv(command, vllm_args, port=port, served_model_name=name, extra_args=extra_args)
         log_path = records.server_dir(port) / records.LOG_NAME
         env = {
             **seams.env,
@@ -308,12 +282,8 @@ def start_server(
         os.close(port_fd)
         os.close(gpu_fd)
     if not wait:
-        return StartResult(
-            record=record, ready=False, waited_s=0.0, stage=EngineStage.NOT_STARTED, clamp=clamp
-        )
-    result = wait_until_ready(
-        record, process, seams=seams, timeout_s=ready_timeout_s, on_progress=on_progress
-    )
+        return StartResult(record=record, ready=False, waited_s=0.0, stage=EngineStage.NOT_STARTED, clamp=clamp)
+    result = wait_until_ready(record, process, seams=seams, timeout_s=ready_timeout_s, on_progress=on_progress)
     return result.model_copy(update={"clamp": clamp})
 
 
@@ -333,9 +303,7 @@ def wait_until_ready(
         lines = tail_lines(log_path, 2000)
         stage = parse_engine_log(lines).stage
         if process.poll() is not None:
-            facts = parse_engine_log(
-                lines
-            )  # the record stays: status then says dead, with the log
+            facts = parse_engine_log(lines)  # the record stays: status then says dead, with the log
             raise ServerDied(
                 f"vLLM exited with code {process.returncode} after {waited:.0f} s, before it served."
                 + (f" Fatal: {facts.errors[-1]}" if facts.errors else ""),
@@ -345,9 +313,7 @@ def wait_until_ready(
                 last_lines=lines[-LAST_LINES:],
             )
         if seams.health(record.port):
-            return StartResult(
-                record=record, ready=True, waited_s=waited, stage=EngineStage.SERVING
-            )
+            return StartResult(record=record, ready=True, waited_s=waited, stage=EngineStage.SERVING)
         if on_progress:
             on_progress(stage, waited)
         if waited >= timeout_s:

@@ -135,7 +135,7 @@ def process_matches(record: ServerRecord) -> bool:
     # A script started through its shebang (the `vllm` console script) shows in /proc as
     # [interpreter, script, args…]: the recorded argv is then the tail of the command line.
     cmdline = process_cmdline(record.pid) or []
-    return process_start_ticks(record.pid) == record.start_ticks and cmdline[-len(record.argv):] == record.argv
+    return process_start_ticks(record.pid) == record.start_ticks and cmdline[-len(record.argv) :] == record.argv
 
 
 def wait_until_identifiable(record: ServerRecord, *, timeout_s: float = 2.0, poll_s: float = 0.01) -> bool:

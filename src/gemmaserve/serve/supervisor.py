@@ -92,9 +92,7 @@ def oom_kill_hint(pid: int, runner: CommandRunner = run_command) -> str:
             failures.append(f"{argv[0]}: {exc}")
             continue
         if result.returncode != 0 or not result.stdout.strip():
-            failures.append(
-                f"{argv[0]}: {(result.stderr or 'no output').strip().splitlines()[-1:] or ''}"
-            )
+            failures.append(f"{argv[0]}: {(result.stderr or 'no output').strip().splitlines()[-1:] or ''}")
             continue
         kills = [
             line
@@ -102,20 +100,14 @@ def oom_kill_hint(pid: int, runner: CommandRunner = run_command) -> str:
             if re.search(rf"(Out of memory|oom-kill|Killed process).*\b{pid}\b", line)
         ]
         if kills:
-            return f"The kernel's OOM killer stopped it: {kills[-1].strip()} — add swap (gemmaserve doctor names the size)"
-        any_oom = [
-            line
-            for line in result.stdout.splitlines()
-            if "Out of memory: Killed process" in line
-        ]
+            return (
+                f"The kernel's OOM killer stopped it: {kills[-1].strip()} — add swap (gemmaserve doctor names the size)"
+            )
+        any_oom = [line for line in result.stdout.splitlines() if "Out of memory: Killed process" in line]
         if any_oom:
             return f"No OOM kill of pid {pid}, but the kernel killed others: {any_oom[-1].strip()}"
         return f"No OOM kill of pid {pid} in the kernel log ({argv[0]})."
-    return (
-        "Could not check for an OOM kill: the kernel log is not readable ("
-        + "; ".join(failures)
-        + ")."
-    )
+    return "Could not check for an OOM kill: the kernel log is not readable (" + "; ".join(failures) + ")."
 
 
 def server_state(*, alive: bool, healthy: bool, stage: EngineStage) -> ServerState:
@@ -171,13 +163,8 @@ def server_status(
     )
 
 
-def list_statuses(
-    *, health: HealthProbe = http_health, runner: CommandRunner = run_command
-) -> list[ServerStatus]:
-    return [
-        server_status(record.port, health=health, runner=runner, last_lines=0)
-        for record in records.list_records()
-    ]
+def list_statuses(*, health: HealthProbe = http_health, runner: CommandRunner = run_command) -> list[ServerStatus]:
+    return [server_status(record.port, health=health, runner=runner, last_lines=0) for record in records.list_records()]
 
 
 def _wait_group_gone(
@@ -304,11 +291,7 @@ def read_logs(port: int = DEFAULT_PORT, lines: int = 100) -> list[str]:
         ServerNotRunning: no record and no log for ``port``.
     """
     record = records.load_record(port)
-    path = (
-        Path(record.log_path)
-        if record
-        else records.serve_root() / str(port) / records.LOG_NAME
-    )
+    path = Path(record.log_path) if record else records.serve_root() / str(port) / records.LOG_NAME
     if not path.exists():
         raise ServerNotRunning(
             f"No engine log for port {port}.",
@@ -320,8 +303,4 @@ def read_logs(port: int = DEFAULT_PORT, lines: int = 100) -> list[str]:
 
 def log_path_for(port: int) -> Path:
     record = records.load_record(port)
-    return (
-        Path(record.log_path)
-        if record
-        else records.serve_root() / str(port) / records.LOG_NAME
-    )
+    return Path(record.log_path) if record else records.serve_root() / str(port) / records.LOG_NAME

@@ -49,8 +49,16 @@ FAULTS = (
 
 # Faults that stream only the first half of the reply before they strike.
 _CUT_SHORT = frozenset(
-    {"stall", "disconnect", "truncated", "malformed_sse", "error_event", "short_reply", "malformed_frame",
-     "model_stream_error"}
+    {
+        "stall",
+        "disconnect",
+        "truncated",
+        "malformed_sse",
+        "error_event",
+        "short_reply",
+        "malformed_frame",
+        "model_stream_error",
+    }
 )
 
 
@@ -181,8 +189,13 @@ class MockServer:
                 await asyncio.sleep(delay_s)
             if index == 0 and config.role_chunk:
                 # vLLM sends the role once the first engine output is there, just before its text.
-                yield (head + '[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,'
-                       '"finish_reason":null}],"prompt_token_ids":null,"prompt_text":null}').encode(), 0
+                yield (
+                    (
+                        head + '[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,'
+                        '"finish_reason":null}],"prompt_token_ids":null,"prompt_text":null}'
+                    ).encode(),
+                    0,
+                )
             sent += len(group)
             content = json.dumps("".join(group))
             if finishes and index + per >= len(tokens_to_send):
@@ -213,8 +226,14 @@ class MockServer:
                 await asyncio.sleep(config.usage_delay_s)
             # vLLM dumps this one with exclude_none; 0.32 stamps its fingerprint here.
             usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + sent, "completion_tokens": sent}
-            yield (head + "[],\"usage\":%s,\"system_fingerprint\":\"vllm-0.32.0-mock\"}"  # noqa: UP031
-                   % json.dumps(usage, separators=(",", ":"))).encode(), 0
+            yield (
+                (
+                    head
+                    + '[],"usage":%s,"system_fingerprint":"vllm-0.32.0-mock"}'  # noqa: UP031
+                    % json.dumps(usage, separators=(",", ":"))
+                ).encode(),
+                0,
+            )
         yield b"[DONE]", 0
 
     # --- routes ----------------------------------------------------------------
@@ -423,8 +442,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--itl-ms", type=float, default=10.0)
     parser.add_argument("--fixed-cost-ms", type=float, default=0.0)
     parser.add_argument("--tokens-per-chunk", type=int, default=1)
-    parser.add_argument("--empty-text-every", type=int, default=0,
-                        help="token k decodes to empty text when k is a multiple of this (1: all); 0: never")
+    parser.add_argument(
+        "--empty-text-every",
+        type=int,
+        default=0,
+        help="token k decodes to empty text when k is a multiple of this (1: all); 0: never",
+    )
     parser.add_argument("--natural-tokens", type=int, default=32)
     parser.add_argument("--reply-text", default=None)
     parser.add_argument("--model", default="mock-model")

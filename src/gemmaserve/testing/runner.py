@@ -127,8 +127,15 @@ def start_mock_process(config: MockConfig | None = None, *, shards: int = 1, hos
     config = config or MockConfig()
     probe = bind_socket(host, 0, reuse_port=True)  # reserve a port every shard can also bind
     port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "gemmaserve.testing.mock_server", f"--host={host}", f"--port={port}",
-               "--reuse-port", *mock_args(config)]
+    command = [
+        sys.executable,
+        "-m",
+        "gemmaserve.testing.mock_server",
+        f"--host={host}",
+        f"--port={port}",
+        "--reuse-port",
+        *mock_args(config),
+    ]
     processes = []
     try:
         for _ in range(shards):

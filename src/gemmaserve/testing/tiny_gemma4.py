@@ -97,8 +97,15 @@ def tokenizer_json() -> dict[str, object]:
     for byte, char in sorted(byte_to_unicode().items()):
         vocab[char] = len(SPECIAL_TOKENS) + byte
     added = [
-        {"id": index, "content": token, "single_word": False, "lstrip": False, "rstrip": False,
-         "normalized": False, "special": True}
+        {
+            "id": index,
+            "content": token,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
         for index, token in enumerate(SPECIAL_TOKENS)
     ]
     byte_level = {"add_prefix_space": False, "trim_offsets": True, "use_regex": True}
@@ -114,16 +121,24 @@ def tokenizer_json() -> dict[str, object]:
             "type": "TemplateProcessing",
             "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
             "pair": [
-                {"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                {"SpecialToken": {"id": bos, "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}},
                 {"Sequence": {"id": "B", "type_id": 1}},
             ],
             "special_tokens": {bos: {"id": bos, "ids": [BOS_ID], "tokens": [bos]}},
         },
         "decoder": {"type": "ByteLevel", **byte_level},
         "model": {
-            "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-            "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-            "vocab": vocab, "merges": [],
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": [],
         },
     }
 
@@ -131,16 +146,26 @@ def tokenizer_json() -> dict[str, object]:
 def tokenizer_config() -> dict[str, object]:
     return {
         "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>",
+        "bos_token": "<bos>",
+        "eos_token": "<eos>",
+        "pad_token": "<pad>",
+        "unk_token": "<unk>",
         "mask_token": "<mask>",
         "additional_special_tokens": ["<start_of_turn>", "<end_of_turn>"],
-        "add_bos_token": True, "add_eos_token": False,
+        "add_bos_token": True,
+        "add_eos_token": False,
         "clean_up_tokenization_spaces": False,
         "model_max_length": 1_000_000,
         "padding_side": "left",
         "added_tokens_decoder": {
-            str(index): {"content": token, "lstrip": False, "normalized": False, "rstrip": False,
-                         "single_word": False, "special": True}
+            str(index): {
+                "content": token,
+                "lstrip": False,
+                "normalized": False,
+                "rstrip": False,
+                "single_word": False,
+                "special": True,
+            }
             for index, token in enumerate(SPECIAL_TOKENS)
         },
         "chat_template": CHAT_TEMPLATE,
@@ -243,8 +268,12 @@ def tensor_shapes(geometry: Geometry) -> Iterator[tuple[str, tuple[int, ...], bo
         yield prefix + "mlp.gate_proj.weight", (mlp, hidden), False
         yield prefix + "mlp.up_proj.weight", (mlp, hidden), False
         yield prefix + "mlp.down_proj.weight", (hidden, mlp), False
-        for norm in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
-                     "post_feedforward_layernorm"):
+        for norm in (
+            "input_layernorm",
+            "post_attention_layernorm",
+            "pre_feedforward_layernorm",
+            "post_feedforward_layernorm",
+        ):
             yield prefix + norm + ".weight", (hidden,), True
         if per_layer:
             yield prefix + "per_layer_input_gate.weight", (per_layer, hidden), False
@@ -297,24 +326,38 @@ def write_tiny_gemma4(
         write_atomic(out / name, json.dumps(value, indent=2) + "\n")
 
     dump("config.json", config)
-    dump("generation_config.json", {"bos_token_id": BOS_ID, "eos_token_id": [EOS_ID, END_OF_TURN_ID],
-                                    "pad_token_id": PAD_ID})
+    dump(
+        "generation_config.json",
+        {"bos_token_id": BOS_ID, "eos_token_id": [EOS_ID, END_OF_TURN_ID], "pad_token_id": PAD_ID},
+    )
     dump("tokenizer.json", tokenizer_json())
     dump("tokenizer_config.json", tokenizer_config())
-    dump("special_tokens_map.json", {
-        "bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>",
-        "mask_token": "<mask>", "additional_special_tokens": ["<start_of_turn>", "<end_of_turn>"],
-    })
+    dump(
+        "special_tokens_map.json",
+        {
+            "bos_token": "<bos>",
+            "eos_token": "<eos>",
+            "pad_token": "<pad>",
+            "unk_token": "<unk>",
+            "mask_token": "<mask>",
+            "additional_special_tokens": ["<start_of_turn>", "<end_of_turn>"],
+        },
+    )
     write_atomic(out / "chat_template.jinja", CHAT_TEMPLATE)
     shapes = list(tensor_shapes(geometry))
     weight_bytes = 0
     if weights:
         rng = np.random.default_rng(seed)
         tensors = [
-            (name, shape, to_bf16_bytes(
-                np.ones(shape, np.float32) if is_norm
-                else rng.normal(0.0, WEIGHT_STD, size=shape).astype(np.float32)
-            ))
+            (
+                name,
+                shape,
+                to_bf16_bytes(
+                    np.ones(shape, np.float32)
+                    if is_norm
+                    else rng.normal(0.0, WEIGHT_STD, size=shape).astype(np.float32)
+                ),
+            )
             for name, shape, is_norm in shapes
         ]
         weight_bytes = write_safetensors_bf16(out / "model.safetensors", tensors)

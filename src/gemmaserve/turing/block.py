@@ -90,15 +90,25 @@ def begin_line(original_sha256: str) -> str:
 def render_block(original_sha256: str) -> str:
     """The whole block, from its begin marker to its end marker (each line ending in a newline)."""
     rule_source = inspect.getsource(rule.clamp_tile_size).replace(
-        "def clamp_tile_size(", "def _gemmaserve_clamp_tile_size(", 1)
+        "def clamp_tile_size(", "def _gemmaserve_clamp_tile_size(", 1
+    )
     warps_source = inspect.getsource(rule.launch_num_warps).replace(
-        "def launch_num_warps(", "def _gemmaserve_launch_num_warps(", 1)
-    wrapper = (_DEVICE_AND_WRAPPER.replace("BLOCK_M_ASSUMED", str(rule.DEFAULT_BLOCK_M))
-               .replace("MARGIN_BYTES", str(rule.SMEM_MARGIN_BYTES))
-               .replace("STOCK_NUM_WARPS", str(rule.STOCK_NUM_WARPS)))
-    return (begin_line(original_sha256)
-            + "# Added by `gemmaserve turing apply`; undo with `gemmaserve turing revert`. Do not edit.\n"
-            + rule_source + "\n\n" + warps_source + wrapper + END_LINE)
+        "def launch_num_warps(", "def _gemmaserve_launch_num_warps(", 1
+    )
+    wrapper = (
+        _DEVICE_AND_WRAPPER.replace("BLOCK_M_ASSUMED", str(rule.DEFAULT_BLOCK_M))
+        .replace("MARGIN_BYTES", str(rule.SMEM_MARGIN_BYTES))
+        .replace("STOCK_NUM_WARPS", str(rule.STOCK_NUM_WARPS))
+    )
+    return (
+        begin_line(original_sha256)
+        + "# Added by `gemmaserve turing apply`; undo with `gemmaserve turing revert`. Do not edit.\n"
+        + rule_source
+        + "\n\n"
+        + warps_source
+        + wrapper
+        + END_LINE
+    )
 
 
 def find_blocks(text: str) -> list[tuple[int, int, str]]:
@@ -109,7 +119,7 @@ def find_blocks(text: str) -> list[tuple[int, int, str]]:
         end = text.find(END_LINE, start)
         end = len(text) if end < 0 else end + len(END_LINE)
         match = _BEGIN.match(text, start)
-        lead_start = start - len(LEAD) if text[max(0, start - len(LEAD)):start] == LEAD else start
+        lead_start = start - len(LEAD) if text[max(0, start - len(LEAD)) : start] == LEAD else start
         blocks.append((lead_start, end, match[2] if match else ""))
         position = end
     return blocks

@@ -75,22 +75,31 @@ class PatchResult(BaseModel):
     detail: str
 
 
-def locate_kernel_file(python: str, *, run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run,
-                       timeout_s: float = 60.0) -> PatchTarget:
+def locate_kernel_file(
+    python: str, *, run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run, timeout_s: float = 60.0
+) -> PatchTarget:
     """The kernel file of the vLLM that ``python`` imports, found without importing vLLM."""
     try:
-        done = run([python, "-c", _LOCATE_SCRIPT], capture_output=True, text=True, timeout=timeout_s,
-                   check=False)
+        done = run([python, "-c", _LOCATE_SCRIPT], capture_output=True, text=True, timeout=timeout_s, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
-        raise UsageError(f"Cannot run the interpreter {python!r}: {error}", hint="Pass --python PATH of an "
-                         "interpreter that has vLLM installed, or --file PATH.", python=python) from None
+        raise UsageError(
+            f"Cannot run the interpreter {python!r}: {error}",
+            hint="Pass --python PATH of an interpreter that has vLLM installed, or --file PATH.",
+            python=python,
+        ) from None
     if done.returncode != 0:
-        raise UsageError(f"{python} failed to report its vLLM: {done.stderr.strip()[-400:]}", python=python,
-                         hint="Pass --file PATH to the installed triton_unified_attention.py instead.")
+        raise UsageError(
+            f"{python} failed to report its vLLM: {done.stderr.strip()[-400:]}",
+            python=python,
+            hint="Pass --file PATH to the installed triton_unified_attention.py instead.",
+        )
     facts = json.loads(done.stdout.strip().splitlines()[-1])
     if facts["kernel"] is None:
-        raise UsageError(f"{python} has no vLLM installed.", hint="pip install vllm, or pass --python of the "
-                         "interpreter that serves.", python=python)
+        raise UsageError(
+            f"{python} has no vLLM installed.",
+            hint="pip install vllm, or pass --python of the interpreter that serves.",
+            python=python,
+        )
     return PatchTarget(path=facts["kernel"], vllm_version=facts["version"], python=python)
 
 
@@ -116,8 +125,8 @@ def classify(text: str) -> tuple[PatchVerdict, str]:
     start, end, original_sha = blocks[0]
     if not original_sha:
         return PatchVerdict.STALE, "the begin marker was edited"
-    lead = block.LEAD if text[start:start + len(block.LEAD)] == block.LEAD else ""
-    if text[start + len(lead):end] != block.render_block(original_sha) or not lead:
+    lead = block.LEAD if text[start : start + len(block.LEAD)] == block.LEAD else ""
+    if text[start + len(lead) : end] != block.render_block(original_sha) or not lead:
         return PatchVerdict.STALE, "the block differs from what this gemmaserve writes (edited, or another version)"
     original = text[:start] + text[end:]
     if sha256_hex(original.encode()) != original_sha:
@@ -129,8 +138,9 @@ def verify(target: PatchTarget) -> VerifyResult:
     try:
         text = Path(target.path).read_bytes().decode()
     except (OSError, UnicodeDecodeError) as error:
-        return VerifyResult(target=target, verdict=PatchVerdict.UNREADABLE, ok=False, recognised=False,
-                            detail=str(error))
+        return VerifyResult(
+            target=target, verdict=PatchVerdict.UNREADABLE, ok=False, recognised=False, detail=str(error)
+        )
     verdict, detail = classify(text)
     recognised = True
     try:
@@ -142,8 +152,13 @@ def verify(target: PatchTarget) -> VerifyResult:
             require_supported(target.vllm_version)
         except TuringError as error:
             recognised, detail = False, f"{detail}; {error.message}"
-    return VerifyResult(target=target, verdict=verdict, ok=verdict is PatchVerdict.PRESENT and recognised,
-                        recognised=recognised, detail=detail)
+    return VerifyResult(
+        target=target,
+        verdict=verdict,
+        ok=verdict is PatchVerdict.PRESENT and recognised,
+        recognised=recognised,
+        detail=detail,
+    )
 
 
 def patched_text(original: str, *, where: str) -> str:
@@ -156,8 +171,9 @@ def patched_text(original: str, *, where: str) -> str:
     return original[:cut] + block.LEAD + block.render_block(sha256_hex(original.encode())) + original[cut:]
 
 
-def apply(target: PatchTarget, *, dry_run: bool = False,
-          is_writable: Callable[[Path], bool] | None = None) -> PatchResult:
+def apply(
+    target: PatchTarget, *, dry_run: bool = False, is_writable: Callable[[Path], bool] | None = None
+) -> PatchResult:
     """Insert the block once. Raises UnrecognisedSource, UnsupportedVllmVersion, PatchConflict, FileNotWritable."""
     path = Path(target.path)
     if target.vllm_version is not None:
@@ -167,49 +183,90 @@ def apply(target: PatchTarget, *, dry_run: bool = False,
         verdict, detail = classify(text)
         if verdict is PatchVerdict.PRESENT:
             recognise(_strip_single_block(text), where=str(path))
-            return PatchResult(target=target, action="already-applied", changed=False, dry_run=dry_run,
-                               detail="the clamp is already in place; nothing changed")
+            return PatchResult(
+                target=target,
+                action="already-applied",
+                changed=False,
+                dry_run=dry_run,
+                detail="the clamp is already in place; nothing changed",
+            )
         if verdict is not PatchVerdict.ABSENT:
-            raise PatchConflict(f"{path} is {verdict.value}: {detail}. Nothing was changed.", verdict=verdict.value,
-                                hint="Reinstall vLLM (pip install --force-reinstall --no-deps vllm==<version>) "
-                                     "to get a clean file, then apply again.")
+            raise PatchConflict(
+                f"{path} is {verdict.value}: {detail}. Nothing was changed.",
+                verdict=verdict.value,
+                hint="Reinstall vLLM (pip install --force-reinstall --no-deps vllm==<version>) "
+                "to get a clean file, then apply again.",
+            )
         new = patched_text(text, where=str(path))
         compile(new, str(path), "exec")
         if dry_run:
-            return PatchResult(target=target, action="would-apply", changed=False, dry_run=True,
-                               diff=_diff(text, new, str(path)), detail="dry run: nothing written")
+            return PatchResult(
+                target=target,
+                action="would-apply",
+                changed=False,
+                dry_run=True,
+                diff=_diff(text, new, str(path)),
+                detail="dry run: nothing written",
+            )
         _require_writable(path, is_writable)
         backup = path.with_name(path.name + BACKUP_SUFFIX)
         _write(backup, text.encode())
         _write(path, new.encode())
-        return PatchResult(target=target, action="applied", changed=True, dry_run=False, backup=str(backup),
-                           diff=_diff(text, new, str(path)), detail="clamp inserted after _get_tile_size")
+        return PatchResult(
+            target=target,
+            action="applied",
+            changed=True,
+            dry_run=False,
+            backup=str(backup),
+            diff=_diff(text, new, str(path)),
+            detail="clamp inserted after _get_tile_size",
+        )
 
 
-def revert(target: PatchTarget, *, dry_run: bool = False,
-           is_writable: Callable[[Path], bool] | None = None) -> PatchResult:
+def revert(
+    target: PatchTarget, *, dry_run: bool = False, is_writable: Callable[[Path], bool] | None = None
+) -> PatchResult:
     """Restore the file byte for byte. A stale or doubled patch is refused (PatchConflict)."""
     path = Path(target.path)
     with _locked(path):
         text = _read(path)
         verdict, detail = classify(text)
         if verdict is PatchVerdict.ABSENT:
-            return PatchResult(target=target, action="not-patched", changed=False, dry_run=dry_run,
-                               detail="no gemmaserve block; nothing changed")
+            return PatchResult(
+                target=target,
+                action="not-patched",
+                changed=False,
+                dry_run=dry_run,
+                detail="no gemmaserve block; nothing changed",
+            )
         if verdict is not PatchVerdict.PRESENT:
-            raise PatchConflict(f"{path} is {verdict.value}: {detail}. Nothing was changed.", verdict=verdict.value,
-                                hint="Reinstall vLLM (pip install --force-reinstall --no-deps vllm==<version>).")
+            raise PatchConflict(
+                f"{path} is {verdict.value}: {detail}. Nothing was changed.",
+                verdict=verdict.value,
+                hint="Reinstall vLLM (pip install --force-reinstall --no-deps vllm==<version>).",
+            )
         original = _strip_single_block(text)
         if dry_run:
-            return PatchResult(target=target, action="would-revert", changed=False, dry_run=True,
-                               diff=_diff(text, original, str(path)), detail="dry run: nothing written")
+            return PatchResult(
+                target=target,
+                action="would-revert",
+                changed=False,
+                dry_run=True,
+                diff=_diff(text, original, str(path)),
+                detail="dry run: nothing written",
+            )
         _require_writable(path, is_writable)
         _write(path, original.encode())
         backup = path.with_name(path.name + BACKUP_SUFFIX)
         if backup.is_file() and backup.read_bytes() == original.encode():
             backup.unlink()
-        return PatchResult(target=target, action="reverted", changed=True, dry_run=False,
-                           detail="original bytes restored (sha256 matches the one recorded at apply)")
+        return PatchResult(
+            target=target,
+            action="reverted",
+            changed=True,
+            dry_run=False,
+            detail="original bytes restored (sha256 matches the one recorded at apply)",
+        )
 
 
 def _strip_single_block(text: str) -> str:
@@ -221,8 +278,11 @@ def _read(path: Path) -> str:
     try:
         return path.read_bytes().decode()
     except FileNotFoundError:
-        raise UsageError(f"{path} does not exist.", hint="Pass the installed triton_unified_attention.py, or "
-                         "--python of the interpreter that has vLLM.", file=str(path)) from None
+        raise UsageError(
+            f"{path} does not exist.",
+            hint="Pass the installed triton_unified_attention.py, or --python of the interpreter that has vLLM.",
+            file=str(path),
+        ) from None
     except (OSError, UnicodeDecodeError) as error:
         raise TuringError(f"Cannot read {path}: {error}", file=str(path)) from None
 
@@ -233,9 +293,12 @@ def _default_writable(path: Path) -> bool:
 
 def _require_writable(path: Path, is_writable: Callable[[Path], bool] | None) -> None:
     if not (is_writable or _default_writable)(path):
-        raise FileNotWritable(f"{path} (or its folder) is not writable; nothing was changed.", file=str(path),
-                              hint="Run as the owner of site-packages (in an image: in the Dockerfile), or use "
-                                   "the plugin delivery, which edits nothing.")
+        raise FileNotWritable(
+            f"{path} (or its folder) is not writable; nothing was changed.",
+            file=str(path),
+            hint="Run as the owner of site-packages (in an image: in the Dockerfile), or use "
+            "the plugin delivery, which edits nothing.",
+        )
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -244,8 +307,11 @@ def _write(path: Path, data: bytes) -> None:
     except PermissionError as error:
         raise FileNotWritable(f"Cannot write {path}: {error}", file=str(path)) from None
     except OSError as error:
-        raise FileNotWritable(f"Cannot write {path}: {error}", file=str(path),
-                              hint="A read-only file system? Patch at image build time instead.") from None
+        raise FileNotWritable(
+            f"Cannot write {path}: {error}",
+            file=str(path),
+            hint="A read-only file system? Patch at image build time instead.",
+        ) from None
 
 
 @contextmanager
@@ -257,8 +323,11 @@ def _locked(path: Path) -> Iterator[None]:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise PatchConflict(f"Another gemmaserve apply/revert holds the lock on {path}.", file=str(path),
-                                hint="Wait for it to finish, then run verify.") from None
+            raise PatchConflict(
+                f"Another gemmaserve apply/revert holds the lock on {path}.",
+                file=str(path),
+                hint="Wait for it to finish, then run verify.",
+            ) from None
         try:
             yield
         finally:
@@ -272,5 +341,11 @@ def lock_path_for(path: Path) -> Path:
 def _diff(old: str, new: str, name: str) -> str:
     import difflib
 
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                        fromfile=name, tofile=name + " (patched)" if len(new) > len(old) else name))
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(keepends=True),
+            new.splitlines(keepends=True),
+            fromfile=name,
+            tofile=name + " (patched)" if len(new) > len(old) else name,
+        )
+    )

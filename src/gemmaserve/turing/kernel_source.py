@@ -58,9 +58,20 @@ def _stand_in_modules(capability: tuple[int, int]) -> dict[str, types.ModuleType
     import triton
     import triton.language as tl
 
-    modules = {name: types.ModuleType(name) for name in (
-        "vllm", "vllm.envs", "vllm.logger", "vllm.platforms", "vllm.triton_utils",
-        "vllm.v1", "vllm.v1.attention", "vllm.v1.attention.ops", "vllm.v1.kv_cache_interface")}
+    modules = {
+        name: types.ModuleType(name)
+        for name in (
+            "vllm",
+            "vllm.envs",
+            "vllm.logger",
+            "vllm.platforms",
+            "vllm.triton_utils",
+            "vllm.v1",
+            "vllm.v1.attention",
+            "vllm.v1.attention.ops",
+            "vllm.v1.kv_cache_interface",
+        )
+    }
     modules["vllm.envs"].VLLM_BATCH_INVARIANT = False  # type: ignore[attr-defined]
     modules["vllm.logger"].init_logger = logging.getLogger  # type: ignore[attr-defined]
     modules["vllm.platforms"].current_platform = _PlatformStandIn(capability)  # type: ignore[attr-defined]
@@ -95,8 +106,9 @@ def _exec_file(module_name: str, path: Path) -> types.ModuleType:
     return module
 
 
-def load_kernel_module(kernel_file: Path, *, capability: tuple[int, int] = (7, 5),
-                       module_name: str | None = None) -> types.ModuleType:
+def load_kernel_module(
+    kernel_file: Path, *, capability: tuple[int, int] = (7, 5), module_name: str | None = None
+) -> types.ModuleType:
     """Import the real kernel file (and its helpers beside it) under a private module name.
 
     `capability` is what the stand-in `current_platform` reports. The loaded module stays in

@@ -46,8 +46,10 @@ DIAG_SMEM_LIMIT_ENV = "GEMMASERVE_TURING_DIAG_SMEM_LIMIT"
 DIAG_CAPABILITY = (7, 5)
 #: Head sizes from which a launch on an unclampable pre-Ampere vLLM is refused (Gemma 4's global layers).
 GUARDED_HEAD_SIZE = 512
-FIX_HINT = (f'pip install "vllm{supported_range_text()}" (a vLLM gemmaserve\'s Turing clamp knows), or upgrade '
-            "gemmaserve; `gemmaserve turing status` shows what is missing")
+FIX_HINT = (
+    f'pip install "vllm{supported_range_text()}" (a vLLM gemmaserve\'s Turing clamp knows), or upgrade '
+    "gemmaserve; `gemmaserve turing status` shows what is missing"
+)
 # A child of vLLM's own logger, so the line appears in the engine log with vLLM's formatting.
 logger = logging.getLogger("vllm.gemmaserve.turing")
 
@@ -82,24 +84,41 @@ def register() -> None:
     try:
         install_clamp()
     except Exception:  # vLLM does not catch: a raise here would abort every vllm command
-        _emit(logging.ERROR, "gemmaserve: the Turing clamp plugin failed and stepped aside; a launch that does not "
-              "fit shared memory will fail in Triton. Fix: %s", FIX_HINT, exc_info=True)
+        _emit(
+            logging.ERROR,
+            "gemmaserve: the Turing clamp plugin failed and stepped aside; a launch that does not "
+            "fit shared memory will fail in Triton. Fix: %s",
+            FIX_HINT,
+            exc_info=True,
+        )
 
 
-def install_clamp(*, platform: Callable[[], PlatformView] | None = None,
-                  load_module: Callable[[], ModuleType] | None = None,
-                  environ: Mapping[str, str] | None = None) -> PluginOutcome:
+def install_clamp(
+    *,
+    platform: Callable[[], PlatformView] | None = None,
+    load_module: Callable[[], ModuleType] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> PluginOutcome:
     """Clamp, guard or step aside, and log one line saying which. Raises only on a bug."""
     env = os.environ if environ is None else environ
     view = (platform or read_platform)()
     if view.platform != "cuda":
         action = "no-vllm" if view.platform == "unavailable" else "not-cuda"
-        return _log(logging.INFO, PluginOutcome(action, f"platform {view.platform}: Turing clamp not applicable"
-                                                + (f" ({view.detail})" if view.detail else "")))
+        return _log(
+            logging.INFO,
+            PluginOutcome(
+                action,
+                f"platform {view.platform}: Turing clamp not applicable" + (f" ({view.detail})" if view.detail else ""),
+            ),
+        )
     if view.capability is None:
-        return _log(logging.WARNING, PluginOutcome(
-            "no-capability", f"vLLM's CUDA platform does not tell the compute capability ({view.detail}); "
-            "stepping aside"))
+        return _log(
+            logging.WARNING,
+            PluginOutcome(
+                "no-capability",
+                f"vLLM's CUDA platform does not tell the compute capability ({view.detail}); stepping aside",
+            ),
+        )
     diagnostic = diagnostic_limit(env)
     if isinstance(diagnostic, str):
         _emit(logging.ERROR, "gemmaserve: %s is ignored: %s", DIAG_SMEM_LIMIT_ENV, diagnostic)
@@ -108,9 +127,17 @@ def install_clamp(*, platform: Callable[[], PlatformView] | None = None,
     if real[0] >= 8 and diagnostic is None:
         return _log(logging.INFO, PluginOutcome("ampere-or-newer", f"sm_{real[0]}{real[1]}: untouched"))
     if diagnostic is not None:
-        _emit(logging.WARNING, "gemmaserve: DIAGNOSTIC %s=%d is set: the Turing clamp treats this sm_%d%d GPU as "
-              "sm_%d%d with %s B of shared memory per block. Never set this in production.",
-              DIAG_SMEM_LIMIT_ENV, diagnostic, real[0], real[1], *DIAG_CAPABILITY, f"{diagnostic:,}")
+        _emit(
+            logging.WARNING,
+            "gemmaserve: DIAGNOSTIC %s=%d is set: the Turing clamp treats this sm_%d%d GPU as "
+            "sm_%d%d with %s B of shared memory per block. Never set this in production.",
+            DIAG_SMEM_LIMIT_ENV,
+            diagnostic,
+            real[0],
+            real[1],
+            *DIAG_CAPABILITY,
+            f"{diagnostic:,}",
+        )
         device = CudaDevice(capability=DIAG_CAPABILITY, smem_optin_bytes=diagnostic, diagnostic=True)
     else:
         limit = PRE_AMPERE_SMEM_OPTIN_BYTES.get(real)
@@ -119,16 +146,25 @@ def install_clamp(*, platform: Callable[[], PlatformView] | None = None,
     try:
         module = (load_module or (lambda: importlib.import_module(KERNEL_MODULE)))()
     except Exception as error:  # an unknown vLLM layout: nothing to clamp or guard
-        return _log(logging.WARNING, PluginOutcome(
-            "unguarded", f"vLLM {version} on sm_{real[0]}{real[1]}: cannot import {KERNEL_MODULE} "
-            f"({type(error).__name__}: {error}); not clamped. Fix: {FIX_HINT}"))
+        return _log(
+            logging.WARNING,
+            PluginOutcome(
+                "unguarded",
+                f"vLLM {version} on sm_{real[0]}{real[1]}: cannot import {KERNEL_MODULE} "
+                f"({type(error).__name__}: {error}); not clamped. Fix: {FIX_HINT}",
+            ),
+        )
     why_not = _why_cannot_clamp(device, version, module)
     if why_not is not None:
         return _guard(module, device, version, why_not)
     source_path = Path(str(module.__file__))
     if block.find_blocks(source_path.read_text()):
-        return _log(logging.INFO, PluginOutcome(
-            "file-patch-present", f"{source_path} already carries the clamp block (file patch); left as is"))
+        return _log(
+            logging.INFO,
+            PluginOutcome(
+                "file-patch-present", f"{source_path} already carries the clamp block (file patch); left as is"
+            ),
+        )
     stock_tile = getattr(module, TILE_FUNCTION)
     if getattr(stock_tile, CLAMP_MARK, False):
         return PluginOutcome("already-wrapped", "the launch is already wrapped in this process")
@@ -136,11 +172,16 @@ def install_clamp(*, platform: Callable[[], PlatformView] | None = None,
     setattr(module, KERNEL_FUNCTION, TuringLaunch(getattr(module, KERNEL_FUNCTION), device))
     tile = clamp_tile_size(device.capability[0], device.smem_optin_bytes, 512, 2, 32, DEFAULT_BLOCK_M)
     warps = launch_num_warps(device.capability[0], 512, tile, DEFAULT_BLOCK_M, False, 2, STOCK_NUM_WARPS)
-    return _log(logging.INFO, PluginOutcome(
-        "wrapped", f"Turing clamp active on sm_{device.capability[0]}{device.capability[1]} "
-        f"({device.smem_optin_bytes:,} B shared memory per block{', DIAGNOSTIC' if device.diagnostic else ''}): "
-        f"vLLM {version} unified-attention launches fitted by the rule (head 512 prefill tile 32 -> {tile}, "
-        f"num_warps {STOCK_NUM_WARPS} -> {warps})"))
+    return _log(
+        logging.INFO,
+        PluginOutcome(
+            "wrapped",
+            f"Turing clamp active on sm_{device.capability[0]}{device.capability[1]} "
+            f"({device.smem_optin_bytes:,} B shared memory per block{', DIAGNOSTIC' if device.diagnostic else ''}): "
+            f"vLLM {version} unified-attention launches fitted by the rule (head 512 prefill tile 32 -> {tile}, "
+            f"num_warps {STOCK_NUM_WARPS} -> {warps})",
+        ),
+    )
 
 
 def diagnostic_limit(environ: Mapping[str, str]) -> int | str | None:
@@ -159,8 +200,10 @@ def diagnostic_limit(environ: Mapping[str, str]) -> int | str | None:
 
 def _why_cannot_clamp(device: CudaDevice, version: str, module: ModuleType) -> str | None:
     if device.smem_optin_bytes <= 0:
-        return (f"the shared-memory limit of sm_{device.capability[0]}{device.capability[1]} is not known to "
-                "gemmaserve (never guessed)")
+        return (
+            f"the shared-memory limit of sm_{device.capability[0]}{device.capability[1]} is not known to "
+            "gemmaserve (never guessed)"
+        )
     if not is_supported(version):
         return f"vLLM {version} is outside the range gemmaserve's Turing clamp knows ({supported_range_text()})"
     try:
@@ -176,17 +219,28 @@ def _guard(module: ModuleType, device: CudaDevice, version: str, why_not: str) -
     kernel = getattr(module, KERNEL_FUNCTION, None)
     where = f"sm_{device.capability[0]}{device.capability[1]}"
     if kernel is None or not hasattr(kernel, "__getitem__"):
-        return _log(logging.WARNING, PluginOutcome(
-            "unguarded", f"vLLM {version} on {where}: not clamped: {why_not}; no {KERNEL_FUNCTION} to guard. "
-            f"Fix: {FIX_HINT}"))
+        return _log(
+            logging.WARNING,
+            PluginOutcome(
+                "unguarded",
+                f"vLLM {version} on {where}: not clamped: {why_not}; no {KERNEL_FUNCTION} to guard. Fix: {FIX_HINT}",
+            ),
+        )
     if not isinstance(kernel, TuringLaunch):
-        message = (f"gemmaserve: head-{GUARDED_HEAD_SIZE} attention launch refused on {where}: vLLM {version} is "
-                   f"not clamped because {why_not}; stock tiles do not fit this GPU's shared memory. "
-                   f"Fix: {FIX_HINT}")
+        message = (
+            f"gemmaserve: head-{GUARDED_HEAD_SIZE} attention launch refused on {where}: vLLM {version} is "
+            f"not clamped because {why_not}; stock tiles do not fit this GPU's shared memory. "
+            f"Fix: {FIX_HINT}"
+        )
         setattr(module, KERNEL_FUNCTION, TuringLaunch(kernel, device, refusal=message))
-    return _log(logging.WARNING, PluginOutcome(
-        "guarded", f"vLLM {version} on {where}: not clamped: {why_not}. Launches with head size >= "
-        f"{GUARDED_HEAD_SIZE} will fail with this reason; others run stock. Fix: {FIX_HINT}"))
+    return _log(
+        logging.WARNING,
+        PluginOutcome(
+            "guarded",
+            f"vLLM {version} on {where}: not clamped: {why_not}. Launches with head size >= "
+            f"{GUARDED_HEAD_SIZE} will fail with this reason; others run stock. Fix: {FIX_HINT}",
+        ),
+    )
 
 
 def _log(level: int, outcome: PluginOutcome) -> PluginOutcome:
@@ -206,19 +260,34 @@ def _emit(level: int, message: str, *args: Any, exc_info: bool = False) -> None:
     else:
         import sys
 
-        _FALLBACK.handle(logger.makeRecord(logger.name, level, __file__, 0, message, args,
-                                           sys.exc_info() if exc_info else None))
+        _FALLBACK.handle(
+            logger.makeRecord(logger.name, level, __file__, 0, message, args, sys.exc_info() if exc_info else None)
+        )
 
 
 def clamped_tile_function(stock: Callable[..., int], device: CudaDevice) -> Callable[..., int]:
     @functools.wraps(stock)
     def _get_tile_size(head_size: int, sliding_window: int, element_size: int, is_prefill: bool) -> int:
         tile = stock(head_size, sliding_window, element_size, is_prefill)
-        clamped = clamp_tile_size(device.capability[0], device.smem_optin_bytes, next_power_of_2(head_size),
-                                  element_size, tile, DEFAULT_BLOCK_M, SMEM_MARGIN_BYTES)
+        clamped = clamp_tile_size(
+            device.capability[0],
+            device.smem_optin_bytes,
+            next_power_of_2(head_size),
+            element_size,
+            tile,
+            DEFAULT_BLOCK_M,
+            SMEM_MARGIN_BYTES,
+        )
         if clamped != tile:
-            _log_first("tile", (head_size, element_size, is_prefill, tile, clamped),
-                       "head %d %s tile %d -> %d", head_size, "prefill" if is_prefill else "decode", tile, clamped)
+            _log_first(
+                "tile",
+                (head_size, element_size, is_prefill, tile, clamped),
+                "head %d %s tile %d -> %d",
+                head_size,
+                "prefill" if is_prefill else "decode",
+                tile,
+                clamped,
+            )
         return clamped
 
     setattr(_get_tile_size, CLAMP_MARK, True)
@@ -255,18 +324,33 @@ class TuringLaunch:
             if isinstance(head, int) and head >= GUARDED_HEAD_SIZE:
                 raise TuringError(self.refusal, hint=FIX_HINT, head_size_padded=head)
             return kwargs
-        if "num_warps" in kwargs or not all(isinstance(kwargs.get(k), int) for k in
-                                            ("HEAD_SIZE_PADDED", "TILE_SIZE", "BLOCK_M")):
+        if "num_warps" in kwargs or not all(
+            isinstance(kwargs.get(k), int) for k in ("HEAD_SIZE_PADDED", "TILE_SIZE", "BLOCK_M")
+        ):
             return kwargs
         query: Any = kwargs.get("query_ptr")
         element_size = int(query.element_size()) if hasattr(query, "element_size") else 2
-        warps = launch_num_warps(self.device.capability[0], kwargs["HEAD_SIZE_PADDED"], kwargs["TILE_SIZE"],
-                                 kwargs["BLOCK_M"], bool(kwargs.get("IS_3D")), element_size, STOCK_NUM_WARPS)
+        warps = launch_num_warps(
+            self.device.capability[0],
+            kwargs["HEAD_SIZE_PADDED"],
+            kwargs["TILE_SIZE"],
+            kwargs["BLOCK_M"],
+            bool(kwargs.get("IS_3D")),
+            element_size,
+            STOCK_NUM_WARPS,
+        )
         if warps == STOCK_NUM_WARPS:
             return kwargs
-        _log_first("warps", (kwargs["HEAD_SIZE_PADDED"], kwargs["TILE_SIZE"], bool(kwargs.get("IS_3D")), warps),
-                   "head %d tile %d %s launch num_warps %d -> %d", kwargs["HEAD_SIZE_PADDED"], kwargs["TILE_SIZE"],
-                   "3D" if kwargs.get("IS_3D") else "2D", STOCK_NUM_WARPS, warps)
+        _log_first(
+            "warps",
+            (kwargs["HEAD_SIZE_PADDED"], kwargs["TILE_SIZE"], bool(kwargs.get("IS_3D")), warps),
+            "head %d tile %d %s launch num_warps %d -> %d",
+            kwargs["HEAD_SIZE_PADDED"],
+            kwargs["TILE_SIZE"],
+            "3D" if kwargs.get("IS_3D") else "2D",
+            STOCK_NUM_WARPS,
+            warps,
+        )
         return {**kwargs, "num_warps": warps}
 
     def __getattr__(self, name: str) -> Any:
@@ -284,8 +368,14 @@ def _log_first(kind: str, key: tuple[Any, ...], message: str, *args: Any) -> Non
 
 
 #: Opt-in shared memory per block before Ampere (CUDA C++ Programming Guide, "Compute Capabilities").
-PRE_AMPERE_SMEM_OPTIN_BYTES = {(6, 0): 49_152, (6, 1): 49_152, (6, 2): 49_152,
-                               (7, 0): 98_304, (7, 2): 98_304, (7, 5): 65_536}
+PRE_AMPERE_SMEM_OPTIN_BYTES = {
+    (6, 0): 49_152,
+    (6, 1): 49_152,
+    (6, 2): 49_152,
+    (7, 0): 98_304,
+    (7, 2): 98_304,
+    (7, 5): 65_536,
+}
 
 
 def read_platform() -> PlatformView:

@@ -120,8 +120,9 @@ class MeasuredLaunch(BaseModel):
     spill_bytes: int | None
 
 
-def pick_launch(candidates: list[MeasuredLaunch], *, smem_limit_bytes: int,
-                stock: LaunchParams) -> MeasuredLaunch | None:
+def pick_launch(
+    candidates: list[MeasuredLaunch], *, smem_limit_bytes: int, stock: LaunchParams
+) -> MeasuredLaunch | None:
     """The candidate that fits and spills least; ties go to the larger tile, then stock warps, then fewer warps.
 
     None when no candidate with known spills fits. This is the order the search ranks the compiler's
@@ -130,8 +131,16 @@ def pick_launch(candidates: list[MeasuredLaunch], *, smem_limit_bytes: int,
     known = [c for c in candidates if c.smem_bytes <= smem_limit_bytes and c.spill_bytes is not None]
     if not known:
         return None
-    return min(known, key=lambda c: (c.spill_bytes, -c.launch.tile_size, c.launch.num_warps != stock.num_warps,
-                                     c.launch.num_warps, c.launch != stock))
+    return min(
+        known,
+        key=lambda c: (
+            c.spill_bytes,
+            -c.launch.tile_size,
+            c.launch.num_warps != stock.num_warps,
+            c.launch.num_warps,
+            c.launch != stock,
+        ),
+    )
 
 
 def next_power_of_2(value: int) -> int:
@@ -160,36 +169,71 @@ def choose_launch(
     """
     _check_inputs(head_size_padded, element_size, block_size, stock)
     if capability[0] >= AMPERE_MAJOR:
-        return LaunchChoice(launch=stock, smem_bytes=None, changed=False, fits=True,
-                            reason=f"sm_{capability[0]}{capability[1]} >= sm_80: stock launch, untouched", stock=stock,
-                            smem_limit_bytes=smem_limit_bytes, margin_bytes=margin_bytes)
+        return LaunchChoice(
+            launch=stock,
+            smem_bytes=None,
+            changed=False,
+            fits=True,
+            reason=f"sm_{capability[0]}{capability[1]} >= sm_80: stock launch, untouched",
+            stock=stock,
+            smem_limit_bytes=smem_limit_bytes,
+            margin_bytes=margin_bytes,
+        )
     budget = smem_limit_bytes - margin_bytes
     stock_need = kernel_smem_bytes(head_size_padded, stock.tile_size, stock.block_m, element_size)
-    tile = clamp_tile_size(capability[0], smem_limit_bytes, head_size_padded, element_size, stock.tile_size,
-                           stock.block_m, margin_bytes, MIN_TILE_SIZE)
+    tile = clamp_tile_size(
+        capability[0],
+        smem_limit_bytes,
+        head_size_padded,
+        element_size,
+        stock.tile_size,
+        stock.block_m,
+        margin_bytes,
+        MIN_TILE_SIZE,
+    )
     need = kernel_smem_bytes(head_size_padded, tile, stock.block_m, element_size)
     if need > budget:
-        return LaunchChoice(launch=stock, smem_bytes=stock_need, changed=False, fits=False,
-                            reason=(f"no tile >= {MIN_TILE_SIZE} fits: tile {MIN_TILE_SIZE} needs "
-                                    f"{kernel_smem_bytes(head_size_padded, MIN_TILE_SIZE, stock.block_m, element_size):,}"
-                                    f" B > {budget:,} B"), stock=stock,
-                            smem_limit_bytes=smem_limit_bytes, margin_bytes=margin_bytes)
-    warps = launch_num_warps(capability[0], head_size_padded, tile, stock.block_m, is_3d, element_size,
-                             stock.num_warps)
+        return LaunchChoice(
+            launch=stock,
+            smem_bytes=stock_need,
+            changed=False,
+            fits=False,
+            reason=(
+                f"no tile >= {MIN_TILE_SIZE} fits: tile {MIN_TILE_SIZE} needs "
+                f"{kernel_smem_bytes(head_size_padded, MIN_TILE_SIZE, stock.block_m, element_size):,}"
+                f" B > {budget:,} B"
+            ),
+            stock=stock,
+            smem_limit_bytes=smem_limit_bytes,
+            margin_bytes=margin_bytes,
+        )
+    warps = launch_num_warps(capability[0], head_size_padded, tile, stock.block_m, is_3d, element_size, stock.num_warps)
     launch = LaunchParams(tile_size=tile, block_m=stock.block_m, num_stages=stock.num_stages, num_warps=warps)
-    parts = [f"stock tile {stock.tile_size} needs {stock_need:,} B {'<=' if stock_need <= budget else '>'} "
-             f"{budget:,} B"]
+    parts = [
+        f"stock tile {stock.tile_size} needs {stock_need:,} B {'<=' if stock_need <= budget else '>'} {budget:,} B"
+    ]
     if tile != stock.tile_size:
         parts.append(f"tile {tile} needs {need:,} B")
     if warps != stock.num_warps:
         parts.append(f"num_warps {stock.num_warps} -> {warps} (spill-free on sm_75)")
-    return LaunchChoice(launch=launch, smem_bytes=need, changed=launch != stock, fits=True, reason="; ".join(parts),
-                        stock=stock, smem_limit_bytes=smem_limit_bytes, margin_bytes=margin_bytes)
+    return LaunchChoice(
+        launch=launch,
+        smem_bytes=need,
+        changed=launch != stock,
+        fits=True,
+        reason="; ".join(parts),
+        stock=stock,
+        smem_limit_bytes=smem_limit_bytes,
+        margin_bytes=margin_bytes,
+    )
 
 
 def _check_inputs(head_size_padded: int, element_size: int, block_size: int, stock: LaunchParams) -> None:
-    for name, value in (("head_size_padded", head_size_padded), ("tile_size", stock.tile_size),
-                        ("block_m", stock.block_m)):
+    for name, value in (
+        ("head_size_padded", head_size_padded),
+        ("tile_size", stock.tile_size),
+        ("block_m", stock.block_m),
+    ):
         if value <= 0 or value & (value - 1):
             raise ValueError(f"{name} must be a positive power of two, not {value}")
     if element_size not in (1, 2, 4):

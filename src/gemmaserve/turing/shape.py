@@ -54,25 +54,35 @@ def recognise(source: str, *, where: str) -> SourceShape:
     launch = functions.get(LAUNCH_FUNCTION)
     if launch is None:
         raise _unrecognised(where, f"no module-level {LAUNCH_FUNCTION}()")
-    calls = [node for node in ast.walk(launch) if isinstance(node, ast.Call)
-             and isinstance(node.func, ast.Name) and node.func.id == TILE_FUNCTION]
+    calls = [
+        node
+        for node in ast.walk(launch)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == TILE_FUNCTION
+    ]
     if len(calls) < 2:
         raise _unrecognised(where, f"{LAUNCH_FUNCTION}() calls {TILE_FUNCTION}() {len(calls)} times, expected 2")
     if KERNEL_FUNCTION not in functions:
         raise _unrecognised(where, f"no {KERNEL_FUNCTION} kernel")
-    launches = [node for node in ast.walk(launch) if isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Subscript) and isinstance(node.func.value, ast.Name)
-                and node.func.value.id == KERNEL_FUNCTION]
+    launches = [
+        node
+        for node in ast.walk(launch)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Subscript)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == KERNEL_FUNCTION
+    ]
     if len(launches) != 1:
-        raise _unrecognised(where, f"{LAUNCH_FUNCTION}() launches {KERNEL_FUNCTION}[grid](...) {len(launches)} "
-                                   "times, expected once")
+        raise _unrecognised(
+            where, f"{LAUNCH_FUNCTION}() launches {KERNEL_FUNCTION}[grid](...) {len(launches)} times, expected once"
+        )
     passed = {keyword.arg for keyword in launches[0].keywords}
     missing = [name for name in LAUNCH_KEYWORDS if name not in passed]
     if missing:
         raise _unrecognised(where, f"{KERNEL_FUNCTION}[grid](...) is not passed {', '.join(missing)} by keyword")
     assert tile.end_lineno is not None
-    return SourceShape(tile_function_first_line=tile.lineno, tile_function_last_line=tile.end_lineno,
-                       tile_calls_in_launch=len(calls))
+    return SourceShape(
+        tile_function_first_line=tile.lineno, tile_function_last_line=tile.end_lineno, tile_calls_in_launch=len(calls)
+    )
 
 
 def _unrecognised(where: str, reason: str) -> UnrecognisedSource:
@@ -80,4 +90,7 @@ def _unrecognised(where: str, reason: str) -> UnrecognisedSource:
         f"{where} is not a vLLM unified-attention source gemmaserve knows: {reason}. Expected:\n  "
         + "\n  ".join(EXPECTED_LINES),
         hint="Nothing was changed. Pin a supported vLLM (see `gemmaserve turing status`) or upgrade gemmaserve.",
-        file=where, reason=reason, expected_lines=list(EXPECTED_LINES))
+        file=where,
+        reason=reason,
+        expected_lines=list(EXPECTED_LINES),
+    )

@@ -120,8 +120,9 @@ def launches(head_size: int) -> list[tuple[str, str, bool]]:
     return [("prefill", "2D", True), ("decode", "2D", True), ("decode", "3D", False)]
 
 
-def compile_report(*, vllm_file: str, arch: str = "sm_75", head_sizes: tuple[int, ...] = (256, 512),
-                   num_warps: int = NUM_WARPS) -> SmemReport:
+def compile_report(
+    *, vllm_file: str, arch: str = "sm_75", head_sizes: tuple[int, ...] = (256, 512), num_warps: int = NUM_WARPS
+) -> SmemReport:
     """Compile every Gemma 4 launch stock (``num_warps``) and as the rule launches it, for ``arch``.
 
     Raises MissingExtra, UsageError.
@@ -134,30 +135,72 @@ def compile_report(*, vllm_file: str, arch: str = "sm_75", head_sizes: tuple[int
         window = _window(head)
         for phase, layout, prefill_tile in launches(head):
             stock_tile = module._get_tile_size(head, window, 2, prefill_tile)
-            stock = LaunchParams(tile_size=stock_tile, block_m=DEFAULT_BLOCK_M, num_stages=NUM_STAGES,
-                                 num_warps=num_warps)
-            rule = choose_launch(capability=(capability // 10, capability % 10), smem_limit_bytes=limit,
-                                 head_size_padded=head, element_size=2, block_size=16, stock=stock,
-                                 is_3d=layout == "3D").launch
+            stock = LaunchParams(
+                tile_size=stock_tile, block_m=DEFAULT_BLOCK_M, num_stages=NUM_STAGES, num_warps=num_warps
+            )
+            rule = choose_launch(
+                capability=(capability // 10, capability % 10),
+                smem_limit_bytes=limit,
+                head_size_padded=head,
+                element_size=2,
+                block_size=16,
+                stock=stock,
+                is_3d=layout == "3D",
+            ).launch
             for variant, launch in (("stock", stock), ("clamped", rule)):
                 key = (head, launch.tile_size, layout == "3D", window, launch.num_warps, launch.num_stages)
                 if key not in cache:
-                    cache[key] = _compile_one(module, triton, capability, head, launch.tile_size, layout == "3D",
-                                              window, launch.num_warps, launch.num_stages)
+                    cache[key] = _compile_one(
+                        module,
+                        triton,
+                        capability,
+                        head,
+                        launch.tile_size,
+                        layout == "3D",
+                        window,
+                        launch.num_warps,
+                        launch.num_stages,
+                    )
                 smem, regs, spill_st, spill_ld = cache[key]
-                rows.append(SmemRow(arch=arch, head_size=head, phase=phase, layout=layout, variant=variant,
-                                    tile_size=launch.tile_size, block_m=DEFAULT_BLOCK_M, num_warps=launch.num_warps,
-                                    smem_bytes=smem, smem_limit_bytes=limit, fits=smem <= limit, registers=regs,
-                                    spill_store_bytes=spill_st, spill_load_bytes=spill_ld))
-    return SmemReport(vllm_file=str(path), arch=arch, triton_version=triton.__version__, rows=rows,
-                      stock_fits=all(r.fits for r in rows if r.variant == "stock"),
-                      clamped_fits=all(r.fits for r in rows if r.variant == "clamped"),
-                      clamp_changes_launch=any((a.tile_size, a.num_warps) != (b.tile_size, b.num_warps)
-                                               for a, b in zip(rows[::2], rows[1::2], strict=True)))
+                rows.append(
+                    SmemRow(
+                        arch=arch,
+                        head_size=head,
+                        phase=phase,
+                        layout=layout,
+                        variant=variant,
+                        tile_size=launch.tile_size,
+                        block_m=DEFAULT_BLOCK_M,
+                        num_warps=launch.num_warps,
+                        smem_bytes=smem,
+                        smem_limit_bytes=limit,
+                        fits=smem <= limit,
+                        registers=regs,
+                        spill_store_bytes=spill_st,
+                        spill_load_bytes=spill_ld,
+                    )
+                )
+    return SmemReport(
+        vllm_file=str(path),
+        arch=arch,
+        triton_version=triton.__version__,
+        rows=rows,
+        stock_fits=all(r.fits for r in rows if r.variant == "stock"),
+        clamped_fits=all(r.fits for r in rows if r.variant == "clamped"),
+        clamp_changes_launch=any(
+            (a.tile_size, a.num_warps) != (b.tile_size, b.num_warps) for a, b in zip(rows[::2], rows[1::2], strict=True)
+        ),
+    )
 
 
-def search_launches(*, vllm_file: str, arch: str = "sm_75", head_sizes: tuple[int, ...] = (256, 512),
-                    warps: tuple[int, ...] = SEARCH_WARPS, stage_checks: tuple[int, ...] = (1,)) -> LaunchSearch:
+def search_launches(
+    *,
+    vllm_file: str,
+    arch: str = "sm_75",
+    head_sizes: tuple[int, ...] = (256, 512),
+    warps: tuple[int, ...] = SEARCH_WARPS,
+    stage_checks: tuple[int, ...] = (1,),
+) -> LaunchSearch:
     """Compile every candidate launch per head size and layout; pick the one that fits and spills least.
 
     Tiles run from 16 up to vLLM's own tile for that launch (the rule never raises a tile), warps over
@@ -174,50 +217,101 @@ def search_launches(*, vllm_file: str, arch: str = "sm_75", head_sizes: tuple[in
         for layout, prefill_tile in (("2D", True), ("3D", False)):
             is_3d = layout == "3D"
             stock_tile = module._get_tile_size(head, window, 2, prefill_tile)
-            stock = LaunchParams(tile_size=stock_tile, block_m=DEFAULT_BLOCK_M, num_stages=NUM_STAGES,
-                                 num_warps=STOCK_NUM_WARPS)
+            stock = LaunchParams(
+                tile_size=stock_tile, block_m=DEFAULT_BLOCK_M, num_stages=NUM_STAGES, num_warps=STOCK_NUM_WARPS
+            )
             measured: list[MeasuredLaunch] = []
             for tile in [t for t in SEARCH_TILES if t <= stock_tile]:
                 for count in warps:
-                    smem, regs, spill_st, spill_ld = _compile_one(module, triton, capability, head, tile, is_3d,
-                                                                  window, count, NUM_STAGES)
-                    launch = LaunchParams(tile_size=tile, block_m=DEFAULT_BLOCK_M, num_stages=NUM_STAGES,
-                                          num_warps=count)
+                    smem, regs, spill_st, spill_ld = _compile_one(
+                        module, triton, capability, head, tile, is_3d, window, count, NUM_STAGES
+                    )
+                    launch = LaunchParams(
+                        tile_size=tile, block_m=DEFAULT_BLOCK_M, num_stages=NUM_STAGES, num_warps=count
+                    )
                     spills = None if spill_st is None or spill_ld is None else spill_st + spill_ld
                     measured.append(MeasuredLaunch(launch=launch, smem_bytes=smem, spill_bytes=spills))
-                    rows.append(SearchRow(head_size=head, layout=layout, tile_size=tile, block_m=DEFAULT_BLOCK_M,
-                                          num_warps=count, num_stages=NUM_STAGES, smem_bytes=smem, fits=smem <= limit,
-                                          registers=regs, spill_store_bytes=spill_st, spill_load_bytes=spill_ld,
-                                          stock=launch == stock, chosen=False))
+                    rows.append(
+                        SearchRow(
+                            head_size=head,
+                            layout=layout,
+                            tile_size=tile,
+                            block_m=DEFAULT_BLOCK_M,
+                            num_warps=count,
+                            num_stages=NUM_STAGES,
+                            smem_bytes=smem,
+                            fits=smem <= limit,
+                            registers=regs,
+                            spill_store_bytes=spill_st,
+                            spill_load_bytes=spill_ld,
+                            stock=launch == stock,
+                            chosen=False,
+                        )
+                    )
             picked = pick_launch(measured, smem_limit_bytes=limit, stock=stock)
-            rule = choose_launch(capability=(capability // 10, capability % 10), smem_limit_bytes=limit,
-                                 head_size_padded=head, element_size=2, block_size=16, stock=stock,
-                                 is_3d=is_3d).launch
+            rule = choose_launch(
+                capability=(capability // 10, capability % 10),
+                smem_limit_bytes=limit,
+                head_size_padded=head,
+                element_size=2,
+                block_size=16,
+                stock=stock,
+                is_3d=is_3d,
+            ).launch
             checked, independent = [], True
             if picked is not None:
-                for row in rows[-len(measured):]:
+                for row in rows[-len(measured) :]:
                     row.chosen = (row.tile_size, row.num_warps) == (picked.launch.tile_size, picked.launch.num_warps)
                 for stages in stage_checks:
-                    figures = _compile_one(module, triton, capability, head, picked.launch.tile_size, is_3d, window,
-                                           picked.launch.num_warps, stages)
+                    figures = _compile_one(
+                        module,
+                        triton,
+                        capability,
+                        head,
+                        picked.launch.tile_size,
+                        is_3d,
+                        window,
+                        picked.launch.num_warps,
+                        stages,
+                    )
                     checked.append(stages)
                     independent &= (figures[0], figures[2], figures[3]) == (
-                        picked.smem_bytes, *_spill_pair(rows, head, layout, picked.launch))
+                        picked.smem_bytes,
+                        *_spill_pair(rows, head, layout, picked.launch),
+                    )
             stock_measured = next((m for m in measured if m.launch == stock), None)
-            picks.append(SearchPick(
-                head_size=head, layout=layout, stock=stock, picked=None if picked is None else picked.launch,
-                picked_spill_bytes=None if picked is None else picked.spill_bytes,
-                stock_spill_bytes=None if stock_measured is None else stock_measured.spill_bytes,
-                stock_fits=stock_measured is not None and stock_measured.smem_bytes <= limit, rule=rule,
-                rule_agrees=picked is not None and picked.launch == rule, stages_checked=checked,
-                stages_independent=independent))
-    return LaunchSearch(vllm_file=str(path), arch=arch, triton_version=triton.__version__, smem_limit_bytes=limit,
-                        rows=rows, picks=picks, rule_agrees=all(p.rule_agrees for p in picks))
+            picks.append(
+                SearchPick(
+                    head_size=head,
+                    layout=layout,
+                    stock=stock,
+                    picked=None if picked is None else picked.launch,
+                    picked_spill_bytes=None if picked is None else picked.spill_bytes,
+                    stock_spill_bytes=None if stock_measured is None else stock_measured.spill_bytes,
+                    stock_fits=stock_measured is not None and stock_measured.smem_bytes <= limit,
+                    rule=rule,
+                    rule_agrees=picked is not None and picked.launch == rule,
+                    stages_checked=checked,
+                    stages_independent=independent,
+                )
+            )
+    return LaunchSearch(
+        vllm_file=str(path),
+        arch=arch,
+        triton_version=triton.__version__,
+        smem_limit_bytes=limit,
+        rows=rows,
+        picks=picks,
+        rule_agrees=all(p.rule_agrees for p in picks),
+    )
 
 
 def _spill_pair(rows: list[SearchRow], head: int, layout: str, launch: LaunchParams) -> tuple[int | None, int | None]:
-    row = next(r for r in rows if (r.head_size, r.layout, r.tile_size, r.num_warps)
-               == (head, layout, launch.tile_size, launch.num_warps))
+    row = next(
+        r
+        for r in rows
+        if (r.head_size, r.layout, r.tile_size, r.num_warps) == (head, layout, launch.tile_size, launch.num_warps)
+    )
     return row.spill_store_bytes, row.spill_load_bytes
 
 
@@ -229,8 +323,10 @@ def _prepare(vllm_file: str, arch: str) -> tuple[int, int, types.ModuleType, Pat
     capability = _arch_number(arch)
     limit = SMEM_OPTIN_BYTES.get(capability)
     if limit is None:
-        raise UsageError(f"No shared-memory limit known for {arch}.", hint=f"Use one of "
-                         f"{', '.join(f'sm_{a}' for a in SMEM_OPTIN_BYTES)}.")
+        raise UsageError(
+            f"No shared-memory limit known for {arch}.",
+            hint=f"Use one of {', '.join(f'sm_{a}' for a in SMEM_OPTIN_BYTES)}.",
+        )
     path = Path(vllm_file)
     recognise(path.read_text(), where=str(path))
     return capability, limit, load_kernel_module(path), path
@@ -259,27 +355,65 @@ def load_kernel_module(path: Path) -> types.ModuleType:
     try:
         return load(path)
     except FileNotFoundError as error:
-        raise UsageError(f"{error}; the kernel imports it.", hint="Point --vllm-file at the file inside an "
-                         "installed vllm/v1/attention/ops/ (or a copy with its helpers beside it).") from None
+        raise UsageError(
+            f"{error}; the kernel imports it.",
+            hint="Point --vllm-file at the file inside an "
+            "installed vllm/v1/attention/ops/ (or a copy with its helpers beside it).",
+        ) from None
 
 
-_POINTER_TYPES = {"query_ptr": "*fp16", "key_cache_ptr": "*fp16", "value_cache_ptr": "*fp16",
-                  "output_ptr": "*fp16", "segm_output_ptr": "*fp32", "segm_max_ptr": "*fp32",
-                  "segm_expsum_ptr": "*fp32", "block_tables_ptr": "*i32", "seq_lens_ptr": "*i32",
-                  "query_start_len_ptr": "*i32", "sink_ptr": "*fp32", "q_scale": "*fp32", "k_scale": "*fp32",
-                  "v_scale": "*fp32", "out_scale": "*fp32"}
+_POINTER_TYPES = {
+    "query_ptr": "*fp16",
+    "key_cache_ptr": "*fp16",
+    "value_cache_ptr": "*fp16",
+    "output_ptr": "*fp16",
+    "segm_output_ptr": "*fp32",
+    "segm_max_ptr": "*fp32",
+    "segm_expsum_ptr": "*fp32",
+    "block_tables_ptr": "*i32",
+    "seq_lens_ptr": "*i32",
+    "query_start_len_ptr": "*i32",
+    "sink_ptr": "*fp32",
+    "q_scale": "*fp32",
+    "k_scale": "*fp32",
+    "v_scale": "*fp32",
+    "out_scale": "*fp32",
+}
 
 
 def _constexprs(head: int, tile: int, is_3d: bool, window: int) -> dict[str, Any]:
-    return {"num_query_heads": NUM_QUERIES_PER_KV, "num_queries_per_kv": NUM_QUERIES_PER_KV, "BLOCK_SIZE": 16,
-            "TILE_SIZE": tile, "HEAD_SIZE": head, "HEAD_SIZE_PADDED": head, "SLIDING_WINDOW": window,
-            "USE_CAUSAL": True, "MAX_MM_RANGES": 0, "R_SWA_WINDOW": 0, "stride_k_cache_3": 1,
-            "stride_v_cache_3": 1, "BLOCK_Q": DEFAULT_BLOCK_M // NUM_QUERIES_PER_KV, "BLOCK_M": DEFAULT_BLOCK_M,
-            "NUM_SEGMENTS_PER_SEQ": 16 if is_3d else 1, "USE_FP8": False, "IS_3D": is_3d}
+    return {
+        "num_query_heads": NUM_QUERIES_PER_KV,
+        "num_queries_per_kv": NUM_QUERIES_PER_KV,
+        "BLOCK_SIZE": 16,
+        "TILE_SIZE": tile,
+        "HEAD_SIZE": head,
+        "HEAD_SIZE_PADDED": head,
+        "SLIDING_WINDOW": window,
+        "USE_CAUSAL": True,
+        "MAX_MM_RANGES": 0,
+        "R_SWA_WINDOW": 0,
+        "stride_k_cache_3": 1,
+        "stride_v_cache_3": 1,
+        "BLOCK_Q": DEFAULT_BLOCK_M // NUM_QUERIES_PER_KV,
+        "BLOCK_M": DEFAULT_BLOCK_M,
+        "NUM_SEGMENTS_PER_SEQ": 16 if is_3d else 1,
+        "USE_FP8": False,
+        "IS_3D": is_3d,
+    }
 
 
-def _compile_one(module: types.ModuleType, triton: Any, capability: int, head: int, tile: int, is_3d: bool,
-                 window: int, num_warps: int, num_stages: int = NUM_STAGES) -> tuple[int, int | None, int | None, int | None]:
+def _compile_one(
+    module: types.ModuleType,
+    triton: Any,
+    capability: int,
+    head: int,
+    tile: int,
+    is_3d: bool,
+    window: int,
+    num_warps: int,
+    num_stages: int = NUM_STAGES,
+) -> tuple[int, int | None, int | None, int | None]:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -305,8 +439,11 @@ def _compile_one(module: types.ModuleType, triton: Any, capability: int, head: i
         else:
             signature[name] = "fp32"  # scale, softcap
     source = ASTSource(fn=kernel, signature=signature, constexprs=constexprs)
-    compiled = triton.compile(source, target=GPUTarget("cuda", capability, 32),
-                              options={"num_warps": num_warps, "num_stages": num_stages, "enable_fp_fusion": True})
+    compiled = triton.compile(
+        source,
+        target=GPUTarget("cuda", capability, 32),
+        options={"num_warps": num_warps, "num_stages": num_stages, "enable_fp_fusion": True},
+    )
     smem = int(compiled.metadata.shared)
     registers, spill_store, spill_load = _ptxas_figures(compiled.asm["ptx"], capability)
     return smem, registers, spill_store, spill_load
@@ -323,11 +460,18 @@ def _ptxas_figures(ptx: str, capability: int) -> tuple[int | None, int | None, i
         # Triton writes ".target sm_90a" for Hopper: ptxas must be given the PTX's own target.
         target = _PTX_TARGET.search(ptx)
         gpu_name = target[1] if target else f"sm_{capability}"
-        done = subprocess.run([binary, "-v", f"--gpu-name={gpu_name}", str(source), "-o",
-                               str(Path(folder) / "kernel.cubin")], capture_output=True, text=True, timeout=300,
-                              check=False)
+        done = subprocess.run(
+            [binary, "-v", f"--gpu-name={gpu_name}", str(source), "-o", str(Path(folder) / "kernel.cubin")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
     text = done.stdout + done.stderr
     registers = _PTXAS_LINE.search(text)
     spills = _SPILL.search(text)
-    return (int(registers[1]) if registers else None, int(spills[1]) if spills else None,
-            int(spills[2]) if spills else None)
+    return (
+        int(registers[1]) if registers else None,
+        int(spills[1]) if spills else None,
+        int(spills[2]) if spills else None,
+    )

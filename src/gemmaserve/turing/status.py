@@ -71,10 +71,14 @@ class TuringStatus(BaseModel):
     reasons: list[str]
 
 
-def turing_status(python: str | None = None, *, capability: str | None = None,
-                  runner: CommandRunner = run_command,
-                  gpus: Callable[[], Probed[list[GpuInfo]]] = probe_gpus,
-                  environ: Mapping[str, str] | None = None) -> TuringStatus:
+def turing_status(
+    python: str | None = None,
+    *,
+    capability: str | None = None,
+    runner: CommandRunner = run_command,
+    gpus: Callable[[], Probed[list[GpuInfo]]] = probe_gpus,
+    environ: Mapping[str, str] | None = None,
+) -> TuringStatus:
     """The verdict for ``python`` (default: this interpreter) on this host's GPU, or a stated ``capability``."""
     interpreter = python or sys.executable
     env = os.environ if environ is None else environ
@@ -100,8 +104,12 @@ def turing_status(python: str | None = None, *, capability: str | None = None,
         reasons.append(f"{interpreter} has no vLLM installed")
     plugin_active = registered and importable and allowed and supported and recognised
     patch_active = verdict is PatchVerdict.PRESENT and recognised
-    delivery = {(True, True): Delivery.BOTH, (True, False): Delivery.PLUGIN,
-                (False, True): Delivery.FILE_PATCH, (False, False): Delivery.NONE}[(plugin_active, patch_active)]
+    delivery = {
+        (True, True): Delivery.BOTH,
+        (True, False): Delivery.PLUGIN,
+        (False, True): Delivery.FILE_PATCH,
+        (False, False): Delivery.NONE,
+    }[(plugin_active, patch_active)]
     clamp_needed = None if cap is None else float(cap) < 8.0
     if version is not None and not supported:
         reasons.append(f"vLLM {version} is outside the supported range {supported_range_text()}")
@@ -110,23 +118,44 @@ def turing_status(python: str | None = None, *, capability: str | None = None,
     if verdict in (PatchVerdict.STALE, PatchVerdict.PATCHED_TWICE):
         reasons.append(f"the file patch is {verdict.value}: reinstall vLLM, then apply again")
     if env.get(DIAG_SMEM_LIMIT_ENV, "").strip():
-        reasons.append(f"DIAGNOSTIC {DIAG_SMEM_LIMIT_ENV}={env[DIAG_SMEM_LIMIT_ENV]} is set: vLLM started from this "
-                       "environment runs the T4 launches on any GPU; unset it outside a diagnosis")
-    would_start = (cap is not None and kernel is not None and supported and recognised
-                   and (clamp_needed is False or delivery is not Delivery.NONE)
-                   and verdict not in (PatchVerdict.STALE, PatchVerdict.PATCHED_TWICE))
+        reasons.append(
+            f"DIAGNOSTIC {DIAG_SMEM_LIMIT_ENV}={env[DIAG_SMEM_LIMIT_ENV]} is set: vLLM started from this "
+            "environment runs the T4 launches on any GPU; unset it outside a diagnosis"
+        )
+    would_start = (
+        cap is not None
+        and kernel is not None
+        and supported
+        and recognised
+        and (clamp_needed is False or delivery is not Delivery.NONE)
+        and verdict not in (PatchVerdict.STALE, PatchVerdict.PATCHED_TWICE)
+    )
     if would_start:
         reasons.append("no clamp needed on sm >= 80" if not clamp_needed else f"clamped by the {delivery.value}")
     return TuringStatus(
-        python=interpreter, gpu_name=gpu_name, capability=cap, capability_source=cap_source,
-        clamp_needed=clamp_needed, vllm_version=version, vllm_supported=supported,
-        supported_range=supported_range_text(), kernel_file=kernel, plugin_registered=registered,
-        plugin_importable=importable, plugins_allowed=allowed, file_patch=verdict, source_recognised=recognised,
-        active_delivery=delivery, engine_would_start=would_start, reasons=reasons)
+        python=interpreter,
+        gpu_name=gpu_name,
+        capability=cap,
+        capability_source=cap_source,
+        clamp_needed=clamp_needed,
+        vllm_version=version,
+        vllm_supported=supported,
+        supported_range=supported_range_text(),
+        kernel_file=kernel,
+        plugin_registered=registered,
+        plugin_importable=importable,
+        plugins_allowed=allowed,
+        file_patch=verdict,
+        source_recognised=recognised,
+        active_delivery=delivery,
+        engine_would_start=would_start,
+        reasons=reasons,
+    )
 
 
-def _capability(stated: str | None, gpus: Callable[[], Probed[list[GpuInfo]]],
-                reasons: list[str]) -> tuple[str | None, str | None, str]:
+def _capability(
+    stated: str | None, gpus: Callable[[], Probed[list[GpuInfo]]], reasons: list[str]
+) -> tuple[str | None, str | None, str]:
     if stated is not None:
         return None, parse_capability(stated), "stated"
     probed = gpus()
@@ -165,8 +194,9 @@ def _probe_interpreter(python: str, runner: CommandRunner, reasons: list[str]) -
     return facts
 
 
-def _why_no_delivery(registered: bool, importable: bool, allowed: bool, import_error: object,
-                     verdict: PatchVerdict | None) -> str:
+def _why_no_delivery(
+    registered: bool, importable: bool, allowed: bool, import_error: object, verdict: PatchVerdict | None
+) -> str:
     if not registered:
         why = "the gemmaserve_turing plugin is not registered in that interpreter (pip install gemmaserve there)"
     elif not importable:
@@ -175,5 +205,7 @@ def _why_no_delivery(registered: bool, importable: bool, allowed: bool, import_e
         why = "VLLM_PLUGINS is set and does not name gemmaserve_turing"
     else:
         why = "the plugin cannot apply"
-    return (f"a Turing GPU needs the clamp and none is active: {why}; the file patch is "
-            f"{verdict.value if verdict else 'unknown'} (gemmaserve turing apply)")
+    return (
+        f"a Turing GPU needs the clamp and none is active: {why}; the file patch is "
+        f"{verdict.value if verdict else 'unknown'} (gemmaserve turing apply)"
+    )

@@ -12,8 +12,18 @@ from gemmaserve.errors import UnsupportedVllmVersion
 
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 
-TESTED_VLLM_VERSIONS: tuple[str, ...] = ("0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0",
-                                         "0.32.0", "0.33.0", "0.34.0")
+TESTED_VLLM_VERSIONS: tuple[str, ...] = (
+    "0.26.0",
+    "0.27.0",
+    "0.27.1",
+    "0.28.0",
+    "0.29.0",
+    "0.30.0",
+    "0.31.0",
+    "0.32.0",
+    "0.33.0",
+    "0.34.0",
+)
 #: 0.26.0–0.29.0 (and 0.27.1) ship the same unified-attention file byte for byte (sha256 992a2bc8…), and their
 #: caller (``backends/triton_attn.py``) imports ``unified_attention`` by name, as 0.30–0.34 do.
 MIN_SUPPORTED_VLLM = (0, 26, 0)
@@ -45,4 +55,6 @@ def require_supported(version: str) -> None:
         raise UnsupportedVllmVersion(
             f"vLLM {version} is outside the range gemmaserve's Turing clamp knows ({supported_range_text()}).",
             hint=f'Install a known vLLM: pip install "vllm{supported_range_text()}", or upgrade gemmaserve.',
-            vllm_version=version, supported=supported_range_text())
+            vllm_version=version,
+            supported=supported_range_text(),
+        )
