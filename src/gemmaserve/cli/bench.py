@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import click
 
@@ -228,13 +229,8 @@ def _progress() -> Iterator[Callable[..., None] | None]:
     ) as bar:
         task = bar.add_task("starting", total=None)
 
-        def update(event: object) -> None:
-            bar.update(
-                task,
-                completed=event.done_requests,
-                total=event.total_requests,  # type: ignore[attr-defined]
-                description=event.description,
-            )  # type: ignore[attr-defined]
+        def update(event: Any) -> None:
+            bar.update(task, completed=event.done_requests, total=event.total_requests, description=event.description)
 
         yield update
 
