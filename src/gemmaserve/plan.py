@@ -14,9 +14,9 @@ recorded and published engine runs.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from gemmaserve.capacity import GIB, kv_capacity, longest_context_that_fits
 from gemmaserve.catalog import (
@@ -30,6 +30,7 @@ from gemmaserve.catalog import (
     resolve_model,
 )
 from gemmaserve.engine_memory import EngineMemory, engine_memory
+from gemmaserve.request_model import ActionRequest, ServingSettings
 from gemmaserve.vllm_releases import (
     DEFAULT_SERIES,
     SUPPORTED_SERIES,
@@ -358,6 +359,56 @@ def next_command(row: PlanRow) -> str:
     if row.instance and row.instance.startswith("ml."):
         return f"gemmaserve sagemaker preflight {' '.join(flags)} --instance {row.instance}"
     return f"gemmaserve serve start {' '.join(flags)}"
+
+
+class PlanRequest(ServingSettings, ActionRequest):
+    """``gemmaserve plan``: which rows of the catalog to plan, and under which serving settings."""
+
+    action: ClassVar[str] = "plan"
+
+    model: Annotated[list[str] | None, Field(description="Model (e.g. gemma-4-e2b, e2b, 26b-a4b); default all.")] = None
+    encoding: Annotated[
+        list[str] | None,
+        Field(description="Checkpoint encoding: bf16, qat-w4a16, qat-q4_0-unquantized, gguf-q4_0; default all."),
+    ] = None
+    gpu: Annotated[
+        list[str] | None, Field(description="GPU (t4, l4, l40s, a10g, a100-40gb, a100-80gb, h100, h200); default all.")
+    ] = None
+    instance: Annotated[
+        str | None, Field(description="An instance type (ml.g4dn.xlarge, g6.xlarge, …): its GPU, host RAM and price.")
+    ] = None
+    platform: Annotated[
+        Literal["ec2", "sagemaker"], Field(description="Which instances price a GPU when --instance is not given.")
+    ] = "ec2"
+    warm: Annotated[bool, Field(description="Plan a restart with a warm compile cache (default: a first start).")] = (
+        False
+    )
+    sort: Annotated[
+        SortKey, Field(description="Fitting rows first (then $/h), or by $/M output tokens (then $/h).")
+    ] = "fit"
+    decode_rate: Annotated[
+        float | None, Field(gt=0, description="A measured decode rate (output tokens/s) to price $/M output tokens.")
+    ] = None
+
+
+def plan(request: PlanRequest) -> PlanTable:
+    """The plan table a :class:`PlanRequest` asks for."""
+    return plan_all(
+        models=request.model,
+        encodings=request.encoding,
+        gpus=request.gpu,
+        instance=request.instance,
+        platform=request.platform,
+        max_model_len=request.max_model_len,
+        gpu_memory_utilization=request.gpu_memory_utilization,
+        max_num_seqs=request.max_num_seqs,
+        max_num_batched_tokens=request.max_num_batched_tokens,
+        decode_tokens_per_s=request.decode_rate,
+        language_model_only=request.language_model_only,
+        vllm_version=request.vllm,
+        sort=request.sort,
+        first_start=not request.warm,
+    )
 
 
 def plan_all(

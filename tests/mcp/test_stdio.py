@@ -48,8 +48,8 @@ def test_stdio_server_lists_calls_errors_and_reports_progress(
             async with Client(params, read_timeout_seconds=60) as client:
                 assert client.server_info is not None and client.server_info.name == "gemmaserve"
                 tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-                plan = await client.call_tool("plan", {"models": ["e2b"], "gpus": ["t4"]})
-                unknown = await client.call_tool("plan", {"gpus": ["v100"]})
+                plan = await client.call_tool("plan", {"model": ["e2b"], "gpu": ["t4"]})
+                unknown = await client.call_tool("plan", {"gpu": ["v100"]})
                 status = await client.call_tool("sagemaker_status", {"endpoint_name": "nothing-here"})
                 measured = await client.call_tool(
                     "bench_measure",
@@ -99,7 +99,7 @@ def test_stdout_carries_only_json_rpc(tmp_path: Path, moto_server_url: str) -> N
         },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "env", "arguments": {}}},
-        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "plan", "arguments": {"models": ["x"]}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "plan", "arguments": {"model": ["x"]}}},
     ]
     env = {**os.environ, **_server_env(tmp_path, moto_server_url)}
     process = subprocess.Popen(

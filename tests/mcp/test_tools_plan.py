@@ -8,7 +8,7 @@ from tests.mcp.conftest import call_tool, cli_json, error_details, error_text
 
 
 def test_plan_structured_content_equals_cli_json(server: MCPServer) -> None:
-    result = call_tool(server, "plan", {"models": ["e2b"], "gpus": ["t4", "l4"], "max_model_len": 4096})
+    result = call_tool(server, "plan", {"model": ["e2b"], "gpu": ["t4", "l4"], "max_model_len": 4096})
     assert not result.is_error
     expected = cli_json("plan", "--model", "e2b", "--gpu", "t4", "--gpu", "l4", "--max-model-len", "4096")
     assert result.structured_content == expected
@@ -22,9 +22,9 @@ def test_plan_structured_content_equals_cli_json(server: MCPServer) -> None:
 def test_plan_instance_and_decode_rate_match_cli(server: MCPServer) -> None:
     arguments = {
         "instance": "ml.g4dn.xlarge",
-        "models": ["e2b"],
-        "encodings": ["qat-w4a16"],
-        "decode_tokens_per_s": 40.0,
+        "model": ["e2b"],
+        "encoding": ["qat-w4a16"],
+        "decode_rate": 40.0,
     }
     result = call_tool(server, "plan", arguments)
     expected = cli_json(
@@ -35,7 +35,7 @@ def test_plan_instance_and_decode_rate_match_cli(server: MCPServer) -> None:
 
 
 def test_plan_unknown_model_is_an_error_result_with_the_fix(server: MCPServer) -> None:
-    result = call_tool(server, "plan", {"models": ["gemma-9"]})
+    result = call_tool(server, "plan", {"model": ["gemma-9"]})
     text = error_text(result)
     assert "Unknown model 'gemma-9'" in text
     assert "Fix: Pick one of:" in text
@@ -45,7 +45,7 @@ def test_plan_unknown_model_is_an_error_result_with_the_fix(server: MCPServer) -
 
 
 def test_plan_rejects_bad_arguments_by_schema(server: MCPServer) -> None:
-    for bad in ({"max_model_len": 8}, {"platform": "gcp"}, {"gpu_memory_utilization": 1.5}, {"models": "e2b"}):
+    for bad in ({"max_model_len": 8}, {"platform": "gcp"}, {"gpu_memory_utilization": 1.5}, {"model": "e2b"}):
         result = call_tool(server, "plan", bad)
         text = error_text(result)
         assert "validation error" in text, (bad, text)
@@ -59,10 +59,10 @@ def test_env_equals_cli_json(server: MCPServer) -> None:
 
 def test_plan_text_only_vllm_release_sort_and_warm_match_cli(server: MCPServer) -> None:
     arguments = {
-        "models": ["e2b"],
-        "gpus": ["t4", "l4"],
+        "model": ["e2b"],
+        "gpu": ["t4", "l4"],
         "language_model_only": True,
-        "vllm_version": "0.26.0",
+        "vllm": "0.26.0",
         "sort": "cost",
         "warm": True,
     }
@@ -90,5 +90,5 @@ def test_plan_text_only_vllm_release_sort_and_warm_match_cli(server: MCPServer) 
 
 
 def test_plan_unsupported_vllm_release_is_an_error_with_the_fix(server: MCPServer) -> None:
-    text = error_text(call_tool(server, "plan", {"vllm_version": "0.12.0"}))
+    text = error_text(call_tool(server, "plan", {"vllm": "0.12.0"}))
     assert "0.12.0" in text and "--vllm" in text

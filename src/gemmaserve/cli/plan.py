@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import click
 
-from gemmaserve.cli.output import (
-    console,
-    emit,
-    gpu_memory_utilization_option,
-    json_option,
-    max_model_len_option,
-)
-from gemmaserve.plan import PlanRow, PlanTable, plan_all
-from gemmaserve.vllm_releases import SUPPORTED_SERIES
+from gemmaserve.cli.options import request_options
+from gemmaserve.cli.output import console, emit, json_option
+from gemmaserve.plan import PlanRequest, PlanRow, PlanTable, plan
 
 _VERDICT_STYLE = {"fits": "green", "fits-with-swap": "yellow", "does-not-fit": "red", "not-servable": "dim"}
 _VERDICT_SHORT = {"fits": "fits", "fits-with-swap": "swap", "does-not-fit": "no", "not-servable": "n/a"}
@@ -20,103 +14,22 @@ TABLE_WIDTH = 100
 
 
 @click.command(name="plan")
-@click.option(
-    "--model", "models", multiple=True, help="Model (e.g. gemma-4-e2b, e2b, 26b-a4b). Repeatable. Default: all."
-)
-@click.option(
-    "--encoding",
-    "encodings",
-    multiple=True,
-    help="Checkpoint encoding: bf16, qat-w4a16, qat-q4_0-unquantized, gguf-q4_0. Repeatable. Default: all.",
-)
-@click.option("--gpu", "gpus", multiple=True, help="GPU (t4, l4, l40s, a10g, a100-40gb, a100-80gb, h100). Repeatable.")
-@click.option("--instance", help="An instance type (ml.g4dn.xlarge, g6.xlarge, …): its GPU, host RAM and price.")
-@click.option(
-    "--platform",
-    type=click.Choice(["ec2", "sagemaker"]),
-    default="ec2",
-    show_default=True,
-    help="Which instances price a GPU when --instance is not given.",
-)
-@max_model_len_option
-@gpu_memory_utilization_option
-@click.option(
-    "--max-num-seqs",
-    type=click.IntRange(min=1),
-    help="vLLM's --max-num-seqs (default: vLLM's, 256 below 70 GiB, else 1,024).",
-)
-@click.option(
-    "--max-num-batched-tokens",
-    type=click.IntRange(min=16),
-    help="vLLM's --max-num-batched-tokens (default: vLLM's, 2,048 below 70 GiB, else 8,192).",
-)
-@click.option(
-    "--language-model-only",
-    is_flag=True,
-    help="vLLM's --language-model-only: text only, no vision/audio towers loaded or profiled.",
-)
-@click.option(
-    "--vllm",
-    "vllm_version",
-    metavar="VERSION",
-    help=f"The vLLM release whose memory rules to follow ({SUPPORTED_SERIES[0]}–{SUPPORTED_SERIES[-1]}; "
-    "default the newest, or the SageMaker image's for ml.* instances).",
-)
-@click.option("--warm", is_flag=True, help="Plan a restart with a warm compile cache (default: a first start).")
-@click.option(
-    "--sort",
-    type=click.Choice(["fit", "cost"]),
-    default="fit",
-    show_default=True,
-    help="Fitting rows first (then $/h), or by $/M output tokens (then $/h).",
-)
+@request_options(PlanRequest)
 @click.option("--wide", is_flag=True, help="Every column (instance, dtype, weights, host RAM, swap, disk, clamp, …).")
-@click.option(
-    "--decode-rate",
-    "decode_tokens_per_s",
-    type=click.FloatRange(min=0, min_open=True),
-    help="A measured decode rate (output tokens/s) to price $/M output tokens with.",
-)
 @json_option
-def cli(
-    models: tuple[str, ...],
-    encodings: tuple[str, ...],
-    gpus: tuple[str, ...],
-    instance: str | None,
-    platform: str,
-    max_model_len: int,
-    gpu_memory_utilization: float,
-    max_num_seqs: int | None,
-    max_num_batched_tokens: int | None,
-    language_model_only: bool,
-    vllm_version: str | None,
-    warm: bool,
-    sort: str,
-    wide: bool,
-    decode_tokens_per_s: float | None,
-    as_json: bool,
-) -> None:
+def cli(request: PlanRequest, wide: bool, as_json: bool) -> None:
     """Which Gemma 4 model, encoding and GPU fit, with KV pool, host RAM, swap, disk and cost.
 
     With no options: every model × encoding × GPU in the built-in catalog, for the first
     start of the newest supported vLLM.
+
+    \b
+    Examples:
+      gemmaserve plan --model e2b --gpu t4
+      gemmaserve plan --instance ml.g4dn.xlarge --max-model-len 4096 --wide
+      gemmaserve plan --sort cost --decode-rate 38.5 --json
     """
-    table = plan_all(
-        models=list(models) or None,
-        encodings=list(encodings) or None,
-        gpus=list(gpus) or None,
-        instance=instance,
-        platform=platform,  # type: ignore[arg-type]
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        decode_tokens_per_s=decode_tokens_per_s,
-        language_model_only=language_model_only,
-        vllm_version=vllm_version,
-        sort=sort,  # type: ignore[arg-type]
-        first_start=not warm,
-    )
+    table = plan(request)
     emit(table, as_json=as_json, render=lambda result: _render(result, wide=wide))
 
 

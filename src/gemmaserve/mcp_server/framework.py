@@ -22,10 +22,12 @@ import anyio.from_thread
 import anyio.lowlevel
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gemmaserve.errors import ConfirmationRequired, GemmaserveError
+from gemmaserve.request_model import ActionRequest, ordered_fields
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -230,3 +232,123 @@ async def run_blocking(ctx: Context, work: Callable[[Cancellation, ProgressSink]
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]  # type: ignore[no-any-return]
+
+
+class ToolSet:
+    """Where the ``tools_*`` modules register their tools; :func:`gemmaserve.mcp_server.build_server` serves them.
+
+    Every tool's arguments are strict: an unknown name is an error that says which names exist (a typo
+    must not silently widen a query). :meth:`action` builds a tool from an action's request model: the
+    model's fields are the tool's parameters (names, defaults and ranges as the CLI's options), the tool
+    body receives the validated request, and ``confirm`` is added exactly when the request needs it.
+    """
+
+    def __init__(self) -> None:
+        self.tools: list[Tool] = []
+
+    def tool(
+        self, *, name: str, title: str, annotations: ToolAnnotations, context_kwarg: str | None = None
+    ) -> Callable[[Callable[P, T]], Callable[P, T]]:
+        def register(fn: Callable[P, T]) -> Callable[P, T]:
+            tool = Tool.from_function(fn, name=name, title=title, annotations=annotations, context_kwarg=context_kwarg)
+            self.tools.append(strict_arguments(tool))
+            return fn
+
+        return register
+
+    def action(
+        self, model: type[ActionRequest], *, title: str, annotations: ToolAnnotations, result: type[BaseModel]
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register ``body(request)`` or ``body(request, ctx)`` (sync or async) as the tool for ``model.action``."""
+
+        def register(body: Callable[..., Any]) -> Callable[..., Any]:
+            wants_context = "ctx" in inspect.signature(body).parameters
+            parameters = request_parameters(model)
+            if wants_context:
+                parameters.append(inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context))
+
+            def prepare(arguments: dict[str, Any]) -> tuple[ActionRequest, Any]:
+                confirm = arguments.pop("confirm", False)
+                ctx = arguments.pop("ctx", None)
+                request = model.parse(arguments)
+                if request.needs_confirmation():
+                    require_confirmation(confirm, request.describe_change())
+                return request, ctx
+
+            if inspect.iscoroutinefunction(body):
+
+                async def tool_fn(**arguments: Any) -> Any:
+                    request, ctx = prepare(arguments)
+                    return await (body(request, ctx) if wants_context else body(request))
+
+            else:
+
+                def tool_fn(**arguments: Any) -> Any:  # type: ignore[misc]
+                    request, ctx = prepare(arguments)
+                    return body(request, ctx) if wants_context else body(request)
+
+            returns = Annotated[CallToolResult, result]
+            tool_fn.__signature__ = inspect.Signature(parameters, return_annotation=returns)  # type: ignore[attr-defined]
+            tool_fn.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": returns}
+            tool_fn.__name__ = tool_fn.__qualname__ = mcp_name(model.action)
+            tool_fn.__doc__ = body.__doc__
+            tool_fn.__module__ = body.__module__
+            self.tool(
+                name=mcp_name(model.action), title=title, annotations=annotations,
+                context_kwarg="ctx" if wants_context else None,
+            )(translate_errors(tool_fn))  # fmt: skip
+            return body
+
+        return register
+
+
+def mcp_name(action: str) -> str:
+    """The MCP tool for a CLI command path: ``checkpoint grid-check`` → ``checkpoint_grid_check``."""
+    return action.replace(" ", "_").replace("-", "_")
+
+
+def request_parameters(model: type[ActionRequest]) -> list[inspect.Parameter]:
+    """The tool parameters for a request model: its fields, plus ``confirm`` when it may need one."""
+    parameters = []
+    if model.confirmation:
+        parameters.append(inspect.Parameter("confirm", inspect.Parameter.KEYWORD_ONLY, annotation=Confirm))
+    for name, field in ordered_fields(model).items():
+        annotation = Annotated[(field.annotation, *field.metadata, Field(description=field.description))]  # type: ignore[name-defined]
+        default = inspect.Parameter.empty if field.is_required() else field.get_default(call_default_factory=True)
+        parameters.append(
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
+        )
+    return parameters
+
+
+def strict_arguments(tool: Tool) -> Tool:
+    """Make ``tool`` reject arguments it does not have, naming the nearest one it has."""
+    loose = tool.fn_metadata.arg_model
+    known = sorted(field.alias or name for name, field in loose.model_fields.items())
+
+    def reject_unknown(cls: type[BaseModel], data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(known))
+            if unknown:
+                import difflib
+
+                near = [match for name in unknown for match in difflib.get_close_matches(name, known, n=1)]
+                guess = f" Did you mean {', '.join(repr(name) for name in near)}?" if near else ""
+                raise ValueError(
+                    f"unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}.{guess} "
+                    f"This tool takes: {', '.join(known) or 'no arguments'}."
+                )
+        return data
+
+    strict: type[Any] = type(
+        loose.__name__,
+        (loose,),
+        {
+            "__module__": loose.__module__,
+            "model_config": ConfigDict(**{**loose.model_config, "extra": "forbid"}),
+            "_reject_unknown": model_validator(mode="before")(classmethod(reject_unknown)),  # type: ignore[arg-type]
+        },
+    )
+    tool.fn_metadata.arg_model = strict
+    tool.parameters = strict.model_json_schema(by_alias=True)
+    return tool

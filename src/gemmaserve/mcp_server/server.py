@@ -20,6 +20,7 @@ from gemmaserve.mcp_server import (
     tools_turing,
 )
 from gemmaserve.mcp_server.deps import ServerDeps
+from gemmaserve.mcp_server.framework import ToolSet
 
 SERVER_NAME = "gemmaserve"
 
@@ -45,20 +46,24 @@ the error's fields as JSON ("Details: …").
 def build_server(deps: ServerDeps | None = None) -> MCPServer:
     """The server with all tools registered; ``deps`` are the seams (defaults: real AWS, real clock)."""
     deps = deps if deps is not None else ServerDeps()
-    server: MCPServer = MCPServer(
+    tools = ToolSet()
+    for module in (
+        tools_plan,
+        tools_host,
+        tools_serve,
+        tools_turing,
+        tools_sagemaker,
+        tools_sagemaker_setup,
+        tools_bench,
+        tools_checkpoint,
+    ):
+        module.register(tools, deps)
+    return MCPServer(
         SERVER_NAME,
         title="gemmaserve",
         description="Serve Gemma 4 with vLLM on the cheapest NVIDIA GPU that holds it, and measure it.",
         instructions=INSTRUCTIONS,
         version=__version__,
         log_level="WARNING",
+        tools=tools.tools,
     )
-    tools_plan.register(server, deps)
-    tools_host.register(server, deps)
-    tools_serve.register(server, deps)
-    tools_turing.register(server, deps)
-    tools_sagemaker.register(server, deps)
-    tools_sagemaker_setup.register(server, deps)
-    tools_bench.register(server, deps)
-    tools_checkpoint.register(server, deps)
-    return server

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
@@ -20,6 +20,7 @@ from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
     Cancellation,
     ProgressSink,
+    ToolSet,
     run_blocking,
     should_interrupt,
     translate_errors,
@@ -50,8 +51,8 @@ def summarise_measure(report: MeasureReport) -> str:
     return "\n".join(lines)
 
 
-def register(server: MCPServer, deps: ServerDeps) -> None:
-    @server.tool(name="bench_measure", title="Measure endpoints", annotations=MEASURE)
+def register(tools: ToolSet, deps: ServerDeps) -> None:
+    @tools.tool(name="bench_measure", title="Measure endpoints", annotations=MEASURE)
     @translate_errors
     async def bench_measure(
         targets: Annotated[
@@ -145,7 +146,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         result = await run_blocking(ctx, work)
         return typed_result(result, summarise_measure(result))
 
-    @server.tool(name="bench_combine", title="Compare result files", annotations=DERIVE)
+    @tools.tool(name="bench_combine", title="Compare result files", annotations=DERIVE)
     @translate_errors
     def bench_combine(
         files: Annotated[list[str], Field(min_length=1, description="Result files; the first is the baseline A.")],
@@ -170,7 +171,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
             )
         return typed_result(comparison, markdown)
 
-    @server.tool(name="bench_report", title="Write the benchmark report", annotations=DERIVE)
+    @tools.tool(name="bench_report", title="Write the benchmark report", annotations=DERIVE)
     @translate_errors
     def bench_report(
         directory: Annotated[str, Field(min_length=1, description="Directory of result files.")],

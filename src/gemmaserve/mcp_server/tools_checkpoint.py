@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
@@ -25,6 +25,7 @@ from gemmaserve.mcp_server.framework import (
     Cancellation,
     OperationCancelled,
     ProgressSink,
+    ToolSet,
     run_blocking,
     should_interrupt,
     translate_errors,
@@ -54,8 +55,8 @@ def _gb(n: int) -> str:
     return f"{n / 1e9:.3f} GB"
 
 
-def register(server: MCPServer, deps: ServerDeps) -> None:
-    @server.tool(name="checkpoint_inspect", title="What a checkpoint holds", annotations=READ_ONLY_REMOTE)
+def register(tools: ToolSet, deps: ServerDeps) -> None:
+    @tools.tool(name="checkpoint_inspect", title="What a checkpoint holds", annotations=READ_ONLY_REMOTE)
     @translate_errors
     def checkpoint_inspect(source: Source, revision: Revision = None) -> Annotated[CallToolResult, InspectReport]:
         """Parts (embeddings, body, towers) with bytes, share, storage dtype and parameters, from headers alone.
@@ -70,7 +71,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         lines += [f"note: {finding}" for finding in report.findings]
         return typed_result(report, "\n".join(lines))
 
-    @server.tool(name="checkpoint_grid_check", title="Are 4-bit weights on the QAT grid?", annotations=READ_ONLY_REMOTE)
+    @tools.tool(name="checkpoint_grid_check", title="Are 4-bit weights on the QAT grid?", annotations=READ_ONLY_REMOTE)
     @translate_errors
     async def checkpoint_grid_check(
         build: Annotated[str, Field(min_length=1, description="The 4-bit build to check (path or repo id).")],
@@ -112,7 +113,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         )
         return typed_result(result, summary)
 
-    @server.tool(name="checkpoint_repack", title="Repack to W4A16 losslessly", annotations=REPACK)
+    @tools.tool(name="checkpoint_repack", title="Repack to W4A16 losslessly", annotations=REPACK)
     @translate_errors
     async def checkpoint_repack(
         src: Annotated[str, Field(min_length=1, description="A -qat-q4_0-unquantized checkpoint directory.")],
@@ -143,7 +144,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         )
         return typed_result(result, summary)
 
-    @server.tool(name="checkpoint_validate", title="Check a checkpoint before deploying", annotations=READ_ONLY_REMOTE)
+    @tools.tool(name="checkpoint_validate", title="Check a checkpoint before deploying", annotations=READ_ONLY_REMOTE)
     @translate_errors
     def checkpoint_validate(source: Source, revision: Revision = None) -> Annotated[CallToolResult, ValidateReport]:
         """The config against its shards (architecture, quantization targets and ignore list, shapes), each with a fix."""

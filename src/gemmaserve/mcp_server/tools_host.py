@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult
 from pydantic import Field
 
 from gemmaserve.host.verdicts import DoctorReport
 from gemmaserve.mcp_server.deps import ServerDeps
-from gemmaserve.mcp_server.framework import READ_ONLY, translate_errors, typed_result
+from gemmaserve.mcp_server.framework import READ_ONLY, ToolSet, translate_errors, typed_result
 
 
 def summarise_doctor(report: DoctorReport) -> str:
@@ -30,8 +29,8 @@ def summarise_doctor(report: DoctorReport) -> str:
     return "\n".join(lines)
 
 
-def register(server: MCPServer, deps: ServerDeps) -> None:
-    @server.tool(name="doctor", title="Check this GPU host", annotations=READ_ONLY)
+def register(tools: ToolSet, deps: ServerDeps) -> None:
+    @tools.tool(name="doctor", title="Check this GPU host", annotations=READ_ONLY)
     @translate_errors
     def doctor(
         python: Annotated[

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
@@ -21,6 +21,7 @@ from gemmaserve.mcp_server.framework import (
     Cancellation,
     Confirm,
     ProgressSink,
+    ToolSet,
     message_progress,
     require_confirmation,
     run_blocking,
@@ -105,8 +106,8 @@ def summarise_deploy(outcome: DeployOutcome) -> str:
     return f"{head}. {tail}. It bills until deleted: sagemaker_delete {plan.endpoint_name}."
 
 
-def register(server: MCPServer, deps: ServerDeps) -> None:
-    @server.tool(name="sagemaker_preflight", title="Will this SageMaker deploy work?", annotations=READ_ONLY_REMOTE)
+def register(tools: ToolSet, deps: ServerDeps) -> None:
+    @tools.tool(name="sagemaker_preflight", title="Will this SageMaker deploy work?", annotations=READ_ONLY_REMOTE)
     @translate_errors
     def sagemaker_preflight(
         model: Model,
@@ -150,7 +151,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         )
         return typed_result(report, summary)
 
-    @server.tool(name="sagemaker_deploy", title="Deploy a SageMaker endpoint", annotations=DEPLOY)
+    @tools.tool(name="sagemaker_deploy", title="Deploy a SageMaker endpoint", annotations=DEPLOY)
     @translate_errors
     async def sagemaker_deploy(
         model: Model,
@@ -238,7 +239,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         outcome = await run_blocking(ctx, work)
         return typed_result(outcome, summarise_deploy(outcome))
 
-    @server.tool(name="sagemaker_status", title="Endpoint status", annotations=READ_ONLY_REMOTE)
+    @tools.tool(name="sagemaker_status", title="Endpoint status", annotations=READ_ONLY_REMOTE)
     @translate_errors
     def sagemaker_status(
         endpoint_name: EndpointName, region: Region = None
@@ -249,7 +250,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         state = api.status(endpoint_name, region=_region(region), factory=deps.clients(), now=deps.now)
         return typed_result(state, summarise_state(state))
 
-    @server.tool(name="sagemaker_wait", title="Wait for InService", annotations=READ_ONLY_REMOTE)
+    @tools.tool(name="sagemaker_wait", title="Wait for InService", annotations=READ_ONLY_REMOTE)
     @translate_errors
     async def sagemaker_wait(
         endpoint_name: EndpointName,
@@ -279,7 +280,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         state = await run_blocking(ctx, work)
         return typed_result(state, summarise_state(state))
 
-    @server.tool(name="sagemaker_logs", title="Endpoint log and engine facts", annotations=READ_ONLY_REMOTE)
+    @tools.tool(name="sagemaker_logs", title="Endpoint log and engine facts", annotations=READ_ONLY_REMOTE)
     @translate_errors
     def sagemaker_logs(
         endpoint_name: EndpointName,
@@ -310,7 +311,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
             )
         return typed_result(result, summary)
 
-    @server.tool(name="sagemaker_invoke", title="One chat request to an endpoint", annotations=INVOKE)
+    @tools.tool(name="sagemaker_invoke", title="One chat request to an endpoint", annotations=INVOKE)
     @translate_errors
     def sagemaker_invoke(
         endpoint_name: EndpointName,
@@ -332,7 +333,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         )
         return typed_result(result, result.text)
 
-    @server.tool(name="sagemaker_delete", title="Delete an endpoint, its config and model", annotations=DELETE)
+    @tools.tool(name="sagemaker_delete", title="Delete an endpoint, its config and model", annotations=DELETE)
     @translate_errors
     def sagemaker_delete(
         endpoint_name: EndpointName,
@@ -376,7 +377,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
             summary += f"; left in place: {', '.join(report.skipped)}"
         return typed_result(report, summary)
 
-    @server.tool(name="sagemaker_list", title="Endpoints gemmaserve created", annotations=READ_ONLY_REMOTE)
+    @tools.tool(name="sagemaker_list", title="Endpoints gemmaserve created", annotations=READ_ONLY_REMOTE)
     @translate_errors
     def sagemaker_list(
         regions: Regions = None,
@@ -409,7 +410,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
             )
         return typed_result(inventory, summary)
 
-    @server.tool(name="sagemaker_cleanup", title="Delete expired endpoints", annotations=DESTRUCTIVE_REMOTE)
+    @tools.tool(name="sagemaker_cleanup", title="Delete expired endpoints", annotations=DESTRUCTIVE_REMOTE)
     @translate_errors
     def sagemaker_cleanup(
         confirm: Confirm,

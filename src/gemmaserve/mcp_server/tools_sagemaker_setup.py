@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
@@ -20,6 +20,7 @@ from gemmaserve.mcp_server.framework import (
     Cancellation,
     Confirm,
     ProgressSink,
+    ToolSet,
     message_progress,
     require_confirmation,
     run_blocking,
@@ -40,8 +41,8 @@ BaseImage = Annotated[str | None, Field(description="Base image (default: the pi
 Requirement = Annotated[str | None, Field(description="pip requirement for gemmaserve (default: this version).")]
 
 
-def register(server: MCPServer, deps: ServerDeps) -> None:
-    @server.tool(name="sagemaker_image_render", title="Dockerfile of the derived T4 image", annotations=READ_ONLY)
+def register(tools: ToolSet, deps: ServerDeps) -> None:
+    @tools.tool(name="sagemaker_image_render", title="Dockerfile of the derived T4 image", annotations=READ_ONLY)
     @translate_errors
     def sagemaker_image_render(
         region: Region = None,
@@ -55,7 +56,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         plan = api.image_render(region=_region(region), account=account, base_image=base_image, requirement=requirement)
         return typed_result(plan, f"{plan.base_image} + the Turing clamp → {plan.target_image}")
 
-    @server.tool(name="sagemaker_image_build", title="Build the derived T4 image in CodeBuild", annotations=BUILD)
+    @tools.tool(name="sagemaker_image_build", title="Build the derived T4 image in CodeBuild", annotations=BUILD)
     @translate_errors
     async def sagemaker_image_build(
         ctx: Context,
@@ -100,7 +101,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
             summary += f". Deploy with image_uri={result.image_uri}"
         return typed_result(result, summary.strip())
 
-    @server.tool(name="sagemaker_role_create", title="Create the endpoint execution role", annotations=CONVERGING)
+    @tools.tool(name="sagemaker_role_create", title="Create the endpoint execution role", annotations=CONVERGING)
     @translate_errors
     def sagemaker_role_create(
         confirm: Confirm,
@@ -138,7 +139,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         )
         return typed_result(result, f"Role {result.role_name} {verb}: {result.role_arn or '(no ARN yet)'}")
 
-    @server.tool(name="sagemaker_autoscale", title="Autoscale an endpoint", annotations=CONVERGING)
+    @tools.tool(name="sagemaker_autoscale", title="Autoscale an endpoint", annotations=CONVERGING)
     @translate_errors
     def sagemaker_autoscale(
         endpoint_name: EndpointName,
@@ -174,7 +175,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
             f"instances, target {result.target_invocations_per_instance:g}/instance/min",
         )
 
-    @server.tool(name="sagemaker_jumpstart", title="Gemma 4 in the JumpStart hub", annotations=READ_ONLY_REMOTE)
+    @tools.tool(name="sagemaker_jumpstart", title="Gemma 4 in the JumpStart hub", annotations=READ_ONLY_REMOTE)
     @translate_errors
     def sagemaker_jumpstart(
         region: Region = None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from typing import Annotated
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
@@ -22,6 +22,7 @@ from gemmaserve.mcp_server.framework import (
     Confirm,
     OperationCancelled,
     ProgressSink,
+    ToolSet,
     require_confirmation,
     run_blocking,
     translate_errors,
@@ -51,8 +52,8 @@ def summarise_status(status: ServerStatus) -> str:
     return text
 
 
-def register(server: MCPServer, deps: ServerDeps) -> None:
-    @server.tool(name="serve_start", title="Start vLLM on this host", annotations=START)
+def register(tools: ToolSet, deps: ServerDeps) -> None:
+    @tools.tool(name="serve_start", title="Start vLLM on this host", annotations=START)
     @translate_errors
     async def serve_start(
         ctx: Context,
@@ -130,7 +131,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         )
         return typed_result(result, summary)
 
-    @server.tool(name="serve_status", title="Status of vLLM on this host", annotations=READ_ONLY)
+    @tools.tool(name="serve_status", title="Status of vLLM on this host", annotations=READ_ONLY)
     @translate_errors
     def serve_status(
         port: Port = DEFAULT_PORT, lines: Annotated[int, Field(ge=0, le=1000, description="Log lines to include.")] = 10
@@ -141,7 +142,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         status = api.server_status(port, last_lines=lines)
         return typed_result(status, summarise_status(status))
 
-    @server.tool(name="serve_stop", title="Stop vLLM on this host", annotations=STOP)
+    @tools.tool(name="serve_stop", title="Stop vLLM on this host", annotations=STOP)
     @translate_errors
     def serve_stop(
         confirm: Confirm,
@@ -155,7 +156,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         result = api.stop_server(port, timeout_s=timeout_s)
         return typed_result(result, f"Port {result.port}, pid {result.pid}: {result.note}")
 
-    @server.tool(name="serve_logs", title="vLLM engine log", annotations=READ_ONLY)
+    @tools.tool(name="serve_logs", title="vLLM engine log", annotations=READ_ONLY)
     @translate_errors
     def serve_logs(
         port: Port = DEFAULT_PORT, lines: Annotated[int, Field(ge=1, le=10000)] = 100

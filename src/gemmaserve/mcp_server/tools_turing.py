@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
@@ -17,6 +16,7 @@ from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
     READ_ONLY,
     Confirm,
+    ToolSet,
     require_confirmation,
     translate_errors,
     typed_result,
@@ -44,8 +44,8 @@ def summarise_patch(result: PatchResult) -> str:
     return text
 
 
-def register(server: MCPServer, deps: ServerDeps) -> None:
-    @server.tool(name="turing_status", title="Does vLLM need and have the Turing clamp?", annotations=READ_ONLY)
+def register(tools: ToolSet, deps: ServerDeps) -> None:
+    @tools.tool(name="turing_status", title="Does vLLM need and have the Turing clamp?", annotations=READ_ONLY)
     @translate_errors
     def turing_status(
         python: Annotated[str | None, Field(description="Interpreter that runs vLLM (default: this one).")] = None,
@@ -70,7 +70,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
             summary += "\n" + "\n".join(f"- {reason}" for reason in result.reasons)
         return typed_result(result, summary)
 
-    @server.tool(name="turing_smem", title="Compile the attention kernel for a GPU", annotations=READ_ONLY)
+    @tools.tool(name="turing_smem", title="Compile the attention kernel for a GPU", annotations=READ_ONLY)
     @translate_errors
     def turing_smem(
         vllm_file: Annotated[str | None, Field(description="The triton_unified_attention.py to compile.")] = None,
@@ -100,7 +100,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         )
         return typed_result(report, summary)
 
-    @server.tool(name="turing_apply", title="Apply the Turing clamp", annotations=PATCH)
+    @tools.tool(name="turing_apply", title="Apply the Turing clamp", annotations=PATCH)
     @translate_errors
     def turing_apply(
         confirm: Confirm, file: KernelFile = None, python: Python = None, dry_run: DryRun = False
@@ -118,7 +118,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         result = filepatch.apply(target, dry_run=dry_run)
         return typed_result(result, summarise_patch(result))
 
-    @server.tool(name="turing_verify", title="Is the Turing clamp in place?", annotations=READ_ONLY)
+    @tools.tool(name="turing_verify", title="Is the Turing clamp in place?", annotations=READ_ONLY)
     @translate_errors
     def turing_verify(file: KernelFile = None, python: Python = None) -> Annotated[CallToolResult, VerifyResult]:
         """Whether the clamp is present and intact in the vLLM file (`ok` only then), and whether the file is recognised."""
@@ -128,7 +128,7 @@ def register(server: MCPServer, deps: ServerDeps) -> None:
         recognised = "" if result.recognised else " (source not recognised)"
         return typed_result(result, f"{result.verdict.value}{recognised}: {result.detail} ({result.target.path})")
 
-    @server.tool(name="turing_revert", title="Revert the Turing clamp", annotations=PATCH)
+    @tools.tool(name="turing_revert", title="Revert the Turing clamp", annotations=PATCH)
     @translate_errors
     def turing_revert(
         confirm: Confirm, file: KernelFile = None, python: Python = None, dry_run: DryRun = False

@@ -1,0 +1,158 @@
+"""What a request to an action is: one pydantic model per action, which both front ends are built from.
+
+A request model owns its fields' names, defaults, ranges and normalisation, its cross-field rules and
+whether the action changes something that needs a person's agreement (:attr:`ActionRequest.confirmation`).
+The CLI turns each field into an option named after it (``max_model_len`` → ``--max-model-len``,
+:mod:`gemmaserve.cli.options`); the MCP server uses the model as the tool's input schema, unknown arguments
+rejected (:mod:`gemmaserve.mcp_server.framework`). So a knob is declared once, here or in a shared block
+such as :class:`ServingSettings`, and ``tests/test_request_agreement.py`` fails if a front end drifts.
+
+Front-end details that are not part of the request (a short flag, a positional argument, an older spelling
+kept for scripts) ride along as a :class:`Cli` marker in the field's ``Annotated`` metadata.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Self, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
+
+from gemmaserve.errors import UsageError
+
+R = TypeVar("R", bound="ActionRequest")
+
+
+@dataclass(frozen=True)
+class Cli:
+    """How a field appears on the command line when the plain ``--field-name`` option is not enough.
+
+    ``argument``: a positional argument instead of an option. ``short``: a one-letter alias (``-n``).
+    ``aliases``: older long spellings still accepted. ``metavar``: the placeholder in ``--help``.
+    ``flag_off``: for a boolean that defaults to true, the name of the switch that turns it off.
+    ``unprocessed``: a list argument that takes the rest of the line as is (flags passed on to vLLM).
+    """
+
+    argument: bool = False
+    short: str | None = None
+    aliases: tuple[str, ...] = ()
+    metavar: str | None = None
+    flag_off: str | None = None
+    unprocessed: bool = False
+
+
+class ActionRequest(BaseModel):
+    """The base of every action's request: immutable, unknown fields rejected.
+
+    ``action`` is the command path (``"sagemaker deploy"``); the MCP tool is the same words joined by
+    ``_``. ``confirmation`` is true for actions that change or delete something a person should agree to
+    first (a running server, a patched file, an IAM role, a billed endpoint or build): the CLI asks (or
+    needs ``--yes``) and the MCP tool needs ``confirm=true``, except when the request is a dry run.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    action: ClassVar[str]
+    confirmation: ClassVar[bool] = False
+
+    def is_dry_run(self) -> bool:
+        return bool(getattr(self, "dry_run", False))
+
+    def needs_confirmation(self) -> bool:
+        return self.confirmation and not self.is_dry_run()
+
+    def describe_change(self) -> str:
+        """What a confirmation asks about, as a clause: ``stop the vLLM server on port 8000``."""
+        return f"run {self.action}"
+
+    @classmethod
+    def parse(cls, values: dict[str, Any]) -> Self:
+        """Validate ``values`` (from either front end) into a request; a bad value is a :class:`UsageError`."""
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise usage_error(cls, exc) from None
+
+
+def field_label(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def usage_error(model: type[BaseModel], exc: ValidationError) -> UsageError:
+    """One readable line per problem, naming the field as both front ends spell it."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"])
+        label = f"{field_label(where)} ({where})" if where else "the request"
+        message = error["msg"].removeprefix("Value error, ")
+        problems.append(f"{label}: {message}")
+    first = problems[0] if problems else str(exc)
+    hint = "; ".join(problems[1:]) or None
+    allowed = ", ".join(field_label(name) for name in model.model_fields)
+    if any(error["type"] == "extra_forbidden" for error in exc.errors()):
+        hint = f"Known settings: {allowed}."
+    return UsageError(first, hint=hint, problems=problems)
+
+
+# The serving terms that plan, doctor, serve start, preflight and deploy all take: one declaration, so a
+# flag has the same name, default and range everywhere (and the plan they describe is the same plan).
+MaxModelLen = Annotated[int, Field(ge=16, description="vLLM's --max-model-len: the context one request may use.")]
+GpuMemoryUtilization = Annotated[
+    float,
+    Field(ge=0.05, le=0.99, description="vLLM's --gpu-memory-utilization: the share of GPU memory it may take."),
+]
+MaxNumSeqs = Annotated[
+    int | None,
+    Field(ge=1, description="vLLM's --max-num-seqs (default: vLLM's, 256 below 70 GiB, else 1,024)."),
+]
+MaxNumBatchedTokens = Annotated[
+    int | None,
+    Field(ge=16, description="vLLM's --max-num-batched-tokens (default: vLLM's, 2,048 below 70 GiB, else 8,192)."),
+]
+LanguageModelOnly = Annotated[
+    bool, Field(description="vLLM's --language-model-only: text only, no vision/audio towers loaded or profiled.")
+]
+VllmVersion = Annotated[
+    str | None,
+    Cli(metavar="VERSION"),
+    Field(
+        description="The vLLM release whose rules to follow (0.26-0.34; default the newest, or the SageMaker "
+        "image's for ml.* instances)."
+    ),
+]
+Port = Annotated[int, Field(ge=1, le=65535, description="The server's port.")]
+DryRun = Annotated[bool, Field(description="Only say what would be done; change nothing (needs no confirmation).")]
+
+
+class ServingSettings(BaseModel):
+    """vLLM settings that decide what fits: embedded (by inheritance) in every request that plans."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_model_len: MaxModelLen = 8192
+    gpu_memory_utilization: GpuMemoryUtilization = 0.9
+    max_num_seqs: MaxNumSeqs = None
+    max_num_batched_tokens: MaxNumBatchedTokens = None
+    language_model_only: LanguageModelOnly = False
+    vllm: VllmVersion = None
+
+    def serving(self) -> ServingSettings:
+        """Just the serving settings, to hand to a layer that plans."""
+        return ServingSettings.model_validate({name: getattr(self, name) for name in ServingSettings.model_fields})
+
+
+def ordered_fields(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """The model's fields, its own first and then those of shared blocks (as ``--help`` lists them)."""
+    own = [name for klass in model.__mro__ for name in getattr(klass, "__annotations__", {})
+           if klass is model or klass not in (ServingSettings, ActionRequest, BaseModel)]  # fmt: skip
+    fields = model.model_fields
+    first = [name for name in dict.fromkeys(own) if name in fields]
+    return {name: fields[name] for name in [*first, *(name for name in fields if name not in first)]}
+
+
+def cli_marker(metadata: list[Any]) -> Cli:
+    for item in metadata:
+        if isinstance(item, Cli):
+            return item
+    return Cli()
