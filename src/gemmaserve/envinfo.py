@@ -5,10 +5,12 @@ from __future__ import annotations
 import platform
 import sys
 from importlib import metadata
+from typing import ClassVar
 
 from pydantic import BaseModel
 
 from gemmaserve import __version__
+from gemmaserve.request_model import ActionRequest
 
 PACKAGES = (
     "boto3",
@@ -29,6 +31,12 @@ PACKAGES = (
 )
 
 
+class EnvRequest(ActionRequest):
+    """``gemmaserve env``: nothing to choose."""
+
+    action: ClassVar[str] = "env"
+
+
 class EnvReport(BaseModel):
     gemmaserve: str
     python: str
@@ -37,7 +45,7 @@ class EnvReport(BaseModel):
     packages: dict[str, str | None]
 
 
-def collect_env() -> EnvReport:
+def collect_env(request: EnvRequest | None = None) -> EnvReport:
     packages: dict[str, str | None] = {}
     for name in PACKAGES:
         try:

@@ -6,13 +6,12 @@ Same functions as ``gemmaserve plan`` and ``gemmaserve env``; offline on the pac
 from __future__ import annotations
 
 from collections import Counter
-from typing import Annotated
 
 from mcp_types import CallToolResult
 
-from gemmaserve.envinfo import EnvReport, collect_env
+from gemmaserve.envinfo import EnvReport, EnvRequest, collect_env
 from gemmaserve.mcp_server.deps import ServerDeps
-from gemmaserve.mcp_server.framework import READ_ONLY, ToolSet, translate_errors, typed_result
+from gemmaserve.mcp_server.framework import READ_ONLY, ToolSet, typed_result
 from gemmaserve.plan import PlanRequest, PlanTable, plan
 
 
@@ -50,11 +49,10 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         table = plan(request)
         return typed_result(table, summarise_plan(table))
 
-    @tools.tool(name="env", title="Versions for bug reports", annotations=READ_ONLY)
-    @translate_errors
-    def env() -> Annotated[CallToolResult, EnvReport]:
+    @tools.action(EnvRequest, title="Versions for bug reports", annotations=READ_ONLY, result=EnvReport)
+    def env(request: EnvRequest) -> CallToolResult:
         """Versions of gemmaserve, Python and the packages it uses (same as `gemmaserve env --json`)."""
-        report = collect_env()
+        report = collect_env(request)
         missing = [name for name, version in report.packages.items() if version is None]
         summary = f"gemmaserve {report.gemmaserve} on Python {report.python} ({report.platform})"
         if missing:
