@@ -27,6 +27,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gemmaserve.errors import ConfirmationRequired, GemmaserveError
+from gemmaserve.progress import Cancelled, CancelToken, ProgressCallback, ProgressEvent
 from gemmaserve.request_model import ActionRequest, ordered_fields
 
 P = ParamSpec("P")
@@ -133,37 +134,24 @@ def require_confirmation(confirm: bool, action: str) -> None:
         )
 
 
-class OperationCancelled(Exception):
-    """Raised inside a worker thread when the MCP request that started it was cancelled.
-
-    Library functions treat it like Ctrl-C: whatever they created is cleaned up, then it propagates.
-    """
-
-
-class Cancellation:
-    """A flag the async side sets on cancellation; worker code polls it through :meth:`sleep`."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-
-    def cancel(self) -> None:
-        self._event.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._event.is_set()
-
-    def check(self) -> None:
-        if self._event.is_set():
-            raise OperationCancelled("The request was cancelled.")
-
-    def sleep(self, seconds: float) -> None:
-        """A ``time.sleep`` replacement for wait loops: returns early, raising, once cancelled."""
-        if self._event.wait(max(seconds, 0.0)):
-            raise OperationCancelled("The request was cancelled.")
+# The library's own cancellation (gemmaserve.progress): an MCP cancellation sets the token.
+OperationCancelled = Cancelled
+Cancellation = CancelToken
 
 
 ProgressSink = Callable[[float, float | None, str | None], None]
+
+
+def relay(report: ProgressSink) -> ProgressCallback:
+    """The library's :class:`ProgressEvent` as MCP progress: counted work as is, else a running count."""
+    count = 0
+
+    def progress(event: ProgressEvent) -> None:
+        nonlocal count
+        count += 1
+        report(event.done if event.done is not None else count, event.total, event.message)
+
+    return progress
 
 
 def should_interrupt(cancellation: Cancellation | None) -> bool:

@@ -1,0 +1,83 @@
+"""One progress event and one cancellation check for every long action (pure: no I/O, no front end).
+
+A long action (a deploy, a vLLM start, a repack, a measurement, an image build) takes
+``progress: ProgressCallback | None`` and ``cancel: CancelToken | None``. It reports
+:class:`ProgressEvent` values, checks ``cancel.check()`` at points where stopping is safe and waits with
+``cancel.sleep()``; on :class:`Cancelled` it cleans up what it created, as on Ctrl-C, then lets it
+propagate. The CLI prints events on stderr; the MCP server relays them as MCP progress notifications
+and sets the token when the client cancels the request. Nothing is injected into the library: no
+``KeyboardInterrupt`` from a callback, no signal.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """One step of a long action.
+
+    ``phase`` names what is happening in a word or two ("download", "compiling", "Creating", "request");
+    ``message`` is the line a person reads; ``done``/``total`` count work where it can be counted
+    (tensors, requests, seconds waited), ``total`` None when the end is not known in advance.
+    """
+
+    phase: str
+    message: str
+    done: float | None = None
+    total: float | None = None
+
+    @property
+    def fraction(self) -> float | None:
+        if self.done is None or not self.total:
+            return None
+        return min(max(self.done / self.total, 0.0), 1.0)
+
+
+ProgressCallback = Callable[[ProgressEvent], None]
+
+
+def report(progress: ProgressCallback | None, event: ProgressEvent) -> None:
+    """Send ``event`` if anyone listens (actions call this instead of testing for None each time)."""
+    if progress is not None:
+        progress(event)
+
+
+class Cancelled(Exception):
+    """The caller cancelled the action: whatever it created is cleaned up, then this propagates."""
+
+    def __init__(self, message: str = "The request was cancelled.") -> None:
+        super().__init__(message)
+
+
+class CancelToken:
+    """A flag the caller sets from another thread; the action polls it where stopping is safe."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def check(self) -> None:
+        """Raise :class:`Cancelled` if the caller cancelled."""
+        if self._event.is_set():
+            raise Cancelled()
+
+    def sleep(self, seconds: float) -> None:
+        """A ``time.sleep`` for wait loops that returns early, raising :class:`Cancelled`, once cancelled."""
+        if self._event.wait(max(seconds, 0.0)):
+            raise Cancelled()
+
+
+def check(cancel: CancelToken | None) -> None:
+    """``cancel.check()`` for an optional token."""
+    if cancel is not None:
+        cancel.check()
