@@ -1,0 +1,62 @@
+"""One finding model for every check gemmaserve makes: doctor, preflight, checkpoint validate, endpoint logs.
+
+A finding says what was checked (``check``, a stable dotted id), how it came out (``status``), what was
+seen (``detail``), and what to do about it (``fix``). ``unknown`` is its own status and never counts as a
+pass: a check that could not run is not a check that found nothing. ``required`` findings that did not
+pass block the action that asked (a start, a deploy, a repack).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Status(StrEnum):
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "fail"
+    UNKNOWN = "unknown"
+    NOT_APPLICABLE = "not-applicable"
+
+
+PASSING = frozenset({Status.OK, Status.WARN, Status.NOT_APPLICABLE})
+
+
+class Finding(BaseModel):
+    """One check's outcome. ``where`` names what it was about when a check runs per item (a region, a
+    tensor, an endpoint); ``state`` names a recognised broken state (``cpu-torch-under-cuda-vllm``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    check: str
+    status: Status
+    detail: str
+    fix: str | None = None
+    title: str | None = None
+    required: bool = True
+    where: str | None = None
+    state: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status in PASSING
+
+    @property
+    def blocks(self) -> bool:
+        """Whether this finding makes the whole report not ok."""
+        return self.required and not self.passed
+
+
+def all_pass(findings: Iterable[Finding]) -> bool:
+    """True only when no finding blocks (an empty list passes: nothing was required)."""
+    return not any(finding.blocks for finding in findings)
+
+
+def worst(findings: Iterable[Finding]) -> Status:
+    """The most serious status among ``findings``: fail, then unknown, then warn, then ok."""
+    order = [Status.FAIL, Status.UNKNOWN, Status.WARN, Status.OK, Status.NOT_APPLICABLE]
+    seen = {finding.status for finding in findings}
+    return next((status for status in order if status in seen), Status.OK)

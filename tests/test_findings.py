@@ -1,0 +1,55 @@
+"""The one finding model: what passes, what blocks, which status is worst."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from gemmaserve.findings import Finding, Status, all_pass, worst
+
+
+@pytest.mark.parametrize(
+    ("status", "passed"),
+    [
+        (Status.OK, True),
+        (Status.WARN, True),
+        (Status.NOT_APPLICABLE, True),
+        (Status.FAIL, False),
+        (Status.UNKNOWN, False),
+    ],
+)
+@pytest.mark.parametrize("required", [True, False])
+def test_unknown_never_passes_and_only_required_failures_block(status: Status, passed: bool, required: bool) -> None:
+    finding = Finding(check="x", status=status, detail="d", required=required)
+    assert finding.passed is passed
+    assert finding.blocks is (required and not passed)
+
+
+def test_all_pass_over_every_combination_of_two() -> None:
+    for a, b in itertools.product(Status, repeat=2):
+        findings = [Finding(check="a", status=a, detail=""), Finding(check="b", status=b, detail="")]
+        assert all_pass(findings) is (findings[0].passed and findings[1].passed)
+    assert all_pass([])
+
+
+def test_worst_orders_fail_unknown_warn_ok() -> None:
+    def of(*statuses: Status) -> Status:
+        return worst(Finding(check=str(i), status=s, detail="") for i, s in enumerate(statuses))
+
+    assert of(Status.OK, Status.WARN) is Status.WARN
+    assert of(Status.WARN, Status.UNKNOWN) is Status.UNKNOWN
+    assert of(Status.UNKNOWN, Status.FAIL, Status.OK) is Status.FAIL
+    assert of(Status.NOT_APPLICABLE) is Status.NOT_APPLICABLE
+    assert of() is Status.OK
+
+
+def test_the_json_form_is_the_field_names() -> None:
+    finding = Finding(check="gpu.driver", status=Status.FAIL, detail="nvidia-smi not found", fix="install the driver")
+    assert finding.model_dump(mode="json", exclude_none=True) == {
+        "check": "gpu.driver",
+        "status": "fail",
+        "detail": "nvidia-smi not found",
+        "fix": "install the driver",
+        "required": True,
+    }
