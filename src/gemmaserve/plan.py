@@ -29,6 +29,7 @@ from gemmaserve.catalog import (
     resolve_gpu,
     resolve_model,
 )
+from gemmaserve.cost import usd_per_million_tokens
 from gemmaserve.engine_memory import EngineMemory, engine_memory
 from gemmaserve.request_model import ActionRequest, ServingSettings
 from gemmaserve.vllm_releases import (
@@ -271,8 +272,6 @@ def plan_deployment(
     price = instance.price if instance else None
     usd_per_m = None
     if price and decode_tokens_per_s:
-        from gemmaserve.bench.cost import usd_per_million_tokens
-
         usd_per_m = usd_per_million_tokens(price.usd_per_hour, decode_tokens_per_s)
     if price and price.estimated:
         notes.append(f"{instance.key if instance else ''} price is an estimate, not a recorded list price")

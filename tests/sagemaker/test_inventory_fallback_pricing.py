@@ -10,8 +10,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from gemmaserve.cost import PriceQuote
 from gemmaserve.errors import CapacityUnavailable
-from gemmaserve.sagemaker.cost import PriceQuote
 from gemmaserve.sagemaker.endpoint import execute_deploy, plan_deploy
 from gemmaserve.sagemaker.fallback import deploy_across_regions
 from gemmaserve.sagemaker.inventory import cleanup_expired, list_deployments

@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Any
 
 from gemmaserve.bench import stats
-from gemmaserve.bench.cost import cost_table, level_throughput
+from gemmaserve.bench.cost_table import cost_table, level_throughput
 from gemmaserve.bench.schema import ResultFile
 from gemmaserve.errors import MissingExtra
 from gemmaserve.fileio import write_atomic

@@ -14,14 +14,9 @@ from collections.abc import Sequence
 from pydantic import BaseModel
 
 from gemmaserve.bench import stats
-from gemmaserve.bench.cost import (
-    BreakEven,
-    CostTable,
-    break_even,
-    cost_table,
-    level_throughput,
-)
+from gemmaserve.bench.cost_table import cost_table, level_throughput
 from gemmaserve.bench.schema import LoadLevel, QualitySection, ResultFile, load_result
+from gemmaserve.cost import BreakEven, CostTable, break_even
 from gemmaserve.errors import UsageError
 
 ALPHA = 0.05

@@ -24,7 +24,7 @@ from gemmaserve.bench.combine import (
     result_warnings,
     summarize_target,
 )
-from gemmaserve.bench.cost import cost_table
+from gemmaserve.bench.cost_table import cost_table
 from gemmaserve.bench.schema import ResultFile, parse_result
 from gemmaserve.bench.vllm_import import import_vllm_result, looks_like_vllm_result
 from gemmaserve.errors import ResultFileInvalid, UsageError

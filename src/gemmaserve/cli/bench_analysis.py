@@ -97,8 +97,8 @@ def import_vllm(
 
     hardware = HardwareInfo()
     if instance:
-        from gemmaserve.bench.cost import hourly_price
         from gemmaserve.catalog import resolve_instance
+        from gemmaserve.cost import hourly_price
 
         entry = resolve_instance(instance)
         quote = hourly_price(entry.key, region)

@@ -15,10 +15,10 @@ from typing import Any, NoReturn
 
 from pydantic import BaseModel, Field, field_serializer, field_validator
 
+from gemmaserve.cost import PriceLookup, PriceQuote, PriceRange, catalog_price, price_range
 from gemmaserve.errors import AwsError, DeployInterrupted, GemmaserveError, UsageError
 from gemmaserve.sagemaker.aws import call, is_not_found
 from gemmaserve.sagemaker.container import DEFAULT_AMI, image_for_region
-from gemmaserve.sagemaker.cost import PriceLookup, PriceQuote, PriceRange, catalog_price, price_range
 from gemmaserve.sagemaker.delete import DeleteReport, delete_resources
 from gemmaserve.sagemaker.env_mapping import env_to_serve_args, validate_environment
 from gemmaserve.sagemaker.inputs import validate_environment_limits

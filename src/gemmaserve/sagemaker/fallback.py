@@ -13,9 +13,9 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
+from gemmaserve.cost import PriceLookup, catalog_price
 from gemmaserve.errors import CapacityUnavailable, QuotaExceeded
 from gemmaserve.sagemaker.clients import ClientFactory
-from gemmaserve.sagemaker.cost import PriceLookup, catalog_price
 from gemmaserve.sagemaker.endpoint import (
     DeployPlan,
     DeployResult,

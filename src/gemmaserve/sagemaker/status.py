@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from gemmaserve.cost import PriceLookup, PriceRange, price_range
 from gemmaserve.errors import AwsError
 from gemmaserve.sagemaker.aws import call, is_not_found
-from gemmaserve.sagemaker.cost import PriceLookup, PriceRange, price_range
 from gemmaserve.sagemaker.names import validate_name
 
 

@@ -1,11 +1,11 @@
+"""Dollars per hour and per token (gemmaserve.cost): by hand, from the definitions."""
+
 from __future__ import annotations
 
 import pytest
 
-from gemmaserve.bench import cost
-from gemmaserve.sagemaker.cost import PriceQuote
-
-from .test_schema_builders import build_result
+from gemmaserve import cost
+from gemmaserve.cost import PriceQuote
 
 
 def test_usd_per_million_tokens_by_hand() -> None:
@@ -42,29 +42,6 @@ def test_break_even_faster_wins_otherwise_and_order_does_not_matter() -> None:
 
 def test_break_even_tie() -> None:
     assert cost.break_even("a", 0.5, 50.0, "b", 1.0, 100.0).cheaper is None
-
-
-def test_cost_table_from_a_result() -> None:
-    result = build_result(
-        price_usd_per_hour=0.72, rate_tokens_per_s=50.0, load_tok_s={1: [40.0, 50.0, 60.0], 4: [200.0]}
-    )
-    table = cost.cost_table(result, utilisation=0.5)
-    assert table is not None
-    by_level = {point.concurrency: point for point in table.points}
-    assert by_level[0].output_tokens_per_s == pytest.approx(50.0, rel=0.01)
-    assert by_level[1].usd_per_million_output_tokens == pytest.approx(0.72 / (50 * 3600 * 0.5) * 1e6)
-    assert by_level[4].usd_per_million_output_tokens == pytest.approx(0.72 / (200 * 3600 * 0.5) * 1e6)
-    assert table.price_source == "catalog"
-
-
-def test_cost_table_without_a_price_is_none() -> None:
-    assert cost.cost_table(build_result(price_usd_per_hour=None)) is None
-
-
-def test_level_throughput_is_the_median_of_repeats() -> None:
-    assert cost.level_throughput([10.0, 30.0, 20.0]) == 20.0
-    assert cost.level_throughput([]) is None
-    assert cost.level_throughput([0.0, 0.0]) is None
 
 
 def test_hourly_price_prefers_a_live_quote_and_falls_back_to_the_catalog() -> None:
