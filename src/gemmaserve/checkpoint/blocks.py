@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
+from gemmaserve.progress import CancelToken, ProgressCallback, ProgressEvent, check, report
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -81,3 +83,21 @@ def map_in_order(fn: Callable[[T], R], items: Iterable[T], *, workers: int | Non
                     future.result()
                 except BaseException:  # the first error already propagates to the caller
                     pass
+
+
+def tensor_progress(
+    progress: ProgressCallback | None, cancel: CancelToken | None, phase: str
+) -> Callable[[str, int, int], None] | None:
+    """The row-block loops' ``(tensor, bytes done, bytes total)`` callback as :class:`ProgressEvent` values.
+
+    It is also where a long check or repack stops when cancelled: it runs on the caller's thread between
+    two blocks, inside the action's own clean-up (a cancelled repack leaves nothing behind).
+    """
+    if progress is None and cancel is None:
+        return None
+
+    def on_block(tensor: str, done: int, total: int) -> None:
+        report(progress, ProgressEvent(phase, f"{phase} {tensor}", done, total))
+        check(cancel)
+
+    return on_block

@@ -22,9 +22,10 @@ import numpy as np
 from pydantic import BaseModel
 
 from gemmaserve.checkpoint import grid
-from gemmaserve.checkpoint.blocks import map_in_order, row_blocks
+from gemmaserve.checkpoint.blocks import map_in_order, row_blocks, tensor_progress
 from gemmaserve.checkpoint.header import SafetensorsHeader, TensorEntry
 from gemmaserve.checkpoint.inspect import text_config
+from gemmaserve.checkpoint.requests import GridCheckRequest, parse_layers
 from gemmaserve.checkpoint.sources import (
     CheckpointSource,
     HubSource,
@@ -32,6 +33,7 @@ from gemmaserve.checkpoint.sources import (
     tensor_locations,
 )
 from gemmaserve.errors import CheckpointError, MalformedCheckpoint, OffGrid, UsageError
+from gemmaserve.progress import CancelToken, ProgressCallback
 
 Progress = Callable[[str, int, int], None]  # (tensor, bytes done, bytes total)
 # Reference bytes per row block. numpy: small blocks keep its temporaries in cache; the compiled
@@ -92,20 +94,10 @@ def quantized_modules(locations: Locations) -> list[str]:
 
 
 def _layer_filter(spec: str) -> set[int]:
-    layers: set[int] = set()
-    for part in spec.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            if "-" in part:
-                lo, hi = (int(x) for x in part.split("-", 1))
-                layers.update(range(lo, hi + 1))
-            else:
-                layers.add(int(part))
-        except ValueError as exc:
-            raise UsageError(f"--layers {spec!r}: expected numbers and ranges like 0,3-5.") from exc
-    return layers
+    try:
+        return parse_layers(spec)
+    except ValueError as exc:
+        raise UsageError(f"--layers {spec!r}: {exc}") from exc
 
 
 def select_modules(locations: Locations, *, tensor: str | None, layers: str | None) -> list[str]:
@@ -378,6 +370,30 @@ def grid_check(
         ref_src.close()
     source = "detected" if reference_group_size is None else "given"
     return _summarize(build_src.label, ref_src.label, source, results, build_src.bytes_fetched, ref_src.bytes_fetched)
+
+
+def checkpoint_grid_check(
+    request: GridCheckRequest,
+    *,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+    hub_api: Any = None,
+) -> GridCheckReport:
+    """The grid check a :class:`GridCheckRequest` asks for (``gemmaserve checkpoint grid-check``).
+
+    ``progress`` gets one "checking" event per row block (bytes of the reference read so far, of the
+    tensor's total); ``cancel`` stops the check between two blocks (:class:`~gemmaserve.progress.Cancelled`).
+    Raises as :func:`grid_check`.
+    """
+    return grid_check(
+        request.build,
+        request.reference,
+        tensor=request.tensor,
+        layers=request.layers,
+        reference_group_size=request.reference_group_size,
+        hub_api=hub_api,
+        progress=tensor_progress(progress, cancel, "checking"),
+    )
 
 
 def _summarize(

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from gemmaserve.checkpoint.header import SafetensorsHeader, TensorEntry
+from gemmaserve.checkpoint.requests import InspectRequest
 from gemmaserve.checkpoint.sources import CheckpointSource, open_source
 
 PARTS = (
@@ -220,3 +221,8 @@ def inspect_checkpoint(source: str, *, revision: str | None = None, hub_api: Any
         return inspect_source(opened)
     finally:
         opened.close()
+
+
+def checkpoint_inspect(request: InspectRequest, *, hub_api: Any = None) -> InspectReport:
+    """What the checkpoint an :class:`InspectRequest` names holds (``gemmaserve checkpoint inspect``)."""
+    return inspect_checkpoint(request.source, revision=request.revision, hub_api=hub_api)

@@ -24,11 +24,13 @@ import numpy as np
 from pydantic import BaseModel
 
 from gemmaserve.checkpoint import grid
-from gemmaserve.checkpoint.blocks import map_in_order, row_blocks
+from gemmaserve.checkpoint.blocks import map_in_order, row_blocks, tensor_progress
 from gemmaserve.checkpoint.header import DTYPE_BYTES, SafetensorsHeader, TensorEntry
 from gemmaserve.checkpoint.inspect import classify_tensor
+from gemmaserve.checkpoint.requests import RepackRequest
 from gemmaserve.checkpoint.sources import INDEX_FILE, LocalSource
 from gemmaserve.errors import CheckpointError, OffGrid, UsageError
+from gemmaserve.progress import CancelToken, ProgressCallback
 
 MANIFEST_FILE = "gemmaserve-manifest.json"
 _ROW_BLOCK_BYTES = 1 << 20  # numpy: its temporaries stay in cache
@@ -381,3 +383,21 @@ def repack_checkpoint(
         raise
     finally:
         src.close()
+
+
+def checkpoint_repack(
+    request: RepackRequest, *, progress: ProgressCallback | None = None, cancel: CancelToken | None = None
+) -> RepackReport:
+    """The repack a :class:`RepackRequest` asks for (``gemmaserve checkpoint repack``).
+
+    ``progress`` gets one "packing" event per row block; ``cancel`` stops between two blocks, and a
+    cancelled repack leaves nothing under ``out``. Raises as :func:`repack_checkpoint` (``out`` exists:
+    :class:`~gemmaserve.errors.UsageError`, never an overwrite).
+    """
+    return repack_checkpoint(
+        request.src,
+        request.out,
+        text_only=request.text_only,
+        int4_embeddings=request.int4_embeddings,
+        progress=tensor_progress(progress, cancel, "packing"),
+    )

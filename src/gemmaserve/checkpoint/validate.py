@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from gemmaserve.checkpoint import grid
 from gemmaserve.checkpoint.inspect import classify_tensor, text_config, tied_embeddings
+from gemmaserve.checkpoint.requests import ValidateRequest
 from gemmaserve.checkpoint.sources import (
     INDEX_FILE,
     CheckpointSource,
@@ -211,3 +212,8 @@ def validate_checkpoint(source: str, *, revision: str | None = None, hub_api: An
         return validate_source(opened)
     finally:
         opened.close()
+
+
+def checkpoint_validate(request: ValidateRequest, *, hub_api: Any = None) -> ValidateReport:
+    """The findings for the checkpoint a :class:`ValidateRequest` names (``gemmaserve checkpoint validate``)."""
+    return validate_checkpoint(request.source, revision=request.revision, hub_api=hub_api)

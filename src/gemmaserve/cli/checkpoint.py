@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import click
 
+from gemmaserve.checkpoint.requests import GridCheckRequest, InspectRequest, RepackRequest, ValidateRequest
+from gemmaserve.cli.options import request_options
 from gemmaserve.cli.output import console, emit, err_console, json_option
+from gemmaserve.progress import ProgressCallback, ProgressEvent
 
 
 @click.group(name="checkpoint")
@@ -18,8 +21,8 @@ def cli() -> None:
 
 
 @contextmanager
-def _progress(label: str) -> Iterator[Callable[[str, int, int], None] | None]:
-    """A rich progress bar on stderr when it is a terminal; no callback otherwise."""
+def _progress() -> Iterator[ProgressCallback | None]:
+    """A rich progress bar per tensor on stderr when it is a terminal; no callback otherwise."""
     if not sys.stderr.isatty():
         yield None
         return
@@ -37,10 +40,11 @@ def _progress(label: str) -> Iterator[Callable[[str, int, int], None] | None]:
     ) as bar:  # fmt: skip
         tasks: dict[str, Any] = {}
 
-        def update(tensor: str, done: int, total: int) -> None:
-            if tensor not in tasks:
-                tasks[tensor] = bar.add_task(f"{label} {tensor}", total=total)
-            bar.update(tasks[tensor], completed=done)
+        def update(event: ProgressEvent) -> None:
+            # One bar per tensor: the message names it ("packing model.…q_proj.weight").
+            if event.message not in tasks:
+                tasks[event.message] = bar.add_task(event.message, total=event.total)
+            bar.update(tasks[event.message], completed=event.done)
 
         yield update
 
@@ -53,14 +57,20 @@ def _gb(n: int) -> str:
 
 
 @cli.command(name="inspect")
-@click.argument("source")
-@click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
+@request_options(InspectRequest)
 @json_option
-def inspect_cmd(source: str, revision: str | None, as_json: bool) -> None:
-    """What SOURCE holds, by part, from safetensors headers alone (a directory, a file, or a hub repo id)."""
-    from gemmaserve.checkpoint import inspect_checkpoint
+def inspect_cmd(request: InspectRequest, as_json: bool) -> None:
+    """What SOURCE holds, by part, from safetensors headers alone (a directory, a file, or a hub repo id).
 
-    emit(inspect_checkpoint(source, revision=revision), as_json=as_json, render=_render_inspect)
+    \b
+    Examples:
+      gemmaserve checkpoint inspect google/gemma-4-E2B-it-qat-w4a16-ct
+      gemmaserve checkpoint inspect ./gemma-4-E2B-it-w4a16 --json
+      gemmaserve checkpoint inspect google/gemma-4-E2B-it --revision main
+    """
+    from gemmaserve.checkpoint import checkpoint_inspect
+
+    emit(checkpoint_inspect(request), as_json=as_json, render=_render_inspect)
 
 
 def _render_inspect(report: Any) -> None:
@@ -85,44 +95,24 @@ def _render_inspect(report: Any) -> None:
         out.print(f"note: {finding}")
 
 
-def _group_size_option(ctx: click.Context, param: click.Parameter, value: str | None) -> int | str | None:
-    if value is None or value == "channel":
-        return value
-    if not value.isdigit() or int(value) < 1:
-        raise click.BadParameter("expected a positive number of weights per group, or 'channel'.")
-    return int(value)
-
-
 @cli.command(name="grid-check")
-@click.argument("build")
-@click.option("--reference", required=True, help="The bf16 -qat-q4_0-unquantized checkpoint (path or hub repo id).")
-@click.option(
-    "--tensor", default=None, help="One module or tensor name, e.g. model.language_model.layers.0.self_attn.q_proj."
-)
-@click.option("--layers", default=None, help="Decoder layers to check, e.g. 0,3-5 (default: every 4-bit tensor).")
-@click.option(
-    "--reference-group-size", default=None, callback=_group_size_option, metavar="N|channel",
-    help="The reference grid's group size (default: detected from its values; 32 for Google's q4_0 exports).",
-)  # fmt: skip
+@request_options(GridCheckRequest)
 @json_option
-def grid_check_cmd(
-    build: str,
-    reference: str,
-    tensor: str | None,
-    layers: str | None,
-    reference_group_size: int | str | None,
-    as_json: bool,
-) -> None:
+def grid_check_cmd(request: GridCheckRequest, as_json: bool) -> None:
     """Whether BUILD's 4-bit weights are Google's QAT values; exits 1 when any is off by a level of the reference's grid.
 
     Also exits 1, with no verdict, when the reference sits on no 4-bit grid.
-    """
-    from gemmaserve.checkpoint import grid_check
 
-    with _progress("checking") as progress:
-        report = grid_check(
-            build, reference, tensor=tensor, layers=layers, reference_group_size=reference_group_size, progress=progress
-        )
+    \b
+    Examples:
+      gemmaserve checkpoint grid-check ./gemma-4-E2B-it-w4a16 --reference google/gemma-4-E2B-it-qat-q4_0-unquantized
+      gemmaserve checkpoint grid-check ./awq-build --reference ./qat-q4_0-unquantized --layers 0,3-5
+      gemmaserve checkpoint grid-check ./build --reference ./ref --reference-group-size 32 --json
+    """
+    from gemmaserve.checkpoint import checkpoint_grid_check
+
+    with _progress() as progress:
+        report = checkpoint_grid_check(request, progress=progress)
     emit(report, as_json=as_json, render=_render_grid)
     if report.values_off_by_a_level_or_more:
         sys.exit(1)
@@ -163,17 +153,22 @@ def _render_grid(report: Any) -> None:
 
 
 @cli.command(name="repack")
-@click.argument("src")
-@click.argument("out")
-@click.option("--text-only", is_flag=True, help="Drop the vision and audio towers; write a text-only causal LM config.")
-@click.option("--int4-embeddings", is_flag=True, help="Also pack the per-layer-embedding table on the same grid.")
+@request_options(RepackRequest)
 @json_option
-def repack_cmd(src: str, out: str, text_only: bool, int4_embeddings: bool, as_json: bool) -> None:
-    """Repack a -qat-q4_0-unquantized SRC into compressed-tensors W4A16 at OUT, losslessly, or write nothing."""
-    from gemmaserve.checkpoint import repack_checkpoint
+def repack_cmd(request: RepackRequest, as_json: bool) -> None:
+    """Repack a -qat-q4_0-unquantized SRC into compressed-tensors W4A16 at OUT, losslessly, or write nothing.
 
-    with _progress("packing") as progress:
-        report = repack_checkpoint(src, out, text_only=text_only, int4_embeddings=int4_embeddings, progress=progress)
+    OUT must not exist: the repack is written beside it and moved into place only when complete.
+
+    \b
+    Examples:
+      gemmaserve checkpoint repack ./gemma-4-E2B-it-qat-q4_0-unquantized ./gemma-4-E2B-it-w4a16
+      gemmaserve checkpoint repack ./gemma-4-E2B-it-qat-q4_0-unquantized ./e2b-text-w4a16 --text-only --json
+    """
+    from gemmaserve.checkpoint import checkpoint_repack
+
+    with _progress() as progress:
+        report = checkpoint_repack(request, progress=progress)
     emit(report, as_json=as_json, render=_render_repack)
 
 
@@ -189,14 +184,19 @@ def _render_repack(report: Any) -> None:
 
 
 @cli.command(name="validate")
-@click.argument("source")
-@click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
+@request_options(ValidateRequest)
 @json_option
-def validate_cmd(source: str, revision: str | None, as_json: bool) -> None:
-    """Check SOURCE's config against its shards before a deploy; exits 1 on any error finding."""
-    from gemmaserve.checkpoint import validate_checkpoint
+def validate_cmd(request: ValidateRequest, as_json: bool) -> None:
+    """Check SOURCE's config against its shards before a deploy; exits 1 on any error finding.
 
-    report = validate_checkpoint(source, revision=revision)
+    \b
+    Examples:
+      gemmaserve checkpoint validate ./gemma-4-E2B-it-w4a16
+      gemmaserve checkpoint validate google/gemma-4-E2B-it-qat-w4a16-ct --json
+    """
+    from gemmaserve.checkpoint import checkpoint_validate
+
+    report = checkpoint_validate(request)
     emit(report, as_json=as_json, render=_render_validate)
     if not report.ok:
         sys.exit(1)

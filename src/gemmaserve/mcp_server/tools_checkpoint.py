@@ -7,48 +7,34 @@ repack writes into a temporary directory and moves it into place only when compl
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
-
 from mcp.server.mcpserver import Context
-from mcp_types import CallToolResult, ToolAnnotations
-from pydantic import Field
+from mcp_types import CallToolResult
 
 from gemmaserve.checkpoint import (
     GridCheckReport,
+    GridCheckRequest,
     InspectReport,
+    InspectRequest,
     RepackReport,
+    RepackRequest,
     ValidateReport,
+    ValidateRequest,
+    checkpoint_grid_check,
+    checkpoint_inspect,
+    checkpoint_repack,
+    checkpoint_validate,
 )
 from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
+    ADDITIVE,
     READ_ONLY_REMOTE,
     Cancellation,
-    OperationCancelled,
     ProgressSink,
     ToolSet,
+    relay,
     run_blocking,
-    should_interrupt,
-    translate_errors,
     typed_result,
 )
-
-REPACK = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
-
-Source = Annotated[
-    str, Field(min_length=1, description="A checkpoint directory, a .safetensors file, or a Hub repo id.")
-]
-Revision = Annotated[str | None, Field(description="Hub revision (branch, tag or commit).")]
-
-
-def _tensor_progress(report: ProgressSink, cancellation: Cancellation, verb: str):  # type: ignore[no-untyped-def]
-    """The checkpoint library's ``progress(tensor, done, total)`` as MCP progress; a cancellation point too."""
-
-    def progress(tensor: str, done: int, total: int) -> None:
-        report(done, total, f"{verb} {tensor}")
-        if should_interrupt(cancellation):
-            raise OperationCancelled("The request was cancelled.")
-
-    return progress
 
 
 def _gb(n: int) -> str:
@@ -56,36 +42,23 @@ def _gb(n: int) -> str:
 
 
 def register(tools: ToolSet, deps: ServerDeps) -> None:
-    @tools.tool(name="checkpoint_inspect", title="What a checkpoint holds", annotations=READ_ONLY_REMOTE)
-    @translate_errors
-    def checkpoint_inspect(source: Source, revision: Revision = None) -> Annotated[CallToolResult, InspectReport]:
+    @tools.action(InspectRequest, title="What a checkpoint holds", annotations=READ_ONLY_REMOTE, result=InspectReport)
+    def inspect_tool(request: InspectRequest) -> CallToolResult:
         """Parts (embeddings, body, towers) with bytes, share, storage dtype and parameters, from headers alone.
 
         Also the quantization config and its ignore list. Same as `gemmaserve checkpoint inspect --json`.
         """
-        from gemmaserve.checkpoint import inspect_checkpoint
-
-        report = inspect_checkpoint(source, revision=revision)
+        report = checkpoint_inspect(request)
         lines = [f"{report.source}: {report.shards} shard(s), {report.tensors} tensors, {_gb(report.total_bytes)}"]
         lines += [f"- {p.part}: {_gb(p.bytes)} ({p.share:.1%})" for p in report.parts]
         lines += [f"note: {finding}" for finding in report.findings]
         return typed_result(report, "\n".join(lines))
 
-    @tools.tool(name="checkpoint_grid_check", title="Are 4-bit weights on the QAT grid?", annotations=READ_ONLY_REMOTE)
-    @translate_errors
-    async def checkpoint_grid_check(
-        build: Annotated[str, Field(min_length=1, description="The 4-bit build to check (path or repo id).")],
-        reference: Annotated[
-            str, Field(min_length=1, description="The bf16 -qat-q4_0-unquantized checkpoint (path or repo id).")
-        ],
-        ctx: Context,
-        tensor: Annotated[str | None, Field(description="One module or tensor name.")] = None,
-        layers: Annotated[str | None, Field(description="Decoder layers, e.g. 0,3-5 (default: all 4-bit).")] = None,
-        reference_group_size: Annotated[
-            int | Literal["channel"] | None,
-            Field(description="The reference grid's group size, or 'channel' (default: detected from its values)."),
-        ] = None,
-    ) -> Annotated[CallToolResult, GridCheckReport]:
+    @tools.action(
+        GridCheckRequest, title="Are 4-bit weights on the QAT grid?", annotations=READ_ONLY_REMOTE,
+        result=GridCheckReport,
+    )  # fmt: skip
+    async def grid_check_tool(request: GridCheckRequest, ctx: Context) -> CallToolResult:
         """Whether the build's 4-bit weights are Google's QAT values, value by value against the reference.
 
         "Off by a level" is measured in steps of the reference's own grid (its group size is detected, or given);
@@ -93,17 +66,9 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         `gemmaserve checkpoint grid-check --json` (whose exit status is 1 when any value is off by a level
         of the reference's grid: here that is `values_off_by_a_level_or_more`).
         """
-        from gemmaserve.checkpoint import grid_check
 
         def work(cancellation: Cancellation, report: ProgressSink) -> GridCheckReport:
-            return grid_check(
-                build,
-                reference,
-                tensor=tensor,
-                layers=layers,
-                reference_group_size=reference_group_size,
-                progress=_tensor_progress(report, cancellation, "checking"),
-            )
+            return checkpoint_grid_check(request, progress=relay(report), cancel=cancellation)
 
         result = await run_blocking(ctx, work)
         summary = (
@@ -113,29 +78,16 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         )
         return typed_result(result, summary)
 
-    @tools.tool(name="checkpoint_repack", title="Repack to W4A16 losslessly", annotations=REPACK)
-    @translate_errors
-    async def checkpoint_repack(
-        src: Annotated[str, Field(min_length=1, description="A -qat-q4_0-unquantized checkpoint directory.")],
-        out: Annotated[str, Field(min_length=1, description="The output directory (must not exist).")],
-        ctx: Context,
-        text_only: Annotated[bool, Field(description="Drop the vision and audio towers.")] = False,
-        int4_embeddings: Annotated[bool, Field(description="Also pack the per-layer-embedding table.")] = False,
-    ) -> Annotated[CallToolResult, RepackReport]:
+    @tools.action(RepackRequest, title="Repack to W4A16 losslessly", annotations=ADDITIVE, result=RepackReport)
+    async def repack_tool(request: RepackRequest, ctx: Context) -> CallToolResult:
         """Repack into compressed-tensors W4A16, bit-exact on the QAT grid, or write nothing.
 
-        Reports progress per tensor; a cancelled repack leaves no output. Same as `gemmaserve checkpoint repack --json`.
+        `out` must not exist (it is never overwritten). Reports progress per tensor; a cancelled repack
+        leaves no output. Same as `gemmaserve checkpoint repack --json`.
         """
-        from gemmaserve.checkpoint import repack_checkpoint
 
         def work(cancellation: Cancellation, report: ProgressSink) -> RepackReport:
-            return repack_checkpoint(
-                src,
-                out,
-                text_only=text_only,
-                int4_embeddings=int4_embeddings,
-                progress=_tensor_progress(report, cancellation, "packing"),
-            )
+            return checkpoint_repack(request, progress=relay(report), cancel=cancellation)
 
         result = await run_blocking(ctx, work)
         summary = (
@@ -144,13 +96,13 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         )
         return typed_result(result, summary)
 
-    @tools.tool(name="checkpoint_validate", title="Check a checkpoint before deploying", annotations=READ_ONLY_REMOTE)
-    @translate_errors
-    def checkpoint_validate(source: Source, revision: Revision = None) -> Annotated[CallToolResult, ValidateReport]:
+    @tools.action(
+        ValidateRequest, title="Check a checkpoint before deploying", annotations=READ_ONLY_REMOTE,
+        result=ValidateReport,
+    )  # fmt: skip
+    def validate_tool(request: ValidateRequest) -> CallToolResult:
         """The config against its shards (architecture, quantization targets and ignore list, shapes), each with a fix."""
-        from gemmaserve.checkpoint import validate_checkpoint
-
-        report = validate_checkpoint(source, revision=revision)
+        report = checkpoint_validate(request)
         lines = [f"{report.source}: {report.tensors} tensors, {'ok' if report.ok else 'problems found'}"]
         lines += [f"{f.level}: [{f.check}] {f.message} (fix: {f.fix})" for f in report.findings]
         return typed_result(report, "\n".join(lines))
