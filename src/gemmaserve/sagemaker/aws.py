@@ -123,19 +123,37 @@ def translate_error_response(
     return AwsError(f"AWS call failed{where}: {code}: {message}", **fields)
 
 
+CREDENTIALS_HINT = (
+    "Configure credentials (aws configure), log in to an SSO profile (aws sso login --profile NAME), "
+    "or set AWS_PROFILE to a profile that exists; check with: aws sts get-caller-identity"
+)
+
+
 def translate_botocore_error(exc: Exception, *, region: str) -> AwsError:
     from botocore.exceptions import (
+        CredentialRetrievalError,
         EndpointConnectionError,
         NoCredentialsError,
         NoRegionError,
         ParamValidationError,
         PartialCredentialsError,
+        ProfileNotFound,
+        SSOError,
+        TokenRetrievalError,
     )
 
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
         return CredentialsMissing(
-            "No AWS credentials found.",
-            hint="Configure them (aws configure, AWS_PROFILE, or an instance role).",
+            f"No AWS credentials were found for {region}, so nothing was sent to AWS.",
+            hint=CREDENTIALS_HINT + ".",
+            region=region,
+        )
+    # A profile that exists but cannot give credentials: an expired SSO session, a failing
+    # credential_process, a profile removed while the process ran.
+    if isinstance(exc, CredentialRetrievalError | TokenRetrievalError | SSOError | ProfileNotFound):
+        return CredentialsMissing(
+            f"The AWS credentials could not be loaded ({exc}), so nothing was sent to AWS in {region}.",
+            hint=CREDENTIALS_HINT + ".",
             region=region,
         )
     if isinstance(exc, EndpointConnectionError):

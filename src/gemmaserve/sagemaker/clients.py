@@ -36,17 +36,22 @@ class Boto3ClientFactory:
 
     def __call__(self, service: str, region: str) -> Any:
         from botocore.config import Config
+        from botocore.exceptions import ProfileNotFound
 
         key = (service, region)
         with self._lock:
             client = self._clients.get(key)
             if client is None:
-                client = self.session.client(
-                    service,
-                    region_name=region,
-                    endpoint_url=self.endpoint_url,
-                    config=Config(retries=_RETRIES, connect_timeout=10, read_timeout=70),
-                )
+                try:
+                    client = self.session.client(
+                        service,
+                        region_name=region,
+                        endpoint_url=self.endpoint_url,
+                        config=Config(retries=_RETRIES, connect_timeout=10, read_timeout=70),
+                    )
+                except ProfileNotFound:
+                    # The session reads the profile lazily: AWS_PROFILE may have changed since it was made.
+                    raise profile_not_found(self.profile) from None
                 self._clients[key] = client
             return client
 
@@ -81,20 +86,25 @@ def aws_session(profile: str | None) -> Any:
     try:
         return boto3.Session(profile_name=profile)
     except ProfileNotFound:
-        name = profile or os.environ.get("AWS_PROFILE") or os.environ.get("AWS_DEFAULT_PROFILE") or "?"
-        source = (
-            "given"
-            if profile
-            else "named by AWS_PROFILE"
-            if os.environ.get("AWS_PROFILE")
-            else "named by AWS_DEFAULT_PROFILE"
-        )
-        from gemmaserve.errors import CredentialsMissing
+        raise profile_not_found(profile) from None
 
-        raise CredentialsMissing(
-            f"The AWS profile {name!r} ({source}) is not in ~/.aws/config or ~/.aws/credentials, so no AWS "
-            "credentials or region can be read and nothing was sent to AWS.",
-            hint=f"Create it (aws configure --profile {name}, or aws configure sso), log in (aws sso login "
-            f"--profile {name}), or unset AWS_PROFILE to use the default credentials.",
-            profile=name,
-        ) from None
+
+def profile_not_found(profile: str | None) -> Exception:
+    """The one-paragraph error for a profile that is not configured, with the commands that fix it."""
+    from gemmaserve.errors import CredentialsMissing
+
+    name = profile or os.environ.get("AWS_PROFILE") or os.environ.get("AWS_DEFAULT_PROFILE") or "?"
+    source = (
+        "given"
+        if profile
+        else "named by AWS_PROFILE"
+        if os.environ.get("AWS_PROFILE")
+        else "named by AWS_DEFAULT_PROFILE"
+    )
+    return CredentialsMissing(
+        f"The AWS profile {name!r} ({source}) is not in ~/.aws/config or ~/.aws/credentials, so no AWS "
+        "credentials or region can be read and nothing was sent to AWS.",
+        hint=f"Create it (aws configure --profile {name}, or aws configure sso), log in (aws sso login "
+        f"--profile {name}), or unset AWS_PROFILE to use the default credentials.",
+        profile=name,
+    )

@@ -20,11 +20,21 @@ _REGION_SHAPE = re.compile(r"^[a-z]{2}(?:-[a-z]+)+-\d+$")
 _TAG_PUNCTUATION = set("_.:/=+-@")
 
 
+# The service model and the region list are data bundled with botocore. They are read with botocore's
+# loader alone, not through a session: a session reads the user's profile first, so a stale AWS_PROFILE
+# would break even a dry run that never talks to AWS.
+@functools.cache
+def _loader() -> Any:
+    import botocore.loaders
+
+    return botocore.loaders.create_loader()
+
+
 @functools.cache
 def _service_model() -> Any:
-    import botocore.session
+    from botocore.model import ServiceModel
 
-    return botocore.session.get_session().get_service_model("sagemaker")
+    return ServiceModel(_loader().load_service_model("sagemaker", "service-2"), service_name="sagemaker")
 
 
 def _shape(name: str) -> Any:
@@ -32,23 +42,26 @@ def _shape(name: str) -> Any:
 
 
 @functools.cache
+def _endpoint_resolver() -> Any:
+    from botocore.regions import EndpointResolver
+
+    return EndpointResolver(_loader().load_data("endpoints"))
+
+
+@functools.cache
 def sagemaker_regions() -> tuple[str, ...]:
     """Every region botocore's endpoint data lists for SageMaker, all partitions (``aws`` first)."""
-    import boto3
-
-    session = boto3.session.Session(profile_name=None)
+    resolver = _endpoint_resolver()
     regions: list[str] = []
-    for partition in session.get_available_partitions():
-        regions.extend(session.get_available_regions("sagemaker", partition_name=partition))
+    for partition in resolver.get_available_partitions():
+        regions.extend(resolver.get_available_endpoints(_service_model().endpoint_prefix, partition))
     return tuple(regions)
 
 
 @functools.cache
 def commercial_regions() -> tuple[str, ...]:
     """The standard partition's SageMaker regions: what a sweep covers with one set of credentials."""
-    import boto3
-
-    return tuple(boto3.session.Session(profile_name=None).get_available_regions("sagemaker", partition_name="aws"))
+    return tuple(_endpoint_resolver().get_available_endpoints(_service_model().endpoint_prefix, "aws"))
 
 
 def normalise_region(text: str) -> str:

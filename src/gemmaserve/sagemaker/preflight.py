@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from gemmaserve.errors import AwsAccessDenied, AwsError, GemmaserveError
+from gemmaserve.errors import AwsAccessDenied, AwsError, CredentialsMissing, GemmaserveError
 from gemmaserve.sagemaker.aws import call, is_not_found
 from gemmaserve.sagemaker.clients import ClientFactory
 from gemmaserve.sagemaker.container import (
@@ -92,7 +92,8 @@ def run_preflight(
     image_labels: dict[str, str] | None = None,
     language_model_only: bool = False,
 ) -> PreflightReport:
-    """Run every check; AWS failures become findings (unknown), never exceptions, except bad usage."""
+    """Run every check; AWS failures become findings (unknown), never exceptions, except bad usage and
+    missing credentials (:class:`CredentialsMissing`: then nothing in AWS can be checked)."""
     report = run_offline_preflight(
         model=model,
         encoding=encoding,
@@ -333,6 +334,8 @@ def _quota_findings(factory: ClientFactory, types: list[str], count: int, region
         checks = check_quotas(
             factory("service-quotas", region), factory("sagemaker", region), types, count, region=region
         )
+    except CredentialsMissing:
+        raise  # no check that needs AWS can run: one error with the fix, not a list of unknowns
     except AwsAccessDenied as error:
         return [
             Finding(
