@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gemmaserve.host.doctor import run_doctor
+from gemmaserve.host.doctor import DoctorRequest, doctor
 from gemmaserve.mcp_server import ServerDeps, build_server
 from tests.mcp.conftest import call_tool, cli_json, error_details
 from tests.mcp.fake_hosts import HOST_DATA, scripted_host
@@ -17,10 +17,8 @@ def test_doctor_reports_the_no_swap_host_with_fixes(tmp_path: Path) -> None:
     result = call_tool(server, "doctor", {"python": python, "model": "gemma-4-e2b", "encoding": "bf16"})
     assert not result.is_error, result.content
     report = result.structured_content
-    assert report == run_doctor(
-        python,
-        model="gemma-4-e2b",
-        encoding="bf16",  # the CLI's function, same inputs
+    assert report == doctor(
+        DoctorRequest(python=python, model="gemma-4-e2b", encoding="bf16"),  # the CLI's function, same inputs
         sources=sources,
     ).model_dump(mode="json")
     assert report["gpu"] == "t4" and report["ok"] is False  # type: ignore[index]

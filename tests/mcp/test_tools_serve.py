@@ -72,7 +72,7 @@ def _server(tmp_path: Path, gpu: str, popen: KeptPopen) -> tuple[Any, str]:
 def test_t4_without_a_verified_clamp_is_refused_and_nothing_starts(tmp_path: Path, popen: KeptPopen) -> None:
     server, python = _server(tmp_path, "t4", popen)
     port = free_port()
-    result = call_tool(server, "serve_start", {"python": python, "port": port, "ready_timeout_s": 20})
+    result = call_tool(server, "serve_start", {"python": python, "port": port, "timeout": 20})
     details = error_details(result)
     assert details["error"] == "InterlockRefused"
     assert any("Turing clamp" in reason for reason in details["reasons"]), details["reasons"]
@@ -86,7 +86,7 @@ def test_l4_starts_serves_and_stops_with_confirmation(tmp_path: Path, popen: Kep
     port = free_port()
     progress = ProgressLog()
     started = call_tool(
-        server, "serve_start", {"python": python, "port": port, "ready_timeout_s": 30}, progress=progress
+        server, "serve_start", {"python": python, "port": port, "timeout": 30}, progress=progress
     )
     assert not started.is_error, started.content
     assert started.structured_content["ready"] is True  # type: ignore[index]
@@ -128,7 +128,7 @@ def test_cancelled_start_stops_the_server_it_launched(
             group.start_soon(
                 lambda: client.call_tool(
                     "serve_start",
-                    {"python": python, "port": port, "ready_timeout_s": 60},
+                    {"python": python, "port": port, "timeout": 60},
                     progress_callback=cancel_when_waiting,
                 )
             )
@@ -151,7 +151,7 @@ def test_start_passes_the_checkpoint_and_language_model_only_to_vllm(tmp_path: P
         {
             "python": python,
             "port": port,
-            "ready_timeout_s": 30,
+            "timeout": 30,
             "checkpoint": "/models/e2b",
             "language_model_only": True,
         },

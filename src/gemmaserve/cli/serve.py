@@ -9,118 +9,46 @@ from typing import Any
 
 import click
 
-from gemmaserve.cli.output import (
-    console,
-    emit,
-    gpu_memory_utilization_option,
-    json_option,
-    max_model_len_option,
-)
+from gemmaserve.cli.options import request_options
+from gemmaserve.cli.output import console, emit, json_option
 from gemmaserve.engine_log import EngineStage
-
-_PORT = click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+from gemmaserve.serve.requests import LogsRequest, StartRequest, StatusRequest, StopRequest
+from gemmaserve.serve.supervisor import ServerList
 
 
 @click.group(name="serve")
 def cli() -> None:
-    """Run vLLM on this host behind an interlock: start, status, stop, logs."""
+    """Run vLLM on this host behind an interlock: start, status, stop, logs.
+
+    \b
+    Examples:
+      gemmaserve serve start --model e2b --encoding qat-w4a16
+      gemmaserve serve status
+      gemmaserve serve stop --yes
+    """
 
 
 @cli.command(name="start", context_settings={"ignore_unknown_options": True})
-@click.option("--model", default="gemma-4-e2b", show_default=True)
-@click.option("--encoding", default="qat-w4a16", show_default=True)
-@click.option(
-    "--python",
-    "python",
-    help="The interpreter vLLM runs under (default: the `vllm` on PATH's).",
-)
-@click.option("--gpu", help="Catalog GPU to plan for when nvidia-smi's is not in the catalog.")
-@click.option(
-    "--gpu-index",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Which GPU (CUDA_VISIBLE_DEVICES).",
-)
-@_PORT
-@max_model_len_option
-@gpu_memory_utilization_option
-@click.option("--max-num-seqs", type=click.IntRange(min=1))
-@click.option("--served-model-name", help="The name clients ask for (default: the model key).")
-@click.option(
-    "--checkpoint",
-    help="Load this local directory or repo instead of the catalog's repo for --encoding "
-    "(the plan still comes from --model/--encoding).",
-)
-@click.option(
-    "--language-model-only",
-    is_flag=True,
-    help="vLLM's --language-model-only: the text decoder without the vision and audio towers (planned so).",
-)
-@click.option(
-    "--no-wait",
-    is_flag=True,
-    help="Return once the process is started; do not wait for /health.",
-)
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(min=1),
-    default=1800,
-    show_default=True,
-    help="Seconds to wait for /health.",
-)
+@request_options(StartRequest)
 @json_option
-@click.argument("extra_args", nargs=-1, type=click.UNPROCESSED)
-def start_command(
-    model: str,
-    encoding: str,
-    python: str | None,
-    gpu: str | None,
-    gpu_index: int,
-    port: int,
-    max_model_len: int,
-    gpu_memory_utilization: float,
-    max_num_seqs: int | None,
-    served_model_name: str | None,
-    checkpoint: str | None,
-    language_model_only: bool,
-    no_wait: bool,
-    timeout_s: float,
-    as_json: bool,
-    extra_args: tuple[str, ...],
-) -> None:
-    """Plan, check and start `vllm serve`; extra arguments after `--` go to vLLM unchanged.
+def start_command(request: StartRequest, as_json: bool) -> None:
+    """Plan once, check that plan (doctor, Turing clamp) and start `vllm serve` with its flags.
 
-    Example: gemmaserve serve start --checkpoint ./model -- --load-format dummy --enforce-eager
+    The plan follows --vllm, else the target interpreter's installed vLLM, else the newest. Extra
+    arguments after `--` go to vLLM unchanged, after the plan's flags.
+
+    \b
+    Examples:
+      gemmaserve serve start --model e2b --encoding qat-w4a16 --max-model-len 8192
+      gemmaserve serve start --python ~/vllm/bin/python --port 8001 --no-wait --json
+      gemmaserve serve start --checkpoint ./model -- --load-format dummy --enforce-eager
     """
     from gemmaserve.serve.api import start
 
     with _StageDisplay() as on_progress:
-        result = start(
-            model=model,
-            encoding=encoding,
-            python=python,
-            gpu=gpu,
-            port=port,
-            gpu_index=gpu_index,
-            max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_num_seqs=max_num_seqs,
-            served_model_name=served_model_name,
-            checkpoint=checkpoint,
-            language_model_only=language_model_only,
-            extra_args=list(extra_args),
-            wait=not no_wait,
-            ready_timeout_s=timeout_s,
-            on_progress=on_progress,
-        )
-    emit(
-        result,
-        as_json=as_json,
-        render=_render_start,
-    )
-    if not no_wait and not result.ready:
+        result = start(request, on_progress=on_progress)
+    emit(result, as_json=as_json, render=_render_start)
+    if request.wait and not result.ready:
         raise SystemExit(1)
 
 
@@ -159,36 +87,26 @@ class _StageDisplay:
 
 
 @cli.command(name="status")
-@_PORT
-@click.option(
-    "--all",
-    "all_servers",
-    is_flag=True,
-    help="Every server gemmaserve started on this host.",
-)
-@click.option(
-    "-n",
-    "lines",
-    type=click.IntRange(min=0),
-    default=10,
-    show_default=True,
-    help="Log lines to show.",
-)
+@request_options(StatusRequest)
 @json_option
-def status_command(port: int, all_servers: bool, lines: int, as_json: bool) -> None:
-    """compiling / loading / serving / dead, with the engine facts from its log."""
-    from gemmaserve.serve.api import list_statuses, server_status
+def status_command(request: StatusRequest, as_json: bool) -> None:
+    """compiling / loading / serving / dead, with the engine facts from its log; exit 1 when dead.
 
-    if all_servers:
-        emit(
-            list_statuses(),
-            as_json=as_json,
-            render=_render_statuses,
-        )
+    \b
+    Examples:
+      gemmaserve serve status
+      gemmaserve serve status --port 8001 -n 30
+      gemmaserve serve status --all --json
+    """
+    from gemmaserve.serve.api import status
+
+    result = status(request)
+    if isinstance(result, ServerList):
+        # --json keeps printing a list here, as it always has: scripts read it so.
+        emit(result.servers, as_json=as_json, render=_render_statuses)
         return
-    status = server_status(port, last_lines=lines)
-    emit(status, as_json=as_json, render=_render_status)
-    if status.state.value == "dead":
+    emit(result, as_json=as_json, render=_render_status)
+    if result.state.value == "dead":
         raise SystemExit(1)
 
 
@@ -226,44 +144,49 @@ def _render_status(status: Any) -> None:
 
 
 @cli.command(name="stop")
-@_PORT
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(min=0),
-    default=30,
-    show_default=True,
-    help="Seconds after SIGTERM before SIGKILL.",
-)
+@request_options(StopRequest)
 @json_option
-def stop_command(port: int, timeout_s: float, as_json: bool) -> None:
-    """SIGTERM the server's process group, then SIGKILL after --timeout; never a reused pid."""
-    from gemmaserve.serve.api import stop_server
+def stop_command(request: StopRequest, as_json: bool) -> None:
+    """SIGTERM the server's process group, then SIGKILL after --timeout; never a reused pid.
 
-    result = stop_server(port, timeout_s=timeout_s)
+    Asks first on a terminal; elsewhere it needs --yes.
+
+    \b
+    Examples:
+      gemmaserve serve stop
+      gemmaserve serve stop --port 8001 --timeout 60 --yes --json
+    """
+    from gemmaserve.serve.api import stop
+
+    result = stop(request)
     emit(
         result,
         as_json=as_json,
-        render=lambda r: console().print(f"port {r.port} pid {r.pid}: {r.note}"),
+        render=lambda r: console().print(f"port {r.port} pid {r.pid}: {r.note}", highlight=False),
     )
 
 
 @cli.command(name="logs")
-@_PORT
-@click.option("-n", "lines", type=click.IntRange(min=0), default=100, show_default=True)
-@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until interrupted.")
-def logs_command(port: int, lines: int, follow: bool) -> None:
-    """The engine log of the server on --port."""
-    from gemmaserve.serve.supervisor import log_path_for, read_logs
+@request_options(LogsRequest)
+def logs_command(request: LogsRequest) -> None:
+    """The engine log of the server on --port.
 
-    if not follow:
-        for line in read_logs(port, lines):
+    \b
+    Examples:
+      gemmaserve serve logs -n 50
+      gemmaserve serve logs --port 8001 --follow
+    """
+    from gemmaserve.serve.api import logs
+    from gemmaserve.serve.supervisor import log_path_for
+
+    if not request.follow:
+        for line in logs(request).lines:
             click.echo(line)
         return
-    read_logs(port, 0)  # raises ServerNotRunning when there is no log
+    logs(request.model_copy(update={"lines": 0}))  # raises ServerNotRunning when there is no log
     # One handle for the tail and the follow, so no line written in between is lost or doubled.
-    with log_path_for(port).open("r", errors="replace") as handle:
-        for line in handle.read().splitlines()[-lines:] if lines else []:
+    with log_path_for(request.port).open("r", errors="replace") as handle:
+        for line in handle.read().splitlines()[-request.lines :] if request.lines else []:
             click.echo(line)
         while True:
             chunk = handle.readline()

@@ -1,4 +1,8 @@
-"""``run_doctor``: probe this host and a target interpreter, and judge them, cheapest failure first.
+"""``doctor``: probe this host and a target interpreter, and judge them against one plan row, cheapest failure first.
+
+:class:`DoctorRequest` is the request (shared with ``serve start``, which runs the same checks as its
+interlock). The plan row is made once, by :func:`plan_on_host`, for the GPU and the vLLM found here,
+and handed to the checks (and, by ``serve start``, to the launcher).
 
 Order: host RAM + swap → disk → GPU → plan fits → interpreter → torch → CUDA build →
 CUDA available → arch list → fp16 matmul → vLLM import → vLLM's platform → vLLM's torch
@@ -14,7 +18,11 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, ClassVar
 
+from pydantic import Field
+
+from gemmaserve.errors import UsageError
 from gemmaserve.host import host_checks, python_checks
 from gemmaserve.host.disk import (
     DiskFacts,
@@ -37,8 +45,11 @@ from gemmaserve.host.verdicts import (
     CheckStatus,
     DoctorReport,
     HostNeeds,
+    HostPlan,
     make_report,
 )
+from gemmaserve.request_model import ActionRequest, Cli, ServingSettings
+from gemmaserve.vllm_releases import DEFAULT_SERIES, SUPPORTED_SERIES, resolve_release
 
 DEFAULT_MODEL = "gemma-4-e2b"
 DEFAULT_ENCODING = "qat-w4a16"
@@ -76,43 +87,33 @@ def match_catalog_gpu(gpu: GpuInfo) -> str | None:
     return None
 
 
-def host_needs(
-    model: str,
-    encoding: str,
-    gpu_key: str | None,
-    *,
-    vllm_installed: bool,
-    hf_cache: Path | None = None,
-    max_model_len: int = 8192,
-    gpu_memory_utilization: float = 0.9,
-) -> HostNeeds:
-    """What the plan says this deployment needs of the host. Raises UnknownName/UsageError."""
+def host_needs(plan: HostPlan, *, vllm_installed: bool, hf_cache: Path | None = None) -> Probed[HostNeeds]:
+    """What the plan row asks of this host (pure: the row is planned once, by the caller)."""
     from gemmaserve import plan as planning
 
-    row = planning.plan_deployment(
-        model,
-        encoding,
-        gpu_key or FALLBACK_PLAN_GPU,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-    )
+    if plan.row is None:
+        return Probed[HostNeeds](error=plan.error or "no plan was made")
+    row = plan.row
+    known = plan.gpu_known
     install = planning.COMPILE_CACHE_DISK_GIB + (0.0 if vllm_installed else planning.INSTALL_DISK_GIB)
-    return HostNeeds(
+    needs = HostNeeds(
         model=row.model,
         encoding=row.encoding,
-        gpu=row.gpu if gpu_key else None,
+        gpu=row.gpu if known else None,
         host_ram_needed_gib=row.host_ram_needed_gib,
         checkpoint_gib=row.checkpoint_gib,
         repo_id=row.repo_id,
         checkpoint_cached=checkpoint_cached(hf_cache, row.repo_id) if hf_cache else False,
         install_disk_gib=install,
         temp_disk_gib=host_checks.TEMP_MIN_GIB,
-        fits=row.fits if gpu_key else None,
-        verdict=row.verdict if gpu_key else None,
-        binding_term=row.binding_term if gpu_key else None,
+        fits=row.fits if known else None,
+        verdict=row.verdict if known else None,
+        binding_term=row.binding_term if known else None,
         dtype=row.dtype,
-        needs_turing_clamp=row.needs_turing_clamp if gpu_key else None,
+        needs_turing_clamp=row.needs_turing_clamp if known else None,
+        vllm_rules=f"vLLM {plan.vllm_version} rules: {plan.vllm_from}",
     )
+    return Probed[HostNeeds](value=needs)
 
 
 # check id -> the ids that must have passed before it is worth running
@@ -253,7 +254,13 @@ def _gpu_checks_not_applicable(
     for check in checks:
         if check.id in GPU_ONLY_CHECKS:
             check = check.model_copy(
-                update={"status": CheckStatus.NOT_APPLICABLE, "evidence": why, "fix": None, "broken_state": None}
+                update={
+                    "status": CheckStatus.NOT_APPLICABLE,
+                    "evidence": why,
+                    "fix": None,
+                    "commands": [],
+                    "broken_state": None,
+                }
             )
         elif check.id == "vllm.platform" and gpus.value:
             check = check.model_copy(
@@ -268,78 +275,184 @@ def _gpu_checks_not_applicable(
     return judged
 
 
-def run_doctor(
-    python: str | None = None,
-    *,
-    model: str = DEFAULT_MODEL,
-    encoding: str = DEFAULT_ENCODING,
-    gpu: str | None = None,
-    max_model_len: int = 8192,
-    gpu_memory_utilization: float = 0.9,
-    sources: DoctorSources | None = None,
-) -> DoctorReport:
-    """Probe and judge this host for serving ``model``/``encoding`` with ``python``'s vLLM.
+class DoctorRequest(ServingSettings, ActionRequest):
+    """``gemmaserve doctor``: which interpreter to check, for which deployment (the one plan row it judges)."""
+
+    action: ClassVar[str] = "doctor"
+
+    python: Annotated[
+        str | None, Field(description="The interpreter vLLM runs under (default: the `vllm` on PATH's, else this one).")
+    ] = None
+    model: Annotated[str, Field(description="Catalog model (gemma-4-e2b, e2b, 26b-a4b, …).")] = DEFAULT_MODEL
+    encoding: Annotated[str, Field(description="Its encoding: bf16, qat-w4a16, …")] = DEFAULT_ENCODING
+    gpu: Annotated[
+        str | None, Field(description="Plan for this catalog GPU (t4, l4, …) when nvidia-smi's is not in the catalog.")
+    ] = None
+    vllm: Annotated[
+        str | None,
+        Cli(metavar="VERSION"),
+        Field(
+            description="The vLLM release whose memory rules the plan follows (0.26-0.34; default: the target "
+            "interpreter's installed vLLM, else the newest)."
+        ),
+    ] = None
+
+
+@dataclass(frozen=True)
+class HostProbes:
+    """What doctor read of this host and the target interpreter, before any verdict."""
+
+    python: str
+    memory: Probed[MemoryFacts]
+    gpus: Probed[list[GpuInfo]]
+    interpreter: Probed[InterpreterFacts]
+    disk_paths: dict[DiskRole, Path]
+    disk: DiskFacts
+    gpu: str | None  # the catalog GPU: the one asked for, else the one nvidia-smi reports (None: not in the catalog)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The catalog keys a request names, resolved before any probe runs."""
+
+    model: str
+    encoding: str
+    gpu: str | None
+
+
+def resolve_target(request: DoctorRequest) -> Target:
+    """Check the request's names and ``--vllm`` against the catalog before anything is probed.
+
+    Raises:
+        UnknownName: model, encoding or GPU not in the catalog (exit 2).
+        UsageError: a ``--vllm`` outside the releases the plan follows.
+    """
+    from gemmaserve.catalog import resolve_encoding, resolve_gpu, resolve_model
+
+    model = resolve_model(request.model)
+    encoding = resolve_encoding(model, request.encoding).key
+    gpu = resolve_gpu(request.gpu).key if request.gpu else None
+    if request.vllm is not None:
+        resolve_release(request.vllm)
+    return Target(model=model.key, encoding=encoding, gpu=gpu)
+
+
+def probe_host(python: str | None, *, gpu: str | None = None, sources: DoctorSources | None = None) -> HostProbes:
+    """Read /proc, nvidia-smi, the target interpreter and the disks (each step's failure is recorded, never raised).
 
     Args:
         python: the interpreter vLLM runs under; default: the ``vllm`` on PATH's, else this one.
         gpu: a catalog GPU key to plan for, when the GPU nvidia-smi reports is not in the catalog.
-
-    Raises:
-        UnknownName: model, encoding or GPU not in the catalog (exit 2), before any probe runs.
     """
-    from gemmaserve.catalog import resolve_encoding, resolve_gpu, resolve_model
-    from gemmaserve.errors import UsageError
-
     src = sources or DoctorSources()
-    model_obj = resolve_model(model)
-    encoding_key = resolve_encoding(model_obj, encoding).key
-    forced_gpu = resolve_gpu(gpu).key if gpu else None
     target = python or (default_target_python(src.which) if src.which else default_target_python())
-
     memory = probe_memory(src.read_meminfo)
     gpus = probe_gpus(src.runner, src.which)
     interpreter = probe_interpreter(target, src.runner)
     facts = interpreter.value
     prefix = (facts.python.prefix if facts and facts.python.prefix else None) or str(Path(target).parent.parent)
     disk_paths = default_disk_paths(prefix, src.env, src.home)
-    disk = probe_disk(
-        disk_paths,
-        statvfs=src.statvfs,
-        stat=src.stat,
+    disk = probe_disk(disk_paths, statvfs=src.statvfs, stat=src.stat)
+    matched = match_catalog_gpu(gpus.value[0]) if gpus.value else None
+    return HostProbes(
+        python=target,
+        memory=memory,
+        gpus=gpus,
+        interpreter=interpreter,
+        disk_paths=disk_paths,
+        disk=disk,
+        gpu=gpu or matched,
     )
-    gpu_key = forced_gpu or (match_catalog_gpu(gpus.value[0]) if gpus.value else None)
+
+
+def vllm_rules(requested: str | None, facts: InterpreterFacts | None) -> tuple[str, str]:
+    """The vLLM release whose memory rules to plan with, and why (pure).
+
+    ``--vllm`` when given; else the target interpreter's vLLM (what will actually run), when the plan
+    knows its release; else the newest the plan follows.
+    """
+    if requested is not None:
+        return resolve_release(requested).series, f"--vllm {requested}"
+    installed = facts.vllm.engine_version if facts is not None and facts.vllm.installed else None
+    if installed is None:
+        return DEFAULT_SERIES, "the newest: no vLLM in the target interpreter"
     try:
-        needs = Probed[HostNeeds](
-            value=host_needs(
-                model_obj.key,
-                encoding_key,
-                gpu_key,
-                vllm_installed=bool(facts and facts.vllm.installed),
-                hf_cache=disk_paths[DiskRole.HF_CACHE],
-                max_model_len=max_model_len,
-                gpu_memory_utilization=gpu_memory_utilization,
-            )
+        return resolve_release(installed).series, f"the installed vLLM {installed}"
+    except UsageError:
+        span = f"{SUPPORTED_SERIES[0]}-{SUPPORTED_SERIES[-1]}"
+        return DEFAULT_SERIES, f"the newest: the installed vLLM {installed} is outside {span}, pass --vllm"
+
+
+def plan_on_host(request: ServingSettings, target: Target, probes: HostProbes) -> HostPlan:
+    """The one plan row for this request on this host: its catalog GPU, its vLLM (see :func:`vllm_rules`).
+
+    A plan that cannot be made for a reason of the host is recorded in ``error`` (the checks that need
+    it are then unknown); a usage error (a context longer than the model's) is raised.
+
+    Raises:
+        UsageError: the request cannot be planned on any host.
+    """
+    from gemmaserve.plan import plan_deployment
+
+    series, why = vllm_rules(request.vllm, probes.interpreter.value)
+    try:
+        row = plan_deployment(
+            target.model,
+            target.encoding,
+            probes.gpu or FALLBACK_PLAN_GPU,
+            max_model_len=request.max_model_len,
+            gpu_memory_utilization=request.gpu_memory_utilization,
+            max_num_seqs=request.max_num_seqs,
+            max_num_batched_tokens=request.max_num_batched_tokens,
+            language_model_only=request.language_model_only,
+            vllm_version=series,
         )
     except UsageError:
         raise
     except Exception as exc:  # a plan that cannot be made is an unknown, reported with its reason
-        needs = Probed[HostNeeds](error=describe_exception(exc))
+        return HostPlan(
+            error=describe_exception(exc), gpu_known=probes.gpu is not None, vllm_version=series, vllm_from=why
+        )
+    return HostPlan(row=row, gpu_known=probes.gpu is not None, vllm_version=series, vllm_from=why)
+
+
+def diagnose(probes: HostProbes, plan: HostPlan, target: Target) -> DoctorReport:
+    """Doctor's verdicts on what was probed, judged against the plan row it is handed (pure)."""
+    facts = probes.interpreter.value
+    needs = host_needs(
+        plan, vllm_installed=bool(facts and facts.vllm.installed), hf_cache=probes.disk_paths[DiskRole.HF_CACHE]
+    )
     checks = judge(
-        python=target,
-        memory=memory,
-        disk=disk,
-        gpus=gpus,
-        interpreter=interpreter,
+        python=probes.python,
+        memory=probes.memory,
+        disk=probes.disk,
+        gpus=probes.gpus,
+        interpreter=probes.interpreter,
         needs=needs,
     )
     vllm = facts.vllm if facts else None
     return make_report(
-        python=target,
-        model=model_obj.key,
-        encoding=encoding_key,
-        gpu=gpu_key,
+        python=probes.python,
+        model=target.model,
+        encoding=target.encoding,
+        gpu=probes.gpu,
         checks=checks,
         vllm_version=vllm.engine_version if vllm and vllm.imported else None,
         vllm_distribution=vllm.distribution if vllm else None,
         engine_platform=vllm.platform if vllm and vllm.imported else None,
+        plan=plan,
     )
+
+
+def doctor(request: DoctorRequest, *, sources: DoctorSources | None = None) -> DoctorReport:
+    """Probe and judge this host for the deployment ``request`` describes, cheapest failure first.
+
+    The names are checked before any probe; the plan is made once, for the GPU found (or ``--gpu``) and
+    the vLLM found (or ``--vllm``), and every check judges that one row.
+
+    Raises:
+        UnknownName / UsageError: a name not in the catalog, a bad ``--vllm`` or an impossible context (exit 2).
+    """
+    target = resolve_target(request)
+    probes = probe_host(request.python, gpu=target.gpu, sources=sources)
+    return diagnose(probes, plan_on_host(request, target, probes), target)

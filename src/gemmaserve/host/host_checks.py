@@ -18,6 +18,7 @@ from gemmaserve.host.verdicts import Check, CheckStatus, HostNeeds
 TEMP_MIN_GIB = 2.0
 SWAP_MARGIN_GIB = 1.0
 SWAP_ROUND_GIB = 4
+DRIVER_INSTALL = "sudo apt install nvidia-driver-580-server && sudo reboot"
 
 
 def swapfile_size_gib(shortfall_gib: float) -> int:
@@ -28,12 +29,17 @@ def swapfile_size_gib(shortfall_gib: float) -> int:
     )
 
 
+def swapfile_command_lines(size_gib: int, path: str = "/swapfile") -> list[str]:
+    """Make and enable the swapfile; keep it after a reboot: two commands, each pasted whole."""
+    return [
+        f"sudo fallocate -l {size_gib}G {path} && sudo chmod 600 {path} && sudo mkswap {path} && sudo swapon {path}",
+        f"echo '{path} none swap sw 0 0' | sudo tee -a /etc/fstab",
+    ]
+
+
 def swapfile_commands(size_gib: int, path: str = "/swapfile") -> str:
-    return (
-        f"sudo fallocate -l {size_gib}G {path} && sudo chmod 600 {path} && "
-        f"sudo mkswap {path} && sudo swapon {path}"
-        f"   (to keep it after reboot: echo '{path} none swap sw 0 0' | sudo tee -a /etc/fstab)"
-    )
+    make, keep = swapfile_command_lines(size_gib, path)
+    return f"{make}   (to keep it after reboot: {keep})"
 
 
 def check_host_memory(memory: Probed[MemoryFacts], needs: Probed[HostNeeds]) -> Check:
@@ -81,6 +87,7 @@ def check_host_memory(memory: Probed[MemoryFacts], needs: Probed[HostNeeds]) -> 
         status=CheckStatus.FAIL,
         evidence=f"{have} = {facts.stageable_gib:.1f} GiB; {what}: the kernel's OOM killer will stop vLLM mid-load",
         fix=f"Add a {size} GiB swapfile: {swapfile_commands(size)}",
+        commands=swapfile_command_lines(size),
     )
 
 
@@ -156,7 +163,8 @@ def check_gpu(gpus: Probed[list[GpuInfo]]) -> Check:
             status=CheckStatus.FAIL,
             evidence=gpus.error or "no GPU listed",
             fix="Run on a GPU instance (g4dn/g6/g6e) with the NVIDIA driver installed, "
-            "e.g. an AWS Deep Learning AMI, or: sudo apt install nvidia-driver-580-server && sudo reboot",
+            f"e.g. an AWS Deep Learning AMI, or: {DRIVER_INSTALL}",
+            commands=[DRIVER_INSTALL],
         )
     first = gpus.value[0]
     if first.sm is None:
@@ -202,13 +210,16 @@ def check_plan_fits(needs: Probed[HostNeeds], gpus: Probed[list[GpuInfo]]) -> Ch
             evidence=f"{shown} is not a GPU in the catalog, so no plan was made for it",
             fix="Name the closest catalog GPU with --gpu (see `gemmaserve plan`)",
         )
+    rules = f" ({plan.vllm_rules})" if plan.vllm_rules else ""
     evidence = f"{plan.model} {plan.encoding} on {plan.gpu}: {plan.verdict}"
     if plan.fits:
-        return Check(id="gpu.plan", title=title, status=CheckStatus.OK, evidence=evidence)
+        return Check(id="gpu.plan", title=title, status=CheckStatus.OK, evidence=evidence + rules)
+    command = "gemmaserve plan --model " + plan.model
     return Check(
         id="gpu.plan",
         title=title,
         status=CheckStatus.FAIL,
-        evidence=f"{evidence}: {plan.binding_term}",
-        fix="Pick a smaller encoding or a larger GPU: gemmaserve plan --model " + plan.model,
+        evidence=f"{evidence}: {plan.binding_term}{rules}",
+        fix="Pick a smaller encoding or a larger GPU: " + command,
+        commands=[command],
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
@@ -52,6 +53,12 @@ def torch_install_command(python: str, facts: InterpreterFacts) -> str:
     return f"{shlex.quote(python)} -m pip install --force-reinstall {shlex.quote(spec)} --index-url {PYPI_INDEX}"
 
 
+def torch_fix(python: str, facts: InterpreterFacts) -> dict[str, Any]:
+    """A check's ``fix`` and ``commands`` when the fix is reinstalling torch."""
+    command = torch_install_command(python, facts)
+    return {"fix": command, "commands": [command]}
+
+
 def _public(version: str | None) -> str:
     return (version or "").split("+")[0]
 
@@ -79,6 +86,7 @@ def check_probe(probe: Probed[InterpreterFacts], python: str) -> Check:
             status=CheckStatus.FAIL,
             evidence=f"{python}: {probe.error}",
             fix="Pass the interpreter vLLM runs under: gemmaserve doctor --python /path/to/venv/bin/python",
+            commands=["gemmaserve doctor --python /path/to/venv/bin/python"],
         )
     info = probe.value.python
     return Check(
@@ -107,7 +115,7 @@ def check_torch_import(facts: InterpreterFacts, python: str) -> Check:
             status=CheckStatus.FAIL,
             broken_state=STATE_NO_DEPS_TORCH,
             evidence=f"{error} — a CUDA torch installed without its nvidia-* dependencies (pip --no-deps)",
-            fix=torch_install_command(python, facts),
+            **torch_fix(python, facts),
         )
     if error.startswith("ModuleNotFoundError"):
         return Check(
@@ -116,13 +124,14 @@ def check_torch_import(facts: InterpreterFacts, python: str) -> Check:
             status=CheckStatus.FAIL,
             evidence=error,
             fix=f"{shlex.quote(python)} -m pip install vllm   (it pulls the torch it is built for)",
+            commands=[f"{shlex.quote(python)} -m pip install vllm"],
         )
     return Check(
         id="torch.import",
         title=title,
         status=CheckStatus.FAIL,
         evidence=error,
-        fix=torch_install_command(python, facts),
+        **torch_fix(python, facts),
     )
 
 
@@ -137,7 +146,7 @@ def check_torch_cuda_build(facts: InterpreterFacts, python: str) -> Check:
             broken_state=STATE_CPU_TORCH if vllm_present else None,
             evidence=f"torch {facts.torch.version} has no CUDA (torch.version.cuda is None)"
             + (f", under vLLM {facts.vllm.distribution_version}, which needs CUDA" if vllm_present else ""),
-            fix=torch_install_command(python, facts),
+            **torch_fix(python, facts),
         )
     return Check(
         id="torch.cuda_build",
@@ -204,7 +213,7 @@ def check_arch_list(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]], python
             status=CheckStatus.FAIL,
             broken_state=STATE_CPU_TORCH if facts.vllm.distribution_version else None,
             evidence="torch.cuda.get_arch_list() is empty: this torch carries no GPU kernels",
-            fix=torch_install_command(python, facts),
+            **torch_fix(python, facts),
         )
     if sm is None:
         return Check(
@@ -234,6 +243,7 @@ def check_arch_list(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]], python
         status=CheckStatus.FAIL,
         evidence=f"sm_{sm} not in {arch_list}",
         fix=f"Install a torch that carries sm_{sm} (the PyPI CUDA wheels do): {torch_install_command(python, facts)}",
+        commands=[torch_install_command(python, facts)],
     )
 
 
@@ -311,6 +321,7 @@ def check_vllm_import(facts: InterpreterFacts, python: str) -> Check:
             evidence=f"vLLM is not installed in {python}"
             + (f" ({vllm.metadata_error})" if vllm.metadata_error else ""),
             fix=f"{shlex.quote(python)} -m pip install vllm",
+            commands=[f"{shlex.quote(python)} -m pip install vllm"],
         )
     if vllm.imported:
         return Check(
@@ -348,6 +359,7 @@ def check_vllm_import(facts: InterpreterFacts, python: str) -> Check:
             status=CheckStatus.FAIL,
             evidence=error,
             fix=f"{shlex.quote(python)} -m pip install --force-reinstall vllm",
+            commands=[f"{shlex.quote(python)} -m pip install --force-reinstall vllm"],
         )
     return Check(
         id="vllm.import",
@@ -355,7 +367,7 @@ def check_vllm_import(facts: InterpreterFacts, python: str) -> Check:
         status=CheckStatus.FAIL,
         broken_state=state,
         evidence=f"{error} — {why}",
-        fix=torch_install_command(python, facts),
+        **torch_fix(python, facts),
     )
 
 
@@ -400,7 +412,7 @@ def check_torch_pin(facts: InterpreterFacts, python: str) -> Check:
         status=CheckStatus.FAIL,
         broken_state=STATE_TORCH_PIN,
         evidence=evidence,
-        fix=torch_install_command(python, facts),
+        **torch_fix(python, facts),
     )
 
 

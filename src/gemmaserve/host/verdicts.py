@@ -11,6 +11,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gemmaserve.plan import PlanRow
+
 
 class CheckStatus(StrEnum):
     OK = "ok"
@@ -32,6 +34,10 @@ class Check(BaseModel):
     broken_state: str | None = Field(
         default=None,
         description="A named broken-install state this check recognised, e.g. 'cpu-torch-under-cuda-vllm'.",
+    )
+    commands: list[str] = Field(
+        default_factory=list,
+        description="The shell commands of the fix, each whole, to paste as is (they also appear in the fix text).",
     )
 
     @property
@@ -63,6 +69,23 @@ class HostNeeds(BaseModel):
     binding_term: str | None = None
     dtype: str | None = None
     needs_turing_clamp: bool | None = None
+    vllm_rules: str | None = None  # which vLLM release's memory rules the plan followed, and why
+
+
+class HostPlan(BaseModel):
+    """The one plan row doctor judges and serve start launches with: planned once, then handed down.
+
+    ``row`` is planned for the host's catalog GPU (``gpu_known``); when the GPU is not in the catalog it is
+    planned for a stand-in GPU, and only its host-side terms (RAM, disk, the ``vllm serve`` flags) count.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    row: PlanRow | None = None
+    error: str | None = None  # why no row could be made (the plan's checks are then unknown)
+    gpu_known: bool = False
+    vllm_version: str
+    vllm_from: str = Field(description="Why this release: --vllm, the target interpreter's vLLM, or the newest.")
 
 
 class DoctorReport(BaseModel):
@@ -78,6 +101,7 @@ class DoctorReport(BaseModel):
     vllm_version: str | None = None
     vllm_distribution: str | None = None
     engine_platform: str | None = Field(default=None, description="vLLM's current_platform: cuda, cpu, …")
+    plan: HostPlan | None = Field(default=None, description="The plan row the checks judged (and serve start runs).")
 
     @property
     def cpu_engine(self) -> bool:
@@ -99,6 +123,7 @@ def make_report(
     vllm_version: str | None = None,
     vllm_distribution: str | None = None,
     engine_platform: str | None = None,
+    plan: HostPlan | None = None,
 ) -> DoctorReport:
     ok = bool(checks) and not any(check.blocks for check in checks)
     return DoctorReport(
@@ -111,4 +136,5 @@ def make_report(
         vllm_version=vllm_version,
         vllm_distribution=vllm_distribution,
         engine_platform=engine_platform,
+        plan=plan,
     )

@@ -1,9 +1,9 @@
-"""The plan-driven entry points for serving on this host; CLI and MCP call these and nothing else.
+"""The request-taking entry points for serving on this host; the CLI and the MCP server call these and nothing else.
 
-``start`` plans the deployment for the catalog GPU doctor found, runs doctor as the
-interlock and launches ``vllm serve`` with the plan's flags (the catalog checkpoint, or
-``checkpoint``: a local directory or another repo of the same model). ``status``/``stop``/
-``logs`` are re-exported from the supervisor.
+``start`` plans the deployment once — for the catalog GPU and the vLLM release doctor finds (or
+``--gpu``/``--vllm``) — hands that one row to doctor's checks (the interlock) and to the launcher
+(the ``vllm serve`` flags, with ``checkpoint`` as the model when given). ``status``/``stop``/``logs``
+take their requests to the supervisor.
 """
 
 from __future__ import annotations
@@ -11,130 +11,99 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from gemmaserve.host.doctor import (
-    DEFAULT_ENCODING,
-    DEFAULT_MODEL,
-    DoctorSources,
-    run_doctor,
-)
-from gemmaserve.serve.launcher import (
-    DEFAULT_PORT,
-    READY_TIMEOUT_S,
-    LaunchSeams,
-    ProgressSink,
-    StartResult,
-    start_server,
-)
+from gemmaserve.host.doctor import DoctorSources, diagnose, plan_on_host, probe_host, resolve_target
+from gemmaserve.plan import PlanRow
+from gemmaserve.serve.launcher import LaunchSeams, ProgressSink, StartResult, start_server
+from gemmaserve.serve.requests import LogsRequest, StartRequest, StatusRequest, StopRequest
 from gemmaserve.serve.supervisor import (
+    ServeLogs,
+    ServerList,
+    ServerStatus,
+    StopResult,
     list_statuses,
     read_logs,
     server_status,
     stop_server,
 )
 
-__all__ = ["list_statuses", "read_logs", "server_status", "start", "stop_server"]
+__all__ = [
+    "launch_args",
+    "list_statuses",
+    "logs",
+    "read_logs",
+    "server_status",
+    "start",
+    "status",
+    "stop",
+    "stop_server",
+]
 
 
-def launch_args(
-    model: str,
-    encoding: str,
-    gpu: str,
-    *,
-    checkpoint: str | None = None,
-    language_model_only: bool = False,
-    max_model_len: int = 8192,
-    gpu_memory_utilization: float = 0.9,
-    max_num_seqs: int | None = None,
-) -> list[str]:
-    """``MODEL <plan flags>`` for vLLM: the plan's, with ``checkpoint`` as the model when given.
-
-    Raises:
-        UnknownName / UsageError: from the plan.
-    """
-    from gemmaserve.plan import plan_deployment
-
-    row = plan_deployment(
-        model,
-        encoding,
-        gpu,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs,
-        language_model_only=language_model_only,
-    )
+def launch_args(row: PlanRow, *, checkpoint: str | None = None) -> list[str]:
+    """``MODEL <plan flags>`` for vLLM: the row's, with ``checkpoint`` as the model when given (pure)."""
     return [checkpoint, *row.vllm_args[1:]] if checkpoint else list(row.vllm_args)
 
 
 def start(
+    request: StartRequest,
     *,
-    model: str = DEFAULT_MODEL,
-    encoding: str = DEFAULT_ENCODING,
-    python: str | None = None,
-    gpu: str | None = None,
-    port: int = DEFAULT_PORT,
-    gpu_index: int = 0,
-    max_model_len: int = 8192,
-    gpu_memory_utilization: float = 0.9,
-    max_num_seqs: int | None = None,
-    served_model_name: str | None = None,
-    checkpoint: str | None = None,
-    language_model_only: bool = False,
-    extra_args: Sequence[str] = (),
-    wait: bool = True,
-    ready_timeout_s: float | None = None,
     on_progress: ProgressSink | None = None,
     seams: LaunchSeams | None = None,
     doctor_sources: DoctorSources | None = None,
     vllm_command: Sequence[str] | None = None,
 ) -> StartResult:
-    """Plan, check (doctor + Turing clamp), and start ``vllm serve`` for ``model``/``encoding``.
+    """Plan once, check (doctor + Turing clamp) that plan, and start ``vllm serve`` with its flags.
 
-    Args:
-        checkpoint: what vLLM loads instead of the catalog's repo for ``encoding`` (a local
-            directory or a repo id); the plan's flags still come from ``model``/``encoding``.
-        language_model_only: vLLM's ``--language-model-only`` (no vision or audio tower), planned.
-        extra_args: passed to vLLM unchanged, after the plan's flags (``--load-format dummy``, …).
+    ``request.extra_args`` go to vLLM unchanged, after the plan's flags (``--load-format dummy``, …).
 
     Raises:
         UnknownName / UsageError: bad names or numbers (exit 2), before anything runs.
         InterlockRefused: with ``reasons``, each failed precondition and its fix.
         ServerAlreadyRunning, ServerDied: see ``launcher.start_server``.
     """
-    from gemmaserve.catalog import resolve_gpu, resolve_model
+    from gemmaserve.catalog import resolve_gpu
 
-    report = run_doctor(
-        python,
-        model=model,
-        encoding=encoding,
-        gpu=gpu,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        sources=doctor_sources,
-    )
+    target = resolve_target(request)
+    probes = probe_host(request.python, gpu=target.gpu, sources=doctor_sources)
+    plan = plan_on_host(request, target, probes)
+    report = diagnose(probes, plan, target)
     gpu_sm = resolve_gpu(report.gpu).sm if report.gpu else None
-    # Host-side flags do not depend on the GPU; an unknown GPU is refused by the interlock anyway.
-    vllm_args = launch_args(
-        model,
-        encoding,
-        report.gpu or "l4",
-        checkpoint=checkpoint,
-        language_model_only=language_model_only,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs,
-    )
+    # No row: doctor's plan checks are unknown, so the interlock refuses; the launcher also refuses empty flags.
+    vllm_args = launch_args(plan.row, checkpoint=request.checkpoint) if plan.row else []
     launch = replace(seams, doctor=lambda: report) if seams else LaunchSeams(doctor=lambda: report)
-    return start_server(
+    result = start_server(
         vllm_args,
-        model=resolve_model(model).key,
+        model=target.model,
         seams=launch,
         gpu_sm=gpu_sm,
         vllm_command=vllm_command,
-        port=port,
-        gpu_index=gpu_index,
-        served_model_name=served_model_name,
-        extra_args=extra_args,
-        wait=wait,
-        ready_timeout_s=ready_timeout_s if ready_timeout_s is not None else READY_TIMEOUT_S,
+        port=request.port,
+        gpu_index=request.gpu_index,
+        served_model_name=request.served_model_name,
+        extra_args=request.extra_args,
+        wait=request.wait,
+        ready_timeout_s=request.timeout,
         on_progress=on_progress,
     )
+    return result.model_copy(update={"plan": plan.row})
+
+
+def status(request: StatusRequest) -> ServerStatus | ServerList:
+    """The state of the server on ``request.port``, or (``all``) of every server gemmaserve started here.
+
+    Raises:
+        ServerNotRunning: gemmaserve started no server on that port.
+    """
+    if request.all:
+        return ServerList(servers=list_statuses())
+    return server_status(request.port, last_lines=request.lines)
+
+
+def stop(request: StopRequest) -> StopResult:
+    """SIGTERM the server's process group, then SIGKILL after ``request.timeout`` seconds."""
+    return stop_server(request.port, timeout_s=request.timeout)
+
+
+def logs(request: LogsRequest) -> ServeLogs:
+    """The last ``request.lines`` lines of the server's engine log (following is the terminal's business)."""
+    return ServeLogs(port=request.port, lines=read_logs(request.port, request.lines))

@@ -29,6 +29,7 @@ from gemmaserve.errors import (
     ServerDied,
 )
 from gemmaserve.host.verdicts import DoctorReport
+from gemmaserve.plan import PlanRow
 from gemmaserve.serve import records
 from gemmaserve.serve.records import ServerRecord
 
@@ -187,6 +188,7 @@ class StartResult(BaseModel):
     waited_s: float
     stage: EngineStage
     clamp: ClampVerdict | None = None  # None: a GPU of sm >= 80, where the clamp is not needed
+    plan: PlanRow | None = None  # the plan row the flags came from (and doctor judged)
 
 
 def start_server(
@@ -219,6 +221,8 @@ def start_server(
     else:
         clamp = None
     reasons = interlock_reasons(report, gpu_sm=gpu_sm, clamp=clamp)
+    if not vllm_args:
+        reasons.append("no `vllm serve` flags: the plan for this deployment could not be made")
     if reasons:
         raise InterlockRefused(
             f"serve start refused: {len(reasons)} check(s) did not pass.\n  - " + "\n  - ".join(reasons),

@@ -68,6 +68,19 @@ class StopResult(BaseModel):
     processes_left: list[int] = []  # pids of the server's process group still alive on return
 
 
+class ServerList(BaseModel):
+    """Every server gemmaserve started on this host (``serve status --all``)."""
+
+    servers: list[ServerStatus]
+
+
+class ServeLogs(BaseModel):
+    """The last lines of the engine log (the CLI prints the lines themselves)."""
+
+    port: int
+    lines: list[str]
+
+
 def _require_record(port: int) -> ServerRecord:
     record = records.load_record(port)
     if record is None:
