@@ -11,7 +11,13 @@ import importlib
 
 from gemmaserve.request_model import ActionRequest
 
-REQUESTS: tuple[str, ...] = ("gemmaserve.plan:PlanRequest",)
+CHECKPOINT: tuple[str, ...] = (
+    "gemmaserve.checkpoint.requests:InspectRequest",
+    "gemmaserve.checkpoint.requests:GridCheckRequest",
+    "gemmaserve.checkpoint.requests:RepackRequest",
+    "gemmaserve.checkpoint.requests:ValidateRequest",
+)
+REQUESTS: tuple[str, ...] = ("gemmaserve.plan:PlanRequest", *CHECKPOINT)
 
 # Commands with no MCP tool, and why: `mcp` is the server itself.
 CLI_ONLY: dict[str, str] = {
