@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 
 from gemmaserve.mcp_server import build_server
-from tests.mcp.conftest import ProgressLog, call_tool, cli_json, error_details
+from tests.mcp.conftest import ProgressLog, call_tool, cli_json, error_details, error_text
 
 
 @pytest.fixture(scope="module")
@@ -105,3 +105,35 @@ def test_grid_check_takes_the_reference_group_size_and_refuses_an_off_grid_refer
     assert checked.structured_content["values_off_by_a_level_or_more"] > 0  # type: ignore[index]
     refused = call_tool(server, "checkpoint_grid_check", {**args, "reference_group_size": 128})
     assert error_details(refused)["error"] == "OffGrid"
+
+
+def test_unknown_arguments_are_refused_with_the_names_it_takes(unquantized: Path) -> None:
+    result = call_tool(build_server(), "checkpoint_inspect", {"source": str(unquantized), "revison": "main"})
+    text = error_text(result)
+    assert "unknown argument 'revison'" in text and "Did you mean 'revision'?" in text
+
+
+def test_the_tools_refuse_what_the_cli_refuses_in_the_same_words(
+    unquantized: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gemmaserve.cli import main
+
+    server = build_server()
+    both = {"build": str(unquantized), "reference": str(unquantized), "tensor": "x.q_proj", "layers": "0"}
+    cases = [
+        ("checkpoint_grid_check", both, ["checkpoint", "grid-check", str(unquantized), "--reference", str(unquantized),
+                                         "--tensor", "x.q_proj", "--layers", "0"]),
+        ("checkpoint_grid_check", {"build": "b", "reference": "r", "layers": "5-3"},
+         ["checkpoint", "grid-check", "b", "--reference", "r", "--layers", "5-3"]),
+        ("checkpoint_grid_check", {"build": "b", "reference": "r", "reference_group_size": "rows"},
+         ["checkpoint", "grid-check", "b", "--reference", "r", "--reference-group-size", "rows"]),
+        ("checkpoint_repack", {"src": str(unquantized), "out": str(unquantized)},
+         ["checkpoint", "repack", str(unquantized), str(unquantized)]),
+    ]  # fmt: skip
+    for tool, arguments, argv in cases:
+        refused = error_details(call_tool(server, tool, arguments))
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2, argv
+        assert refused["error"] == "UsageError", tool
+        assert f"Error: {refused['message']}" in capsys.readouterr().err, argv

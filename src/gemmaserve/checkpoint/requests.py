@@ -9,9 +9,9 @@ check, when it runs.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, WithJsonSchema, field_validator, model_validator
 
 from gemmaserve.request_model import ActionRequest, Cli
 
@@ -23,7 +23,14 @@ Source = Annotated[
     Field(min_length=1, description="A checkpoint directory, a .safetensors file, or a Hub repo id (owner/name)."),
 ]
 Revision = Annotated[str | None, Field(min_length=1, description="Hub revision (branch, tag or commit).")]
-ReferenceGroupSize = Annotated[int, Field(ge=1)] | Literal["channel"] | None
+# Typed loosely on purpose, with the exact schema stated: a looser type lets a wrong value reach the
+# model's own check (the same message from the CLI and from MCP, whose SDK checks types first).
+ReferenceGroupSize = Annotated[
+    int | str | None,
+    WithJsonSchema(
+        {"anyOf": [{"type": "integer", "minimum": 1}, {"const": "channel", "type": "string"}, {"type": "null"}]}
+    ),
+]
 
 
 def parse_layers(spec: str) -> set[int]:
