@@ -43,7 +43,7 @@ def test_apply_verify_revert_agree_with_the_cli(kernel_file: Path) -> None:
         "turing", "verify", "--file", path
     )
     again = call_tool(server, "turing_apply", {"file": path, "confirm": True})
-    assert again.structured_content == cli_json("turing", "apply", "--file", path)  # already-applied both times
+    assert again.structured_content == cli_json("turing", "apply", "--file", path, "--yes")  # already-applied both times
     assert again.structured_content["action"] == "already-applied"  # type: ignore[index]
 
     reverted = call_tool(server, "turing_revert", {"file": path, "confirm": True})
@@ -89,7 +89,7 @@ def test_status_equals_the_cli_for_a_t4_before_and_after_the_patch(
 def test_smem_equals_the_cli(vllm_kernel_files: dict[str, Path]) -> None:  # noqa: F811
     pytest.importorskip("triton")
     kernel = str(vllm_kernel_files["0.34.0"])
-    result = call_tool(build_server(), "turing_smem", {"vllm_file": kernel, "head_sizes": [512]})
+    result = call_tool(build_server(), "turing_smem", {"vllm_file": kernel, "head_size": [512]})
     assert not result.is_error, result.content
     assert result.structured_content == cli_json("turing", "smem", "--vllm-file", kernel, "--head-size", "512")
     assert result.structured_content["stock_fits"] is False  # type: ignore[index]

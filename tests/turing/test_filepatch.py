@@ -260,12 +260,12 @@ def test_cli_round_trip(kernel_copy: Path, as_json: bool) -> None:
     original = kernel_copy.read_bytes()
     absent = runner.invoke(cli, ["verify", "--file", str(kernel_copy), *flags])
     assert absent.exit_code == 1
-    assert runner.invoke(cli, ["apply", "--file", str(kernel_copy), *flags]).exit_code == 0
+    assert runner.invoke(cli, ["apply", "--file", str(kernel_copy), "--yes", *flags]).exit_code == 0
     present = runner.invoke(cli, ["verify", "--file", str(kernel_copy), *flags])
     assert present.exit_code == 0
     if as_json:
         assert json.loads(present.stdout)["verdict"] == "present"
-    assert runner.invoke(cli, ["revert", "--file", str(kernel_copy), *flags]).exit_code == 0
+    assert runner.invoke(cli, ["revert", "--file", str(kernel_copy), "--yes", *flags]).exit_code == 0
     assert kernel_copy.read_bytes() == original
 
 
@@ -273,7 +273,7 @@ def test_cli_refuses_unknown_file_with_exit_2(tmp_path: Path) -> None:
     path = tmp_path / "x.py"
     path.write_text("x = 1\n")
     done = subprocess.run(
-        [sys.executable, "-m", "gemmaserve", "turing", "apply", "--file", str(path)],
+        [sys.executable, "-m", "gemmaserve", "turing", "apply", "--file", str(path), "--yes"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -1,37 +1,22 @@
-"""``gemmaserve turing status|apply|verify|revert|smem``: thin front end over gemmaserve.turing."""
+"""``gemmaserve turing status|apply|verify|revert|smem``: thin front end over gemmaserve.turing.
+
+Options come from the request models in :mod:`gemmaserve.turing.requests`; apply and revert ask first
+(``--yes`` off a terminal), their dry runs do not.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
-
 import click
 
+from gemmaserve.cli.options import request_options
 from gemmaserve.cli.output import emit, json_option
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-_target_options = [
-    click.option(
-        "--file",
-        "file",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="The triton_unified_attention.py to act on.",
-    ),
-    click.option(
-        "--python",
-        "python",
-        default=None,
-        help="Interpreter whose installed vLLM to act on (default: the one running gemmaserve).",
-    ),
-]
-
-
-def _with_target(function: _F) -> _F:
-    for option in reversed(_target_options):
-        function = option(function)
-    return function
+from gemmaserve.turing.requests import (
+    ApplyRequest,
+    RevertRequest,
+    SmemRequest,
+    TuringStatusRequest,
+    VerifyRequest,
+)
 
 
 @click.group(name="turing")
@@ -40,37 +25,57 @@ def cli() -> None:
 
 
 @cli.command()
-@_with_target
-@click.option("--dry-run", is_flag=True, help="Show the diff; write nothing.")
+@request_options(ApplyRequest)
 @json_option
-def apply(file: str | None, python: str | None, dry_run: bool, as_json: bool) -> None:
-    """Insert the clamp into the installed vLLM file (once; backup beside it)."""
-    from gemmaserve.turing import filepatch
+def apply(request: ApplyRequest, as_json: bool) -> None:
+    """Insert the clamp into the installed vLLM file (once; backup beside it).
 
-    result = filepatch.apply(filepatch.resolve_target(file=file, python=python), dry_run=dry_run)
-    emit(result, as_json=as_json, render=_render_patch)
+    Asks first (or needs --yes off a terminal); --dry-run shows the diff and needs neither.
+
+    \b
+    Examples:
+      gemmaserve turing apply --dry-run
+      gemmaserve turing apply --yes
+      gemmaserve turing apply --python /opt/vllm/bin/python --yes
+    """
+    from gemmaserve.turing.filepatch import apply_clamp
+
+    emit(apply_clamp(request), as_json=as_json, render=_render_patch)
 
 
 @cli.command()
-@_with_target
-@click.option("--dry-run", is_flag=True, help="Show the diff; write nothing.")
+@request_options(RevertRequest)
 @json_option
-def revert(file: str | None, python: str | None, dry_run: bool, as_json: bool) -> None:
-    """Restore the vLLM file byte for byte."""
-    from gemmaserve.turing import filepatch
+def revert(request: RevertRequest, as_json: bool) -> None:
+    """Restore the vLLM file byte for byte.
 
-    result = filepatch.revert(filepatch.resolve_target(file=file, python=python), dry_run=dry_run)
-    emit(result, as_json=as_json, render=_render_patch)
+    Asks first (or needs --yes off a terminal); --dry-run shows the diff and needs neither.
+
+    \b
+    Examples:
+      gemmaserve turing revert --dry-run
+      gemmaserve turing revert --yes
+      gemmaserve turing revert --file ./triton_unified_attention.py --yes
+    """
+    from gemmaserve.turing.filepatch import revert_clamp
+
+    emit(revert_clamp(request), as_json=as_json, render=_render_patch)
 
 
 @cli.command()
-@_with_target
+@request_options(VerifyRequest)
 @json_option
-def verify(file: str | None, python: str | None, as_json: bool) -> None:
-    """Is the file patch present and intact? Exit 0 only when it is."""
-    from gemmaserve.turing import filepatch
+def verify(request: VerifyRequest, as_json: bool) -> None:
+    """Is the file patch present and intact? Exit 0 only when it is.
 
-    result = filepatch.verify(filepatch.resolve_target(file=file, python=python))
+    \b
+    Examples:
+      gemmaserve turing verify
+      gemmaserve turing verify --python /opt/vllm/bin/python --json
+    """
+    from gemmaserve.turing.filepatch import verify_clamp
+
+    result = verify_clamp(request)
     emit(
         result,
         as_json=as_json,
@@ -91,19 +96,19 @@ def _render_patch(result) -> None:  # type: ignore[no-untyped-def]
 
 
 @cli.command()
-@click.option("--python", "python", default=None, help="Interpreter that runs vLLM (default: this one).")
-@click.option(
-    "--capability",
-    default=None,
-    help="State the GPU's compute capability (7.5 or sm_75) instead of "
-    "asking nvidia-smi: for image builds with no GPU.",
-)
+@request_options(TuringStatusRequest)
 @json_option
-def status(python: str | None, capability: str | None, as_json: bool) -> None:
-    """Is the clamp needed here, which delivery is active, would vLLM start? Exit 0 only if it would."""
-    from gemmaserve.turing.status import turing_status
+def status(request: TuringStatusRequest, as_json: bool) -> None:
+    """Is the clamp needed here, which delivery is active, would vLLM start? Exit 0 only if it would.
 
-    result = turing_status(python, capability=capability)
+    \b
+    Examples:
+      gemmaserve turing status
+      gemmaserve turing status --capability 7.5 --python /opt/vllm/bin/python --json
+    """
+    from gemmaserve.turing.status import check_status
+
+    result = check_status(request)
     emit(result, as_json=as_json, render=_render_status)
     if not result.engine_would_start:
         raise click.exceptions.Exit(1)
@@ -133,43 +138,25 @@ def _render_status(result) -> None:  # type: ignore[no-untyped-def]
 
 
 @cli.command()
-@click.option(
-    "--vllm-file",
-    default=None,
-    type=click.Path(exists=True, dir_okay=False),
-    help="The triton_unified_attention.py to compile (default: the installed vLLM's).",
-)
-@click.option("--python", "python", default=None, help="Interpreter whose vLLM to find when --vllm-file is not given.")
-@click.option("--arch", default="sm_75", show_default=True, help="Target architecture, e.g. sm_75, sm_89.")
-@click.option("--head-size", "head_sizes", type=int, multiple=True, help="Head size(s); default 256 and 512.")
-@click.option("--num-warps", type=int, default=4, show_default=True, help="The stock launch's num_warps.")
-@click.option(
-    "--search",
-    is_flag=True,
-    help="Compile every candidate (tile, num_warps) per head size and layout; "
-    "show the one that fits and spills least beside the rule's launch.",
-)
+@request_options(SmemRequest)
 @json_option
-def smem(
-    vllm_file: str | None,
-    python: str | None,
-    arch: str,
-    head_sizes: tuple[int, ...],
-    num_warps: int,
-    search: bool,
-    as_json: bool,
-) -> None:
-    """Compile the real kernel for ARCH (no GPU needed): shared memory, registers, spills, stock vs clamped."""
-    from gemmaserve.turing.filepatch import resolve_target
-    from gemmaserve.turing.smem import compile_report, search_launches
+def smem(request: SmemRequest, as_json: bool) -> None:
+    """Compile the real kernel for ARCH (no GPU needed): shared memory, registers, spills, stock vs clamped.
 
-    path = vllm_file or resolve_target(file=None, python=python).path
-    if search:
-        found = search_launches(vllm_file=path, arch=arch, head_sizes=head_sizes or (256, 512))
-        emit(found, as_json=as_json, render=_render_search)
-        return
-    report = compile_report(vllm_file=path, arch=arch, head_sizes=head_sizes or (256, 512), num_warps=num_warps)
-    emit(report, as_json=as_json, render=_render_smem)
+    Needs the kernel extra (pip install "gemmaserve[kernel]"), and vLLM's kernel file: the installed
+    vLLM's, or any release's copy given with --vllm-file (no vLLM install needed).
+
+    \b
+    Examples:
+      gemmaserve turing smem
+      gemmaserve turing smem --vllm-file ./triton_unified_attention.py --head-size 512
+      gemmaserve turing smem --arch sm_89 --json
+      gemmaserve turing smem --search --vllm-file ./triton_unified_attention.py
+    """
+    from gemmaserve.turing.smem import LaunchSearch, compile_smem
+
+    result = compile_smem(request)
+    emit(result, as_json=as_json, render=_render_search if isinstance(result, LaunchSearch) else _render_smem)
 
 
 def _render_search(found) -> None:  # type: ignore[no-untyped-def]

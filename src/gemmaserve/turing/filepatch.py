@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -26,6 +27,9 @@ from gemmaserve.state import state_dir
 from gemmaserve.turing import block
 from gemmaserve.turing.shape import recognise
 from gemmaserve.turing.versions import require_supported
+
+if TYPE_CHECKING:
+    from gemmaserve.turing.requests import ApplyRequest, RevertRequest, VerifyRequest
 
 KERNEL_RELATIVE = "v1/attention/ops/triton_unified_attention.py"
 BACKUP_SUFFIX = ".gemmaserve-orig"
@@ -109,6 +113,21 @@ def resolve_target(*, file: str | None, python: str | None) -> PatchTarget:
     if file is not None:
         return PatchTarget(path=str(Path(file).resolve()))
     return locate_kernel_file(python or sys.executable)
+
+
+def apply_clamp(request: ApplyRequest) -> PatchResult:
+    """``turing apply``: :func:`apply` on the file the request names (the front ends have confirmed it)."""
+    return apply(resolve_target(file=request.file, python=request.python), dry_run=request.dry_run)
+
+
+def verify_clamp(request: VerifyRequest) -> VerifyResult:
+    """``turing verify``: :func:`verify` on the file the request names."""
+    return verify(resolve_target(file=request.file, python=request.python))
+
+
+def revert_clamp(request: RevertRequest) -> PatchResult:
+    """``turing revert``: :func:`revert` on the file the request names (the front ends have confirmed it)."""
+    return revert(resolve_target(file=request.file, python=request.python), dry_run=request.dry_run)
 
 
 def sha256_hex(data: bytes) -> str:

@@ -2,8 +2,10 @@
 
 The kernel file imports a handful of vLLM names; this module supplies minimal stand-ins for them
 (and loads the real `triton_attention_helpers.py` found beside the kernel file), so the real
-`@triton.jit` code can be compiled for an explicit target or launched on a GPU. Needs torch and
-triton (the `kernel` extra); used by `smem`, the tests and the GPU benchmark, never by the plugin.
+`@triton.jit` code can be compiled for an explicit target or launched on a GPU. Needs triton (the
+`kernel` extra). Torch is used when it is installed (launching needs it); without it a stand-in answers
+the kernel file's one module-level use of torch (the fp8 range), which is all compiling needs. Used by
+`smem`, the tests and the GPU benchmark, never by the plugin.
 """
 
 from __future__ import annotations
@@ -33,6 +35,46 @@ class KVQuantModeStandIn(enum.IntEnum):
     INT4_PER_TOKEN_HEAD = 4
 
 
+class TorchStandInTooSmall(AttributeError):
+    """The kernel file asked the torch stand-in for something it does not offer (torch is not installed)."""
+
+
+# torch.finfo(torch.float8_e4m3fn): the FP8 output range the kernel clamps to (OCP E4M3: ±448).
+_FLOAT8_E4M3_RANGE = (-448.0, 448.0)
+
+
+class _FinfoStandIn:
+    def __init__(self, dtype: object) -> None:
+        if dtype != "float8_e4m3fn":
+            raise TorchStandInTooSmall(f"torch.finfo({dtype!r}) (only float8_e4m3fn is known)")
+        self.min, self.max = _FLOAT8_E4M3_RANGE
+
+
+class _TensorStandIn:
+    """Nothing is an instance of it: compiling never calls the Python side that checks."""
+
+
+def _torch_stand_in() -> types.ModuleType:
+    module = types.ModuleType("torch")
+    module.float8_e4m3fn = "float8_e4m3fn"  # type: ignore[attr-defined]
+    module.finfo = _FinfoStandIn  # type: ignore[attr-defined]
+    module.Tensor = _TensorStandIn  # type: ignore[attr-defined]
+
+    def missing(name: str) -> Any:
+        raise TorchStandInTooSmall(f"torch.{name} (torch is not installed; a stand-in answers for it)")
+
+    module.__getattr__ = missing  # type: ignore[method-assign]
+    return module
+
+
+def _torch_is_installed() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 class _PlatformStandIn:
     """Answers the few questions the kernel file asks vLLM's `current_platform`."""
 
@@ -40,7 +82,7 @@ class _PlatformStandIn:
         self.capability = capability
 
     def fp8_dtype(self) -> Any:
-        import torch
+        import torch  # the real one, or the stand-in installed while the file loads
 
         return torch.float8_e4m3fn
 
@@ -79,21 +121,25 @@ def _stand_in_modules(capability: tuple[int, int]) -> dict[str, types.ModuleType
     modules["vllm.triton_utils"].triton = triton  # type: ignore[attr-defined]
     modules["vllm.v1.kv_cache_interface"].KVQuantMode = KVQuantModeStandIn  # type: ignore[attr-defined]
     modules["vllm"].envs = modules["vllm.envs"]  # type: ignore[attr-defined]
+    if not _torch_is_installed():
+        modules["torch"] = _torch_stand_in()
     return modules
 
 
 @contextlib.contextmanager
 def _installed(modules: dict[str, types.ModuleType]) -> Iterator[None]:
-    saved = {name: sys.modules.get(name) for name in modules}
+    absent = object()
+    # A None entry (an import blocked on purpose) is kept as it was, not mistaken for no entry.
+    saved = {name: sys.modules.get(name, absent) for name in modules}
     sys.modules.update(modules)
     try:
         yield
     finally:
         for name, previous in saved.items():
-            if previous is None:
+            if previous is absent:
                 sys.modules.pop(name, None)
             else:
-                sys.modules[name] = previous
+                sys.modules[name] = previous  # type: ignore[assignment]
 
 
 def _exec_file(module_name: str, path: Path) -> types.ModuleType:

@@ -5,7 +5,8 @@ imports, compiles with ``triton.compile(..., target=GPUTarget("cuda", major*10+m
 Gemma 4's launches, stock and clamped (the rule's tile and num_warps), and reads shared memory
 (Triton's metadata) and registers and spills (``ptxas -v`` on the PTX). ``search_launches`` compiles
 every candidate (tile, num_warps; BLOCK_M and stages stock) and picks with ``rule.pick_launch``.
-Needs the ``kernel`` extra (triton) and torch.
+Needs the ``kernel`` extra (triton) only: torch is used when installed, else a stand-in answers the
+kernel file's one module-level question (kernel_source.py). ``compile_smem`` is the action.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import subprocess
 import tempfile
 import types
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -30,6 +31,9 @@ from gemmaserve.turing.rule import (
     pick_launch,
 )
 from gemmaserve.turing.shape import recognise
+
+if TYPE_CHECKING:
+    from gemmaserve.turing.requests import SmemRequest
 
 #: Opt-in shared memory per block by architecture (CUDA programming guide, compute capabilities table).
 SMEM_OPTIN_BYTES = {75: 65_536, 80: 166_912, 86: 101_376, 89: 101_376, 90: 232_448}
@@ -115,6 +119,53 @@ class SmemReport(BaseModel):
     clamp_changes_launch: bool
 
 
+class SmemResult(BaseModel):
+    """The output schema of the MCP tool: a :class:`SmemReport`, or with ``search`` a :class:`LaunchSearch`.
+
+    Both front ends return the very same document (the CLI's ``--json``); this model only describes the
+    two shapes as one object, as MCP needs: the fields either has, then each one's own as optional.
+    """
+
+    vllm_file: str
+    arch: str
+    triton_version: str
+    rows: list[SmemRow] | list[SearchRow]
+    stock_fits: bool | None = None
+    clamped_fits: bool | None = None
+    clamp_changes_launch: bool | None = None
+    smem_limit_bytes: int | None = None
+    picks: list[SearchPick] | None = None
+    rule_agrees: bool | None = None
+
+
+def compile_smem(request: SmemRequest) -> SmemReport | LaunchSearch:
+    """``turing smem``: the compile report (or with ``search`` the launch search) a request asks for.
+
+    Raises MissingExtra, UsageError (no kernel file: the hint names --vllm-file).
+    """
+    path = request.vllm_file or _installed_kernel_file(request.python)
+    if request.search:
+        return search_launches(vllm_file=path, arch=request.arch, head_sizes=request.head_size)
+    return compile_report(vllm_file=path, arch=request.arch, head_sizes=request.head_size, num_warps=request.num_warps)
+
+
+def _installed_kernel_file(python: str | None) -> str:
+    """The kernel file of the vLLM installed for ``python``; without one, how to compile with no vLLM at all."""
+    from gemmaserve.turing.filepatch import resolve_target
+
+    try:
+        return resolve_target(file=None, python=python).path
+    except UsageError as error:
+        raise UsageError(
+            f"No vLLM kernel file to compile: {error.message}",
+            hint="Pass --vllm-file PATH: a copy of vllm/v1/attention/ops/triton_unified_attention.py with "
+            "triton_attention_helpers.py beside it, from any vLLM release (unzip both from its wheel: "
+            "pip download vllm==VERSION --no-deps); no vLLM install is needed. Or pass --python PATH of "
+            "an interpreter that has vLLM.",
+            **error.fields,
+        ) from None
+
+
 def launches(head_size: int) -> list[tuple[str, str, bool]]:
     """(phase, layout, is_prefill tile) for the launches vLLM makes: the 2D path reads the prefill tile."""
     return [("prefill", "2D", True), ("decode", "2D", True), ("decode", "3D", False)]
@@ -127,7 +178,7 @@ def compile_report(
 
     Raises MissingExtra, UsageError.
     """
-    triton, _ = _require_kernel_extra()
+    triton = _require_kernel_extra()
     capability, limit, module, path = _prepare(vllm_file, arch)
     rows: list[SmemRow] = []
     cache: dict[tuple[int, int, bool, int, int, int], tuple[int, int | None, int | None, int | None]] = {}
@@ -208,7 +259,7 @@ def search_launches(
     pick is compiled again at ``stage_checks`` stages to show its figures do not depend on them.
     Raises MissingExtra, UsageError.
     """
-    triton, _ = _require_kernel_extra()
+    triton = _require_kernel_extra()
     capability, limit, module, path = _prepare(vllm_file, arch)
     rows: list[SearchRow] = []
     picks: list[SearchPick] = []
@@ -332,24 +383,31 @@ def _prepare(vllm_file: str, arch: str) -> tuple[int, int, types.ModuleType, Pat
     return capability, limit, load_kernel_module(path), path
 
 
-def _require_kernel_extra() -> tuple[Any, Any]:
+def _require_kernel_extra() -> Any:
+    # Only triton: torch is not needed to compile (kernel_source.py stands in for it when it is missing).
     try:
-        import torch
         import triton
     except ImportError as error:
         raise MissingExtra(error.name or "triton", "kernel", "Compiling vLLM's attention kernel") from None
-    return triton, torch
+    return triton
+
+
+def arch_number(arch: str) -> int | None:
+    """``"sm_75"`` (or ``"sm75"``) → ``75``; None for anything else."""
+    match = re.fullmatch(r"sm_?(\d{2,3})", arch.strip())
+    return None if match is None else int(match[1])
 
 
 def _arch_number(arch: str) -> int:
-    match = re.fullmatch(r"sm_?(\d{2,3})", arch.strip())
-    if match is None:
+    number = arch_number(arch)
+    if number is None:
         raise UsageError(f"{arch!r} is not an architecture.", hint="Use the form sm_75.")
-    return int(match[1])
+    return number
 
 
 def load_kernel_module(path: Path) -> types.ModuleType:
     """The kernel file as a module (its helpers file must sit beside it, as in an installed vLLM)."""
+    from gemmaserve.turing.kernel_source import TorchStandInTooSmall
     from gemmaserve.turing.kernel_source import load_kernel_module as load
 
     try:
@@ -359,6 +417,13 @@ def load_kernel_module(path: Path) -> types.ModuleType:
             f"{error}; the kernel imports it.",
             hint="Point --vllm-file at the file inside an "
             "installed vllm/v1/attention/ops/ (or a copy with its helpers beside it).",
+        ) from None
+    except TorchStandInTooSmall as error:
+        # A newer kernel file asks torch for more than the stand-in knows, and torch is not installed.
+        raise UsageError(
+            f"{path} needs more of torch than gemmaserve's stand-in offers: {error}.",
+            hint="pip install torch (the CPU build is enough: nothing runs on a GPU).",
+            file=str(path),
         ) from None
 
 

@@ -13,7 +13,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -24,6 +24,9 @@ from gemmaserve.host.runner import CommandRunner, run_command
 from gemmaserve.turing.filepatch import PatchTarget, PatchVerdict, verify
 from gemmaserve.turing.plugin import DIAG_SMEM_LIMIT_ENV
 from gemmaserve.turing.versions import is_supported, supported_range_text
+
+if TYPE_CHECKING:
+    from gemmaserve.turing.requests import TuringStatusRequest
 
 ENTRY_POINT_NAME = "gemmaserve_turing"
 ENTRY_POINT_VALUE = "gemmaserve.turing.plugin:register"
@@ -69,6 +72,11 @@ class TuringStatus(BaseModel):
     active_delivery: Delivery
     engine_would_start: bool
     reasons: list[str]
+
+
+def check_status(request: TuringStatusRequest) -> TuringStatus:
+    """The verdict a :class:`~gemmaserve.turing.requests.TuringStatusRequest` asks for (``turing status``)."""
+    return turing_status(request.python, capability=request.capability)
 
 
 def turing_status(
