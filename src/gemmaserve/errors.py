@@ -77,17 +77,16 @@ class UsageError(GemmaserveError, ValueError):
 
 
 class UnknownName(UsageError):
-    """A name that is not in the catalog; ``valid`` lists the ones that are, ``suggestion`` the nearest."""
+    """A name that is not in the catalog: the message lists the valid ones once; the hint names the nearest."""
 
     def __init__(self, kind: str, name: str, valid: list[str]) -> None:
         import difflib
 
-        near = difflib.get_close_matches(name.strip().lower(), [v.lower() for v in valid], n=1, cutoff=0.5)
+        near = difflib.get_close_matches(name.strip().lower(), [v.lower() for v in valid], n=1, cutoff=0.8)
         suggestion = next((v for v in valid if near and v.lower() == near[0]), None)
-        guess = f" Did you mean {suggestion!r}?" if suggestion else ""
         super().__init__(
-            f"Unknown {kind} {name!r}.{guess}",
-            hint=f"Pick one of: {', '.join(valid)}",
+            f"Unknown {kind} {name!r}. Valid {kind}s: {', '.join(valid)}",
+            hint=f"Did you mean {suggestion!r}?" if suggestion else "Pick one of the names listed.",
             kind=kind,
             name=name,
             valid=valid,

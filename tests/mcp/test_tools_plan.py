@@ -38,7 +38,7 @@ def test_plan_unknown_model_is_an_error_result_with_the_fix(server: MCPServer) -
     result = call_tool(server, "plan", {"model": ["gemma-9"]})
     text = error_text(result)
     assert "Unknown model 'gemma-9'" in text
-    assert "Fix: Pick one of:" in text
+    assert "Fix: Pick one of the names listed." in text
     details = error_details(result)
     assert details["error"] == "UnknownName"
     assert "gemma-4-e2b" in details["valid"]

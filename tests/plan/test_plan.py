@@ -274,3 +274,16 @@ def test_a_first_start_on_026_counts_the_compile_peak_and_shows_the_warm_figure(
     assert any("compile cache is warm" in note for note in row.notes)
     warm = plan_deployment("e2b", "bf16", "l4", vllm_version="0.26", language_model_only=True, first_start=False)
     assert warm.kv_cache_tokens == row.kv_cache_tokens_warm
+
+
+def test_an_unknown_name_lists_the_valid_ones_once_and_suggests_the_nearest() -> None:
+    from gemmaserve.catalog import resolve_gpu
+    from gemmaserve.errors import UnknownName
+
+    with pytest.raises(UnknownName) as near:
+        resolve_gpu("l40")
+    assert near.value.hint == "Did you mean 'l40s'?"
+    assert str(near.value).count("l40s") == 1 and "l40s" not in (near.value.hint or "").replace("'l40s'", "")
+    with pytest.raises(UnknownName) as far:
+        resolve_gpu("quadro")
+    assert far.value.hint == "Pick one of the names listed." and far.value.fields["suggestion"] is None
