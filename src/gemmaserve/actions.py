@@ -17,7 +17,14 @@ CHECKPOINT: tuple[str, ...] = (
     "gemmaserve.checkpoint.requests:RepackRequest",
     "gemmaserve.checkpoint.requests:ValidateRequest",
 )
-REQUESTS: tuple[str, ...] = ("gemmaserve.plan:PlanRequest", *CHECKPOINT)
+TURING: tuple[str, ...] = (
+    "gemmaserve.turing.requests:TuringStatusRequest",
+    "gemmaserve.turing.requests:ApplyRequest",
+    "gemmaserve.turing.requests:VerifyRequest",
+    "gemmaserve.turing.requests:RevertRequest",
+    "gemmaserve.turing.requests:SmemRequest",
+)
+REQUESTS: tuple[str, ...] = ("gemmaserve.plan:PlanRequest", *CHECKPOINT, *TURING)
 
 # Commands with no MCP tool, and why: `mcp` is the server itself.
 CLI_ONLY: dict[str, str] = {
