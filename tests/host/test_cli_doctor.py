@@ -55,3 +55,27 @@ def test_missing_interpreter_fails_the_probe_check() -> None:
     assert code == 1
     assert by_id["python.probe"]["status"] == "fail"
     assert by_id["torch.import"]["status"] == "unknown"
+
+
+def test_the_table_fits_100_columns_and_each_fix_command_is_a_whole_line() -> None:
+    _, out, _ = invoke(["doctor", "--python", sys.executable])
+    _, document, _ = invoke(["doctor", "--python", sys.executable, "--json"])
+    commands = {command for check in json.loads(document)["checks"] for command in check["commands"]}
+    assert commands, "this GPU-less machine has fixes to run"
+    lines = out.splitlines()
+    for command in commands:
+        assert command in lines  # on a line of its own, not wrapped
+    assert [line for line in lines if len(line) > 100 and line not in commands] == []
+    # The fix column points at the commands under the table instead of folding them.
+    assert not any(command in line for line in lines for command in commands if line != command)
+
+
+def test_a_vllm_outside_the_plan_is_usage_exit_2() -> None:
+    code, out, err = invoke(["doctor", "--vllm", "0.20"])
+    assert code == 2 and "outside the releases the plan follows" in err and "--vllm 0.30.0" in err
+    assert "Traceback" not in err + out
+
+
+def test_help_has_examples() -> None:
+    code, out, _ = invoke(["doctor", "--help"])
+    assert code == 0 and "Examples:" in out and "gemmaserve doctor --python" in out

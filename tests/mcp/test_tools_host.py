@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gemmaserve.host.doctor import DoctorRequest, doctor
 from gemmaserve.mcp_server import ServerDeps, build_server
-from tests.mcp.conftest import call_tool, cli_json, error_details
+from tests.mcp.conftest import call_tool, cli_json, error_details, error_text
 from tests.mcp.fake_hosts import HOST_DATA, scripted_host
 
 
@@ -52,3 +52,10 @@ def test_doctor_on_this_host_equals_the_cli(tmp_path: Path) -> None:
         return {**report, "checks": checks}
 
     assert stable(result.structured_content) == stable(expected)  # type: ignore[arg-type]
+
+
+def test_doctor_rejects_an_unknown_argument_naming_the_nearest(tmp_path: Path) -> None:
+    sources, python = scripted_host(tmp_path)
+    result = call_tool(build_server(ServerDeps(doctor_sources=sources)), "doctor", {"python": python, "models": "e2b"})
+    assert result.is_error
+    assert "unknown argument 'models'" in error_text(result) and "Did you mean 'model'" in error_text(result)

@@ -85,9 +85,7 @@ def test_l4_starts_serves_and_stops_with_confirmation(tmp_path: Path, popen: Kep
     server, python = _server(tmp_path, "l4", popen)
     port = free_port()
     progress = ProgressLog()
-    started = call_tool(
-        server, "serve_start", {"python": python, "port": port, "timeout": 30}, progress=progress
-    )
+    started = call_tool(server, "serve_start", {"python": python, "port": port, "timeout": 30}, progress=progress)
     assert not started.is_error, started.content
     assert started.structured_content["ready"] is True  # type: ignore[index]
     try:
@@ -162,3 +160,41 @@ def test_start_passes_the_checkpoint_and_language_model_only_to_vllm(tmp_path: P
         assert argv[argv.index("serve") + 1] == "/models/e2b" and "--language-model-only" in argv
     finally:
         call_tool(server, "serve_stop", {"port": port, "confirm": True})
+
+
+def test_start_plans_once_for_the_installed_vllm_and_launches_that_rows_flags(tmp_path: Path, popen: KeptPopen) -> None:
+    server, python = _server(tmp_path, "l4", popen)
+    port = free_port()
+    started = call_tool(
+        server,
+        "serve_start",
+        {"python": python, "port": port, "timeout": 30, "max_num_batched_tokens": 4096, "extra_args": ["--seed", "1"]},
+    )
+    try:
+        assert not started.is_error, started.content
+        result = started.structured_content
+        plan = result["plan"]  # type: ignore[index]
+        assert plan["vllm_version"] == "0.29" and plan["gpu"] == "l4"  # the scripted host's vLLM 0.29.0
+        argv = result["record"]["argv"]  # type: ignore[index]
+        flags = argv[argv.index("serve") + 1 :]
+        assert flags[: len(plan["vllm_args"])] == plan["vllm_args"]
+        assert flags[flags.index("--max-num-batched-tokens") + 1] == "4096"
+        assert flags[-2:] == ["--seed", "1"]
+    finally:
+        call_tool(server, "serve_stop", {"port": port, "confirm": True})
+
+
+def test_old_and_unknown_arguments_are_rejected_and_cli_only_switches_refused(tmp_path: Path, popen: KeptPopen) -> None:
+    server, python = _server(tmp_path, "l4", popen)
+    port = free_port()
+    old = call_tool(server, "serve_start", {"python": python, "port": port, "ready_timeout_s": 30})
+    assert old.is_error and "unknown argument 'ready_timeout_s'" in error_text(old)
+    assert load_record(port) is None
+    typo = call_tool(server, "serve_stop", {"port": port, "confirm": True, "timeout_s": 5})
+    assert typo.is_error and "unknown argument 'timeout_s'" in error_text(typo)
+    clash = call_tool(server, "serve_start", {"python": python, "port": port, "extra_args": ["--port", "9"]})
+    assert "--port has its own option here" in error_text(clash) and load_record(port) is None
+    follow = call_tool(server, "serve_logs", {"port": port, "follow": True})
+    assert error_details(follow)["error"] == "UsageError"
+    listing = call_tool(server, "serve_status", {"all": True})
+    assert error_details(listing)["error"] == "UsageError"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import click
+
 from click.testing import CliRunner
 
 from gemmaserve.cli import app
@@ -108,3 +110,43 @@ def test_logs_follow_prints_lines_as_they_are_written(port: int) -> None:
         process.wait(timeout=10)
         if process.stdout:
             process.stdout.close()
+
+
+def test_stop_off_a_terminal_without_yes_is_refused_and_the_server_keeps_running(port: int, spawned: Spawned) -> None:
+    start_server(
+        ["m", "--dtype", "float16"],
+        model="gemma-4-e2b",
+        seams=seams_for(report(), spawned),
+        gpu_sm=89,
+        vllm_command=DUMMY_COMMAND,
+        port=port,
+        ready_timeout_s=20,
+    )
+    code, out, err = invoke(["serve", "stop", "--port", str(port)])
+    assert code == 2
+    assert f"Refused to stop the vLLM server on port {port}" in err and "--yes" in err
+    assert spawned.processes[0].poll() is None
+    code, out, _ = invoke(["serve", "stop", "--port", str(port), "-y", "--json"])
+    assert code == 0 and json.loads(out)["was_running"] is True
+
+
+def test_an_extra_vllm_argument_that_has_its_own_option_is_usage_exit_2() -> None:
+    code, out, err = invoke(["serve", "start", "--port", "8123", "--", "--enforce-eager", "--max-model-len=4096"])
+    assert code == 2
+    assert "--max-model-len has its own option here" in err and "Traceback" not in err + out
+
+
+def test_no_wait_is_still_accepted_and_every_help_has_examples() -> None:
+    from gemmaserve.serve.requests import StartRequest
+
+    command = app.get_command(click.Context(app), "serve")
+    assert isinstance(command, click.Group)
+    start = command.get_command(click.Context(command), "start")
+    assert start is not None
+    ctx = start.make_context("start", ["--no-wait", "--timeout", "60", "--", "--load-format", "dummy"])
+    assert ctx.params["wait"] is False and ctx.params["timeout"] == 60
+    assert ctx.params["extra_args"] == ("--load-format", "dummy")
+    assert StartRequest.parse({"wait": False, "extra_args": ["--load-format", "dummy"]}).wait is False
+    for name in ("start", "status", "stop", "logs"):
+        sub = command.get_command(click.Context(command), name)
+        assert sub is not None and "Examples:" in (sub.help or ""), name

@@ -58,11 +58,8 @@ class StartRequest(DoctorRequest):
     extra_args: Annotated[
         list[str],
         Cli(argument=True, unprocessed=True, metavar="[-- VLLM_ARGS]..."),
-        Field(
-            default_factory=list,
-            description="Flags passed to `vllm serve` unchanged, after the plan's (--load-format dummy, …).",
-        ),
-    ]
+        Field(description="Flags passed to `vllm serve` unchanged, after the plan's (--load-format dummy, …)."),
+    ] = []  # noqa: RUF012 - pydantic copies a field's default per instance; [] keeps it in the JSON schema
 
     @field_validator("extra_args")
     @classmethod
