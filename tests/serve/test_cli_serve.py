@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import click
-
 from click.testing import CliRunner
 
 from gemmaserve.cli import app
