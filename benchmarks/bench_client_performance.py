@@ -41,8 +41,8 @@ import uvloop
 
 from gemmaserve.bench import stats
 from gemmaserve.bench.engine import run_batch
-from gemmaserve.bench.prompts import synthetic_prompt
 from gemmaserve.bench.transports import ChatRequest, HttpTransport
+from gemmaserve.bench.workloads import synthetic_prompt
 from gemmaserve.testing.mock_server import MockConfig
 from gemmaserve.testing.runner import fetch_json, start_mock_process
 
@@ -209,7 +209,7 @@ PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", bos_token
 
 def guidellm_check(venv: Path, concurrency: int, tokens: int, itl_s: float, ttft_s: float) -> dict[str, Any]:
     """GuideLLM against the same server. A word-level tokenizer is built locally: no model hub here."""
-    from gemmaserve.bench.prompts import VOCABULARY
+    from gemmaserve.bench.workloads import VOCABULARY
 
     tokenizer_dir = Path("/tmp/gemmaserve-bench-tokenizer")
     subprocess.run([str(venv / "bin" / "python"), "-c", _TOKENIZER_SCRIPT, str(tokenizer_dir), *VOCABULARY], check=True)
@@ -418,7 +418,7 @@ def client_run(url: str, streams: int, requests: int, tokens: int, processes: in
 
 
 def _tokenizer_dir(python: Path) -> Path:
-    from gemmaserve.bench.prompts import VOCABULARY
+    from gemmaserve.bench.workloads import VOCABULARY
 
     tokenizer_dir = Path("/tmp/gemmaserve-bench-tokenizer")
     if not (tokenizer_dir / "tokenizer.json").exists():

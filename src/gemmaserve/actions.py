@@ -11,6 +11,12 @@ import importlib
 
 from gemmaserve.request_model import ActionRequest
 
+BENCH: tuple[str, ...] = (
+    "gemmaserve.bench.requests:MeasureRequest",
+    "gemmaserve.bench.requests:CombineRequest",
+    "gemmaserve.bench.requests:ReportRequest",
+    "gemmaserve.bench.requests:ImportRequest",
+)
 CHECKPOINT: tuple[str, ...] = (
     "gemmaserve.checkpoint.requests:InspectRequest",
     "gemmaserve.checkpoint.requests:GridCheckRequest",
@@ -24,7 +30,7 @@ TURING: tuple[str, ...] = (
     "gemmaserve.turing.requests:RevertRequest",
     "gemmaserve.turing.requests:SmemRequest",
 )
-REQUESTS: tuple[str, ...] = ("gemmaserve.plan:PlanRequest", *CHECKPOINT, *TURING)
+REQUESTS: tuple[str, ...] = ("gemmaserve.plan:PlanRequest", *BENCH, *CHECKPOINT, *TURING)
 
 # Commands with no MCP tool, and why: `mcp` is the server itself.
 CLI_ONLY: dict[str, str] = {

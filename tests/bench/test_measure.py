@@ -157,8 +157,8 @@ def test_interruption_keeps_finished_steps_and_says_what_is_missing(
     seen: list[str] = []
 
     def progress(event: object) -> None:
-        seen.append(event.description)  # type: ignore[attr-defined]
-        if "load:3" in event.description:  # type: ignore[attr-defined]
+        seen.append(event.message)  # type: ignore[attr-defined]
+        if "load:3" in event.message:  # type: ignore[attr-defined]
             raise KeyboardInterrupt
 
     report = measure_targets([mock_server.url], tmp_path, settings=_small(), progress=progress, use_uvloop=False)

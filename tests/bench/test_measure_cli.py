@@ -143,9 +143,12 @@ def test_sigint_saves_and_exits_130(tmp_path: Path) -> None:
 
 
 def test_cli_and_mcp_build_the_same_run_from_the_same_options() -> None:
-    from gemmaserve.bench.measure_options import build_measure_inputs
+    from gemmaserve.bench.requests import MeasureRequest
+    from gemmaserve.errors import UsageError
 
     common = dict(  # noqa: C408 - keyword arguments, passed on as such
+        targets=["http://127.0.0.1:1", "http://127.0.0.1:2"],
+        out="results",
         decode_short=16,
         decode_long=512,
         decode_calls=5,
@@ -162,20 +165,64 @@ def test_cli_and_mcp_build_the_same_run_from_the_same_options() -> None:
         warmup=1,
         quality_concurrency=4,
         requests_per_stream=1,
-        labels=["a"],
+        label=["a"],
     )
-    settings, options = build_measure_inputs(["http://127.0.0.1:1", "http://127.0.0.1:2"], **common)  # type: ignore[arg-type]
+    request = MeasureRequest.parse(common)
+    settings, options = request.client_settings(), request.target_options()
     assert settings.concurrency_levels == [1, 4] and settings.quality_set == "published-40"
     assert [o.label for o in options] == ["a", None]
-    import pytest
-
-    from gemmaserve.errors import UsageError
 
     with pytest.raises(UsageError, match="--label"):
-        build_measure_inputs(
-            ["http://127.0.0.1:1"],
-            **{**common, "labels": ["a", "b"]},  # type: ignore[arg-type]
-            option_names={"labels": "--label"},
-        )
+        MeasureRequest.parse({**common, "targets": ["http://127.0.0.1:1"], "label": ["a", "b"]})
     with pytest.raises(UsageError):
-        build_measure_inputs(["http://127.0.0.1:1"], **{**common, "concurrency": [0]})  # type: ignore[arg-type]
+        MeasureRequest.parse({**common, "concurrency": [0]})
+
+
+def test_concurrency_takes_commas_or_repeats_and_the_old_timeout_spelling(
+    mock_server: ThreadedMockServer, tmp_path: Path
+) -> None:
+    from gemmaserve.bench.requests import MeasureRequest
+    from gemmaserve.errors import UsageError
+
+    base = {"targets": ["http://127.0.0.1:1"], "out": "r"}
+    assert MeasureRequest.parse({**base, "concurrency": ["1,4", "16"]}).concurrency == [1, 4, 16]
+    assert MeasureRequest.parse({**base, "concurrency": [2, 8]}).concurrency == [2, 8]
+    with pytest.raises(UsageError, match="comma-separated"):
+        MeasureRequest.parse({**base, "concurrency": ["1,x"]})
+    args = [mock_server.url, "--out", str(tmp_path), "--label", "a", *SMALL, "--timeout", "30", "--json"]
+    result = _invoke(args)
+    assert result.exit_code == 0, result.output
+    saved = json.loads((tmp_path / "a.json").read_text())
+    assert saved["client"]["timeout_s"] == 30 and saved["client"]["concurrency_levels"] == [1, 2]
+
+
+def test_cross_field_rules_are_usage_errors() -> None:
+    from gemmaserve.bench.requests import MeasureRequest
+    from gemmaserve.errors import UsageError
+
+    base = {"targets": ["http://127.0.0.1:1"], "out": "r"}
+    with pytest.raises(UsageError, match="--decode-long"):
+        MeasureRequest.parse({**base, "decode_short": 64, "decode_long": 64})
+    with pytest.raises(UsageError, match="once per target"):
+        MeasureRequest.parse({**base, "price_usd_per_hour": [1.0, 2.0]})
+    with pytest.raises(UsageError, match="letters, digits"):
+        MeasureRequest.parse({**base, "label": ["a/b"]})
+    assert MeasureRequest.parse({**base, "quality_set": "NONE"}).client_settings().quality_set is None
+
+
+def test_progress_lines_on_stderr_off_a_terminal_and_latency_table(
+    mock_server: ThreadedMockServer, tmp_path: Path
+) -> None:
+    result = _invoke([mock_server.url, "--out", str(tmp_path), "--label", "t4-qat", *SMALL])
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert any("t4-qat: decode #1" in line and "requests" in line for line in lines), result.stderr
+    assert any("t4-qat: load:2" in line for line in lines), result.stderr
+    assert "TTFT ms p50 / p99" in result.stdout and "load:2" in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines() if not line.startswith(("Files:", "Next:"))) <= 100
+
+
+def test_help_has_examples() -> None:
+    for command in ("measure", "combine", "report", "import"):
+        result = CliRunner().invoke(app, ["bench", command, "--help"])
+        assert result.exit_code == 0 and "Examples:\n    gemmaserve bench" in result.output, command

@@ -78,8 +78,8 @@ def test_measure_agrees_with_the_cli_and_reports_progress(mock_server: ThreadedM
         "bench_measure",
         {
             "targets": [mock_server.url],
-            "out_dir": str(tmp_path / "mcp"),
-            "labels": ["mock"],
+            "out": str(tmp_path / "mcp"),
+            "label": ["mock"],
             **SMALL,
         },
         progress=progress,
@@ -108,16 +108,16 @@ def test_measure_agrees_with_the_cli_and_reports_progress(mock_server: ThreadedM
 def test_measure_rejects_bad_usage(tmp_path: Path) -> None:
     server = build_server()
     too_many = call_tool(
-        server, "bench_measure", {"targets": ["http://127.0.0.1:9"], "out_dir": str(tmp_path), "labels": ["a", "b"]}
+        server, "bench_measure", {"targets": ["http://127.0.0.1:9"], "out": str(tmp_path), "label": ["a", "b"]}
     )
     assert error_details(too_many)["error"] == "UsageError"
-    assert "Fix: Give labels once per target" in error_text(too_many)
-    bad_target = call_tool(server, "bench_measure", {"targets": ["ftp://x"], "out_dir": str(tmp_path)})
+    assert "--label (label): 2 values for 1 target(s): give --label once per target" in error_text(too_many)
+    bad_target = call_tool(server, "bench_measure", {"targets": ["ftp://x"], "out": str(tmp_path)})
     assert error_details(bad_target)["error"] == "UsageError"
     for arguments in (
-        {"targets": [], "out_dir": str(tmp_path)},
+        {"targets": [], "out": str(tmp_path)},
         {"targets": ["http://127.0.0.1:9"]},
-        {"targets": ["http://127.0.0.1:9"], "out_dir": str(tmp_path), "concurrency": [0]},
+        {"targets": ["http://127.0.0.1:9"], "out": str(tmp_path), "concurrency": [0]},
     ):
         text = error_text(call_tool(server, "bench_measure", arguments))
         assert "validation error" in text or "UsageError" in text, arguments
@@ -130,20 +130,20 @@ def test_combine_and_report_agree_with_the_cli(mock_server: ThreadedMockServer, 
         "bench_measure",
         {
             "targets": [mock_server.url, mock_server.url],
-            "labels": ["a", "b"],
-            "out_dir": str(tmp_path),
+            "label": ["a", "b"],
+            "out": str(tmp_path),
             **SMALL,
         },
     )
     assert measured.structured_content["status"] == "success"  # type: ignore[index]
     files = [str(tmp_path / "a.json"), str(tmp_path / "b.json")]
 
-    missing_dir = call_tool(server, "bench_combine", {"files": files, "out_file": str(tmp_path / "no" / "cmp.md")})
+    missing_dir = call_tool(server, "bench_combine", {"files": files, "out": str(tmp_path / "no" / "cmp.md")})
     assert error_details(missing_dir)["error"] == "FileNotFoundError"
     assert "Fix: Check that the path exists" in error_text(missing_dir)
 
     (tmp_path / "out").mkdir()
-    combined = call_tool(server, "bench_combine", {"files": files, "out_file": str(tmp_path / "out" / "cmp.md")})
+    combined = call_tool(server, "bench_combine", {"files": files, "out": str(tmp_path / "out" / "cmp.md")})
     assert not combined.is_error, combined.content
     assert combined.structured_content == cli_json("bench", "combine", *files)
     assert combined.structured_content["baseline"] == "a"  # type: ignore[index]
@@ -180,7 +180,7 @@ def test_cancelled_measure_saves_its_files_marked_interrupted(tmp_path: Path) ->
                     if len(events) == 2:
                         group.cancel_scope.cancel()
 
-                arguments = {"targets": [slow.url], "out_dir": str(tmp_path), "labels": ["slow"], **SMALL}
+                arguments = {"targets": [slow.url], "out": str(tmp_path), "label": ["slow"], **SMALL}
                 group.start_soon(
                     lambda: client.call_tool("bench_measure", arguments, progress_callback=cancel_after_two)
                 )
@@ -190,3 +190,30 @@ def test_cancelled_measure_saves_its_files_marked_interrupted(tmp_path: Path) ->
     assert saved["completeness"]["interrupted"] is True
     assert saved["completeness"]["missing"], saved["completeness"]
     assert saved["completeness"]["finished"] != saved["completeness"]["planned"]  # it stopped early
+
+
+def test_import_agrees_with_the_cli(tmp_path: Path) -> None:
+    from tests.bench.test_report_vllm_import import _vllm_record
+
+    source = tmp_path / "vllm.json"
+    source.write_text(json.dumps(_vllm_record(4, 190.0)))
+    arguments = {"vllm_file": str(source), "out": str(tmp_path / "mcp" / "l4.json"), "label": "l4"}
+    result = call_tool(build_server(), "bench_import", {**arguments, "instance": "ml.g6.xlarge"})
+    assert not result.is_error, result.content
+    assert result.structured_content["hardware"]["gpu"] == "l4"  # type: ignore[index]
+    assert "c=4: 190.0 tok/s" in result.content[0].text  # type: ignore[union-attr]
+    cli = cli_json("bench", "import", str(source), "--out", str(tmp_path / "cli.json"), "--label", "l4")
+    mcp = call_tool(build_server(), "bench_import", arguments).structured_content
+    assert {key: mcp[key] for key in ("target", "load", "hardware")} == {  # type: ignore[index]
+        key: cli[key] for key in ("target", "load", "hardware")
+    }
+    unknown = call_tool(build_server(), "bench_import", {**arguments, "instance": "ml.nope"})
+    assert error_details(unknown)["error"] == "UnknownName"
+
+
+def test_bench_tools_reject_unknown_arguments_naming_the_new_one(tmp_path: Path) -> None:
+    server = build_server()
+    old = call_tool(server, "bench_measure", {"targets": ["http://127.0.0.1:9"], "out_dir": str(tmp_path)})
+    assert "unknown argument 'out_dir'" in error_text(old) and "Did you mean 'out'" in error_text(old)
+    typo = call_tool(server, "bench_report", {"directory": str(tmp_path), "markdown": True})
+    assert "unknown argument 'markdown'" in error_text(typo)

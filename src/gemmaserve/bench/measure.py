@@ -4,35 +4,42 @@ Step i runs on targets A, B, … before step i+1 (drift falls on all of them). A
 every step the target's result file is rewritten atomically from its records, so
 an interrupted run leaves valid files that list what is missing. A failed request
 is a result; only bad usage raises. Returns a :class:`MeasureReport`; never prints.
+
+Progress goes to an injected sink as :class:`MeasureProgress`: after every request and, while
+requests stream, about once a second, with the share of planned work done per phase (in
+output tokens, so a long request moves it too) and an estimate of the time left.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import platform
 import re
 import socket
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from gemmaserve import __version__
-from gemmaserve.bench import results
+from gemmaserve.bench import results, stats
 from gemmaserve.bench.client_overhead import OverheadMeter
-from gemmaserve.bench.engine import BatchResult, Outcome, run_batch
+from gemmaserve.bench.engine import BatchResult, Outcome, StreamTally, run_batch
 from gemmaserve.bench.engine_facts import (
     build_engine_facts,
     facts_from_log,
     facts_from_metrics,
 )
-from gemmaserve.bench.measure_models import (
+from gemmaserve.bench.requests import (
     EXIT_CODES,
+    LatencyRow,
     MeasureReport,
+    MeasureRequest,
     RunStatus,
     TargetOptions,
     TargetSummary,
@@ -58,28 +65,152 @@ from gemmaserve.bench.transports import (
     open_transport,
     parse_target,
 )
-from gemmaserve.bench.workloads import Step, plan_steps, planned_phases
+from gemmaserve.bench.workloads import Step, plan_steps, planned_phases, remaining_s, request_work, step_work
 from gemmaserve.errors import UsageError
+from gemmaserve.progress import Cancelled, CancelToken, ProgressEvent, check
 
 __all__ = [
+    "MeasureProgress",
     "MeasureReport",
-    "ProgressEvent",
+    "PhaseProgress",
     "RunStatus",
     "TargetOptions",
     "TargetSummary",
     "hardware_info",
+    "measure_endpoints",
     "measure_targets",
 ]
 
+# While a step runs, how often a progress event goes out even though no request finished.
+HEARTBEAT_S = 1.0
+# How often a running step looks at the cancellation token.
+CANCEL_POLL_S = 0.2
+
 
 @dataclass(frozen=True, slots=True)
-class ProgressEvent:
+class PhaseProgress:
+    """One phase (``warmup``, ``decode``, ``load:<c>``, ``quality``) over all targets."""
+
+    phase: str
     done_requests: int
     total_requests: int
-    description: str
+    done_work: float  # planned work done, in output tokens as one stream sees them (see workloads.step_work)
+    total_work: float
 
 
-ProgressSink = Callable[[ProgressEvent], None]
+@dataclass(frozen=True)
+class MeasureProgress(ProgressEvent):
+    """Where a run stands: :class:`~gemmaserve.progress.ProgressEvent` with ``done``/``total`` in requests,
+    ``phase`` the phase running now and ``message`` the step (``"a: load:4 #2"``), plus every phase's
+    share of the planned work and the time left at the pace so far."""
+
+    phases: tuple[PhaseProgress, ...] = ()
+    done_work: float = 0.0
+    total_work: float = 0.0
+    elapsed_s: float = 0.0
+    eta_s: float | None = None  # None until enough is done to extrapolate
+
+    @property
+    def done_requests(self) -> int:
+        return int(self.done or 0)
+
+    @property
+    def total_requests(self) -> int:
+        return int(self.total or 0)
+
+
+ProgressSink = Callable[[MeasureProgress], None]
+
+
+class _Tracker:
+    """Counts requests and planned work, per phase, and sends :class:`MeasureProgress` to the sink.
+
+    Work is retired a request at a time; the request streaming now count by the token chunks
+    that have arrived (``tally``), so a long request moves the line while it runs. Timed on the
+    monotonic clock, never the injected measuring clock (tests script that one).
+    """
+
+    def __init__(self, plans: Sequence[Sequence[Step]], sink: ProgressSink | None, cancel: CancelToken | None) -> None:
+        self.sink = sink
+        self.cancel = cancel
+        self.started = time.monotonic()
+        self.total_requests = sum(len(step.requests) for plan in plans for step in plan)
+        self.done_requests = 0
+        self.phase_totals: dict[str, list[float]] = {}
+        self.phase_done: dict[str, list[float]] = {}
+        for plan in plans:
+            for step in plan:
+                total = self.phase_totals.setdefault(step.phase, [0, 0.0])
+                total[0] += len(step.requests)
+                total[1] += step_work(step)
+                self.phase_done.setdefault(step.phase, [0, 0.0])
+        self.total_work = sum(total[1] for total in self.phase_totals.values())
+        self.done_work = 0.0
+        self.description = "starting"
+        self.step: Step | None = None
+        self.tally = StreamTally()
+        self.retired_raw = 0.0
+        self.retired_chunks = 0
+
+    def start(self, label: str, step: Step) -> None:
+        self.step, self.description = step, f"{label}: {step.label}"
+        self.tally, self.retired_raw, self.retired_chunks = StreamTally(), 0.0, 0
+        check(self.cancel)
+        self.emit()
+
+    def done(self, outcome: Outcome) -> None:
+        self.done_requests += 1
+        self.retired_raw += request_work(outcome.request)
+        self.retired_chunks += outcome.chunks
+        if self.step is not None:
+            self.phase_done[self.step.phase][0] += 1
+        self.emit()
+
+    def finish(self, step: Step) -> None:
+        """The step is over (or skipped): its whole planned work is retired."""
+        work = step_work(step)
+        self.done_work += work
+        self.phase_done[step.phase][1] += work
+        self.step = None
+
+    def _in_step(self) -> float:
+        step = self.step
+        if step is None:
+            return 0.0
+        streaming = max(0, self.tally.chunks - self.retired_chunks)
+        return min(step_work(step), (self.retired_raw + streaming) / step.concurrency)
+
+    def emit(self) -> None:
+        if self.sink is None:
+            return
+        in_step = self._in_step()
+        done_work = self.done_work + in_step
+        elapsed = time.monotonic() - self.started
+        phases = tuple(
+            PhaseProgress(
+                phase=phase,
+                done_requests=int(self.phase_done[phase][0]),
+                total_requests=int(total[0]),
+                done_work=self.phase_done[phase][1] + (in_step if self.step and self.step.phase == phase else 0.0),
+                total_work=total[1],
+            )
+            for phase, total in self.phase_totals.items()
+        )
+        self.sink(
+            MeasureProgress(
+                phase=self.step.phase if self.step else "",
+                message=self.description,
+                done=self.done_requests,
+                total=self.total_requests,
+                phases=phases,
+                done_work=done_work,
+                total_work=self.total_work,
+                elapsed_s=elapsed,
+                eta_s=remaining_s(elapsed, done_work, self.total_work),
+            )
+        )
+
+
 TransportFactory = Callable[[TargetSpec], Transport]
 
 
@@ -174,6 +305,33 @@ def _host() -> HostInfo:
     )
 
 
+def measure_endpoints(
+    request: MeasureRequest,
+    *,
+    progress: ProgressSink | None = None,
+    cancel: CancelToken | None = None,
+    command: Sequence[str] = (),
+    transport_factory: TransportFactory | None = None,
+    use_uvloop: bool = True,
+) -> MeasureReport:
+    """``bench measure``: what :class:`MeasureRequest` asks for, into ``request.out``; see the module docstring.
+
+    Raises:
+        UsageError: a malformed target, or an instance or GPU the catalog does not know (nothing is sent).
+    """
+    return measure_targets(
+        request.targets,
+        request.out,
+        settings=request.client_settings(),
+        target_options=request.target_options(),
+        transport_factory=transport_factory,
+        progress=progress,
+        cancel=cancel,
+        command=command,
+        use_uvloop=use_uvloop,
+    )
+
+
 def measure_targets(
     targets: Sequence[str],
     out_dir: str | Path,
@@ -184,6 +342,7 @@ def measure_targets(
     clock: Clock = time.perf_counter,
     cpu_clock: Callable[[], float] = time.process_time,
     progress: ProgressSink | None = None,
+    cancel: CancelToken | None = None,
     command: Sequence[str] = (),
     use_uvloop: bool = True,
 ) -> MeasureReport:
@@ -193,6 +352,8 @@ def measure_targets(
         targets: ``http(s)://host:port`` or ``sagemaker://NAME?region=R``, in interleaving order;
             the same target may appear twice (A-B-A).
         transport_factory: builds a transport per target (tests inject one); called in the event loop.
+        cancel: checked between steps and while one runs; once set, the run stops as on Ctrl-C
+            (files saved, marked interrupted) and the report's status is ``interrupted``.
 
     Raises:
         UsageError: a malformed target, label or setting (nothing is sent).
@@ -243,12 +404,14 @@ def measure_targets(
     factory = transport_factory or (lambda spec: open_transport(spec, timeout_s=settings.timeout_s, clock=clock))
     # Sharded load levels open their own sessions in worker processes: only with the real transports.
     shard = settings.client_processes > 1 and transport_factory is None
-    coroutine = _measure(runs, settings, factory, clock=clock, cpu_clock=cpu_clock, progress=progress, shard=shard)
+    coroutine = _measure(
+        runs, settings, factory, clock=clock, cpu_clock=cpu_clock, progress=progress, cancel=cancel, shard=shard
+    )
     description = "aiohttp"
     interrupted = False
     try:
         description = _run_loop(coroutine, use_uvloop=use_uvloop)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Cancelled):
         interrupted = True
         for run in runs:
             if not run.interrupted:
@@ -279,12 +442,12 @@ async def _measure(
     clock: Clock,
     cpu_clock: Callable[[], float],
     progress: ProgressSink | None,
+    cancel: CancelToken | None = None,
     shard: bool = False,
 ) -> str:
     run_started_s = clock()
     plans = [plan_steps(settings, target_index=run.index) for run in runs]
-    total = sum(len(step.requests) for plan in plans for step in plan)
-    done = 0
+    tracker = _Tracker(plans, progress, cancel)
     description = "aiohttp"
     try:
         for run in runs:
@@ -295,20 +458,24 @@ async def _measure(
             for run, plan in zip(runs, plans, strict=True):
                 step = plan[step_index]
                 if run.unreachable:
+                    tracker.finish(step)
                     continue
-                if progress is not None:
-                    progress(ProgressEvent(done, total, f"{run.label}: {step.label}"))
-
-                def on_done(_: Outcome, run: _TargetRun = run, step: Step = step) -> None:
-                    nonlocal done
-                    done += 1
-                    if progress is not None:
-                        progress(ProgressEvent(done, total, f"{run.label}: {step.label}"))
-
+                tracker.start(run.label, step)
                 assert run.transport is not None
-                batch = await _run_step(
-                    run, step, settings, clock=clock, cpu_clock=cpu_clock, on_done=on_done, shard=shard
+                batch = await _with_heartbeat(
+                    _run_step(
+                        run,
+                        step,
+                        settings,
+                        clock=clock,
+                        cpu_clock=cpu_clock,
+                        on_done=tracker.done,
+                        shard=shard,
+                        tally=tracker.tally,
+                    ),
+                    tracker,
                 )
+                tracker.finish(step)
                 _account(run, step, batch, run_started_s)
                 run.save()
         for run in runs:
@@ -325,6 +492,31 @@ async def _measure(
     return description
 
 
+async def _with_heartbeat(step: Coroutine[Any, Any, BatchResult], tracker: _Tracker) -> BatchResult:
+    """Await ``step``, sending a progress event every :data:`HEARTBEAT_S` while it runs.
+
+    Both the heartbeat and the cancellation check run here, in the measuring coroutine, so a
+    cancellation (or a sink that raises, as Ctrl-C does) interrupts the run between two polls and
+    the step is cancelled; the caller's handler then saves every file marked interrupted.
+    """
+    task = asyncio.ensure_future(step)
+    last = time.monotonic()
+    try:
+        while True:
+            finished, _ = await asyncio.wait({task}, timeout=CANCEL_POLL_S)
+            if finished:
+                return task.result()
+            check(tracker.cancel)
+            if time.monotonic() - last >= HEARTBEAT_S:
+                last = time.monotonic()
+                tracker.emit()
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+
 async def _run_step(
     run: _TargetRun,
     step: Step,
@@ -334,6 +526,7 @@ async def _run_step(
     cpu_clock: Callable[[], float],
     on_done: Callable[[Outcome], None],
     shard: bool,
+    tally: StreamTally | None = None,
 ) -> BatchResult:
     """One step's batch, sharded over processes for a load level when asked; stop if the client lagged."""
     requests = [(p.request_id, p.request) for p in step.requests]
@@ -368,6 +561,7 @@ async def _run_step(
             timeout_s=settings.timeout_s,
             cpu_clock=cpu_clock,
             on_done=on_done,
+            tally=tally,
         )
         wall_s = batch.finished_s - batch.started_s
         lag_s, lag_p90_s = batch.lag_p50_s, batch.lag_p90_s
@@ -472,11 +666,40 @@ def _summary(run: _TargetRun, result: ResultFile) -> TargetSummary:
         intercept_flag=result.decode.intercept_flag if result.decode else None,
         decode_warnings=list(result.decode.warnings) if result.decode else [],
         load_output_tokens_per_s={f"c{level.concurrency}": level.median_output_tokens_per_s for level in result.load},
+        latency=latency_rows(result),
         quality_correct=result.quality.correct if result.quality else None,
         quality_total=result.quality.total if result.quality else None,
         client_warning=result.client_overhead.warning if result.client_overhead else None,
         note=note,
     )
+
+
+def latency_rows(result: ResultFile) -> list[LatencyRow]:
+    """TTFT, ITL and TPOT percentiles of the decode calls (one stream) and of each load level."""
+    rows = []
+    decode = [r for r in result.requests if r.kind == RequestKind.DECODE and r.success]
+    if decode:
+        rows.append(
+            LatencyRow(
+                phase="decode",
+                concurrency=1,
+                ttft_s=stats.summarize([r.ttft_s for r in decode if r.ttft_s is not None]),
+                itl_s=stats.summarize([gap for r in decode for gap in r.itl_s]),
+                tpot_s=stats.summarize([r.tpot_s for r in decode if r.tpot_s is not None]),
+            )
+        )
+    for level in result.load:
+        if level.ttft_s is not None and level.itl_s is not None and level.tpot_s is not None:
+            rows.append(
+                LatencyRow(
+                    phase=f"load:{level.concurrency}",
+                    concurrency=level.concurrency,
+                    ttft_s=level.ttft_s,
+                    itl_s=level.itl_s,
+                    tpot_s=level.tpot_s,
+                )
+            )
+    return rows
 
 
 def _report(runs: list[_TargetRun], run_id: str, out: Path, description: str, interrupted: bool) -> MeasureReport:

@@ -1,19 +1,169 @@
-"""What one run sends, as an ordered list of steps, identical in shape for every target.
+"""What one run sends, as an ordered list of steps, identical in shape for every target, and its prompts.
 
 Phases: ``warmup`` (not scored), ``decode`` (short and long ``ignore_eos`` calls,
 alternating so drift hits both), ``load:<c>`` (``c`` distinct prompts at once, per
 repeat) and ``quality`` (a question set in batches). The measuring loop walks the
-steps and runs step i on every target before step i+1: A, B, A, B. Pure.
+steps and runs step i on every target before step i+1: A, B, A, B. Pure, seeded.
+
+Synthetic prompts are distinct so a prefix cache cannot flatter the numbers: every prompt
+opens with its own nonce (vLLM's prefix cache matches whole blocks from the first token, so a
+different opening misses the cache for the whole prompt). Lengths are in words of a
+common-English vocabulary (close to one token each; the server's ``usage.prompt_tokens``
+records the true count).
 """
 
 from __future__ import annotations
 
+import hashlib
+import random
 from dataclasses import dataclass, field
 
-from gemmaserve.bench.prompts import synthetic_prompt
 from gemmaserve.bench.questions import Question, get_question_set
 from gemmaserve.bench.schema import ClientSettings, RequestKind
 from gemmaserve.bench.transports import ChatRequest
+
+# Short, frequent words: nearly all are a single token in Gemma's and Llama's vocabularies.
+VOCABULARY = [
+    "time",
+    "year",
+    "people",
+    "way",
+    "day",
+    "man",
+    "thing",
+    "woman",
+    "life",
+    "child",
+    "world",
+    "school",
+    "state",
+    "family",
+    "student",
+    "group",
+    "country",
+    "problem",
+    "hand",
+    "part",
+    "place",
+    "case",
+    "week",
+    "company",
+    "system",
+    "program",
+    "question",
+    "work",
+    "government",
+    "number",
+    "night",
+    "point",
+    "home",
+    "water",
+    "room",
+    "mother",
+    "area",
+    "money",
+    "story",
+    "fact",
+    "month",
+    "lot",
+    "right",
+    "study",
+    "book",
+    "eye",
+    "job",
+    "word",
+    "business",
+    "issue",
+    "side",
+    "kind",
+    "head",
+    "house",
+    "service",
+    "friend",
+    "father",
+    "power",
+    "hour",
+    "game",
+    "line",
+    "end",
+    "member",
+    "law",
+    "car",
+    "city",
+    "community",
+    "name",
+    "team",
+    "minute",
+    "idea",
+    "kid",
+    "body",
+    "back",
+    "parent",
+    "face",
+    "others",
+    "level",
+    "office",
+    "door",
+    "health",
+    "person",
+    "art",
+    "war",
+    "history",
+    "party",
+    "result",
+    "change",
+    "morning",
+    "reason",
+    "research",
+    "girl",
+    "guy",
+    "moment",
+    "air",
+    "teacher",
+    "force",
+    "education",
+    "river",
+    "stone",
+    "garden",
+    "light",
+    "sound",
+    "music",
+    "window",
+    "table",
+    "paper",
+    "road",
+    "field",
+    "market",
+    "letter",
+    "color",
+    "summer",
+    "winter",
+    "green",
+    "blue",
+    "red",
+    "small",
+]
+
+
+def _rng(seed: int, *salt: object) -> random.Random:
+    digest = hashlib.sha256(repr((seed, *salt)).encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def nonce(seed: int, *salt: object) -> str:
+    return hashlib.sha256(repr(("nonce", seed, *salt)).encode()).hexdigest()[:12]
+
+
+def synthetic_prompt(words: int, *, seed: int, salt: tuple[object, ...]) -> str:
+    """A prompt of about ``words`` words, unique for (seed, salt), that invites a long continuation."""
+    if words < 1:
+        raise ValueError(f"prompt length must be >= 1 word, got {words}")
+    rng = _rng(seed, *salt)
+    head = f"Request {nonce(seed, *salt)}. Continue this text:"
+    body_words = max(0, words - 5)
+    body = " ".join(rng.choice(VOCABULARY) for _ in range(body_words))
+    return f"{head} {body}".rstrip()
+
 
 DECODE_PROMPT_WORDS = 24
 WARMUP_CALLS = 1
@@ -133,6 +283,32 @@ def plan_steps(settings: ClientSettings, *, target_index: int = 0, model: str | 
             quality_steps.append(Step("quality", RequestKind.QUALITY, concurrency, batch_index, batch))
         steps += _mark_last(quality_steps)
     return steps
+
+
+# Work a request costs beyond its output tokens (sending, prefill, the first token), in token-times:
+# without it the 16-token decode calls would look nearly free next to the long ones.
+REQUEST_OVERHEAD_TOKENS = 8
+
+
+def request_work(request: ChatRequest) -> float:
+    """Planned work of one request, in output tokens as one stream produces them."""
+    return request.max_tokens + REQUEST_OVERHEAD_TOKENS
+
+
+def step_work(step: Step) -> float:
+    """Planned work of a step: its requests' work over its concurrency (streams in flight share the time).
+
+    An upper bound where answers may stop early (quality), exact in shape where ``ignore_eos`` holds
+    (decode, load); good enough to say what share of a run is done and to extrapolate its end.
+    """
+    return sum(request_work(planned.request) for planned in step.requests) / max(1, step.concurrency)
+
+
+def remaining_s(elapsed_s: float, done_work: float, total_work: float) -> float | None:
+    """Seconds left if the rest runs at the pace so far; None before 1% of the work (or 1 s) is done."""
+    if total_work <= 0 or elapsed_s < 1.0 or done_work < 0.01 * total_work:
+        return None
+    return max(0.0, elapsed_s * (total_work - done_work) / done_work)
 
 
 def _mark_last(steps: list[Step]) -> list[Step]:

@@ -1,197 +1,69 @@
-"""``gemmaserve bench``: ``measure`` targets into result files; ``combine`` and ``report`` read them."""
+"""``gemmaserve bench``: ``measure`` targets into result files; ``combine``, ``report`` and ``import`` read them.
+
+``measure`` shows where the run stands on stderr (a rich progress display per phase on a terminal, a
+plain line now and then elsewhere) and ends with two tables on stdout that fit 100 columns: the
+outcome per target, and TTFT/ITL/TPOT p50/p99 per target and phase.
+"""
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from gemmaserve.bench.requests import MeasureReport, MeasureRequest, TargetSummary
+from gemmaserve.cli.options import request_options
 from gemmaserve.cli.output import console, emit, json_option, warn
-from gemmaserve.errors import UsageError
+
+if TYPE_CHECKING:
+    from gemmaserve.bench.measure import MeasureProgress
+
+TABLE_WIDTH = 100
+# Off a terminal, a progress line when the step's phase changes, else at most this often.
+PLAIN_EVERY_S = 10.0
 
 
 @click.group(name="bench")
 def cli() -> None:
-    """Measure endpoints: decode rate, latency, throughput, quality, cost."""
+    """Measure endpoints: decode rate, latency, throughput, quality, cost.
 
-
-def _levels(text: str) -> list[int]:
-    try:
-        levels = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UsageError(f"--concurrency {text!r} is not a comma-separated list of integers.") from None
-    if not levels or any(level < 1 for level in levels):
-        raise UsageError(f"--concurrency {text!r}: each level must be an integer >= 1.")
-    return levels
+    \b
+    Examples:
+      gemmaserve bench measure http://127.0.0.1:8000 --out results/ --label t4-qat
+      gemmaserve bench combine results/a.json results/b.json
+      gemmaserve bench report results/
+    """
 
 
 @cli.command(name="measure")
-@click.argument("targets", nargs=-1, required=True)
-@click.option(
-    "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory for <label>.json files."
-)
-@click.option("--label", "labels", multiple=True, help="Short name per target (file name, tables), in target order.")
-@click.option(
-    "--decode-calls",
-    type=click.IntRange(min=0),
-    default=5,
-    show_default=True,
-    help="Calls at each decode length (0 skips).",
-)
-@click.option("--decode-short", type=click.IntRange(min=1), default=16, show_default=True)
-@click.option("--decode-long", type=click.IntRange(min=2), default=512, show_default=True)
-@click.option("--concurrency", "concurrency", default="1,4,16", show_default=True, help="Load levels, comma-separated.")
-@click.option(
-    "--repeats", type=click.IntRange(min=0), default=3, show_default=True, help="Repeats per load level (0 skips load)."
-)
-@click.option(
-    "--input-tokens", type=click.IntRange(min=1), default=128, show_default=True, help="Prompt words per load request."
-)
-@click.option(
-    "--output-tokens",
-    type=click.IntRange(min=1),
-    default=256,
-    show_default=True,
-    help="Output tokens per load request.",
-)
-@click.option(
-    "--requests-per-stream",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Load requests per concurrent stream in each repeat.",
-)
-@click.option("--quality-set", default="published-40", show_default=True, help="Question set, or 'none' to skip.")
-@click.option("--quality-max-tokens", type=click.IntRange(min=1), default=2048, show_default=True)
-@click.option("--quality-concurrency", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("--temperature", type=click.FloatRange(min=0), default=0.0, show_default=True)
-@click.option(
-    "--ignore-eos/--no-ignore-eos",
-    default=True,
-    show_default=True,
-    help="Ask vLLM for exactly max_tokens on decode and load calls.",
-)
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(min=0, min_open=True),
-    default=600.0,
-    show_default=True,
-    help="Seconds one request may take.",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the synthetic prompts.")
-@click.option(
-    "--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Unscored calls per target first."
-)
-@click.option(
-    "--client-processes",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Worker processes that send each load level (one per free core for thousands of streams).",
-)
-@click.option(
-    "--max-client-lag-ms",
-    type=click.FloatRange(min=0),
-    default=5.0,
-    show_default=True,
-    help="Stop when the client's own event loop lags more than this (median) in a decode or load step; 0: never.",
-)
-@click.option(
-    "--log", "logs", multiple=True, type=click.Path(dir_okay=False), help="vLLM log file per target, in target order."
-)
-@click.option(
-    "--instance", "instances", multiple=True, help="Catalog instance per target (price, GPU), in target order."
-)
-@click.option("--gpu", "gpus", multiple=True, help="Catalog GPU per target, in target order.")
-@click.option(
-    "--price-usd-per-hour", "prices", multiple=True, type=float, help="Hourly price per target (overrides the catalog)."
-)
+@request_options(MeasureRequest)
 @json_option
 @click.pass_context
-def measure(
-    ctx: click.Context,
-    targets: tuple[str, ...],
-    out_dir: str,
-    labels: tuple[str, ...],
-    decode_calls: int,
-    decode_short: int,
-    decode_long: int,
-    concurrency: str,
-    repeats: int,
-    input_tokens: int,
-    output_tokens: int,
-    requests_per_stream: int,
-    quality_set: str,
-    quality_max_tokens: int,
-    quality_concurrency: int,
-    temperature: float,
-    ignore_eos: bool,
-    timeout_s: float,
-    seed: int,
-    warmup: int,
-    client_processes: int,
-    max_client_lag_ms: float,
-    logs: tuple[str, ...],
-    instances: tuple[str, ...],
-    gpus: tuple[str, ...],
-    prices: tuple[float, ...],
-    as_json: bool,
-) -> None:
+def measure(ctx: click.Context, request: MeasureRequest, as_json: bool) -> None:
     """Measure TARGET… (http://HOST:PORT or sagemaker://NAME?region=R), interleaved, into --out.
+
+    Per-target options (--label, --log, --instance, --gpu, --price-usd-per-hour) are given
+    once per target, in target order. Progress goes to stderr; the tables (or --json) to stdout.
 
     Exit status: 0 when every request succeeded and every phase finished; 1 when
     any request failed or a phase is missing (partial) or nothing succeeded; 2 for
     bad usage; 130 when interrupted (finished steps are saved).
-    """
-    from gemmaserve.bench.measure import measure_targets
-    from gemmaserve.bench.measure_options import build_measure_inputs
 
-    settings, options = build_measure_inputs(
-        targets,
-        decode_short=decode_short,
-        decode_long=decode_long,
-        decode_calls=decode_calls,
-        concurrency=_levels(concurrency),
-        repeats=repeats,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        quality_set=quality_set,
-        quality_max_tokens=quality_max_tokens,
-        temperature=temperature,
-        ignore_eos=ignore_eos,
-        timeout_s=timeout_s,
-        seed=seed,
-        warmup=warmup,
-        quality_concurrency=quality_concurrency,
-        requests_per_stream=requests_per_stream,
-        client_processes=client_processes,
-        max_client_lag_ms=max_client_lag_ms or None,
-        labels=labels,
-        logs=logs,
-        instances=instances,
-        gpus=gpus,
-        prices_usd_per_hour=prices,
-        option_names={
-            "labels": "--label",
-            "logs": "--log",
-            "instances": "--instance",
-            "gpus": "--gpu",
-            "prices_usd_per_hour": "--price-usd-per-hour",
-        },
-    )
+    \b
+    Examples:
+      gemmaserve bench measure http://127.0.0.1:8000 --out results/ --label t4-qat --instance g4dn.xlarge
+      gemmaserve bench measure http://a:8000 http://b:8000 http://a:8000 --out ab/ --label a --label b
+      gemmaserve bench measure sagemaker://gemma4-t4?region=us-east-1 --out sm/ --concurrency 1,8,32
+      gemmaserve bench measure http://127.0.0.1:8000 --out quick/ --decode-calls 0 --quality-set none --json
+    """
+    from gemmaserve.bench.measure import measure_endpoints
+
     with _progress() as progress:
-        report = measure_targets(
-            targets,
-            out_dir,
-            settings=settings,
-            target_options=options,
-            progress=progress,
-            command=["gemmaserve", *sys.argv[1:]],
-        )
+        report = measure_endpoints(request, progress=progress, command=["gemmaserve", *sys.argv[1:]])
     for target in report.targets:
         if target.client_warning:
             warn(f"{target.label}: {target.client_warning}")
@@ -203,65 +75,159 @@ def measure(
     ctx.exit(report.exit_code)
 
 
-@contextmanager
-def _progress() -> Iterator[Callable[..., None] | None]:
-    """A rich progress bar on stderr, only when stderr is a terminal."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
+def duration(seconds: float | None) -> str:
+    """``1h05m``, ``3m07s``, ``42s``; ``?`` when unknown."""
+    if seconds is None:
+        return "?"
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def progress_line(event: MeasureProgress) -> str:
+    """The plain line off a terminal: share of the planned work, the step, requests, time so far and left."""
+    share = event.done_work / event.total_work if event.total_work else 0.0
+    left = "" if event.eta_s is None else f", about {duration(event.eta_s)} left"
+    return (
+        f"[{share:4.0%}] {event.message}: {event.done_requests}/{event.total_requests} requests, "
+        f"{duration(event.elapsed_s)} elapsed{left}"
     )
+
+
+@contextmanager
+def _progress() -> Iterator[Callable[[MeasureProgress], None]]:
+    """Progress on stderr: a rich display on a terminal, plain lines elsewhere (logs, CI, pipes)."""
+    if not sys.stderr.isatty():
+        yield _plain_progress()
+        return
+    from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn
 
     from gemmaserve.cli.output import err_console
 
     with Progress(
         TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
+        BarColumn(bar_width=24),
+        TaskProgressColumn(),
+        TextColumn("{task.fields[detail]}"),
         console=err_console(),
         transient=True,
     ) as bar:
-        task = bar.add_task("starting", total=None)
+        overall = bar.add_task("starting", total=None, detail="")
+        phases: dict[str, TaskID] = {}
 
-        def update(event: Any) -> None:
-            bar.update(task, completed=event.done_requests, total=event.total_requests, description=event.description)
+        def update(event: MeasureProgress) -> None:
+            left = "" if event.eta_s is None else f", ETA {duration(event.eta_s)}"
+            bar.update(
+                overall,
+                completed=event.done_work,
+                total=event.total_work or None,
+                description=event.message,
+                detail=f"{event.done_requests}/{event.total_requests} requests, {duration(event.elapsed_s)}{left}",
+            )
+            for phase in event.phases:
+                if phase.phase not in phases:
+                    phases[phase.phase] = bar.add_task(f"  {phase.phase}", total=phase.total_work or None, detail="")
+                bar.update(
+                    phases[phase.phase],
+                    completed=phase.done_work,
+                    detail=f"{phase.done_requests}/{phase.total_requests} requests",
+                )
 
         yield update
+
+
+def _plain_progress() -> Callable[[MeasureProgress], None]:
+    last: dict[str, Any] = {"key": None, "at": 0.0}
+
+    def update(event: MeasureProgress) -> None:
+        key = event.message.split(" #", 1)[0]  # the target and phase, not the repeat
+        now = time.monotonic()
+        if key != last["key"] or now - last["at"] >= PLAIN_EVERY_S:
+            last.update(key=key, at=now)
+            click.echo(progress_line(event), err=True)
+
+    return update
 
 
 def _fixed_cost(intercept_s: float | None, flag: str | None) -> str:
     if intercept_s is None:
         return "–"
     if flag is not None:  # never shown as a cost: it says the line does not fit
-        return f"n/a ({flag} intercept {intercept_s * 1000:.1f})"
+        return f"n/a ({flag})"
     return f"{intercept_s * 1000:.1f}"
 
 
-def _render(report: object) -> None:
+def _ms(values: Any) -> str:
+    if values is None or values.p50 is None or values.p99 is None:
+        return "–"
+    return f"{values.p50 * 1000:.1f} / {values.p99 * 1000:.1f}"
+
+
+def _status(target: TargetSummary) -> str:
+    return target.status.value + (" *" if target.missing or target.failures_by_reason else "")
+
+
+def _render(report: MeasureReport) -> None:
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=f"bench measure — {report.message}")  # type: ignore[attr-defined]
-    for column in ("target", "status", "decode tok/s", "fixed cost ms", "load tok/s", "quality", "failed", "file"):
-        table.add_column(column)
-    for t in report.targets:  # type: ignore[attr-defined]
-        load = ", ".join(f"{k}: {v:.0f}" if v is not None else f"{k}: –" for k, v in t.load_output_tokens_per_s.items())
-        table.add_row(
+    out = console()
+    width = min(out.width, TABLE_WIDTH)
+    out.print(f"bench measure — {report.message}", highlight=False, markup=False, width=width)
+    summary = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, header_style="bold")
+    for column, justify in (
+        ("target", "left"),
+        ("status", "left"),
+        ("decode tok/s", "right"),
+        ("fixed ms", "right"),
+        ("load tok/s", "left"),
+        ("quality", "right"),
+        ("failed", "right"),
+    ):
+        summary.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for t in report.targets:
+        load = " ".join(f"{k}:{v:.0f}" if v is not None else f"{k}:–" for k, v in t.load_output_tokens_per_s.items())
+        summary.add_row(
             t.label,
-            t.status.value + (f" ({', '.join(t.missing)} missing)" if t.missing else ""),
+            _status(t),
             f"{t.decode_tokens_per_s:.1f}" if t.decode_tokens_per_s else "–",
             _fixed_cost(t.intercept_s, t.intercept_flag),
             load or "–",
             f"{t.quality_correct}/{t.quality_total}" if t.quality_total else "–",
-            f"{t.failed}/{t.requests}" + (f" {t.failures_by_reason}" if t.failures_by_reason else ""),
-            t.path,
+            f"{t.failed}/{t.requests}",
         )
-    console().print(table)
+    out.print(summary, width=width)
+    latency = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, header_style="bold")
+    for column, justify in (
+        ("target", "left"),
+        ("phase", "left"),
+        ("TTFT ms p50 / p99", "right"),
+        ("ITL ms p50 / p99", "right"),
+        ("TPOT ms p50 / p99", "right"),
+    ):
+        latency.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for t in report.targets:
+        for row in t.latency:
+            latency.add_row(t.label, row.phase, _ms(row.ttft_s), _ms(row.itl_s), _ms(row.tpot_s))
+    if latency.row_count:
+        out.print(latency, width=width)
+    for t in report.targets:
+        problems = [f"{reason} ×{count}" for reason, count in sorted(t.failures_by_reason.items())]
+        if t.missing:
+            problems.append(f"missing: {', '.join(t.missing)}")
+        if problems:
+            out.print(f"* {t.label}: {'; '.join(problems)}", highlight=False, markup=False, width=width)
+    paths = [t.path for t in report.targets]
+    out.print(f"Files: {', '.join(paths)}", highlight=False, markup=False, soft_wrap=True)
+    if len(paths) > 1:
+        out.print(f"Next: gemmaserve bench combine {' '.join(paths)}", highlight=False, markup=False, soft_wrap=True)
+    else:
+        out.print(f"Next: gemmaserve bench report {report.out_dir}", highlight=False, markup=False, soft_wrap=True)
 
 
 try:  # the analysis commands live in their own module; measure must work without it

@@ -90,8 +90,8 @@ def click_params(name: str, field: FieldInfo) -> click.Parameter:
     """The one click option (or argument) for field ``name``."""
     marker = cli_marker(field.metadata)
     kind = click_type(field)
-    default = _default(field)
     required = field.is_required()
+    default = None if required else _default(field)  # a required field has no default to show
     if marker.argument:
         return click.Argument(
             [name], type=click.UNPROCESSED if marker.unprocessed else kind, required=required, default=None if required else default,
