@@ -155,3 +155,13 @@ def test_the_cli_module_imports_no_numpy() -> None:
     code = "import sys, gemmaserve.cli.checkpoint; print(json.dumps(sorted(m for m in ('numpy', 'numba') if m in sys.modules)))"
     out = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
+
+
+def test_a_revision_is_given_once_and_only_for_a_hub_repo(unquantized_dir: Path) -> None:
+    # A local directory has no revisions: --revision would be silently ignored.
+    with pytest.raises(UsageError, match="--revision applies to Hub repos") as local:
+        checkpoint_inspect(InspectRequest(source=str(unquantized_dir), revision="main"))
+    assert local.value.hint and "Drop --revision" in local.value.hint
+    # Two different revisions: which one was meant is not ours to guess.
+    with pytest.raises(UsageError, match="two revisions"):
+        checkpoint_validate(ValidateRequest(source="google/tiny@v1", revision="v2"))

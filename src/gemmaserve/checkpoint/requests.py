@@ -22,7 +22,10 @@ Source = Annotated[
     Cli(argument=True),
     Field(min_length=1, description="A checkpoint directory, a .safetensors file, or a Hub repo id (owner/name)."),
 ]
-Revision = Annotated[str | None, Field(min_length=1, description="Hub revision (branch, tag or commit).")]
+Revision = Annotated[
+    str | None,
+    Field(min_length=1, description="Hub revision (branch, tag or commit) of a repo id; not for a local path."),
+]
 # Typed loosely on purpose, with the exact schema stated: a looser type lets a wrong value reach the
 # model's own check (the same message from the CLI and from MCP, whose SDK checks types first).
 ReferenceGroupSize = Annotated[
@@ -104,7 +107,7 @@ class GridCheckRequest(ActionRequest):
     tensor: Annotated[
         str | None,
         Field(
-            min_length=1, description="One module or tensor name, e.g. model.language_model.layers.0.self_attn.q_proj."
+            min_length=1, description="One module or tensor, by its full name in the build (default: all 4-bit ones)."
         ),
     ] = None
     layers: Annotated[

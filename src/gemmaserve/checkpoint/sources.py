@@ -26,7 +26,7 @@ from gemmaserve.checkpoint.header import (
     read_local_header,
     validate_header_dict,
 )
-from gemmaserve.errors import CheckpointError, CheckpointNotFound, MalformedCheckpoint
+from gemmaserve.errors import CheckpointError, CheckpointNotFound, MalformedCheckpoint, UsageError
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
@@ -320,9 +320,20 @@ class _hub_errors:
 def open_source(source: str, *, revision: str | None = None, hub_api: Any = None) -> LocalSource | HubSource:
     """A local path when it exists, else a hub repo id (``owner/name``, optionally ``@revision``)."""
     if os.path.exists(source):
+        if revision is not None:
+            # A local copy has no revisions: taking the flag silently would read something else than asked.
+            raise UsageError(
+                f"--revision applies to Hub repos; {source!r} is a local path.",
+                hint="Drop --revision, or pass the repo id (owner/name) to read that revision from the Hub.",
+            )
         return LocalSource(source)
     repo_id, _, at_revision = source.partition("@")
     if _REPO_ID.match(repo_id):
+        if revision is not None and at_revision and revision != at_revision:
+            raise UsageError(
+                f"{source!r} and --revision {revision!r} name two revisions.",
+                hint=f"Give one: {repo_id}@{revision}, or {repo_id} --revision {revision}.",
+            )
         return HubSource(repo_id, revision=revision or at_revision or None, api=hub_api)
     raise CheckpointNotFound(
         f"{source!r} is neither a local path nor a hub repo id.",

@@ -65,7 +65,7 @@ def inspect_cmd(request: InspectRequest, as_json: bool) -> None:
     \b
     Examples:
       gemmaserve checkpoint inspect google/gemma-4-E2B-it-qat-w4a16-ct
-      gemmaserve checkpoint inspect ./gemma-4-E2B-it-w4a16 --json
+      gemmaserve checkpoint inspect ./e2b-w4a16 --json
       gemmaserve checkpoint inspect google/gemma-4-E2B-it --revision main
     """
     from gemmaserve.checkpoint import checkpoint_inspect
@@ -105,9 +105,10 @@ def grid_check_cmd(request: GridCheckRequest, as_json: bool) -> None:
 
     \b
     Examples:
-      gemmaserve checkpoint grid-check ./gemma-4-E2B-it-w4a16 --reference google/gemma-4-E2B-it-qat-q4_0-unquantized
-      gemmaserve checkpoint grid-check ./awq-build --reference ./qat-q4_0-unquantized --layers 0,3-5
-      gemmaserve checkpoint grid-check ./build --reference ./ref --reference-group-size 32 --json
+      gemmaserve checkpoint grid-check ./w4a16 --reference google/gemma-4-E2B-it-qat-q4_0-unquantized
+      gemmaserve checkpoint grid-check ./e2b-awq --reference ./e2b-qat-q4_0-unquantized --layers 0,3-5
+      gemmaserve checkpoint grid-check ./e2b-awq --reference ./e2b-qat-q4_0-unquantized --json \\
+        --tensor model.language_model.layers.0.self_attn.q_proj --reference-group-size 32
     """
     from gemmaserve.checkpoint import checkpoint_grid_check
 
@@ -162,8 +163,8 @@ def repack_cmd(request: RepackRequest, as_json: bool) -> None:
 
     \b
     Examples:
-      gemmaserve checkpoint repack ./gemma-4-E2B-it-qat-q4_0-unquantized ./gemma-4-E2B-it-w4a16
-      gemmaserve checkpoint repack ./gemma-4-E2B-it-qat-q4_0-unquantized ./e2b-text-w4a16 --text-only --json
+      gemmaserve checkpoint repack ./e2b-qat-q4_0-unquantized ./e2b-w4a16
+      gemmaserve checkpoint repack ./e2b-qat-q4_0-unquantized ./e2b-text-w4a16 --text-only --json
     """
     from gemmaserve.checkpoint import checkpoint_repack
 
@@ -191,7 +192,7 @@ def validate_cmd(request: ValidateRequest, as_json: bool) -> None:
 
     \b
     Examples:
-      gemmaserve checkpoint validate ./gemma-4-E2B-it-w4a16
+      gemmaserve checkpoint validate ./e2b-w4a16
       gemmaserve checkpoint validate google/gemma-4-E2B-it-qat-w4a16-ct --json
     """
     from gemmaserve.checkpoint import checkpoint_validate
