@@ -23,6 +23,16 @@ CHECKPOINT: tuple[str, ...] = (
     "gemmaserve.checkpoint.requests:RepackRequest",
     "gemmaserve.checkpoint.requests:ValidateRequest",
 )
+HOST: tuple[str, ...] = (
+    "gemmaserve.envinfo:EnvRequest",
+    "gemmaserve.host.doctor:DoctorRequest",
+)
+SERVE: tuple[str, ...] = (
+    "gemmaserve.serve.requests:StartRequest",
+    "gemmaserve.serve.requests:StatusRequest",
+    "gemmaserve.serve.requests:StopRequest",
+    "gemmaserve.serve.requests:LogsRequest",
+)
 TURING: tuple[str, ...] = (
     "gemmaserve.turing.requests:TuringStatusRequest",
     "gemmaserve.turing.requests:ApplyRequest",
@@ -30,7 +40,7 @@ TURING: tuple[str, ...] = (
     "gemmaserve.turing.requests:RevertRequest",
     "gemmaserve.turing.requests:SmemRequest",
 )
-REQUESTS: tuple[str, ...] = ("gemmaserve.plan:PlanRequest", *BENCH, *CHECKPOINT, *TURING)
+REQUESTS: tuple[str, ...] = ("gemmaserve.plan:PlanRequest", *HOST, *SERVE, *BENCH, *CHECKPOINT, *TURING)
 
 # Commands with no MCP tool, and why: `mcp` is the server itself.
 CLI_ONLY: dict[str, str] = {
