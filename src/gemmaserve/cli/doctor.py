@@ -84,14 +84,17 @@ def render_report(report: DoctorReport) -> None:
     grid.add_column("", no_wrap=True)
     grid.add_column("check", no_wrap=True)
     grid.add_column("evidence", ratio=3, overflow="fold")
-    grid.add_column("fix", ratio=2, overflow="fold")
+    with_fixes = any(check.fix for check in report.checks)
+    if with_fixes:  # an empty column would only take width from the evidence
+        grid.add_column("fix", ratio=2, overflow="fold")
     for check in report.checks:
         style = _STYLE[check.status]
         mark = f"[{style}]{_SHORT.get(check.status, check.status.value)}[/]"
         name = escape(check.id) + ("\n(advisory)" if not check.required else "")
         if check.broken_state:
             name += f"\n[red]{escape(check.broken_state)}[/]"
-        grid.add_row(mark, name, escape(check.evidence), escape(_fix_cell(check, numbers)))
+        cells = [mark, name, escape(check.evidence)]
+        grid.add_row(*cells, *([escape(_fix_cell(check, numbers))] if with_fixes else []))
     out.print(grid)
     verdict = (
         "[green]ok: every required check passed[/]"
