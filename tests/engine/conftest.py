@@ -171,6 +171,6 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
         yield server
     finally:
         if process_group(pgid):  # a test failed before stop: stop it, and leave nothing behind
-            server.gemmaserve("serve", "stop", "--port", str(port), timeout_s=120)
+            server.gemmaserve("serve", "stop", "--port", str(port), "--yes", timeout_s=120)
             for process in process_group(pgid):
                 os.kill(process["pid"], 9)

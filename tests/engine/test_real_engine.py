@@ -206,7 +206,7 @@ def test_a_prompt_longer_than_max_model_len_is_a_failure_with_the_servers_reason
 def test_stop_ends_the_server_and_leaves_no_process(engine: Engine) -> None:
     pgid = engine.start["record"]["pid"]
     assert len(process_group(pgid)) >= 3
-    stopped = engine.gemmaserve_json("serve", "stop", "--port", str(engine.port))
+    stopped = engine.gemmaserve_json("serve", "stop", "--port", str(engine.port), "--yes")
     assert stopped["was_running"] is True and stopped["signal_sent"] == "SIGTERM", stopped
     assert process_group(pgid) == []
     gone = engine.gemmaserve("serve", "status", "--port", str(engine.port), "--json")
