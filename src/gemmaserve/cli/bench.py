@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from gemmaserve.bench.measure import MeasureProgress
 
 TABLE_WIDTH = 100
-# Off a terminal, a progress line when the step's phase changes, else at most this often.
+# Off a terminal, a progress line when a phase starts, else at most this often.
 PLAIN_EVERY_S = 10.0
 
 
@@ -127,7 +127,7 @@ def _progress() -> Iterator[Callable[[MeasureProgress], None]]:
                 completed=event.done_work,
                 total=event.total_work or None,
                 description=event.message,
-                detail=f"{event.done_requests}/{event.total_requests} requests, {duration(event.elapsed_s)}{left}",
+                detail=f"{event.done_requests}/{event.total_requests} requests, {duration(event.elapsed_s)} elapsed{left}",
             )
             for phase in event.phases:
                 if phase.phase not in phases:
@@ -142,13 +142,17 @@ def _progress() -> Iterator[Callable[[MeasureProgress], None]]:
 
 
 def _plain_progress() -> Callable[[MeasureProgress], None]:
-    last: dict[str, Any] = {"key": None, "at": 0.0}
+    """A line when a phase starts (the first warmup included, the pool warmups before each load level not)
+    and otherwise at most every :data:`PLAIN_EVERY_S`: enough for a log, few enough to read."""
+    seen: set[str] = set()
+    last = {"at": 0.0}
 
     def update(event: MeasureProgress) -> None:
-        key = event.message.split(" #", 1)[0]  # the target and phase, not the repeat
         now = time.monotonic()
-        if key != last["key"] or now - last["at"] >= PLAIN_EVERY_S:
-            last.update(key=key, at=now)
+        starts = event.phase not in seen and (event.phase != "warmup" or not seen)
+        seen.add(event.phase)
+        if starts or now - last["at"] >= PLAIN_EVERY_S:
+            last["at"] = now
             click.echo(progress_line(event), err=True)
 
     return update
