@@ -77,7 +77,7 @@ class MeasureRequest(ActionRequest):
     decode_calls: Annotated[int, Field(ge=0, description="Calls at each decode length (0 skips).")] = 5
     decode_short: Annotated[int, Field(ge=1, description="Output tokens of the short decode calls.")] = 16
     decode_long: Annotated[int, Field(ge=2, description="Output tokens of the long decode calls.")] = 512
-    concurrency: Concurrency = [1, 4, 16]  # noqa: RUF012 - pydantic copies defaults per instance
+    concurrency: Concurrency = [1, 4, 16]  # noqa: RUF012 - pydantic copies a default per instance
     repeats: Annotated[int, Field(ge=0, description="Repeats per load level (0 skips load).")] = 3
     input_tokens: Annotated[int, Field(ge=1, description="Prompt words per load request.")] = 128
     output_tokens: Annotated[int, Field(ge=1, description="Output tokens per load request.")] = 256
