@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from gemmaserve.bench.measure import MeasureProgress, measure_targets
+from gemmaserve.bench.measure import measure_targets
 from gemmaserve.bench.requests import MeasureRequest
+from gemmaserve.bench.run_progress import MeasureProgress
 from gemmaserve.bench.schema import ClientSettings, RequestKind, load_result
 from gemmaserve.bench.transports import ChatRequest
 from gemmaserve.bench.workloads import (

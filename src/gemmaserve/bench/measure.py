@@ -5,9 +5,9 @@ every step the target's result file is rewritten atomically from its records, so
 an interrupted run leaves valid files that list what is missing. A failed request
 is a result; only bad usage raises. Returns a :class:`MeasureReport`; never prints.
 
-Progress goes to an injected sink as :class:`MeasureProgress`: after every request and, while
-requests stream, about once a second, with the share of planned work done per phase (in
-output tokens, so a long request moves it too) and an estimate of the time left.
+Progress goes to an injected sink as :class:`~gemmaserve.bench.run_progress.MeasureProgress`: after
+every request and, while requests stream, about once a second (:mod:`.run_progress` counts). A
+:class:`~gemmaserve.progress.CancelToken` stops the run between two polls, as Ctrl-C does.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from gemmaserve.bench.requests import (
     TargetSummary,
     hardware_info,
 )
+from gemmaserve.bench.run_progress import MeasureProgress, PhaseProgress, ProgressSink, ProgressTracker
 from gemmaserve.bench.schema import (
     ClientSettings,
     Completeness,
@@ -65,9 +66,9 @@ from gemmaserve.bench.transports import (
     open_transport,
     parse_target,
 )
-from gemmaserve.bench.workloads import Step, plan_steps, planned_phases, remaining_s, request_work, step_work
+from gemmaserve.bench.workloads import Step, plan_steps, planned_phases
 from gemmaserve.errors import UsageError
-from gemmaserve.progress import Cancelled, CancelToken, ProgressEvent, check
+from gemmaserve.progress import Cancelled, CancelToken, check
 
 __all__ = [
     "MeasureProgress",
@@ -85,131 +86,6 @@ __all__ = [
 HEARTBEAT_S = 1.0
 # How often a running step looks at the cancellation token.
 CANCEL_POLL_S = 0.2
-
-
-@dataclass(frozen=True, slots=True)
-class PhaseProgress:
-    """One phase (``warmup``, ``decode``, ``load:<c>``, ``quality``) over all targets."""
-
-    phase: str
-    done_requests: int
-    total_requests: int
-    done_work: float  # planned work done, in output tokens as one stream sees them (see workloads.step_work)
-    total_work: float
-
-
-@dataclass(frozen=True)
-class MeasureProgress(ProgressEvent):
-    """Where a run stands: :class:`~gemmaserve.progress.ProgressEvent` with ``done``/``total`` in requests,
-    ``phase`` the phase running now and ``message`` the step (``"a: load:4 #2"``), plus every phase's
-    share of the planned work and the time left at the pace so far."""
-
-    phases: tuple[PhaseProgress, ...] = ()
-    done_work: float = 0.0
-    total_work: float = 0.0
-    elapsed_s: float = 0.0
-    eta_s: float | None = None  # None until enough is done to extrapolate
-
-    @property
-    def done_requests(self) -> int:
-        return int(self.done or 0)
-
-    @property
-    def total_requests(self) -> int:
-        return int(self.total or 0)
-
-
-ProgressSink = Callable[[MeasureProgress], None]
-
-
-class _Tracker:
-    """Counts requests and planned work, per phase, and sends :class:`MeasureProgress` to the sink.
-
-    Work is retired a request at a time; the request streaming now count by the token chunks
-    that have arrived (``tally``), so a long request moves the line while it runs. Timed on the
-    monotonic clock, never the injected measuring clock (tests script that one).
-    """
-
-    def __init__(self, plans: Sequence[Sequence[Step]], sink: ProgressSink | None, cancel: CancelToken | None) -> None:
-        self.sink = sink
-        self.cancel = cancel
-        self.started = time.monotonic()
-        self.total_requests = sum(len(step.requests) for plan in plans for step in plan)
-        self.done_requests = 0
-        self.phase_totals: dict[str, list[float]] = {}
-        self.phase_done: dict[str, list[float]] = {}
-        for plan in plans:
-            for step in plan:
-                total = self.phase_totals.setdefault(step.phase, [0, 0.0])
-                total[0] += len(step.requests)
-                total[1] += step_work(step)
-                self.phase_done.setdefault(step.phase, [0, 0.0])
-        self.total_work = sum(total[1] for total in self.phase_totals.values())
-        self.done_work = 0.0
-        self.description = "starting"
-        self.step: Step | None = None
-        self.tally = StreamTally()
-        self.retired_raw = 0.0
-        self.retired_chunks = 0
-
-    def start(self, label: str, step: Step) -> None:
-        self.step, self.description = step, f"{label}: {step.label}"
-        self.tally, self.retired_raw, self.retired_chunks = StreamTally(), 0.0, 0
-        check(self.cancel)
-        self.emit()
-
-    def done(self, outcome: Outcome) -> None:
-        self.done_requests += 1
-        self.retired_raw += request_work(outcome.request)
-        self.retired_chunks += outcome.chunks
-        if self.step is not None:
-            self.phase_done[self.step.phase][0] += 1
-        self.emit()
-
-    def finish(self, step: Step) -> None:
-        """The step is over (or skipped): its whole planned work is retired."""
-        work = step_work(step)
-        self.done_work += work
-        self.phase_done[step.phase][1] += work
-        self.step = None
-
-    def _in_step(self) -> float:
-        step = self.step
-        if step is None:
-            return 0.0
-        streaming = max(0, self.tally.chunks - self.retired_chunks)
-        return min(step_work(step), (self.retired_raw + streaming) / step.concurrency)
-
-    def emit(self) -> None:
-        if self.sink is None:
-            return
-        in_step = self._in_step()
-        done_work = self.done_work + in_step
-        elapsed = time.monotonic() - self.started
-        phases = tuple(
-            PhaseProgress(
-                phase=phase,
-                done_requests=int(self.phase_done[phase][0]),
-                total_requests=int(total[0]),
-                done_work=self.phase_done[phase][1] + (in_step if self.step and self.step.phase == phase else 0.0),
-                total_work=total[1],
-            )
-            for phase, total in self.phase_totals.items()
-        )
-        self.sink(
-            MeasureProgress(
-                phase=self.step.phase if self.step else "",
-                message=self.description,
-                done=self.done_requests,
-                total=self.total_requests,
-                phases=phases,
-                done_work=done_work,
-                total_work=self.total_work,
-                elapsed_s=elapsed,
-                eta_s=remaining_s(elapsed, done_work, self.total_work),
-            )
-        )
-
 
 TransportFactory = Callable[[TargetSpec], Transport]
 
@@ -447,7 +323,7 @@ async def _measure(
 ) -> str:
     run_started_s = clock()
     plans = [plan_steps(settings, target_index=run.index) for run in runs]
-    tracker = _Tracker(plans, progress, cancel)
+    tracker = ProgressTracker(plans, progress, cancel)
     description = "aiohttp"
     try:
         for run in runs:
@@ -492,7 +368,7 @@ async def _measure(
     return description
 
 
-async def _with_heartbeat(step: Coroutine[Any, Any, BatchResult], tracker: _Tracker) -> BatchResult:
+async def _with_heartbeat(step: Coroutine[Any, Any, BatchResult], tracker: ProgressTracker) -> BatchResult:
     """Await ``step``, sending a progress event every :data:`HEARTBEAT_S` while it runs.
 
     Both the heartbeat and the cancellation check run here, in the measuring coroutine, so a

@@ -20,7 +20,7 @@ from gemmaserve.cli.options import request_options
 from gemmaserve.cli.output import console, emit, json_option, warn
 
 if TYPE_CHECKING:
-    from gemmaserve.bench.measure import MeasureProgress
+    from gemmaserve.bench.run_progress import MeasureProgress
 
 TABLE_WIDTH = 100
 # Off a terminal, a progress line when a phase starts, else at most this often.
