@@ -43,7 +43,9 @@ def test_apply_verify_revert_agree_with_the_cli(kernel_file: Path) -> None:
         "turing", "verify", "--file", path
     )
     again = call_tool(server, "turing_apply", {"file": path, "confirm": True})
-    assert again.structured_content == cli_json("turing", "apply", "--file", path, "--yes")  # already-applied both times
+    assert again.structured_content == cli_json(
+        "turing", "apply", "--file", path, "--yes"
+    )  # already-applied both times
     assert again.structured_content["action"] == "already-applied"  # type: ignore[index]
 
     reverted = call_tool(server, "turing_revert", {"file": path, "confirm": True})
@@ -94,3 +96,49 @@ def test_smem_equals_the_cli(vllm_kernel_files: dict[str, Path]) -> None:  # noq
     assert result.structured_content == cli_json("turing", "smem", "--vllm-file", kernel, "--head-size", "512")
     assert result.structured_content["stock_fits"] is False  # type: ignore[index]
     assert result.structured_content["clamped_fits"] is True  # type: ignore[index]
+
+
+def test_smem_search_equals_the_cli(vllm_kernel_files: dict[str, Path]) -> None:  # noqa: F811
+    """One tool, two documents: the search's output validates against the tool's one output schema."""
+    pytest.importorskip("triton")
+    kernel = str(vllm_kernel_files["0.34.0"])
+    result = call_tool(build_server(), "turing_smem", {"vllm_file": kernel, "head_size": [512], "search": True})
+    assert not result.is_error, result.content
+    expected = cli_json("turing", "smem", "--vllm-file", kernel, "--head-size", "512", "--search")
+    assert result.structured_content == expected
+    assert expected["rule_agrees"] is True and {pick["layout"] for pick in expected["picks"]} == {"2D", "3D"}
+    assert "agrees" in result.content[0].text  # type: ignore[union-attr]
+
+
+def test_smem_rejects_the_old_argument_name() -> None:
+    result = call_tool(build_server(), "turing_smem", {"head_sizes": [512]})
+    text = error_text(result)
+    assert "unknown argument 'head_sizes'" in text and "Did you mean 'head_size'?" in text
+
+
+def test_smem_without_a_local_vllm_names_vllm_file(tmp_path: Path) -> None:
+    from tests.turing.test_requests import no_vllm_interpreter
+
+    result = call_tool(build_server(), "turing_smem", {"python": str(no_vllm_interpreter(tmp_path))})
+    details = error_details(result)
+    assert details["error"] == "UsageError" and "--vllm-file PATH" in details["hint"]
+    assert "Fix: Pass --vllm-file PATH" in error_text(result)
+
+
+def test_revert_needs_confirm_except_as_a_dry_run(kernel_file: Path) -> None:
+    server = build_server()
+    path = str(kernel_file)
+    assert call_tool(server, "turing_apply", {"file": path, "confirm": True}).structured_content["changed"]  # type: ignore[index]
+    patched = kernel_file.read_bytes()
+    refused = call_tool(server, "turing_revert", {"file": path, "confirm": False})
+    assert error_details(refused)["error"] == "ConfirmationRequired"
+    assert "remove the Turing clamp from" in error_text(refused) and kernel_file.read_bytes() == patched
+    dry = call_tool(server, "turing_revert", {"file": path, "dry_run": True, "confirm": False})
+    assert dry.structured_content == cli_json("turing", "revert", "--file", path, "--dry-run")
+    assert dry.structured_content["action"] == "would-revert" and kernel_file.read_bytes() == patched  # type: ignore[index]
+
+
+def test_file_and_python_together_are_refused(kernel_file: Path) -> None:
+    result = call_tool(build_server(), "turing_verify", {"file": str(kernel_file), "python": "/usr/bin/python3"})
+    assert error_details(result)["error"] == "UsageError"
+    assert "give --file or --python, not both" in error_text(result)

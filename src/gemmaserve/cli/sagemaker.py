@@ -1,67 +1,39 @@
-"""``gemmaserve sagemaker …``: parse arguments, call one function of :mod:`gemmaserve.sagemaker.api`, render.
+"""``gemmaserve sagemaker …``: each command is its request model's options, one call to :mod:`gemmaserve.sagemaker.api`, a render.
 
-Every command takes ``--region`` (or ``--regions`` where it can sweep or fall back)
-and ``--json``. Destructive ones need ``--yes`` off a terminal; progress goes to stderr.
+The options come from :mod:`gemmaserve.sagemaker.requests` (so the MCP tools take the same names,
+defaults and ranges). Commands that create, change or delete something ask first, or need ``--yes`` off
+a terminal; dry runs need neither. Progress goes to stderr.
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
 
-from gemmaserve.cli.output import (
-    emit,
-    gpu_memory_utilization_option,
-    json_option,
-    max_model_len_option,
+from gemmaserve.cli.options import confirm, request_options
+from gemmaserve.cli.output import emit, json_option
+from gemmaserve.errors import UsageError
+from gemmaserve.sagemaker.requests import (
+    AutoscaleRequest,
+    CleanupRequest,
+    DeleteRequest,
+    DeployRequest,
+    ImageBuildRequest,
+    ImageRenderRequest,
+    InvokeRequest,
+    JumpstartRequest,
+    ListRequest,
+    LogsRequest,
+    PreflightRequest,
+    RoleCreateRequest,
+    StatusRequest,
+    WaitRequest,
 )
-from gemmaserve.errors import ConfirmationRequired, UsageError
-
-region_option = click.option("--region", help="AWS region (default: the AWS profile's, else us-east-1).")
-
-
-def _region(region: str | None) -> str:
-    from gemmaserve.sagemaker.clients import default_region
-
-    return default_region(region)
-
-
-def _regions(regions: str | None, region: str | None = None, *, sweep: bool = False) -> list[str]:
-    from gemmaserve.sagemaker.inputs import commercial_regions, parse_regions
-
-    if sweep:
-        return list(commercial_regions())
-    if regions:
-        return parse_regions(regions)
-    return [_region(region)]
 
 
 def _progress(message: str) -> None:
     click.echo(message, err=True)
-
-
-def _confirm(action: str, yes: bool) -> None:
-    if yes:
-        return
-    if not sys.stdin.isatty():
-        raise ConfirmationRequired(
-            f"Refusing to {action[:1].lower() + action[1:]} without confirmation on a non-terminal.",
-            hint="Add --yes.",
-        )
-    if not click.confirm(f"{action}?", err=True):
-        raise click.exceptions.Abort()
-
-
-def _env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
-    env = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--env {pair!r} is not KEY=VALUE.", hint="For example: --env HF_TOKEN=hf_…")
-        env[key] = value
-    return env
 
 
 @click.group(name="sagemaker")
@@ -69,74 +41,22 @@ def cli() -> None:
     """SageMaker endpoints that cannot leak money, and the derived T4 image."""
 
 
-def _deployment_options(func: Any) -> Any:
-    for option in reversed(
-        [
-            click.option("--model", required=True, help="Catalog model, e.g. gemma-4-e2b."),
-            click.option("--encoding", default="qat-w4a16", show_default=True, help="bf16, qat-w4a16, …"),
-            click.option(
-                "--instance",
-                "instances",
-                required=True,
-                multiple=True,
-                help="Instance type; repeat for an InstancePools fallback (same GPU, priority order).",
-            ),
-            click.option(
-                "--image", help="Container image URI ({region} is filled in). Default: the pinned AWS vLLM image."
-            ),
-            click.option("--role-arn", help="Execution role (create one: gemmaserve sagemaker role create)."),
-            click.option(
-                "--ami", default=None, help="InferenceAmiVersion (default al2023-ami-sagemaker-inference-gpu-4-1)."
-            ),
-            click.option(
-                "--language-model-only",
-                is_flag=True,
-                help="Text only: vLLM's --language-model-only (SM_VLLM_LANGUAGE_MODEL_ONLY=true) skips the "
-                "vision and audio towers.",
-            ),
-            max_model_len_option,
-            gpu_memory_utilization_option,
-        ]
-    ):
-        func = option(func)
-    return func
-
-
 @cli.command()
-@_deployment_options
-@click.option("--regions", help="Comma-separated candidate regions (default: --region).")
-@region_option
+@request_options(PreflightRequest)
 @json_option
-def preflight(
-    model: str,
-    encoding: str,
-    instances: tuple[str, ...],
-    image: str | None,
-    role_arn: str | None,
-    ami: str | None,
-    language_model_only: bool,
-    max_model_len: int,
-    gpu_memory_utilization: float,
-    regions: str | None,
-    region: str | None,
-    as_json: bool,
-) -> None:
-    """Will this deploy work? Quota, memory fit, CUDA vs AMI, Turing clamp, role, model id — each with its fix."""
-    from gemmaserve.sagemaker import api
-    from gemmaserve.sagemaker.container import DEFAULT_AMI
+def preflight(request: PreflightRequest, as_json: bool) -> None:
+    """Will this deploy work? Quota, memory fit, CUDA vs AMI, Turing clamp, role, model id — each with its fix.
 
-    report = api.preflight(
-        model,
-        encoding,
-        list(instances),
-        regions=_regions(regions, region),
-        image_uri=image,
-        role_arn=role_arn,
-        inference_ami_version=ami or DEFAULT_AMI,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        language_model_only=language_model_only,
-    )
+    Exits 1 when a check failed or could not be made.
+
+    \b
+    Examples:
+      gemmaserve sagemaker preflight --model e2b --instance ml.g6.xlarge --role-arn arn:aws:iam::123456789012:role/gemmaserve-endpoint
+      gemmaserve sagemaker preflight --model e2b --encoding bf16 --instance ml.g4dn.xlarge --regions us-east-1,us-west-2 --json
+    """
+    from gemmaserve.sagemaker import api
+
+    report = api.preflight(request)
     emit(report, as_json=as_json, render=_render_preflight)
     if not report.ok:
         raise click.exceptions.Exit(1)
@@ -160,103 +80,31 @@ def _render_findings(report: Any) -> None:
 
 
 @cli.command()
-@_deployment_options
-@click.option("--name", "endpoint_name", help="Endpoint name (default: <model>-<gpu>).")
-@click.option("--regions", help="Comma-separated regions to try in order when capacity or quota is short.")
-@region_option
-@click.option(
-    "--ttl-hours",
-    type=click.FloatRange(min=0, min_open=True),
-    default=4.0,
-    show_default=True,
-    help="After this, `cleanup --expired` deletes it.",
-)
-@click.option("--keep", is_flag=True, help="Never expire, and keep what was created if the deploy is interrupted.")
-@click.option("--owner", help="The gemmaserve:owner tag (default: your user name, made tag-safe).")
-@click.option(
-    "--vllm-arg", "vllm_args", multiple=True, help="Extra vllm serve flag tokens, e.g. --vllm-arg=--enforce-eager."
-)
-@click.option("--env", "env_pairs", multiple=True, help="Extra container environment KEY=VALUE (e.g. HF_TOKEN=…).")
-@click.option("--max-num-seqs", type=click.IntRange(min=1))
-@click.option("--startup-timeout-s", type=click.IntRange(60, 3600), default=1800, show_default=True)
-@click.option("--download-timeout-s", type=click.IntRange(60, 3600), default=1800, show_default=True)
-@click.option("--timeout-s", type=click.FloatRange(min=60), default=3600, show_default=True, help="Wait bound.")
-@click.option("--no-wait", is_flag=True, help="Return once the endpoint is being created.")
-@click.option("--skip-preflight", is_flag=True)
-@click.option("--accept-unknown", is_flag=True, help="Deploy even when preflight could not check something.")
-@click.option("--list-prices", is_flag=True, help="Use the catalog's dated list prices, not the Pricing API.")
-@click.option("--dry-run", is_flag=True, help="Print the planned AWS calls and $/hour; create nothing.")
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@request_options(DeployRequest, yes_in_body=True)
 @json_option
-def deploy(
-    model: str,
-    encoding: str,
-    instances: tuple[str, ...],
-    image: str | None,
-    role_arn: str | None,
-    ami: str | None,
-    language_model_only: bool,
-    max_model_len: int,
-    gpu_memory_utilization: float,
-    endpoint_name: str | None,
-    regions: str | None,
-    region: str | None,
-    ttl_hours: float,
-    keep: bool,
-    owner: str | None,
-    vllm_args: tuple[str, ...],
-    env_pairs: tuple[str, ...],
-    max_num_seqs: int | None,
-    startup_timeout_s: int,
-    download_timeout_s: int,
-    timeout_s: float,
-    no_wait: bool,
-    skip_preflight: bool,
-    accept_unknown: bool,
-    list_prices: bool,
-    dry_run: bool,
-    yes: bool,
-    as_json: bool,
-) -> None:
-    """Create Model → EndpointConfig → Endpoint (tagged, with TTL) and wait for InService."""
-    from gemmaserve.sagemaker import api
-    from gemmaserve.sagemaker.container import DEFAULT_AMI
+def deploy(request: DeployRequest, yes: bool, as_json: bool) -> None:
+    """Create Model → EndpointConfig → Endpoint (tagged, with TTL) and wait for InService.
 
-    if not role_arn and not dry_run:
-        raise UsageError("deploy needs --role-arn.", hint="Create one: gemmaserve sagemaker role create")
-    if regions and region:
-        raise UsageError("Give --region or --regions, not both.", hint="--regions a,b tries a first, then b.")
-    kwargs = {
-        "owner": owner,
-        "language_model_only": language_model_only,
-        "regions": _regions(regions, region),
-        "role_arn": role_arn or "arn:aws:iam::000000000000:role/DRY-RUN",
-        "endpoint_name": endpoint_name,
-        "image_uri": image,
-        "ttl_hours": None if keep else ttl_hours,
-        "keep": keep,
-        "max_model_len": max_model_len,
-        "gpu_memory_utilization": gpu_memory_utilization,
-        "max_num_seqs": max_num_seqs,
-        "vllm_args": list(vllm_args) or None,
-        "env": _env_pairs(env_pairs),
-        "inference_ami_version": ami or DEFAULT_AMI,
-        "startup_timeout_s": startup_timeout_s,
-        "download_timeout_s": download_timeout_s,
-        "timeout_s": timeout_s,
-        "wait": not no_wait,
-        "skip_preflight": skip_preflight,
-        "accept_unknown": accept_unknown,
-        "progress": _progress,
-        "live_prices": not list_prices,
-    }
-    if not dry_run:
-        plan = api.deploy(model, encoding, list(instances), dry_run=True, **kwargs).plan  # type: ignore[arg-type]
-        price = f"${plan.usd_per_hour:.3f}/hour" if plan.usd_per_hour is not None else "an unknown price"
-        if plan.price_range is not None:
-            price = _usd_range(plan.price_range)
-        _confirm(f"Create endpoint {plan.endpoint_name} in {plan.region} at {price}", yes)
-    outcome = api.deploy(model, encoding, list(instances), dry_run=dry_run, **kwargs)  # type: ignore[arg-type]
+    Preflight runs first and refuses the deploy on any failed check. Asks before creating
+    anything, with the $/hour (--yes off a terminal); --dry-run shows the AWS calls instead.
+
+    \b
+    Examples:
+      gemmaserve sagemaker deploy --model e2b --instance ml.g6.xlarge --dry-run
+      gemmaserve sagemaker deploy --model e2b --instance ml.g6.xlarge --instance ml.g6.2xlarge \\
+          --role-arn arn:aws:iam::123456789012:role/gemmaserve-endpoint --regions us-east-1,us-west-2 --yes
+      gemmaserve sagemaker deploy --model e2b --encoding bf16 --instance ml.g4dn.xlarge --image URI_OF_THE_T4_IMAGE \\
+          --role-arn ARN --env HF_TOKEN=hf_… --max-num-seqs 32 --ttl-hours 2 --yes
+    """
+    from gemmaserve.sagemaker import api
+
+    prepared = api.prepare_deploy(request)
+    plan = prepared.plan
+    price = f"${plan.usd_per_hour:.3f}/hour" if plan.usd_per_hour is not None else "an unknown price"
+    if plan.price_range is not None:
+        price = _usd_range(plan.price_range)
+    confirm(request, yes, prompt=f"create endpoint {plan.endpoint_name} in {plan.region} at {price}")
+    outcome = api.deploy(request, prepared=prepared, progress=_progress)
     emit(outcome, as_json=as_json, render=_render_deploy)
     if outcome.dry_run and outcome.preflight is not None and outcome.preflight.failures(accept_unknown=True):
         click.echo("A deploy with these settings would be refused by preflight (FAIL above).", err=True)
@@ -322,15 +170,19 @@ def _short_params(params: dict[str, Any]) -> str:
 
 
 @cli.command()
-@click.argument("endpoint_name")
-@region_option
+@request_options(StatusRequest)
 @json_option
-def status(endpoint_name: str, region: str | None, as_json: bool) -> None:
-    """Creating / InService / Failed / NotFound, placed instance type, image, elapsed time."""
+def status(request: StatusRequest, as_json: bool) -> None:
+    """Creating / InService / Failed / NotFound, placed instance type, image, elapsed time.
+
+    \b
+    Examples:
+      gemmaserve sagemaker status gemma-4-e2b-l4
+      gemmaserve sagemaker status gemma-4-e2b-l4 --region us-west-2 --json
+    """
     from gemmaserve.sagemaker import api
 
-    state = api.status(endpoint_name, region=_region(region))
-    emit(state, as_json=as_json, render=_render_state)
+    emit(api.status(request), as_json=as_json, render=_render_state)
 
 
 def _render_state(state: Any) -> None:
@@ -355,43 +207,35 @@ def _render_state(state: Any) -> None:
 
 
 @cli.command(name="wait")
-@click.argument("endpoint_name")
-@region_option
-@click.option("--timeout-s", type=click.FloatRange(min=1), default=3600, show_default=True)
-@click.option("--poll-s", type=click.FloatRange(min=1), default=30, show_default=True)
+@request_options(WaitRequest)
 @json_option
-def wait_command(endpoint_name: str, region: str | None, timeout_s: float, poll_s: float, as_json: bool) -> None:
-    """Wait for InService; fail early on CannotStartContainerError, crashes, capacity waits and /ping stalls."""
+def wait_command(request: WaitRequest, as_json: bool) -> None:
+    """Wait for InService; fail early on CannotStartContainerError, crashes, capacity waits and /ping stalls.
+
+    \b
+    Examples:
+      gemmaserve sagemaker wait gemma-4-e2b-l4
+      gemmaserve sagemaker wait gemma-4-e2b-l4 --timeout-s 2400 --poll-s 15 --json
+    """
     from gemmaserve.sagemaker import api
 
-    state = api.wait(endpoint_name, region=_region(region), timeout_s=timeout_s, poll_s=poll_s, progress=_progress)
-    emit(state, as_json=as_json, render=_render_state)
+    emit(api.wait(request, progress=_progress), as_json=as_json, render=_render_state)
 
 
 @cli.command()
-@click.argument("endpoint_name")
-@region_option
-@click.option("--since-min", type=click.FloatRange(min=0, min_open=True), default=180, show_default=True)
-@click.option("--contains", help="Only lines containing this text.")
-@click.option("--grep", "pattern", help="Only lines matching this regular expression.")
-@click.option("--tail", type=click.IntRange(min=0), default=200, show_default=True)
+@request_options(LogsRequest)
 @json_option
-def logs(
-    endpoint_name: str,
-    region: str | None,
-    since_min: float,
-    contains: str | None,
-    pattern: str | None,
-    tail: int,
-    as_json: bool,
-) -> None:
-    """The endpoint's CloudWatch log, filtered, with the engine facts parsed from it."""
+def logs(request: LogsRequest, as_json: bool) -> None:
+    """The endpoint's CloudWatch log, filtered, with the engine facts parsed from it.
+
+    \b
+    Examples:
+      gemmaserve sagemaker logs gemma-4-e2b-l4 --since-min 30
+      gemmaserve sagemaker logs gemma-4-e2b-l4 --grep 'KV cache|concurrency' --tail 50 --json
+    """
     from gemmaserve.sagemaker import api
 
-    result = api.logs(
-        endpoint_name, region=_region(region), since_s=since_min * 60, contains=contains, pattern=pattern, tail=tail
-    )
-    emit(result, as_json=as_json, render=_render_logs)
+    emit(api.logs(request), as_json=as_json, render=_render_logs)
 
 
 def _render_logs(result: Any) -> None:
@@ -404,79 +248,49 @@ def _render_logs(result: Any) -> None:
 
 
 @cli.command(name="invoke")
-@click.argument("endpoint_name")
-@click.argument("prompt")
-@region_option
-@click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True)
-@click.option("--temperature", type=click.FloatRange(min=0), default=0.0, show_default=True)
-@click.option("--stream", is_flag=True, help="Stream through invoke_endpoint_with_response_stream.")
+@request_options(InvokeRequest)
 @json_option
-def invoke_command(
-    endpoint_name: str,
-    prompt: str,
-    region: str | None,
-    max_tokens: int,
-    temperature: float,
-    stream: bool,
-    as_json: bool,
-) -> None:
-    """One chat request (OpenAI body); --stream prints text as it arrives."""
+def invoke_command(request: InvokeRequest, as_json: bool) -> None:
+    """One chat request (OpenAI body); --stream prints text as it arrives.
+
+    \b
+    Examples:
+      gemmaserve sagemaker invoke gemma-4-e2b-l4 "What is 17 * 23?"
+      gemmaserve sagemaker invoke gemma-4-e2b-l4 "Write a haiku about GPUs." --stream --max-tokens 64
+    """
     from gemmaserve.sagemaker import api
 
-    if stream and as_json:
+    if request.stream and as_json:
         raise UsageError(
             "--stream and --json cannot be combined: stdout carries either the text as it arrives "
             "or one JSON document at the end.",
             hint="Drop --stream for the JSON result, or --json.",
         )
-    if stream:
-        for text in api.invoke_chat_stream(
-            endpoint_name, prompt, region=_region(region), max_tokens=max_tokens, temperature=temperature
-        ):
+    if request.stream:
+        for text in api.invoke_streaming(request):
             click.echo(text, nl=False)
         click.echo()
         return
-    result = api.invoke_chat(
-        endpoint_name, prompt, region=_region(region), max_tokens=max_tokens, temperature=temperature
-    )
-    emit(result, as_json=as_json, render=lambda r: click.echo(r.text))
+    emit(api.invoke(request), as_json=as_json, render=lambda r: click.echo(r.text))
 
 
 @cli.command()
-@click.argument("endpoint_name")
-@region_option
-@click.option(
-    "--busy-timeout-s",
-    type=click.FloatRange(min=0),
-    default=1800,
-    show_default=True,
-    help="How long to wait while the endpoint is Creating/Updating.",
-)
-@click.option("--dry-run", is_flag=True)
-@click.option("--force", is_flag=True, help="Also delete what gemmaserve did not create (no gemmaserve tags).")
-@click.option("--yes", is_flag=True)
+@request_options(DeleteRequest)
 @json_option
-def delete(
-    endpoint_name: str, region: str | None, busy_timeout_s: float, dry_run: bool, force: bool, yes: bool, as_json: bool
-) -> None:
+def delete(request: DeleteRequest, as_json: bool) -> None:
     """Delete the endpoint, then its config, then its model(s). Missing pieces are fine.
 
     Refuses resources without gemmaserve's tags unless --force; never deletes a config or
-    model another endpoint uses.
+    model another endpoint uses. Asks first (--yes off a terminal).
+
+    \b
+    Examples:
+      gemmaserve sagemaker delete gemma-4-e2b-l4 --dry-run
+      gemmaserve sagemaker delete gemma-4-e2b-l4 --region us-west-2 --yes
     """
     from gemmaserve.sagemaker import api
 
-    if not dry_run:
-        _confirm(f"Delete endpoint {endpoint_name} and its config and model", yes)
-    report = api.delete(
-        endpoint_name,
-        region=_region(region),
-        dry_run=dry_run,
-        force=force,
-        busy_timeout_s=busy_timeout_s,
-        progress=_progress,
-    )
-    emit(report, as_json=as_json, render=_render_delete)
+    emit(api.delete(request, progress=_progress), as_json=as_json, render=_render_delete)
 
 
 def _render_delete(report: Any) -> None:
@@ -489,19 +303,21 @@ def _render_delete(report: Any) -> None:
 
 
 @cli.command(name="list")
-@click.option("--regions", help="Comma-separated regions.")
-@click.option("--all-regions", is_flag=True, help="Sweep every region botocore lists for SageMaker.")
-@region_option
-@click.option("--list-prices", is_flag=True, help="Use the catalog's dated list prices, not the Pricing API.")
+@request_options(ListRequest)
 @json_option
-def list_command(regions: str | None, all_regions: bool, region: str | None, list_prices: bool, as_json: bool) -> None:
+def list_command(request: ListRequest, as_json: bool) -> None:
     """Every endpoint gemmaserve created, with age, status and hourly cost, and leftover models and configs.
 
     Exits 1 when a region could not be read: an absence there proves nothing.
+
+    \b
+    Examples:
+      gemmaserve sagemaker list
+      gemmaserve sagemaker list --all-regions --list-prices --json
     """
     from gemmaserve.sagemaker import api
 
-    inventory = api.list_endpoints(regions=_regions(regions, region, sweep=all_regions), live_prices=not list_prices)
+    inventory = api.list_endpoints(request)
     emit(inventory, as_json=as_json, render=_render_inventory)
     _fail_if_incomplete(inventory.errors)
 
@@ -546,37 +362,21 @@ def _render_inventory(inventory: Any) -> None:
 
 
 @cli.command()
-@click.option("--expired", is_flag=True, help="Delete our endpoints past their TTL.")
-@click.option("--orphans", is_flag=True, help="Delete our models and endpoint configs that no endpoint uses.")
-@click.option("--regions", help="Comma-separated regions.")
-@click.option("--all-regions", is_flag=True, help="Sweep every region botocore lists for SageMaker.")
-@region_option
-@click.option("--dry-run", is_flag=True)
-@click.option("--yes", is_flag=True)
+@request_options(CleanupRequest)
 @json_option
-def cleanup(
-    expired: bool,
-    orphans: bool,
-    regions: str | None,
-    all_regions: bool,
-    region: str | None,
-    dry_run: bool,
-    yes: bool,
-    as_json: bool,
-) -> None:
+def cleanup(request: CleanupRequest, as_json: bool) -> None:
     """Delete every endpoint of ours whose TTL has passed (--expired) and our leftovers (--orphans).
 
-    Exits 1 when a region could not be read.
+    Asks first (--yes off a terminal). Exits 1 when a region could not be read.
+
+    \b
+    Examples:
+      gemmaserve sagemaker cleanup --expired --orphans --dry-run
+      gemmaserve sagemaker cleanup --expired --all-regions --yes
     """
     from gemmaserve.sagemaker import api
 
-    if not expired and not orphans:
-        raise UsageError("cleanup needs --expired, --orphans or both.", hint="gemmaserve sagemaker cleanup --expired")
-    chosen = _regions(regions, region, sweep=all_regions)
-    if not dry_run:
-        what = " and ".join(x for x, on in (("expired endpoint", expired), ("orphaned model/config", orphans)) if on)
-        _confirm(f"Delete every {what} of gemmaserve in {', '.join(chosen)}", yes)
-    report = api.cleanup(regions=chosen, dry_run=dry_run, expired=expired, orphans=orphans)
+    report = api.cleanup(request)
     emit(report, as_json=as_json, render=_render_cleanup)
     _fail_if_incomplete(report.errors)
 
@@ -601,44 +401,21 @@ def _render_cleanup(report: Any) -> None:
 
 
 @cli.command()
-@click.argument("endpoint_name")
-@region_option
-@click.option("--min", "min_instances", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--max", "max_instances", type=click.IntRange(min=1), required=True)
-@click.option(
-    "--target-invocations",
-    type=click.FloatRange(min=0, min_open=True),
-    required=True,
-    help="Target invocations per instance per minute (SageMakerVariantInvocationsPerInstance).",
-)
-@click.option("--scale-in-cooldown-s", type=click.IntRange(min=0), default=300, show_default=True)
-@click.option("--scale-out-cooldown-s", type=click.IntRange(min=0), default=60, show_default=True)
-@click.option("--dry-run", is_flag=True)
+@request_options(AutoscaleRequest)
 @json_option
-def autoscale(
-    endpoint_name: str,
-    region: str | None,
-    min_instances: int,
-    max_instances: int,
-    target_invocations: float,
-    scale_in_cooldown_s: int,
-    scale_out_cooldown_s: int,
-    dry_run: bool,
-    as_json: bool,
-) -> None:
-    """Register the endpoint's variant with Application Auto Scaling (target tracking)."""
+def autoscale(request: AutoscaleRequest, as_json: bool) -> None:
+    """Register the endpoint's variant with Application Auto Scaling (target tracking).
+
+    More instances cost more: asks first (--yes off a terminal).
+
+    \b
+    Examples:
+      gemmaserve sagemaker autoscale gemma-4-e2b-l4 --max-instances 3 --target-invocations 120 --dry-run
+      gemmaserve sagemaker autoscale gemma-4-e2b-l4 --min-instances 1 --max-instances 4 --target-invocations 60 --yes
+    """
     from gemmaserve.sagemaker import api
 
-    result = api.autoscale(
-        endpoint_name,
-        region=_region(region),
-        min_instances=min_instances,
-        max_instances=max_instances,
-        target_invocations_per_instance=target_invocations,
-        scale_in_cooldown_s=scale_in_cooldown_s,
-        scale_out_cooldown_s=scale_out_cooldown_s,
-        dry_run=dry_run,
-    )
+    result = api.autoscale(request)
     emit(
         result,
         as_json=as_json,
@@ -650,14 +427,17 @@ def autoscale(
 
 
 @cli.command()
-@region_option
-@click.option("--filter", "name_filter", default="gemma", show_default=True, help="NameContains for the hub search.")
+@request_options(JumpstartRequest)
 @json_option
-def jumpstart(region: str | None, name_filter: str, as_json: bool) -> None:
-    """The public JumpStart hub's Gemma 4 entries and the instance types each supports."""
-    from gemmaserve.sagemaker import api
+def jumpstart(request: JumpstartRequest, as_json: bool) -> None:
+    """The public JumpStart hub's Gemma 4 entries and the instance types each supports.
 
-    listing = api.jumpstart(region=_region(region), name_filter=name_filter)
+    \b
+    Examples:
+      gemmaserve sagemaker jumpstart
+      gemmaserve sagemaker jumpstart --region us-west-2 --name-filter gemma-4 --json
+    """
+    from gemmaserve.sagemaker import api
 
     def render(result: Any) -> None:
         if not result.models:
@@ -666,7 +446,7 @@ def jumpstart(region: str | None, name_filter: str, as_json: bool) -> None:
             click.echo(f"{model.hub_content_name} {model.version or ''} (default {model.default_instance_type})")
             click.echo(f"  instances: {', '.join(model.supported_instance_types) or 'not listed'}")
 
-    emit(listing, as_json=as_json, render=render)
+    emit(api.jumpstart(request), as_json=as_json, render=render)
 
 
 @cli.group()
@@ -675,40 +455,23 @@ def role() -> None:
 
 
 @role.command(name="create")
-@region_option
-@click.option(
-    "--regions",
-    help="Comma-separated regions the role must work in (deploy --regions fallbacks); "
-    "regions it already serves are kept.",
-)
-@click.option("--name", "role_name", default="gemmaserve-endpoint", show_default=True)
-@click.option("--image", "images", multiple=True, help="Image URIs the role may pull (default: the pinned AWS image).")
-@click.option("--model-s3", help="s3://bucket/prefix the endpoint may read model files from.")
-@click.option("--dry-run", is_flag=True)
+@request_options(RoleCreateRequest)
 @json_option
-def role_create(
-    region: str | None,
-    regions: str | None,
-    role_name: str,
-    images: tuple[str, ...],
-    model_s3: str | None,
-    dry_run: bool,
-    as_json: bool,
-) -> None:
-    """Create (or update) the execution role and print the policy it carries."""
+def role_create(request: RoleCreateRequest, as_json: bool) -> None:
+    """Create (or update) the execution role and print the policy it carries.
+
+    Asks first (--yes off a terminal); --dry-run shows the policy only.
+
+    \b
+    Examples:
+      gemmaserve sagemaker role create --dry-run
+      gemmaserve sagemaker role create --regions us-east-1,us-west-2 --model-s3 s3://my-bucket/gemma/ --yes
+    """
     import json
 
     from gemmaserve.sagemaker import api
 
-    chosen = _regions(regions, region)
-    result = api.create_execution_role(
-        region=chosen[0],
-        regions=chosen,
-        role_name=role_name,
-        image_uris=list(images),
-        s3_model_uri=model_s3,
-        dry_run=dry_run,
-    )
+    result = api.create_execution_role(request)
 
     def render(r: Any) -> None:
         verb = (
@@ -726,75 +489,40 @@ def image() -> None:
 
 
 @image.command(name="render")
-@region_option
-@click.option("--account", default="ACCOUNT", show_default=True, help="Account of the target ECR repository.")
-@click.option("--base-image", help="Base image (default: the pinned AWS vLLM SageMaker image of the region).")
-@click.option(
-    "--requirement",
-    help="pip requirement for gemmaserve (default: a wheel built from this checkout; "
-    "gemmaserve is not on the package index).",
-)
-@click.option("--buildspec", "show_buildspec", is_flag=True, help="Print the buildspec instead of the Dockerfile.")
+@request_options(ImageRenderRequest)
 @json_option
-def image_render(
-    region: str | None,
-    account: str,
-    base_image: str | None,
-    requirement: str | None,
-    show_buildspec: bool,
-    as_json: bool,
-) -> None:
-    """Print the Dockerfile (or the CodeBuild buildspec); offline."""
+def image_render(request: ImageRenderRequest, as_json: bool) -> None:
+    """Print the Dockerfile (or the CodeBuild buildspec); offline.
+
+    \b
+    Examples:
+      gemmaserve sagemaker image render
+      gemmaserve sagemaker image render --region us-west-2 --account 123456789012 --buildspec
+    """
     from gemmaserve.sagemaker import api
 
-    plan = api.image_render(region=_region(region), account=account, base_image=base_image, requirement=requirement)
-    emit(plan, as_json=as_json, render=lambda p: click.echo(p.buildspec if show_buildspec else p.dockerfile, nl=False))
+    plan = api.image_render(request)
+    emit(
+        plan, as_json=as_json, render=lambda p: click.echo(p.buildspec if request.buildspec else p.dockerfile, nl=False)
+    )
 
 
 @image.command(name="build")
-@region_option
-@click.option("--base-image", help="Base image (default: the pinned AWS vLLM SageMaker image of the region).")
-@click.option("--requirement", help="pip requirement for gemmaserve instead of a wheel of this checkout.")
-@click.option(
-    "--wheel",
-    "wheel_path",
-    type=click.Path(exists=True, dir_okay=False),
-    help="A gemmaserve wheel to install (default: built now from this checkout).",
-)
-@click.option("--no-follow", is_flag=True, help="Return once the build has started.")
-@click.option("--timeout-s", type=click.FloatRange(min=60), default=5400, show_default=True)
-@click.option("--dry-run", is_flag=True, help="Show the role, policy and target image; create nothing.")
-@click.option("--yes", is_flag=True)
+@request_options(ImageBuildRequest)
 @json_option
-def image_build(
-    region: str | None,
-    base_image: str | None,
-    requirement: str | None,
-    wheel_path: str | None,
-    no_follow: bool,
-    timeout_s: float,
-    dry_run: bool,
-    yes: bool,
-    as_json: bool,
-) -> None:
-    """Create the ECR repository, CodeBuild project and role (idempotent), build, push, follow."""
+def image_build(request: ImageBuildRequest, as_json: bool) -> None:
+    """Create the ECR repository, CodeBuild project and role (idempotent), build, push, follow.
+
+    Billed per build minute: asks first (--yes off a terminal).
+
+    \b
+    Examples:
+      gemmaserve sagemaker image build --dry-run
+      gemmaserve sagemaker image build --region us-east-1 --wheel dist/gemmaserve-0.1.0-py3-none-any.whl --yes
+    """
     from gemmaserve.sagemaker import api
 
-    chosen = _region(region)
-    if not dry_run:
-        _confirm(f"Create/update the CodeBuild project and run a build in {chosen} (billed per build minute)", yes)
-    if wheel_path and requirement:
-        raise UsageError("Give --wheel or --requirement, not both.")
-    result = api.image_build(
-        region=chosen,
-        base_image=base_image,
-        requirement=requirement,
-        wheel_path=wheel_path,
-        dry_run=dry_run,
-        follow=not no_follow,
-        timeout_s=timeout_s,
-        progress=_progress,
-    )
+    result = api.image_build(request, progress=_progress)
 
     def render(r: Any) -> None:
         click.echo(

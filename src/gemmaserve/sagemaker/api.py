@@ -1,8 +1,9 @@
 """The SageMaker library API the CLI and the MCP server both call: one function per action, typed results.
 
-Each takes plain arguments plus an optional ``factory`` (boto3 clients; tests pass
-moto's) and ``progress`` callback (stderr in the CLI); none prints. Region lists
-are tried in order where an action can fall back.
+Each action takes its request model (:mod:`gemmaserve.sagemaker.requests`: the inputs, already checked)
+plus the seams a caller may replace: ``factory`` (boto3 clients; tests pass moto's), ``progress``
+(stderr in the CLI, MCP progress), ``now`` and ``sleep``. None prints. Region lists are tried in order
+where an action can fall back.
 """
 
 from __future__ import annotations
@@ -10,33 +11,27 @@ from __future__ import annotations
 import getpass
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
 from pydantic import BaseModel
 
-from gemmaserve.errors import InterlockRefused, UsageError
+from gemmaserve.cost import PriceLookup
+from gemmaserve.errors import InterlockRefused
 from gemmaserve.sagemaker.autoscale import AutoscaleResult
 from gemmaserve.sagemaker.clients import Boto3ClientFactory, ClientFactory
 from gemmaserve.sagemaker.codebuild import ImageBuildPlan, ImageBuildResult
-from gemmaserve.sagemaker.container import DEFAULT_AMI
 from gemmaserve.sagemaker.delete import DeleteReport, delete_deployment
 from gemmaserve.sagemaker.diagnosis import DEFAULT_THRESHOLDS, WatchThresholds
-from gemmaserve.sagemaker.endpoint import DeployPlan, DeployResult, plan_deploy
+from gemmaserve.sagemaker.endpoint import DeployPlan, DeployResult, DeploySpec, plan_deploy
 from gemmaserve.sagemaker.fallback import (
     RegionAttempt,
     deploy_across_regions,
     quota_checker_for,
 )
 from gemmaserve.sagemaker.iam import RoleResult
-from gemmaserve.sagemaker.inputs import (
-    parse_regions,
-    tag_safe,
-    validate_ami,
-    validate_environment_limits,
-    validate_instance_types,
-    validate_tag_value,
-)
+from gemmaserve.sagemaker.inputs import tag_safe
 from gemmaserve.sagemaker.inventory import (
     CleanupReport,
     Inventory,
@@ -54,13 +49,30 @@ from gemmaserve.sagemaker.preflight import (
 )
 from gemmaserve.sagemaker.pricing import make_price_lookup
 from gemmaserve.sagemaker.quota import QuotaCheck
+from gemmaserve.sagemaker.requests import (
+    AutoscaleRequest,
+    CleanupRequest,
+    DeleteRequest,
+    DeploymentSettings,
+    DeployRequest,
+    ImageBuildRequest,
+    ImageRenderRequest,
+    InvokeRequest,
+    JumpstartRequest,
+    ListRequest,
+    LogsRequest,
+    PreflightRequest,
+    RoleCreateRequest,
+    StatusRequest,
+    WaitRequest,
+)
 from gemmaserve.sagemaker.runtime import (
     InvokeResult,
     chat_body,
-    invoke,
     invoke_stream,
     iter_stream_text,
 )
+from gemmaserve.sagemaker.runtime import invoke as invoke_endpoint
 from gemmaserve.sagemaker.status import EndpointState, EndpointStatus, describe_endpoint_state
 from gemmaserve.sagemaker.watch import Progress, _quiet, wait_for_endpoint
 
@@ -97,71 +109,89 @@ class DeployOutcome(BaseModel):
 
 
 def preflight(
-    model: str,
-    encoding: str,
-    instance_types: list[str],
+    request: PreflightRequest,
     *,
-    regions: list[str],
-    image_uri: str | None = None,
-    role_arn: str | None = None,
-    inference_ami_version: str | None = DEFAULT_AMI,
-    max_model_len: int = 8192,
-    gpu_memory_utilization: float = 0.9,
     check_model: ModelChecker | None = hub_reachability,
-    language_model_only: bool = False,
     factory: ClientFactory | None = None,
 ) -> PreflightReport:
-    instance_types, regions = validate_instance_types(instance_types), _checked_regions(regions)
+    """Every check of a deploy, each ok / warn / fail / unknown with its fix; AWS is read, nothing created."""
+    regions = request.chosen_regions()
     return run_preflight(
         _factory(factory),
-        model=model,
-        encoding=encoding,
-        instance_types=instance_types,
-        regions=regions,
-        image_uri=image_uri,
-        role_arn=role_arn,
-        inference_ami_version=validate_ami(inference_ami_version),
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
+        **_preflight_terms(request, regions),
+        role_arn=request.role_arn,
         check_model=check_model,
-        language_model_only=language_model_only,
+        rows=request.plan_rows(),
     )
 
 
-def _checked_regions(regions: list[str]) -> list[str]:
-    chosen = parse_regions(regions)
-    if not chosen:
-        raise UsageError("No region given.", hint="Pass --region or --regions.")
-    return chosen
+def _preflight_terms(request: DeploymentSettings, regions: list[str]) -> dict[str, Any]:
+    return {
+        "model": request.model,
+        "encoding": request.encoding,
+        "instance_types": request.instance,
+        "regions": regions,
+        "image_uri": request.image,
+        "inference_ami_version": request.ami,
+        "max_model_len": request.max_model_len,
+        "gpu_memory_utilization": request.gpu_memory_utilization,
+        "language_model_only": request.language_model_only,
+    }
+
+
+@dataclass(frozen=True)
+class PreparedDeploy:
+    """A deploy planned once: the capacity plan of each type, the spec, the first region's calls and $/hour.
+
+    The CLI shows its price when it asks for confirmation, then hands it to :func:`deploy` unchanged.
+    """
+
+    request: DeployRequest
+    regions: list[str]
+    rows: dict[str, Any]
+    spec: DeploySpec
+    plan: DeployPlan
+    price_lookup: PriceLookup
+
+
+def prepare_deploy(
+    request: DeployRequest, *, factory: ClientFactory | None = None, now: Clock = _now
+) -> PreparedDeploy:
+    """Plan the deploy (no AWS call unless live prices are read for a real deploy)."""
+    from gemmaserve.catalog import resolve_instance
+    from gemmaserve.sagemaker.names import default_endpoint_name
+    from gemmaserve.sagemaker.spec_builder import spec_for_plan
+
+    regions = request.chosen_regions()
+    rows = request.plan_rows()
+    first = request.instance[0]
+    if first not in rows:
+        resolve_instance(first)  # not in the catalog: its error names the types that are
+    row = rows[first]
+    clients = _factory(factory) if not request.dry_run else factory
+    spec = spec_for_plan(
+        row,
+        endpoint_name=request.endpoint_name or default_endpoint_name(row.model, row.gpu),
+        instance_types=request.instance,
+        role_arn=request.execution_role(),
+        image_uri=request.image,
+        owner=request.owner or tag_safe(_user()),
+        ttl_s=request.ttl_s(),
+        vllm_overrides=request.vllm_arg,
+        extra_env=request.environment(),
+        inference_ami_version=request.ami,
+        startup_health_check_timeout_s=request.startup_timeout_s,
+        model_download_timeout_s=request.download_timeout_s,
+    )
+    price_lookup = make_price_lookup(None if request.list_prices else clients, today=date.today())
+    plan = plan_deploy(spec, region=regions[0], now=now(), price_lookup=price_lookup)
+    return PreparedDeploy(request, regions, rows, spec, plan, price_lookup)
 
 
 def deploy(
-    model: str,
-    encoding: str,
-    instance_types: list[str],
+    request: DeployRequest,
     *,
-    regions: list[str],
-    role_arn: str,
-    endpoint_name: str | None = None,
-    image_uri: str | None = None,
-    owner: str | None = None,
-    ttl_hours: float | None = 4.0,
-    keep: bool = False,
-    dry_run: bool = False,
-    wait: bool = True,
-    timeout_s: float = 3600.0,
-    max_model_len: int = 8192,
-    gpu_memory_utilization: float = 0.9,
-    max_num_seqs: int | None = None,
-    vllm_args: list[str] | None = None,
-    env: dict[str, str] | None = None,
-    inference_ami_version: str | None = DEFAULT_AMI,
-    language_model_only: bool = False,
-    startup_timeout_s: int = 1800,
-    download_timeout_s: int = 1800,
-    skip_preflight: bool = False,
-    accept_unknown: bool = False,
-    live_prices: bool = True,
+    prepared: PreparedDeploy | None = None,
     check_model: ModelChecker | None = hub_reachability,
     thresholds: WatchThresholds = DEFAULT_THRESHOLDS,
     factory: ClientFactory | None = None,
@@ -171,79 +201,28 @@ def deploy(
 ) -> DeployOutcome:
     """Plan, preflight, then deploy in the first region with quota and capacity; wait for InService.
 
-    ``dry_run`` makes no AWS call: it returns the planned calls and $/hour (catalog price).
-    Raises InterlockRefused when preflight finds a failure (or an unknown, unless ``accept_unknown``).
+    ``request.dry_run`` makes no AWS call: it returns the planned calls and $/hour (catalog price) and
+    the offline preflight. ``prepared`` is this request's plan from :func:`prepare_deploy`, if the caller
+    already made it. Raises InterlockRefused when preflight finds a failure (or an unknown, unless
+    ``accept_unknown``).
     """
-    from gemmaserve.catalog import resolve_instance, resolve_model
-    from gemmaserve.plan import plan_deployment
-    from gemmaserve.sagemaker.names import default_endpoint_name, validate_endpoint_name
-    from gemmaserve.sagemaker.spec_builder import spec_for_plan
-
-    # Every input is checked before any client is built or any call is made, dry run or not.
-    instance_types, regions = validate_instance_types(instance_types), _checked_regions(regions)
-    inference_ami_version = validate_ami(inference_ami_version)
-    if endpoint_name is not None:
-        validate_endpoint_name(endpoint_name)
-    owner = validate_tag_value(owner, what="The owner") if owner else tag_safe(_user())
-    validate_environment_limits(env or {})
-    clients = _factory(factory) if not dry_run else factory
-    instance = resolve_instance(instance_types[0])
-    row = plan_deployment(
-        model,
-        encoding,
-        instance=instance,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs,
-        language_model_only=language_model_only,
-    )
-    name = endpoint_name or default_endpoint_name(resolve_model(model).key, instance.gpu)
-    spec = spec_for_plan(
-        row,
-        endpoint_name=name,
-        instance_types=instance_types,
-        role_arn=role_arn,
-        image_uri=image_uri,
-        owner=owner,
-        ttl_s=None if ttl_hours is None else ttl_hours * 3600.0,
-        vllm_overrides=vllm_args,
-        extra_env=env,
-        inference_ami_version=inference_ami_version,
-        startup_health_check_timeout_s=startup_timeout_s,
-        model_download_timeout_s=download_timeout_s,
-    )
-    price_lookup = make_price_lookup(clients if live_prices else None, today=date.today())
-    first_plan = plan_deploy(spec, region=regions[0], now=now(), price_lookup=price_lookup)
-    if dry_run:
-        offline = run_offline_preflight(
-            model=model,
-            encoding=encoding,
-            instance_types=instance_types,
-            regions=regions,
-            image_uri=image_uri,
-            inference_ami_version=inference_ami_version,
-            max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization,
-            language_model_only=language_model_only,
-        )
-        return DeployOutcome(dry_run=True, plan=first_plan, preflight=offline)
-    assert clients is not None
+    if prepared is None or prepared.request != request:
+        prepared = prepare_deploy(request, factory=factory, now=now)
+    regions, spec, name = prepared.regions, prepared.spec, prepared.spec.endpoint_name
+    if request.dry_run:
+        offline = run_offline_preflight(**_preflight_terms(request, regions), rows=prepared.rows)
+        return DeployOutcome(dry_run=True, plan=prepared.plan, preflight=offline)
+    clients = _factory(factory)
     report = None
-    if not skip_preflight:
+    if not request.skip_preflight:
         report = run_preflight(
             clients,
-            model=model,
-            encoding=encoding,
-            instance_types=instance_types,
-            regions=regions,
-            image_uri=image_uri,
-            role_arn=role_arn,
-            inference_ami_version=inference_ami_version,
-            max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization,
+            **_preflight_terms(request, regions),
+            role_arn=request.role_arn,
             check_model=check_model,
-            language_model_only=language_model_only,
+            rows=prepared.rows,
         )
+        accept_unknown = request.accept_unknown
         region_blind = [f for f in report.failures(accept_unknown=accept_unknown) if f.region is None]
         if region_blind or all(_region_blocked(report, region, accept_unknown) for region in regions):
             failures = report.failures(accept_unknown=accept_unknown)
@@ -260,7 +239,7 @@ def deploy(
             clients("logs", region),
             name,
             region=region,
-            timeout_s=timeout_s,
+            timeout_s=request.timeout_s,
             thresholds=thresholds,
             now=now,
             sleep=sleep,
@@ -280,11 +259,11 @@ def deploy(
         spec,
         regions,
         now=now,
-        wait=waiter if wait else None,
+        wait=waiter if request.wait else None,
         quota_checker=known_quota,
-        keep=keep,
+        keep=request.keep,
         progress=progress,
-        price_lookup=price_lookup,
+        price_lookup=prepared.price_lookup,
     )
     return DeployOutcome(
         dry_run=False, plan=outcome.result.plan, preflight=report, result=outcome.result, attempts=outcome.attempts
@@ -303,43 +282,38 @@ def _user() -> str:
 
 
 def status(
-    endpoint_name: str,
-    *,
-    region: str,
-    live_prices: bool = False,
-    factory: ClientFactory | None = None,
-    now: Clock = _now,
+    request: StatusRequest, *, live_prices: bool = False, factory: ClientFactory | None = None, now: Clock = _now
 ) -> EndpointState:
     """The endpoint's state with $/hour (the catalog's dated prices unless ``live_prices``)."""
     from gemmaserve.sagemaker.status import with_prices
 
+    region = request.chosen_region()
     clients = _factory(factory)
-    state = describe_endpoint_state(clients("sagemaker", region), endpoint_name, region=region, now=now())
+    state = describe_endpoint_state(clients("sagemaker", region), request.endpoint_name, region=region, now=now())
     if state.status is EndpointStatus.NOT_FOUND:
         return state
     return with_prices(state, make_price_lookup(clients if live_prices else None, today=date.today()))
 
 
 def wait(
-    endpoint_name: str,
+    request: WaitRequest,
     *,
-    region: str,
-    timeout_s: float = 3600.0,
-    poll_s: float = 30.0,
     thresholds: WatchThresholds = DEFAULT_THRESHOLDS,
     factory: ClientFactory | None = None,
     progress: Progress = _quiet,
     now: Clock = _now,
     sleep: Callable[[float], None] = time.sleep,
 ) -> EndpointState:
+    """Wait for InService; fail early on what will not recover (see :mod:`.diagnosis`)."""
+    region = request.chosen_region()
     clients = _factory(factory)
     return wait_for_endpoint(
         clients("sagemaker", region),
         clients("logs", region),
-        endpoint_name,
+        request.endpoint_name,
         region=region,
-        timeout_s=timeout_s,
-        poll_s=poll_s,
+        timeout_s=request.timeout_s,
+        poll_s=request.poll_s,
         thresholds=thresholds,
         now=now,
         sleep=sleep,
@@ -347,79 +321,61 @@ def wait(
     )
 
 
-def logs(
-    endpoint_name: str,
-    *,
-    region: str,
-    since_s: float | None = 3 * 3600,
-    contains: str | None = None,
-    pattern: str | None = None,
-    tail: int | None = 200,
-    factory: ClientFactory | None = None,
-    now: Clock = _now,
-) -> EndpointLogs:
+def logs(request: LogsRequest, *, factory: ClientFactory | None = None, now: Clock = _now) -> EndpointLogs:
+    """The endpoint's CloudWatch lines, filtered, with the engine facts parsed from them."""
+    region = request.chosen_region()
     return read_endpoint_logs(
         _factory(factory)("logs", region),
-        endpoint_name,
+        request.endpoint_name,
         region=region,
         now=now(),
-        since_s=since_s,
-        contains=contains,
-        pattern=pattern,
-        tail=tail,
+        since_s=request.since_min * 60,
+        contains=request.contains,
+        pattern=request.grep,
+        tail=request.tail,
     )
 
 
-def invoke_chat(
-    endpoint_name: str,
-    prompt: str,
-    *,
-    region: str,
-    max_tokens: int = 256,
-    temperature: float = 0.0,
-    body: dict[str, Any] | None = None,
-    factory: ClientFactory | None = None,
+def invoke(
+    request: InvokeRequest, *, body: dict[str, Any] | None = None, factory: ClientFactory | None = None
 ) -> InvokeResult:
-    request = body or chat_body(prompt, max_tokens=max_tokens, temperature=temperature)
-    return invoke(_factory(factory)("sagemaker-runtime", region), endpoint_name, request, region=region)
+    """One chat request, answered whole (``request.stream`` is for :func:`invoke_streaming`)."""
+    region = request.chosen_region()
+    payload = body or chat_body(request.prompt, max_tokens=request.max_tokens, temperature=request.temperature)
+    return invoke_endpoint(
+        _factory(factory)("sagemaker-runtime", region), request.endpoint_name, payload, region=region
+    )
 
 
-def invoke_chat_stream(
-    endpoint_name: str,
-    prompt: str,
-    *,
-    region: str,
-    max_tokens: int = 256,
-    temperature: float = 0.0,
-    body: dict[str, Any] | None = None,
-    factory: ClientFactory | None = None,
+def invoke_streaming(
+    request: InvokeRequest, *, body: dict[str, Any] | None = None, factory: ClientFactory | None = None
 ) -> Iterator[str]:
     """Text deltas as the endpoint streams them."""
-    request = body or chat_body(prompt, max_tokens=max_tokens, temperature=temperature, stream=True)
-    parts = invoke_stream(_factory(factory)("sagemaker-runtime", region), endpoint_name, request, region=region)
+    region = request.chosen_region()
+    payload = body or chat_body(
+        request.prompt, max_tokens=request.max_tokens, temperature=request.temperature, stream=True
+    )
+    parts = invoke_stream(_factory(factory)("sagemaker-runtime", region), request.endpoint_name, payload, region=region)
     return iter_stream_text(parts)
 
 
 def delete(
-    endpoint_name: str,
+    request: DeleteRequest,
     *,
-    region: str,
-    dry_run: bool = False,
-    force: bool = False,
-    busy_timeout_s: float = 1800.0,
     factory: ClientFactory | None = None,
     progress: Progress = _quiet,
     now: Clock = _now,
     sleep: Callable[[float], None] = time.sleep,
 ) -> DeleteReport:
     """Delete the endpoint, its config and model(s); refuses what gemmaserve did not create unless ``force``."""
+    region = request.chosen_region()
     return delete_deployment(
         _factory(factory)("sagemaker", region),
-        endpoint_name,
+        request.endpoint_name,
         region=region,
-        busy_timeout_s=busy_timeout_s,
-        dry_run=dry_run,
-        force=force,
+        busy_timeout_s=request.busy_timeout_s,
+        dry_run=request.dry_run,
+        force=request.force,
         now=now,
         sleep=sleep,
         progress=progress,
@@ -427,142 +383,110 @@ def delete(
 
 
 def list_endpoints(
-    *,
-    regions: list[str],
-    live_prices: bool = True,
-    orphans: bool = True,
-    factory: ClientFactory | None = None,
-    now: Clock = _now,
+    request: ListRequest, *, orphans: bool = True, factory: ClientFactory | None = None, now: Clock = _now
 ) -> Inventory:
     """Our endpoints and (``orphans``) our unused models/configs; check ``complete`` before trusting an absence."""
-    regions = _checked_regions(regions)
+    regions = request.chosen_regions()
     clients = _factory(factory)
-    lookup = make_price_lookup(clients if live_prices else None, today=date.today())
+    lookup = make_price_lookup(None if request.list_prices else clients, today=date.today())
     return list_deployments(clients, regions, now=now(), price_lookup=lookup, orphans=orphans)
 
 
-def cleanup(
-    *,
-    regions: list[str],
-    dry_run: bool = False,
-    expired: bool = True,
-    orphans: bool = False,
-    live_prices: bool = True,
-    factory: ClientFactory | None = None,
-    now: Clock = _now,
-) -> CleanupReport:
+def cleanup(request: CleanupRequest, *, factory: ClientFactory | None = None, now: Clock = _now) -> CleanupReport:
     """Delete our expired endpoints and (``orphans``) our unused models/configs; ``complete`` says all was read."""
-    if not expired and not orphans:
-        raise UsageError(
-            "Nothing to clean up: choose expired endpoints, orphans, or both.",
-            hint="gemmaserve sagemaker cleanup --expired --orphans",
-        )
-    regions = _checked_regions(regions)
+    regions = request.chosen_regions()
     clients = _factory(factory)
-    lookup = make_price_lookup(clients if live_prices else None, today=date.today())
+    lookup = make_price_lookup(None if request.list_prices else clients, today=date.today())
     return cleanup_expired(
-        clients, regions, now=now(), dry_run=dry_run, price_lookup=lookup, expired=expired, orphans=orphans
+        clients,
+        regions,
+        now=now(),
+        dry_run=request.dry_run,
+        price_lookup=lookup,
+        expired=request.expired,
+        orphans=request.orphans,
     )
 
 
-def autoscale(
-    endpoint_name: str,
-    *,
-    region: str,
-    min_instances: int,
-    max_instances: int,
-    target_invocations_per_instance: float,
-    scale_in_cooldown_s: int = 300,
-    scale_out_cooldown_s: int = 60,
-    dry_run: bool = False,
-    factory: ClientFactory | None = None,
-) -> AutoscaleResult:
+def autoscale(request: AutoscaleRequest, *, factory: ClientFactory | None = None) -> AutoscaleResult:
+    """Register the endpoint's variant with Application Auto Scaling (target tracking); a dry run calls nothing."""
     from gemmaserve.sagemaker.autoscale import configure_autoscaling
 
-    aas = _factory(factory)("application-autoscaling", region) if not dry_run else None
+    region = request.chosen_region()
+    aas = _factory(factory)("application-autoscaling", region) if not request.dry_run else None
     return configure_autoscaling(
         aas,
-        endpoint_name,
+        request.endpoint_name,
         region=region,
-        min_instances=min_instances,
-        max_instances=max_instances,
-        target_invocations_per_instance=target_invocations_per_instance,
-        scale_in_cooldown_s=scale_in_cooldown_s,
-        scale_out_cooldown_s=scale_out_cooldown_s,
-        dry_run=dry_run,
+        min_instances=request.min_instances,
+        max_instances=request.max_instances,
+        target_invocations_per_instance=request.target_invocations,
+        scale_in_cooldown_s=request.scale_in_cooldown_s,
+        scale_out_cooldown_s=request.scale_out_cooldown_s,
+        dry_run=request.dry_run,
     )
 
 
-def jumpstart(*, region: str, name_filter: str = "gemma", factory: ClientFactory | None = None) -> JumpStartListing:
+def jumpstart(request: JumpstartRequest, *, factory: ClientFactory | None = None) -> JumpStartListing:
+    """The public JumpStart hub's Gemma 4 entries and the instance types each supports."""
     from gemmaserve.sagemaker.jumpstart import list_gemma4_models
 
-    return list_gemma4_models(_factory(factory)("sagemaker", region), region=region, name_filter=name_filter)
+    region = request.chosen_region()
+    return list_gemma4_models(_factory(factory)("sagemaker", region), region=region, name_filter=request.name_filter)
 
 
-def image_render(
-    *, region: str, account: str = "ACCOUNT", base_image: str | None = None, requirement: str | None = None
-) -> ImageBuildPlan:
+def image_render(request: ImageRenderRequest) -> ImageBuildPlan:
     """The Dockerfile and buildspec, offline (``account`` only names the target repository)."""
     from gemmaserve.sagemaker.codebuild import plan_image_build
 
-    return plan_image_build(region=region, account=account, base_image=base_image, requirement=requirement)
+    return plan_image_build(
+        region=request.chosen_region(),
+        account=request.account,
+        base_image=request.base_image,
+        requirement=request.requirement,
+    )
 
 
 def image_build(
+    request: ImageBuildRequest,
     *,
-    region: str,
-    base_image: str | None = None,
-    requirement: str | None = None,
-    wheel_path: str | None = None,
-    dry_run: bool = False,
-    follow: bool = True,
-    timeout_s: float = 5400.0,
     factory: ClientFactory | None = None,
     progress: Progress = _quiet,
     now: Clock = _now,
     sleep: Callable[[float], None] = time.sleep,
 ) -> ImageBuildResult:
-    from pathlib import Path
-
+    """The ECR repository, CodeBuild project and role (idempotent), then build, push and (``follow``) follow."""
     from gemmaserve.sagemaker.codebuild import build_image
 
     return build_image(
         _factory(factory),
-        region=region,
-        base_image=base_image,
-        requirement=requirement,
-        wheel_path=Path(wheel_path) if wheel_path else None,
-        dry_run=dry_run,
-        follow=follow,
-        timeout_s=timeout_s,
+        region=request.chosen_region(),
+        base_image=request.base_image,
+        requirement=request.requirement,
+        wheel_path=request.wheel,
+        dry_run=request.dry_run,
+        follow=request.follow,
+        timeout_s=request.timeout_s,
         now=now,
         sleep=sleep,
         progress=progress,
     )
 
 
-def create_execution_role(
-    *,
-    region: str,
-    regions: list[str] | None = None,
-    role_name: str = "gemmaserve-endpoint",
-    image_uris: list[str] | None = None,
-    s3_model_uri: str | None = None,
-    dry_run: bool = False,
-    factory: ClientFactory | None = None,
-) -> RoleResult:
-    """The least-privilege execution role, usable in ``regions`` (default ``region``) and those it already served.
+def create_execution_role(request: RoleCreateRequest, *, factory: ClientFactory | None = None) -> RoleResult:
+    """The least-privilege execution role, usable in the chosen regions and those it already served.
 
     Pull of the pinned image (each region's) and any given ones, endpoint logs per region, the S3 prefix.
     """
     from gemmaserve.sagemaker.container import default_image_uri, image_for_region
     from gemmaserve.sagemaker.iam import ensure_execution_role
 
-    chosen = _checked_regions(regions or [region])
+    chosen = request.chosen_regions()
+    region = chosen[0]
     clients = _factory(factory)
     images = (
-        [image_for_region(uri, r) for uri in image_uris for r in chosen]
-        if image_uris
+        [image_for_region(uri, r) for uri in request.image for r in chosen]
+        if request.image
         else [default_image_uri(r) for r in chosen]
     )
     return ensure_execution_role(
@@ -570,8 +494,8 @@ def create_execution_role(
         clients("sts", region),
         region=region,
         regions=chosen,
-        role_name=role_name,
+        role_name=request.role_name,
         image_uris=list(dict.fromkeys(images)),
-        s3_model_uri=s3_model_uri,
-        dry_run=dry_run,
+        s3_model_uri=request.model_s3,
+        dry_run=request.dry_run,
     )

@@ -9,9 +9,9 @@ id's reachability. Unknown is never ok: the report passes only when every findin
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -30,6 +30,9 @@ from gemmaserve.sagemaker.container import (
     image_region,
 )
 from gemmaserve.sagemaker.quota import check_quotas
+
+if TYPE_CHECKING:
+    from gemmaserve.plan import PlanRow
 
 
 class FindingStatus(StrEnum):
@@ -91,6 +94,7 @@ def run_preflight(
     check_model: ModelChecker | None = None,
     image_labels: dict[str, str] | None = None,
     language_model_only: bool = False,
+    rows: Mapping[str, PlanRow] | None = None,
 ) -> PreflightReport:
     """Run every check; AWS failures become findings (unknown), never exceptions, except bad usage and
     missing credentials (:class:`CredentialsMissing`: then nothing in AWS can be checked)."""
@@ -105,6 +109,7 @@ def run_preflight(
         gpu_memory_utilization=gpu_memory_utilization,
         image_labels=image_labels,
         language_model_only=language_model_only,
+        rows=rows,
     )
     findings = report.findings
     for index, finding in enumerate(findings):
@@ -129,8 +134,13 @@ def run_offline_preflight(
     gpu_memory_utilization: float = 0.9,
     image_labels: dict[str, str] | None = None,
     language_model_only: bool = False,
+    rows: Mapping[str, PlanRow] | None = None,
 ) -> PreflightReport:
-    """The checks that need no AWS call: memory fit per type, one GPU per pool, CUDA vs AMI, the Turing clamp."""
+    """The checks that need no AWS call: memory fit per type, one GPU per pool, CUDA vs AMI, the Turing clamp.
+
+    ``rows`` are the plan of each instance type, when the caller planned already (deploy hands its plan
+    down rather than have it computed twice); types missing from it are planned here.
+    """
     from gemmaserve.catalog import resolve_encoding, resolve_instance, resolve_model
     from gemmaserve.errors import UnknownName
     from gemmaserve.plan import plan_deployment
@@ -155,13 +165,17 @@ def run_offline_preflight(
             )
             continue
         gpus.add(instance.gpu)
-        row = plan_deployment(
-            model_obj,
-            checkpoint,
-            instance=instance,
-            max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization,
-            language_model_only=language_model_only,
+        row = (
+            rows[name]
+            if rows is not None and name in rows
+            else plan_deployment(
+                model_obj,
+                checkpoint,
+                instance=instance,
+                max_model_len=max_model_len,
+                gpu_memory_utilization=gpu_memory_utilization,
+                language_model_only=language_model_only,
+            )
         )
         needs_clamp = needs_clamp or row.needs_turing_clamp
         findings.append(

@@ -150,7 +150,7 @@ class SmemRequest(ActionRequest):
         Cli(metavar="PATH"),
         Field(description="Interpreter whose vLLM to find when --vllm-file is not given (default: this one)."),
     ] = None
-    arch: Annotated[str, Field(description="Target architecture, e.g. sm_75, sm_89.")] = "sm_75"
+    arch: Annotated[str, Cli(metavar="ARCH"), Field(description="Target architecture, e.g. sm_75, sm_89.")] = "sm_75"
     head_size: Annotated[tuple[int, ...], Field(description="Head size(s) to compile (Gemma 4: 256 and 512).")] = (
         GEMMA4_HEAD_SIZES
     )

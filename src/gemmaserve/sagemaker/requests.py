@@ -1,0 +1,626 @@
+"""What each ``gemmaserve sagemaker …`` action is asked: one request model per action, both front ends built from it.
+
+The input rules of SageMaker live here once: endpoint and role names, regions (normalised, one of
+``--region``/``--regions``/``--all-regions``), ``ml.`` instance types (at most five in a pool), the
+container environment's limits, the default AMI and the placeholder role of a dry run. Checks read
+botocore's bundled service data only, never a profile. No boto3 client is built here.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Self, TypeVar
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, model_validator
+
+from gemmaserve.errors import UsageError
+from gemmaserve.request_model import ActionRequest, Cli, DryRun, ServingSettings
+from gemmaserve.sagemaker.container import DEFAULT_AMI
+
+# A dry run plans the calls without a role; this ARN only fills the CreateModel it shows.
+DRY_RUN_ROLE_ARN = "arn:aws:iam::000000000000:role/DRY-RUN"
+
+T = TypeVar("T")
+
+
+def refuse(message: str, hint: str | None = None) -> ValueError:
+    """A broken rule, fix included: pydantic keeps a ValueError's text (one line per problem), not its fields."""
+    return ValueError(f"{message} {hint}" if hint else message)
+
+
+def _rule(check: Callable[[T], T]) -> Callable[[T], T]:
+    """A field check of the library (which raises UsageError) as a pydantic validator that keeps the fix."""
+
+    @functools.wraps(check)
+    def validate(value: T) -> T:
+        try:
+            return check(value)
+        except UsageError as exc:
+            raise refuse(exc.message, exc.hint) from None
+
+    return validate
+
+
+@_rule
+def _region(value: str | None) -> str | None:
+    from gemmaserve.sagemaker.inputs import normalise_region
+
+    return None if value is None else normalise_region(value)
+
+
+def _split_regions(value: Any) -> Any:
+    """``--regions a,b`` and ``--regions a --regions b`` (and MCP's list) mean the same."""
+    if isinstance(value, str):
+        return [part for part in value.split(",") if part.strip()]
+    if isinstance(value, (list, tuple)):
+        return [part for item in value for part in (item.split(",") if isinstance(item, str) else [item])]
+    return value
+
+
+@_rule
+def _regions(value: list[str] | None) -> list[str] | None:
+    from gemmaserve.sagemaker.inputs import parse_regions
+
+    return parse_regions(value) or None if value is not None else None
+
+
+@_rule
+def _instance_types(value: list[str]) -> list[str]:
+    from gemmaserve.sagemaker.inputs import validate_instance_types
+
+    return validate_instance_types(value)
+
+
+@_rule
+def _ami(value: str) -> str:
+    from gemmaserve.sagemaker.inputs import validate_ami
+
+    return validate_ami(value) or DEFAULT_AMI
+
+
+@_rule
+def _endpoint_name(value: str | None) -> str | None:
+    from gemmaserve.sagemaker.names import validate_endpoint_name
+
+    return None if value is None else validate_endpoint_name(value)
+
+
+@_rule
+def _role_name(value: str) -> str:
+    from gemmaserve.sagemaker.names import validate_name
+
+    return validate_name(value, kind="role", max_length=64)
+
+
+@_rule
+def _owner(value: str | None) -> str | None:
+    from gemmaserve.sagemaker.inputs import validate_tag_value
+
+    return None if value is None else validate_tag_value(value, what="The owner")
+
+
+def _env_pairs(value: Any) -> Any:
+    """A mapping (MCP, Python) or ``KEY=VALUE`` strings (the CLI's ``--env``) → ``KEY=VALUE`` strings."""
+    if isinstance(value, dict):
+        return [f"{key}={item}" for key, item in value.items()]
+    return value
+
+
+@_rule
+def _env_checked(value: list[str] | None) -> list[str] | None:
+    from gemmaserve.sagemaker.inputs import validate_environment_limits
+
+    if value is None:
+        return None
+    env: dict[str, str] = {}
+    for pair in value:
+        key, sep, item = pair.partition("=")
+        if not sep or not key:
+            raise refuse(f"--env {pair!r} is not KEY=VALUE.", hint="For example: --env HF_TOKEN=hf_…")
+        env[key] = item
+    validate_environment_limits(env)
+    return [f"{key}={item}" for key, item in env.items()] or None
+
+
+@_rule
+def _s3_uri(value: str | None) -> str | None:
+    if value is not None and not value.startswith("s3://"):
+        raise refuse(f"{value!r} is not an S3 location.", hint="Give it as s3://bucket/prefix.")
+    return value
+
+
+EndpointName = Annotated[
+    str, AfterValidator(_endpoint_name), Cli(argument=True), Field(description="The SageMaker endpoint name.")
+]
+Region = Annotated[
+    str | None,
+    AfterValidator(_region),
+    Field(description="AWS region (default: the AWS profile's, else us-east-1)."),
+]
+Regions = Annotated[
+    list[str] | None,
+    BeforeValidator(_split_regions),
+    AfterValidator(_regions),
+    Field(description="Regions to try in order (comma-separated or repeated); give this or --region."),
+]
+AllRegions = Annotated[bool, Field(description="Sweep every region botocore lists for SageMaker.")]
+ListPrices = Annotated[bool, Field(description="Use the catalog's dated list prices, not the Pricing API.")]
+
+
+class RegionChoice(BaseModel):
+    """One region, a list of regions, or (where offered) every region: which ones an action works in."""
+
+    def region_choice(self) -> tuple[str | None, list[str] | None, bool]:
+        return getattr(self, "region", None), getattr(self, "regions", None), bool(getattr(self, "all_regions", False))
+
+    @model_validator(mode="after")
+    def _one_way_to_choose(self) -> Self:
+        region, regions, sweep = self.region_choice()
+        given = [label for label, on in (("--region", region), ("--regions", regions), ("--all-regions", sweep)) if on]
+        if len(given) > 1:
+            raise refuse(
+                f"Give one of {', '.join(given)}, not several.",
+                hint="--regions a,b tries a first, then b; --region names one.",
+            )
+        return self
+
+    def chosen_regions(self) -> list[str]:
+        """The regions to act in: the sweep, the list, the one given, or the profile's default region.
+
+        Raises:
+            CredentialsMissing: when none was given and the AWS profile named by the environment does not exist.
+        """
+        from gemmaserve.sagemaker.clients import default_region
+        from gemmaserve.sagemaker.inputs import commercial_regions
+
+        region, regions, sweep = self.region_choice()
+        if sweep:
+            return list(commercial_regions())
+        return list(regions) if regions else [default_region(region)]
+
+
+class DeploymentSettings(ServingSettings, RegionChoice):
+    """What preflight checks and deploy creates: model, encoding, instance pool, image, role and AMI."""
+
+    model: Annotated[str, Field(description="Catalog model, e.g. gemma-4-e2b (see gemmaserve plan).")]
+    encoding: Annotated[str, Field(description="bf16, qat-w4a16, qat-q4_0-unquantized or gguf-q4_0.")] = "qat-w4a16"
+    instance: Annotated[
+        list[str],
+        AfterValidator(_instance_types),
+        Field(
+            min_length=1,
+            description="SageMaker instance type (ml.…); repeat (at most 5, same GPU) for an InstancePools "
+            "fallback in priority order.",
+        ),
+    ]
+    image: Annotated[
+        str | None,
+        Field(description="Container image URI ({region} is filled in). Default: the pinned AWS vLLM image."),
+    ] = None
+    role_arn: Annotated[
+        str | None, Field(description="Execution role (create one: gemmaserve sagemaker role create).")
+    ] = None
+    ami: Annotated[str, AfterValidator(_ami), Field(description="InferenceAmiVersion of the instance.")] = DEFAULT_AMI
+    regions: Regions = None
+    region: Region = None
+
+    @model_validator(mode="after")
+    def _vllm_is_the_image_s(self) -> Self:
+        """The image decides the vLLM: --vllm can only describe a custom --image, never change the pinned one."""
+        if self.vllm is None:
+            return self
+        from gemmaserve.vllm_releases import resolve_release, sagemaker_image_series
+
+        series = resolve_release(self.vllm).series
+        if self.image is None and series != sagemaker_image_series():
+            raise refuse(
+                f"The pinned SageMaker image runs vLLM {sagemaker_image_series()}, not {series}: --vllm cannot "
+                "change the vLLM inside an image.",
+                hint="Drop --vllm, or give --image with an image that carries that vLLM (then --vllm says which).",
+            )
+        return self
+
+    def plan_rows(self) -> dict[str, Any]:
+        """The capacity plan of each catalog instance type in the pool, computed once and handed down.
+
+        Types not in the catalog are left out (preflight reports them). Raises UnknownName for an
+        unknown model or encoding.
+        """
+        from gemmaserve.catalog import resolve_encoding, resolve_instance, resolve_model
+        from gemmaserve.errors import UnknownName
+        from gemmaserve.plan import plan_deployment
+
+        model = resolve_model(self.model)
+        checkpoint = resolve_encoding(model, self.encoding)
+        rows = {}
+        for name in self.instance:
+            try:
+                instance = resolve_instance(name)
+            except UnknownName:
+                continue
+            rows[name] = plan_deployment(
+                model,
+                checkpoint,
+                instance=instance,
+                max_model_len=self.max_model_len,
+                gpu_memory_utilization=self.gpu_memory_utilization,
+                max_num_seqs=self.max_num_seqs,
+                max_num_batched_tokens=self.max_num_batched_tokens,
+                language_model_only=self.language_model_only,
+                vllm_version=self.vllm,
+            )
+        return rows
+
+
+class PreflightRequest(DeploymentSettings, ActionRequest):
+    """``gemmaserve sagemaker preflight``: will this deploy work? Every check, each with its fix."""
+
+    action: ClassVar[str] = "sagemaker preflight"
+
+
+class DeployOptions(BaseModel):
+    """What only a deploy takes: its name, lifetime, tags, extra flags and environment, and how to wait."""
+
+    endpoint_name: Annotated[
+        str | None,
+        AfterValidator(_endpoint_name),
+        Cli(aliases=("--name",)),
+        Field(description="Endpoint name (default: <model>-<gpu>)."),
+    ] = None
+    ttl_hours: Annotated[float, Field(gt=0, description="After this, `cleanup --expired` deletes it.")] = 4.0
+    keep: Annotated[
+        bool, Field(description="Never expire, and keep what was created if the deploy is interrupted.")
+    ] = False
+    owner: Annotated[
+        str | None,
+        AfterValidator(_owner),
+        Field(description="The gemmaserve:owner tag (default: your user name, made tag-safe)."),
+    ] = None
+    vllm_arg: Annotated[
+        list[str] | None,
+        Cli(metavar="FLAG"),
+        Field(description="Extra vllm serve flag tokens, e.g. --vllm-arg=--enforce-eager."),
+    ] = None
+    env: Annotated[
+        list[str] | None,
+        BeforeValidator(_env_pairs),
+        AfterValidator(_env_checked),
+        Cli(metavar="KEY=VALUE"),
+        Field(description="Extra container environment KEY=VALUE (e.g. HF_TOKEN=…)."),
+    ] = None
+    startup_timeout_s: Annotated[
+        int, Field(ge=60, le=3600, description="SageMaker's container startup health check timeout.")
+    ] = 1800
+    download_timeout_s: Annotated[
+        int, Field(ge=60, le=3600, description="SageMaker's model data download timeout.")
+    ] = 1800
+    timeout_s: Annotated[float, Field(ge=60, description="How long to wait for InService.")] = 3600.0
+    wait: Annotated[
+        bool,
+        Cli(flag_off="--no-wait"),
+        Field(description="Wait for InService, with early failure diagnosis (--no-wait: return once creating)."),
+    ] = True
+    skip_preflight: Annotated[bool, Field(description="Deploy without running preflight first.")] = False
+    accept_unknown: Annotated[bool, Field(description="Deploy even when preflight could not check something.")] = False
+    list_prices: ListPrices = False
+    dry_run: Annotated[bool, Field(description="Print the planned AWS calls and $/hour; create nothing.")] = False
+
+
+class DeployRequest(DeploymentSettings, DeployOptions, ActionRequest):
+    """``gemmaserve sagemaker deploy``: Model → EndpointConfig → Endpoint, tagged with a TTL, after preflight.
+
+    Options in ``--help`` order: what to deploy and where, then the deploy's own, then vLLM's settings.
+    """
+
+    action: ClassVar[str] = "sagemaker deploy"
+    confirmation: ClassVar[bool] = True
+
+    @model_validator(mode="after")
+    def _needs_a_role(self) -> Self:
+        if self.role_arn is None and not self.dry_run:
+            raise refuse(
+                "deploy needs --role-arn (role_arn).",
+                hint="Create one: gemmaserve sagemaker role create (or look first with --dry-run).",
+            )
+        return self
+
+    def execution_role(self) -> str:
+        """The role the Model is created with; a dry run shows a placeholder when none was given."""
+        return self.role_arn or DRY_RUN_ROLE_ARN
+
+    def environment(self) -> dict[str, str]:
+        return dict(pair.partition("=")[::2] for pair in self.env or [])
+
+    def ttl_s(self) -> float | None:
+        return None if self.keep else self.ttl_hours * 3600.0
+
+    def describe_change(self) -> str:
+        where = ", ".join(self.instance)
+        return f"deploy {self.model} on {where} (billed by the hour until deleted)"
+
+
+class StatusRequest(ActionRequest):
+    """``gemmaserve sagemaker status``: one endpoint's state, placed type, image and $/hour."""
+
+    action: ClassVar[str] = "sagemaker status"
+
+    endpoint_name: EndpointName
+    region: Region = None
+
+    def chosen_region(self) -> str:
+        from gemmaserve.sagemaker.clients import default_region
+
+        return default_region(self.region)
+
+
+class WaitRequest(StatusRequest):
+    """``gemmaserve sagemaker wait``: until InService, failing early on what will not recover."""
+
+    action: ClassVar[str] = "sagemaker wait"
+
+    timeout_s: Annotated[float, Field(ge=1, description="How long to wait for InService.")] = 3600.0
+    poll_s: Annotated[float, Field(ge=1, description="Seconds between status reads.")] = 30.0
+
+
+class LogsRequest(StatusRequest):
+    """``gemmaserve sagemaker logs``: the endpoint's CloudWatch lines, filtered, and the engine facts."""
+
+    action: ClassVar[str] = "sagemaker logs"
+
+    since_min: Annotated[float, Field(gt=0, description="How far back to read, in minutes.")] = 180.0
+    contains: Annotated[str | None, Field(description="Only lines containing this text.")] = None
+    grep: Annotated[
+        str | None,
+        Cli(metavar="REGEX"),
+        Field(description="Only lines matching this regular expression."),
+    ] = None
+    tail: Annotated[int, Field(ge=0, le=5000, description="The last this many lines.")] = 200
+
+    @model_validator(mode="after")
+    def _pattern_compiles(self) -> Self:
+        import re
+
+        if self.grep is not None:
+            try:
+                re.compile(self.grep)
+            except re.error as exc:
+                raise refuse(f"--grep {self.grep!r} is not a regular expression: {exc}.") from None
+        return self
+
+
+class InvokeRequest(StatusRequest):
+    """``gemmaserve sagemaker invoke``: one OpenAI-style chat request to an endpoint."""
+
+    action: ClassVar[str] = "sagemaker invoke"
+
+    endpoint_name: EndpointName  # first: the positional arguments are ENDPOINT_NAME PROMPT
+    prompt: Annotated[str, Cli(argument=True), Field(min_length=1, description="The user message.")]
+    max_tokens: Annotated[int, Field(ge=1, le=32768, description="Most tokens to generate.")] = 256
+    temperature: Annotated[float, Field(ge=0, description="Sampling temperature (0: greedy).")] = 0.0
+    stream: Annotated[
+        bool, Field(description="Stream through invoke_endpoint_with_response_stream (text as it arrives).")
+    ] = False
+
+
+class DeleteRequest(StatusRequest):
+    """``gemmaserve sagemaker delete``: the endpoint, then its config, then its model(s)."""
+
+    action: ClassVar[str] = "sagemaker delete"
+    confirmation: ClassVar[bool] = True
+
+    busy_timeout_s: Annotated[
+        float, Field(ge=0, description="How long to wait while the endpoint is Creating/Updating.")
+    ] = 1800.0
+    dry_run: DryRun = False
+    force: Annotated[bool, Field(description="Also delete what gemmaserve did not create (no gemmaserve tags).")] = (
+        False
+    )
+
+    def describe_change(self) -> str:
+        return f"delete endpoint {self.endpoint_name} and its config and model"
+
+
+class ListRequest(RegionChoice, ActionRequest):
+    """``gemmaserve sagemaker list``: our endpoints with age, status and $/hour, and our leftovers."""
+
+    action: ClassVar[str] = "sagemaker list"
+
+    regions: Regions = None
+    all_regions: AllRegions = False
+    region: Region = None
+    list_prices: ListPrices = False
+
+
+class CleanupRequest(ListRequest):
+    """``gemmaserve sagemaker cleanup``: delete our expired endpoints and/or our unused models and configs."""
+
+    action: ClassVar[str] = "sagemaker cleanup"
+    confirmation: ClassVar[bool] = True
+
+    expired: Annotated[bool, Field(description="Delete our endpoints past their TTL (never those tagged keep).")] = (
+        False
+    )
+    orphans: Annotated[bool, Field(description="Delete our models and endpoint configs that no endpoint uses.")] = False
+    dry_run: DryRun = False
+
+    @model_validator(mode="after")
+    def _something_to_clean(self) -> Self:
+        if not self.expired and not self.orphans:
+            raise refuse("cleanup needs --expired, --orphans or both.", hint="gemmaserve sagemaker cleanup --expired")
+        return self
+
+    def describe_change(self) -> str:
+        what = " and ".join(
+            x for x, on in (("expired endpoint", self.expired), ("orphaned model/config", self.orphans)) if on
+        )
+        where = (
+            "every SageMaker region"
+            if self.all_regions
+            else ", ".join(self.regions or [self.region or "the default region"])
+        )
+        return f"delete every {what} of gemmaserve in {where}"  # fmt: skip
+
+
+class AutoscaleRequest(StatusRequest):
+    """``gemmaserve sagemaker autoscale``: target tracking on invocations per instance."""
+
+    action: ClassVar[str] = "sagemaker autoscale"
+    confirmation: ClassVar[bool] = True
+
+    min_instances: Annotated[int, Cli(aliases=("--min",)), Field(ge=1, description="Fewest instances.")] = 1
+    max_instances: Annotated[int, Cli(aliases=("--max",)), Field(ge=1, description="Most instances (each one billed).")]
+    target_invocations: Annotated[
+        float,
+        Field(gt=0, description="Target invocations per instance per minute (SageMakerVariantInvocationsPerInstance)."),
+    ]
+    scale_in_cooldown_s: Annotated[int, Field(ge=0, description="Seconds between scale-in steps.")] = 300
+    scale_out_cooldown_s: Annotated[int, Field(ge=0, description="Seconds between scale-out steps.")] = 60
+    dry_run: DryRun = False
+
+    @model_validator(mode="after")
+    def _min_not_above_max(self) -> Self:
+        if self.min_instances > self.max_instances:
+            raise refuse(
+                f"--min-instances {self.min_instances} is above --max-instances {self.max_instances}.",
+                hint="The minimum must be at most the maximum.",
+            )
+        return self
+
+    def describe_change(self) -> str:
+        return f"autoscale {self.endpoint_name} between {self.min_instances} and {self.max_instances} instances"
+
+
+class JumpstartRequest(ActionRequest):
+    """``gemmaserve sagemaker jumpstart``: the public hub's Gemma 4 entries and their instance types."""
+
+    action: ClassVar[str] = "sagemaker jumpstart"
+
+    region: Region = None
+    name_filter: Annotated[
+        str, Cli(aliases=("--filter",)), Field(min_length=1, description="NameContains for the hub search.")
+    ] = "gemma"
+
+    def chosen_region(self) -> str:
+        from gemmaserve.sagemaker.clients import default_region
+
+        return default_region(self.region)
+
+
+class RoleCreateRequest(RegionChoice, ActionRequest):
+    """``gemmaserve sagemaker role create``: the least-privilege endpoint execution role."""
+
+    action: ClassVar[str] = "sagemaker role create"
+    confirmation: ClassVar[bool] = True
+
+    region: Region = None
+    regions: Annotated[
+        list[str] | None,
+        BeforeValidator(_split_regions),
+        AfterValidator(_regions),
+        Field(
+            description="Regions the role must work in (deploy --regions fallbacks); regions it already serves "
+            "are kept."
+        ),
+    ] = None
+    role_name: Annotated[
+        str, AfterValidator(_role_name), Cli(aliases=("--name",)), Field(description="The IAM role's name.")
+    ] = "gemmaserve-endpoint"
+    image: Annotated[
+        list[str] | None, Field(description="Image URIs the role may pull (default: the pinned AWS image).")
+    ] = None
+    model_s3: Annotated[
+        str | None,
+        AfterValidator(_s3_uri),
+        Field(description="s3://bucket/prefix the endpoint may read model files from."),
+    ] = None
+    dry_run: DryRun = False
+
+    def describe_change(self) -> str:
+        return f"create or update the IAM role {self.role_name}"
+
+
+class ImageRenderRequest(ActionRequest):
+    """``gemmaserve sagemaker image render``: the derived T4 image's Dockerfile and buildspec, offline."""
+
+    action: ClassVar[str] = "sagemaker image render"
+
+    region: Region = None
+    account: Annotated[str, Field(min_length=1, description="Account of the target ECR repository.")] = "ACCOUNT"
+    base_image: Annotated[
+        str | None, Field(description="Base image (default: the pinned AWS vLLM SageMaker image of the region).")
+    ] = None
+    requirement: Annotated[
+        str | None,
+        Field(
+            description="pip requirement for gemmaserve (default: a wheel built from this checkout; gemmaserve "
+            "is not on the package index)."
+        ),
+    ] = None
+    buildspec: Annotated[bool, Field(description="Show the buildspec instead of the Dockerfile.")] = False
+
+    def chosen_region(self) -> str:
+        from gemmaserve.sagemaker.clients import default_region
+
+        return default_region(self.region)
+
+
+class ImageBuildRequest(ActionRequest):
+    """``gemmaserve sagemaker image build``: ECR repository, CodeBuild project and role, then build and push."""
+
+    action: ClassVar[str] = "sagemaker image build"
+    confirmation: ClassVar[bool] = True
+
+    region: Region = None
+    base_image: Annotated[
+        str | None, Field(description="Base image (default: the pinned AWS vLLM SageMaker image of the region).")
+    ] = None
+    requirement: Annotated[
+        str | None, Field(description="pip requirement for gemmaserve instead of a wheel of this checkout.")
+    ] = None
+    wheel: Annotated[
+        Path | None, Field(description="A gemmaserve wheel to install (default: built now from this checkout).")
+    ] = None
+    follow: Annotated[
+        bool,
+        Cli(flag_off="--no-follow"),
+        Field(description="Follow the build to its end, reporting its phases (--no-follow: return once started)."),
+    ] = True
+    timeout_s: Annotated[float, Field(ge=60, description="How long to follow the build.")] = 5400.0
+    dry_run: Annotated[bool, Field(description="Show the role, policy and target image; create nothing.")] = False
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if self.wheel is not None and self.requirement is not None:
+            raise refuse("Give --wheel or --requirement, not both.")
+        if self.wheel is not None and not self.wheel.is_file():
+            raise refuse(f"--wheel {self.wheel} is not a file.", hint="Build one: python -m build --wheel")
+        return self
+
+    def chosen_region(self) -> str:
+        from gemmaserve.sagemaker.clients import default_region
+
+        return default_region(self.region)
+
+    def describe_change(self) -> str:
+        where = self.region or "the default region"
+        return f"create/update the CodeBuild project and run a build in {where} (billed per build minute)"
+
+
+REQUESTS = (
+    PreflightRequest,
+    DeployRequest,
+    StatusRequest,
+    WaitRequest,
+    LogsRequest,
+    InvokeRequest,
+    DeleteRequest,
+    ListRequest,
+    CleanupRequest,
+    AutoscaleRequest,
+    JumpstartRequest,
+    RoleCreateRequest,
+    ImageRenderRequest,
+    ImageBuildRequest,
+)
