@@ -55,7 +55,7 @@ def test_stdio_server_lists_calls_errors_and_reports_progress(
                     "bench_measure",
                     {
                         "targets": [mock.url],
-                        "out_dir": str(tmp_path / "bench"),
+                        "out": str(tmp_path / "bench"),
                         "decode_calls": 1,
                         "decode_short": 2,
                         "decode_long": 6,
@@ -165,8 +165,8 @@ def test_cancellation_over_stdio_reaches_the_server(tmp_path: Path, moto_server_
                             "bench_measure",
                             {
                                 "targets": [mock.url],
-                                "out_dir": str(tmp_path / "bench"),
-                                "labels": ["slow"],
+                                "out": str(tmp_path / "bench"),
+                                "label": ["slow"],
                                 "decode_calls": 3,
                                 "decode_short": 4,
                                 "decode_long": 40,
