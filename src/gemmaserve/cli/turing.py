@@ -6,6 +6,8 @@ Options come from the request models in :mod:`gemmaserve.turing.requests`; apply
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from gemmaserve.cli.options import request_options
@@ -17,6 +19,11 @@ from gemmaserve.turing.requests import (
     TuringStatusRequest,
     VerifyRequest,
 )
+
+if TYPE_CHECKING:
+    from gemmaserve.turing.filepatch import PatchResult
+    from gemmaserve.turing.smem import LaunchSearch, SmemReport
+    from gemmaserve.turing.status import TuringStatus
 
 
 @click.group(name="turing")
@@ -87,7 +94,7 @@ def verify(request: VerifyRequest, as_json: bool) -> None:
         raise click.exceptions.Exit(1)
 
 
-def _render_patch(result) -> None:  # type: ignore[no-untyped-def]
+def _render_patch(result: PatchResult) -> None:
     if result.diff and result.dry_run:
         click.echo(result.diff, nl=False)
     click.echo(f"{result.action}: {result.detail}\n  {result.target.path}")
@@ -114,7 +121,7 @@ def status(request: TuringStatusRequest, as_json: bool) -> None:
         raise click.exceptions.Exit(1)
 
 
-def _render_status(result) -> None:  # type: ignore[no-untyped-def]
+def _render_status(result: TuringStatus) -> None:
     rows = [
         ("GPU", f"{result.gpu_name or '?'} (compute {result.capability or 'unknown'}, {result.capability_source})"),
         ("clamp needed", {True: "yes", False: "no", None: "unknown"}[result.clamp_needed]),
@@ -159,7 +166,7 @@ def smem(request: SmemRequest, as_json: bool) -> None:
     emit(result, as_json=as_json, render=_render_search if isinstance(result, LaunchSearch) else _render_smem)
 
 
-def _render_search(found) -> None:  # type: ignore[no-untyped-def]
+def _render_search(found: LaunchSearch) -> None:
     click.echo(f"{found.vllm_file}  (triton {found.triton_version}, {found.arch}, limit {found.smem_limit_bytes:,} B)")
     click.echo(
         f"{'head':>4} {'grid':<4} {'tile':>4} {'warps':>5} {'stages':>6} {'smem B':>7} {'fits':<4} {'regs':>4} "
@@ -186,7 +193,7 @@ def _render_search(found) -> None:  # type: ignore[no-untyped-def]
         )
 
 
-def _render_smem(report) -> None:  # type: ignore[no-untyped-def]
+def _render_smem(report: SmemReport) -> None:
     click.echo(f"{report.vllm_file}  (triton {report.triton_version}, {report.arch})")
     click.echo(
         f"{'head':>4} {'phase':<7} {'grid':<4} {'variant':<7} {'tile':>4} {'warps':>5} {'smem B':>7} "
