@@ -226,3 +226,12 @@ def test_help_has_examples() -> None:
     for command in ("measure", "combine", "report", "import"):
         result = CliRunner().invoke(app, ["bench", command, "--help"])
         assert result.exit_code == 0 and "Examples:\n    gemmaserve bench" in result.output, command
+
+
+def test_the_package_exports_its_actions_without_loading_the_engine() -> None:
+    code = (
+        "import sys, gemmaserve.bench as b, gemmaserve.bench.requests;"
+        "assert 'aiohttp' not in sys.modules and 'numpy' not in sys.modules, sorted(sys.modules);"
+        "assert callable(b.measure_endpoints) and b.MeasureRequest.action == 'bench measure'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
