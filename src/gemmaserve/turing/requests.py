@@ -15,9 +15,8 @@ from typing import Annotated, ClassVar, Self
 from pydantic import Field, field_validator, model_validator
 
 from gemmaserve.request_model import ActionRequest, Cli
+from gemmaserve.turing.kernel_source import KERNEL_FILE_NAME
 from gemmaserve.turing.rule import STOCK_NUM_WARPS
-
-KERNEL_FILE_NAME = "triton_unified_attention.py"
 
 PythonForStatus = Annotated[
     str | None,
