@@ -136,7 +136,7 @@ def test_an_extra_vllm_argument_that_has_its_own_option_is_usage_exit_2() -> Non
 
 
 def test_no_wait_is_still_accepted_and_every_help_has_examples() -> None:
-    from gemmaserve.serve.requests import StartRequest
+    from gemmaserve.serve.requests import LogsRequest, StartRequest
 
     command = app.get_command(click.Context(app), "serve")
     assert isinstance(command, click.Group)
@@ -146,6 +146,7 @@ def test_no_wait_is_still_accepted_and_every_help_has_examples() -> None:
     assert ctx.params["wait"] is False and ctx.params["timeout"] == 60
     assert ctx.params["extra_args"] == ("--load-format", "dummy")
     assert StartRequest.parse({"wait": False, "extra_args": ["--load-format", "dummy"]}).wait is False
+    assert LogsRequest.parse({"lines": 100_000}).lines == 100_000  # the whole log, as `-n 100000` always gave
     for name in ("start", "status", "stop", "logs"):
         sub = command.get_command(click.Context(command), name)
         assert sub is not None and "Examples:" in (sub.help or ""), name

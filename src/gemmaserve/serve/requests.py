@@ -16,8 +16,6 @@ from gemmaserve.request_model import ActionRequest, Cli, Port
 from gemmaserve.serve.launcher import DEFAULT_PORT, READY_TIMEOUT_S
 from gemmaserve.serve.supervisor import STOP_TIMEOUT_S
 
-MAX_LOG_LINES = 10_000
-
 # vLLM flags that have their own option here: passed again through the extra arguments, vLLM would run with
 # a value the plan and doctor never saw (its parser keeps the last one).
 OWN_OPTIONS = (
@@ -31,7 +29,8 @@ OWN_OPTIONS = (
     "--model",
 )
 
-LogLines = Annotated[int, Field(ge=0, le=MAX_LOG_LINES)]
+# No upper bound: `-n 100000` asks for the whole log, and the tail read is capped at its last 256 KiB anyway.
+LogLines = Annotated[int, Field(ge=0)]
 
 
 class StartRequest(DoctorRequest):
