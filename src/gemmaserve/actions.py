@@ -33,6 +33,22 @@ SERVE: tuple[str, ...] = (
     "gemmaserve.serve.requests:StopRequest",
     "gemmaserve.serve.requests:LogsRequest",
 )
+SAGEMAKER: tuple[str, ...] = (
+    "gemmaserve.sagemaker.requests:PreflightRequest",
+    "gemmaserve.sagemaker.requests:DeployRequest",
+    "gemmaserve.sagemaker.requests:StatusRequest",
+    "gemmaserve.sagemaker.requests:WaitRequest",
+    "gemmaserve.sagemaker.requests:LogsRequest",
+    "gemmaserve.sagemaker.requests:InvokeRequest",
+    "gemmaserve.sagemaker.requests:DeleteRequest",
+    "gemmaserve.sagemaker.requests:ListRequest",
+    "gemmaserve.sagemaker.requests:CleanupRequest",
+    "gemmaserve.sagemaker.requests:AutoscaleRequest",
+    "gemmaserve.sagemaker.requests:JumpstartRequest",
+    "gemmaserve.sagemaker.requests:RoleCreateRequest",
+    "gemmaserve.sagemaker.requests:ImageRenderRequest",
+    "gemmaserve.sagemaker.requests:ImageBuildRequest",
+)
 TURING: tuple[str, ...] = (
     "gemmaserve.turing.requests:TuringStatusRequest",
     "gemmaserve.turing.requests:ApplyRequest",
@@ -40,7 +56,7 @@ TURING: tuple[str, ...] = (
     "gemmaserve.turing.requests:RevertRequest",
     "gemmaserve.turing.requests:SmemRequest",
 )
-REQUESTS: tuple[str, ...] = ("gemmaserve.plan:PlanRequest", *HOST, *SERVE, *BENCH, *CHECKPOINT, *TURING)
+REQUESTS: tuple[str, ...] = ("gemmaserve.plan:PlanRequest", *HOST, *SERVE, *BENCH, *CHECKPOINT, *SAGEMAKER, *TURING)
 
 # Commands with no MCP tool, and why: `mcp` is the server itself.
 CLI_ONLY: dict[str, str] = {

@@ -65,10 +65,10 @@ def _deploy_args(role: str, name: str, image: str | None = T4_DERIVED, **extra: 
     # moto accepts only older instance types: ml.g4dn (T4) is the GPU type it knows.
     return {
         "model": "gemma-4-e2b",
-        "instance_types": ["ml.g4dn.xlarge"],
+        "instance": ["ml.g4dn.xlarge"],
         "role_arn": role,
         "endpoint_name": name,
-        "image_uri": image,
+        "image": image,
         "region": REGION,
         "list_prices": True,
         "confirm": True,
@@ -89,7 +89,7 @@ def test_deploy_dry_run_equals_cli_and_needs_no_confirm() -> None:
         "sagemaker_deploy",
         {
             "model": "gemma-4-e2b",
-            "instance_types": ["ml.g6.xlarge", "ml.g6.2xlarge"],
+            "instance": ["ml.g6.xlarge", "ml.g6.2xlarge"],
             "dry_run": True,
             "confirm": False,
             "region": REGION,
@@ -186,7 +186,9 @@ def test_deploy_status_logs_invoke_list_delete_agree_with_the_cli(
     assert [e["endpoint_name"] for e in listed.structured_content["endpoints"]] == ["mcp-t4ok"]  # type: ignore[index]
 
     cleanup = call_tool(
-        server, "sagemaker_cleanup", {"region": REGION, "dry_run": True, "confirm": False, "list_prices": True}
+        server,
+        "sagemaker_cleanup",
+        {"region": REGION, "expired": True, "dry_run": True, "confirm": False, "list_prices": True},
     )
     assert cleanup.structured_content == {
         "dry_run": True,
@@ -242,9 +244,9 @@ def test_bad_endpoint_name_and_arguments(aws_server: tuple[MCPServer, Any, str])
     bad_name = call_tool(server, "sagemaker_status", {"endpoint_name": "bad_name", "region": REGION})
     assert error_details(bad_name)["error"] == "UsageError"
     for arguments in (
-        {"model": "gemma-4-e2b", "instance_types": [], "confirm": True},
-        {"model": "gemma-4-e2b", "instance_types": ["ml.g6.xlarge"]},
-        {"model": "gemma-4-e2b", "instance_types": ["ml.g6.xlarge"], "confirm": True, "ttl_hours": 0},
+        {"model": "gemma-4-e2b", "instance": [], "confirm": True},
+        {"model": "gemma-4-e2b", "instance": ["ml.g6.xlarge"]},
+        {"model": "gemma-4-e2b", "instance": ["ml.g6.xlarge"], "confirm": True, "ttl_hours": 0},
     ):
         assert "validation error" in error_text(call_tool(server, "sagemaker_deploy", arguments)), arguments
 
@@ -255,10 +257,10 @@ def test_preflight_equals_cli_and_unknown_is_not_ok(aws_cli_env: Any) -> None:
     server = build_server(ServerDeps(aws_clients=aws_cli_env))
     arguments = {
         "model": "gemma-4-e2b",
-        "instance_types": ["ml.g4dn.xlarge"],
+        "instance": ["ml.g4dn.xlarge"],
         "role_arn": role,
         "region": REGION,
-        "image_uri": T4_DERIVED,
+        "image": T4_DERIVED,
     }
     result = call_tool(server, "sagemaker_preflight", arguments)
     expected = cli_json(

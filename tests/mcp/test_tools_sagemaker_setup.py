@@ -35,7 +35,7 @@ def test_role_create_equals_cli_and_is_idempotent(aws_cli_env: Any) -> None:
     arguments = {"region": REGION, "role_name": "mcp-role", "confirm": True}
     created = call_tool(server, "sagemaker_role_create", arguments)
     assert created.structured_content["created"] is True  # type: ignore[index]
-    again = cli_json("sagemaker", "role", "create", "--region", REGION, "--name", "mcp-role")
+    again = cli_json("sagemaker", "role", "create", "--region", REGION, "--name", "mcp-role", "--yes")
     assert again["created"] is False
     assert without(created.structured_content, {"created"}) == without(again, {"created"})
     assert call_tool(server, "sagemaker_role_create", arguments).structured_content == again

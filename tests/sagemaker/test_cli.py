@@ -117,10 +117,10 @@ def test_help_lists_every_command() -> None:
 
 
 def test_role_create_prints_the_policy_and_is_idempotent(aws_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["sagemaker", "role", "create", "--region", REGION, "--json"], capsys)
+    code, out, _ = run(["sagemaker", "role", "create", "--yes", "--region", REGION, "--json"], capsys)
     first = json.loads(out)
     assert code == 0 and first["created"] and first["role_arn"].endswith(":role/gemmaserve-endpoint")
-    code, out, _ = run(["sagemaker", "role", "create", "--region", REGION], capsys)
+    code, out, _ = run(["sagemaker", "role", "create", "--yes", "--region", REGION], capsys)
     assert code == 0 and out.startswith("Updated role gemmaserve-endpoint") and '"ecr:BatchGetImage"' in out
 
 
@@ -133,12 +133,37 @@ def test_image_render_is_offline(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_autoscale_through_the_cli(aws_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(
-        ["sagemaker", "autoscale", "e2b", "--region", REGION, "--max", "3", "--target-invocations", "60", "--json"],
+        [
+            "sagemaker",
+            "autoscale",
+            "e2b",
+            "--yes",
+            "--region",
+            REGION,
+            "--max",
+            "3",
+            "--target-invocations",
+            "60",
+            "--json",
+        ],
         capsys,
     )
     assert code == 0 and json.loads(out)["resource_id"] == "endpoint/e2b/variant/AllTraffic"
     code, _, err = run(
-        ["sagemaker", "autoscale", "e2b", "--region", REGION, "--min", "4", "--max", "3", "--target-invocations", "60"],
+        [
+            "sagemaker",
+            "autoscale",
+            "e2b",
+            "--yes",
+            "--region",
+            REGION,
+            "--min",
+            "4",
+            "--max",
+            "3",
+            "--target-invocations",
+            "60",
+        ],
         capsys,
     )
     assert code == 2 and "--min" in err

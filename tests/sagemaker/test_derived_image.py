@@ -18,6 +18,7 @@ from gemmaserve.sagemaker import api
 from gemmaserve.sagemaker.build_record import ImageBuildRecord, find_record, save_record
 from gemmaserve.sagemaker.codebuild import build_image, build_wheel_from_checkout, plan_image_build
 from gemmaserve.sagemaker.container import PINNED_IMAGE, default_image_uri, image_cuda_version
+from gemmaserve.sagemaker.requests import PreflightRequest
 from gemmaserve.turing.versions import is_supported
 
 REGION = "us-east-1"
@@ -50,15 +51,8 @@ def test_by_default_gemmaserve_goes_in_as_a_wheel_not_from_the_index() -> None:
 
 
 def _preflight_clamp(image: str, factory: Any) -> str:
-    report = api.preflight(
-        "gemma-4-e2b",
-        "qat-w4a16",
-        ["ml.g4dn.xlarge"],
-        regions=[REGION],
-        image_uri=image,
-        check_model=None,
-        factory=factory,
-    )
+    request = PreflightRequest(model="gemma-4-e2b", instance=["ml.g4dn.xlarge"], regions=[REGION], image=image)
+    report = api.preflight(request, check_model=None, factory=factory)
     return next(f.status.value for f in report.findings if f.check == "turing-clamp")
 
 

@@ -11,21 +11,15 @@ import pytest
 from gemmaserve.errors import UsageError
 from gemmaserve.sagemaker import api
 from gemmaserve.sagemaker.iam import EXECUTION_POLICY_NAME, policy_regions
+from gemmaserve.sagemaker.requests import PreflightRequest
 from tests.sagemaker.helpers import make_role, run
 
 ACCOUNT = "123456789012"  # moto's
 
 
 def findings(factory: Any, role_arn: str, regions: list[str]) -> dict[str, str]:
-    report = api.preflight(
-        "gemma-4-e2b",
-        "qat-w4a16",
-        ["ml.g6.xlarge"],
-        regions=regions,
-        role_arn=role_arn,
-        check_model=None,
-        factory=factory,
-    )
+    request = PreflightRequest(model="gemma-4-e2b", instance=["ml.g6.xlarge"], regions=regions, role_arn=role_arn)
+    report = api.preflight(request, check_model=None, factory=factory)
     return {f.check: f.status.value for f in report.findings if f.check.startswith(("execution-role", "role-"))}
 
 
@@ -40,10 +34,10 @@ def test_a_malformed_role_arn_is_a_usage_error(moto_factory: Any) -> None:
 
 
 def test_role_create_adds_a_region_without_breaking_the_first(aws_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(["sagemaker", "role", "create", "--region", "us-east-1", "--json"], capsys)
+    code, out, err = run(["sagemaker", "role", "create", "--yes", "--region", "us-east-1", "--json"], capsys)
     assert code == 0, err
     arn = json.loads(out)["role_arn"]
-    code, out, err = run(["sagemaker", "role", "create", "--region", "eu-west-1", "--json"], capsys)
+    code, out, err = run(["sagemaker", "role", "create", "--yes", "--region", "eu-west-1", "--json"], capsys)
     assert code == 0, err
     stored = aws_env("iam", "us-east-1").get_role_policy(
         RoleName="gemmaserve-endpoint", PolicyName=EXECUTION_POLICY_NAME
@@ -58,7 +52,7 @@ def test_role_create_adds_a_region_without_breaking_the_first(aws_env: Any, caps
 def test_role_create_with_several_regions_and_preflight_names_a_missing_one(
     aws_env: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = run(["sagemaker", "role", "create", "--regions", "us-east-1,us-west-2", "--json"], capsys)
+    code, out, _ = run(["sagemaker", "role", "create", "--yes", "--regions", "us-east-1,us-west-2", "--json"], capsys)
     arn = json.loads(out)["role_arn"]
     assert code == 0
     found = findings(aws_env, arn, ["us-east-1", "us-west-2", "eu-central-1"])
@@ -70,7 +64,7 @@ def test_trust_policy_names_the_account_and_an_old_role_is_brought_up_to_date(
 ) -> None:
     iam = aws_env("iam", "us-east-1")
     make_role(iam, name="gemmaserve-endpoint")  # an earlier version's role: trust without a condition
-    code, _, err = run(["sagemaker", "role", "create", "--region", "us-east-1"], capsys)
+    code, _, err = run(["sagemaker", "role", "create", "--yes", "--region", "us-east-1"], capsys)
     assert code == 0, err
     trust = iam.get_role(RoleName="gemmaserve-endpoint")["Role"]["AssumeRolePolicyDocument"]
     statement = trust["Statement"][0]

@@ -16,6 +16,7 @@ import pytest
 
 from gemmaserve.errors import DeployInterrupted, EndpointFailed
 from gemmaserve.sagemaker import api
+from gemmaserve.sagemaker.requests import DeleteRequest, DeployRequest
 from tests.sagemaker.helpers import ScriptedClock, make_role
 
 REGION = "us-east-1"
@@ -33,18 +34,18 @@ def _leftovers(sm: Any) -> dict[str, list[str]]:
 def _deploy(factory: Any, progress: list[str], **overrides: Any) -> api.DeployOutcome:
     clock = ScriptedClock()
     values: dict[str, Any] = {
+        "model": "gemma-4-e2b",
+        "encoding": "qat-w4a16",
+        "instance": ["ml.g4dn.xlarge"],
         "regions": [REGION],
         "role_arn": make_role(factory("iam", REGION)),
         "endpoint_name": NAME,
         "skip_preflight": True,
-        "live_prices": False,
-        "factory": factory,
-        "progress": progress.append,
-        "now": clock.now,
-        "sleep": clock.sleep,
+        "list_prices": True,
     }
     values.update(overrides)
-    return api.deploy("gemma-4-e2b", "qat-w4a16", ["ml.g4dn.xlarge"], **values)
+    request = DeployRequest(**values)
+    return api.deploy(request, factory=factory, progress=progress.append, now=clock.now, sleep=clock.sleep)
 
 
 def _interrupt_at(sm: Any, event: str, deliver: Any, times: int = 1, skip: int = 0) -> list[str]:
@@ -140,7 +141,7 @@ def test_third_ctrl_c_abandons_teardown_and_names_what_is_left(moto_factory: Any
     assert error.fields["commands"] == [f"gemmaserve sagemaker delete {NAME} --region {REGION} --yes"]
     assert error.hint and "gemmaserve sagemaker delete intr-e2b" in error.hint
     # the command it prints finishes the job
-    report = api.delete(NAME, region=REGION, factory=moto_factory)
+    report = api.delete(DeleteRequest(endpoint_name=NAME, region=REGION), factory=moto_factory)
     assert set(report.deleted) == {"endpoint-config:intr-e2b-config", "model:intr-e2b-model"}
     assert _leftovers(sm) == {"endpoints": [], "configs": [], "models": []}
 

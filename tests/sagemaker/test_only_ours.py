@@ -14,6 +14,7 @@ from botocore.stub import ANY, Stubber
 from gemmaserve.errors import UsageError
 from gemmaserve.sagemaker import api
 from gemmaserve.sagemaker.endpoint import execute_deploy, plan_deploy
+from gemmaserve.sagemaker.requests import CleanupRequest, ListRequest, StatusRequest
 from gemmaserve.sagemaker.tags import build_tags
 from tests.sagemaker.helpers import START, make_role, make_spec, run
 
@@ -89,7 +90,9 @@ def test_orphans_are_listed_block_a_redeploy_with_a_hint_and_cleanup_removes_the
     deploy(moto_factory, "debris")
     sm.delete_endpoint(EndpointName="debris")  # what an interrupted or failed deploy used to leave
     later = datetime.now(UTC) + timedelta(hours=1)
-    inventory = api.list_endpoints(regions=[REGION], live_prices=False, factory=moto_factory, now=lambda: later)
+    inventory = api.list_endpoints(
+        ListRequest(regions=[REGION], list_prices=True), factory=moto_factory, now=lambda: later
+    )
     assert {(o.kind, o.name) for o in inventory.orphans} == {
         ("endpoint-config", "debris-config"),
         ("model", "debris-model"),
@@ -98,17 +101,15 @@ def test_orphans_are_listed_block_a_redeploy_with_a_hint_and_cleanup_removes_the
         deploy(moto_factory, "debris")
     assert "gemmaserve sagemaker delete debris" in (caught.value.hint or "")
     dry = api.cleanup(
-        regions=[REGION],
-        expired=False,
-        orphans=True,
-        dry_run=True,
-        live_prices=False,
+        CleanupRequest(regions=[REGION], expired=False, orphans=True, dry_run=True, list_prices=True),
         factory=moto_factory,
         now=lambda: later,
     )
     assert len(dry.orphans) == 2 and names(sm)["models"] == {"debris-model"}
     api.cleanup(
-        regions=[REGION], expired=False, orphans=True, live_prices=False, factory=moto_factory, now=lambda: later
+        CleanupRequest(regions=[REGION], expired=False, orphans=True, list_prices=True),
+        factory=moto_factory,
+        now=lambda: later,
     )
     assert names(sm) == {"endpoints": set(), "configs": set(), "models": set()}
     deploy(moto_factory, "debris")  # the name is free again
@@ -122,7 +123,9 @@ def test_an_untagged_unused_model_is_not_an_orphan_of_ours(moto_factory: Any) ->
         PrimaryContainer={"Image": "x"},
     )
     later = datetime.now(UTC) + timedelta(hours=1)
-    inventory = api.list_endpoints(regions=[REGION], live_prices=False, factory=moto_factory, now=lambda: later)
+    inventory = api.list_endpoints(
+        ListRequest(regions=[REGION], list_prices=True), factory=moto_factory, now=lambda: later
+    )
     assert inventory.orphans == []
 
 
@@ -223,7 +226,9 @@ def test_instance_pool_shows_its_types_and_price_range_in_status_and_list(capsys
     with Stubber(sm) as stub:
         stub.add_response("describe_endpoint", _pool_described(), {"EndpointName": POOL_NAME})
         stub.add_response("describe_endpoint_config", _pool_config(), {"EndpointConfigName": ANY})
-        state = api.status(POOL_NAME, region=REGION, factory=StubbedFactory(sm), now=lambda: START)
+        state = api.status(
+            StatusRequest(endpoint_name=POOL_NAME, region=REGION), factory=StubbedFactory(sm), now=lambda: START
+        )
     assert state.instance_type is None and state.pool_types == ["ml.g6.xlarge", "ml.g6.2xlarge"]
     assert state.price_range is not None
     assert state.price_range.low_usd_per_hour < state.price_range.high_usd_per_hour
@@ -248,7 +253,10 @@ def test_instance_pool_shows_its_types_and_price_range_in_status_and_list(capsys
         stub.add_response("describe_endpoint", _pool_described(), {"EndpointName": POOL_NAME})
         stub.add_response("describe_endpoint_config", _pool_config(), {"EndpointConfigName": ANY})
         inventory = api.list_endpoints(
-            regions=[REGION], live_prices=False, orphans=False, factory=StubbedFactory(sm), now=lambda: START
+            ListRequest(regions=[REGION], list_prices=True),
+            orphans=False,
+            factory=StubbedFactory(sm),
+            now=lambda: START,
         )
     item = inventory.endpoints[0]
     assert item.pool_types == ["ml.g6.xlarge", "ml.g6.2xlarge"] and item.price_range is not None

@@ -125,12 +125,12 @@ def test_mcp_deploy_dry_run_masks_secrets() -> None:
                 "sagemaker_deploy",
                 {
                     "model": "gemma-4-e2b",
-                    "instance_types": ["ml.g6.xlarge"],
+                    "instance": ["ml.g6.xlarge"],
                     "region": REGION,
                     "dry_run": True,
                     "confirm": False,
                     "env": {"HF_TOKEN": TOKEN},
-                    "vllm_args": ["--api-key", API_KEY],
+                    "vllm_arg": ["--api-key", API_KEY],
                 },
             )
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Self, TypeVar
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from gemmaserve.errors import UsageError
 from gemmaserve.request_model import ActionRequest, Cli, DryRun, ServingSettings
@@ -131,25 +131,46 @@ def _s3_uri(value: str | None) -> str | None:
     return value
 
 
-EndpointName = Annotated[
-    str, AfterValidator(_endpoint_name), Cli(argument=True), Field(description="The SageMaker endpoint name.")
-]
+# The field checks of every request, by field name. They run as the model's own validators (not in the
+# field types), so both front ends report them the same way: a UsageError naming the option.
+FIELD_RULES: dict[str, Callable[[Any], Any]] = {
+    "region": _region,
+    "regions": _regions,
+    "instance": _instance_types,
+    "ami": _ami,
+    "endpoint_name": _endpoint_name,
+    "owner": _owner,
+    "env": _env_checked,
+    "role_name": _role_name,
+    "model_s3": _s3_uri,
+}
+
+
+class InputRules(BaseModel):
+    """Applies :data:`FIELD_RULES` to whichever of those fields a request has."""
+
+    @field_validator("*")
+    @classmethod
+    def _input_rules(cls, value: Any, info: ValidationInfo) -> Any:
+        rule = FIELD_RULES.get(info.field_name or "")
+        return value if rule is None else rule(value)
+
+
+EndpointName = Annotated[str, Cli(argument=True), Field(description="The SageMaker endpoint name.")]
 Region = Annotated[
     str | None,
-    AfterValidator(_region),
     Field(description="AWS region (default: the AWS profile's, else us-east-1)."),
 ]
 Regions = Annotated[
     list[str] | None,
     BeforeValidator(_split_regions),
-    AfterValidator(_regions),
     Field(description="Regions to try in order (comma-separated or repeated); give this or --region."),
 ]
 AllRegions = Annotated[bool, Field(description="Sweep every region botocore lists for SageMaker.")]
 ListPrices = Annotated[bool, Field(description="Use the catalog's dated list prices, not the Pricing API.")]
 
 
-class RegionChoice(BaseModel):
+class RegionChoice(InputRules):
     """One region, a list of regions, or (where offered) every region: which ones an action works in."""
 
     def region_choice(self) -> tuple[str | None, list[str] | None, bool]:
@@ -188,7 +209,6 @@ class DeploymentSettings(ServingSettings, RegionChoice):
     encoding: Annotated[str, Field(description="bf16, qat-w4a16, qat-q4_0-unquantized or gguf-q4_0.")] = "qat-w4a16"
     instance: Annotated[
         list[str],
-        AfterValidator(_instance_types),
         Field(
             min_length=1,
             description="SageMaker instance type (ml.…); repeat (at most 5, same GPU) for an InstancePools "
@@ -202,7 +222,7 @@ class DeploymentSettings(ServingSettings, RegionChoice):
     role_arn: Annotated[
         str | None, Field(description="Execution role (create one: gemmaserve sagemaker role create).")
     ] = None
-    ami: Annotated[str, AfterValidator(_ami), Field(description="InferenceAmiVersion of the instance.")] = DEFAULT_AMI
+    ami: Annotated[str, Field(description="InferenceAmiVersion of the instance.")] = DEFAULT_AMI
     regions: Regions = None
     region: Region = None
 
@@ -260,12 +280,11 @@ class PreflightRequest(DeploymentSettings, ActionRequest):
     action: ClassVar[str] = "sagemaker preflight"
 
 
-class DeployOptions(BaseModel):
+class DeployOptions(InputRules):
     """What only a deploy takes: its name, lifetime, tags, extra flags and environment, and how to wait."""
 
     endpoint_name: Annotated[
         str | None,
-        AfterValidator(_endpoint_name),
         Cli(aliases=("--name",)),
         Field(description="Endpoint name (default: <model>-<gpu>)."),
     ] = None
@@ -275,7 +294,6 @@ class DeployOptions(BaseModel):
     ] = False
     owner: Annotated[
         str | None,
-        AfterValidator(_owner),
         Field(description="The gemmaserve:owner tag (default: your user name, made tag-safe)."),
     ] = None
     vllm_arg: Annotated[
@@ -286,7 +304,6 @@ class DeployOptions(BaseModel):
     env: Annotated[
         list[str] | None,
         BeforeValidator(_env_pairs),
-        AfterValidator(_env_checked),
         Cli(metavar="KEY=VALUE"),
         Field(description="Extra container environment KEY=VALUE (e.g. HF_TOKEN=…)."),
     ] = None
@@ -341,7 +358,7 @@ class DeployRequest(DeploymentSettings, DeployOptions, ActionRequest):
         return f"deploy {self.model} on {where} (billed by the hour until deleted)"
 
 
-class StatusRequest(ActionRequest):
+class StatusRequest(InputRules, ActionRequest):
     """``gemmaserve sagemaker status``: one endpoint's state, placed type, image and $/hour."""
 
     action: ClassVar[str] = "sagemaker status"
@@ -492,7 +509,7 @@ class AutoscaleRequest(StatusRequest):
         return f"autoscale {self.endpoint_name} between {self.min_instances} and {self.max_instances} instances"
 
 
-class JumpstartRequest(ActionRequest):
+class JumpstartRequest(InputRules, ActionRequest):
     """``gemmaserve sagemaker jumpstart``: the public hub's Gemma 4 entries and their instance types."""
 
     action: ClassVar[str] = "sagemaker jumpstart"
@@ -518,21 +535,19 @@ class RoleCreateRequest(RegionChoice, ActionRequest):
     regions: Annotated[
         list[str] | None,
         BeforeValidator(_split_regions),
-        AfterValidator(_regions),
         Field(
             description="Regions the role must work in (deploy --regions fallbacks); regions it already serves "
             "are kept."
         ),
     ] = None
-    role_name: Annotated[
-        str, AfterValidator(_role_name), Cli(aliases=("--name",)), Field(description="The IAM role's name.")
-    ] = "gemmaserve-endpoint"
+    role_name: Annotated[str, Cli(aliases=("--name",)), Field(description="The IAM role's name.")] = (
+        "gemmaserve-endpoint"
+    )
     image: Annotated[
         list[str] | None, Field(description="Image URIs the role may pull (default: the pinned AWS image).")
     ] = None
     model_s3: Annotated[
         str | None,
-        AfterValidator(_s3_uri),
         Field(description="s3://bucket/prefix the endpoint may read model files from."),
     ] = None
     dry_run: DryRun = False
@@ -541,7 +556,7 @@ class RoleCreateRequest(RegionChoice, ActionRequest):
         return f"create or update the IAM role {self.role_name}"
 
 
-class ImageRenderRequest(ActionRequest):
+class ImageRenderRequest(InputRules, ActionRequest):
     """``gemmaserve sagemaker image render``: the derived T4 image's Dockerfile and buildspec, offline."""
 
     action: ClassVar[str] = "sagemaker image render"
@@ -566,7 +581,7 @@ class ImageRenderRequest(ActionRequest):
         return default_region(self.region)
 
 
-class ImageBuildRequest(ActionRequest):
+class ImageBuildRequest(InputRules, ActionRequest):
     """``gemmaserve sagemaker image build``: ECR repository, CodeBuild project and role, then build and push."""
 
     action: ClassVar[str] = "sagemaker image build"
