@@ -150,3 +150,25 @@ def test_no_wait_is_still_accepted_and_every_help_has_examples() -> None:
     for name in ("start", "status", "stop", "logs"):
         sub = command.get_command(click.Context(command), name)
         assert sub is not None and "Examples:" in (sub.help or ""), name
+
+
+def test_the_start_line_names_the_plan_it_launched(port: int, spawned: Spawned, capsys) -> None:  # type: ignore[no-untyped-def]
+    from gemmaserve.cli.serve import _render_start
+    from gemmaserve.plan import plan_deployment
+
+    row = plan_deployment("gemma-4-e2b", "qat-w4a16", "l4", vllm_version="0.29")
+    result = start_server(
+        row.vllm_args,
+        model="gemma-4-e2b",
+        seams=seams_for(report(), spawned),
+        gpu_sm=89,
+        vllm_command=DUMMY_COMMAND,
+        port=port,
+        ready_timeout_s=20,
+    ).model_copy(update={"plan": row})
+    _render_start(result)
+    shown = capsys.readouterr().out
+    assert f"serving: pid {result.record.pid} on port {port}" in shown
+    assert f"plan (vLLM 0.29 rules): {row.kv_cache_tokens:,} KV tokens" in shown
+    assert f"gemmaserve serve status --port {port}" in shown
+    assert invoke(["serve", "stop", "--port", str(port), "--yes"])[0] == 0

@@ -59,6 +59,14 @@ def _render_start(result: Any) -> None:
         f"{state}: pid {result.record.pid} on port {result.record.port}, log {result.record.log_path}",
         highlight=False,
     )
+    if result.plan is not None:
+        row = result.plan
+        out.print(
+            f"  plan (vLLM {row.vllm_version} rules): {row.kv_cache_tokens:,} KV tokens, "
+            f"{row.max_concurrency:g}x at {row.max_model_len:,} tokens; "
+            f"what vLLM logged: gemmaserve serve status --port {result.record.port}",
+            highlight=False,
+        )
     if result.clamp is not None:
         out.print(f"  Turing clamp: {result.clamp.evidence}", highlight=False)
 
