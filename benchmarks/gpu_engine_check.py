@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         run.say(f"stopping the server ({reason})")
         before = process_group(server_pid)
         result = run.command(
-            "serve_stop", [*gemmaserve, "serve", "stop", "--port", port, "--json"], timeout_s=60, env=env
+            "serve_stop", [*gemmaserve, "serve", "stop", "--port", port, "--yes", "--json"], timeout_s=60, env=env
         )
         time.sleep(1.0)
         left = process_group(server_pid)
