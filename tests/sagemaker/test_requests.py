@@ -189,3 +189,16 @@ def test_a_dry_run_needs_no_yes(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run([*args, "--region", "us-east-1", "--dry-run", "--json"], capsys)
     assert code == 0, err
     assert json.loads(out)["dry_run"] is True
+
+
+def test_the_package_exports_its_actions_without_loading_boto3() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, gemmaserve.sagemaker as s; "
+        "assert not {'boto3', 'botocore'} & set(sys.modules), 'loaded at import'; "
+        "assert s.api.deploy is s.deploy and s.DeployRequest.action == 'sagemaker deploy'; "
+        "assert not {'boto3'} & set(sys.modules), 'loaded by the exports'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,6 +1,128 @@
 """SageMaker real-time endpoints for Gemma 4 on vLLM: preflight, deploy, watch, invoke, clean up.
 
-Pure parts (env mapping, names, tags, cost, quota arithmetic, diagnosis rules) are
-apart from the adapters, which receive boto3 clients from :mod:`.clients`; only
-:mod:`.aws` translates botocore errors. Nothing here prints.
+Pure parts (env mapping, names, tags, quota arithmetic, diagnosis rules) are apart from the adapters,
+which receive boto3 clients from :mod:`.clients`; only :mod:`.aws` translates botocore errors. Nothing
+here prints. The actions live in :mod:`.api`, one per command, each taking its request model from
+:mod:`.requests`::
+
+    from gemmaserve.sagemaker import DeployRequest, api
+    outcome = api.deploy(DeployRequest(model="e2b", instance=["ml.g6.xlarge"], dry_run=True))
+
+The request models, ``api`` and the actions whose names no submodule takes (``deploy``, ``wait``,
+``cleanup``, …) are also attributes of this package; ``api.preflight``, ``api.status``, ``api.logs``,
+``api.delete``, ``api.autoscale`` and ``api.jumpstart`` share their names with modules here. All load on
+first use: importing the package loads neither boto3 nor botocore.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gemmaserve.sagemaker import api
+    from gemmaserve.sagemaker.api import (
+        DeployOutcome,
+        PreparedDeploy,
+        cleanup,
+        create_execution_role,
+        deploy,
+        image_build,
+        image_render,
+        invoke,
+        invoke_streaming,
+        list_endpoints,
+        prepare_deploy,
+        wait,
+    )
+    from gemmaserve.sagemaker.requests import (
+        AutoscaleRequest,
+        CleanupRequest,
+        DeleteRequest,
+        DeployRequest,
+        ImageBuildRequest,
+        ImageRenderRequest,
+        InvokeRequest,
+        JumpstartRequest,
+        ListRequest,
+        LogsRequest,
+        PreflightRequest,
+        RoleCreateRequest,
+        StatusRequest,
+        WaitRequest,
+    )
+
+_ACTIONS = (
+    "DeployOutcome",
+    "PreparedDeploy",
+    "cleanup",
+    "create_execution_role",
+    "deploy",
+    "image_build",
+    "image_render",
+    "invoke",
+    "invoke_streaming",
+    "list_endpoints",
+    "prepare_deploy",
+    "wait",
+)
+_REQUESTS = (
+    "AutoscaleRequest",
+    "CleanupRequest",
+    "DeleteRequest",
+    "DeployRequest",
+    "ImageBuildRequest",
+    "ImageRenderRequest",
+    "InvokeRequest",
+    "JumpstartRequest",
+    "ListRequest",
+    "LogsRequest",
+    "PreflightRequest",
+    "RoleCreateRequest",
+    "StatusRequest",
+    "WaitRequest",
+)
+_EXPORTS = {
+    "api": "gemmaserve.sagemaker",
+    **dict.fromkeys(_ACTIONS, "gemmaserve.sagemaker.api"),
+    **dict.fromkeys(_REQUESTS, "gemmaserve.sagemaker.requests"),
+}
+
+__all__ = [
+    "AutoscaleRequest",
+    "CleanupRequest",
+    "DeleteRequest",
+    "DeployOutcome",
+    "DeployRequest",
+    "ImageBuildRequest",
+    "ImageRenderRequest",
+    "InvokeRequest",
+    "JumpstartRequest",
+    "ListRequest",
+    "LogsRequest",
+    "PreflightRequest",
+    "PreparedDeploy",
+    "RoleCreateRequest",
+    "StatusRequest",
+    "WaitRequest",
+    "api",
+    "cleanup",
+    "create_execution_role",
+    "deploy",
+    "image_build",
+    "image_render",
+    "invoke",
+    "invoke_streaming",
+    "list_endpoints",
+    "prepare_deploy",
+    "wait",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name == "api":
+        return importlib.import_module("gemmaserve.sagemaker.api")
+    return getattr(importlib.import_module(module), name)
