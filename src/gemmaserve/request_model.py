@@ -84,7 +84,10 @@ def usage_error(model: type[BaseModel], exc: ValidationError) -> UsageError:
     problems = []
     for error in exc.errors(include_url=False):
         where = ".".join(str(part) for part in error["loc"])
-        label = f"{field_label(where)} ({where})" if where else "the request"
+        field = model.model_fields.get(str(error["loc"][0])) if error["loc"] else None
+        positional = field is not None and cli_marker(field.metadata).argument
+        flag = where.split(".")[0].upper() if positional else field_label(where)
+        label = f"{flag} ({where})" if where else "the request"
         message = error["msg"].removeprefix("Value error, ")
         problems.append(f"{label}: {message}")
     first = problems[0] if problems else str(exc)

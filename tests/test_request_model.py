@@ -1,0 +1,60 @@
+"""Request models turn bad input into one readable usage error, naming the setting as the CLI spells it."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar
+
+import pytest
+from pydantic import Field
+
+from gemmaserve.errors import UsageError
+from gemmaserve.request_model import ActionRequest, Cli, ServingSettings
+
+
+class ExampleRequest(ServingSettings, ActionRequest):
+    action: ClassVar[str] = "example run"
+    confirmation: ClassVar[bool] = True
+
+    target: Annotated[str, Cli(argument=True), Field(min_length=1)]
+    repeat: Annotated[int, Field(ge=1)] = 1
+    dry_run: bool = False
+
+
+def test_a_bad_option_is_named_as_the_cli_and_mcp_spell_it() -> None:
+    with pytest.raises(UsageError) as bad:
+        ExampleRequest.parse({"target": "x", "repeat": 0})
+    assert bad.value.message.startswith("--repeat (repeat): ")
+    assert bad.value.exit_code == 2
+
+
+def test_a_bad_positional_argument_is_named_by_its_placeholder() -> None:
+    with pytest.raises(UsageError) as bad:
+        ExampleRequest.parse({"target": ""})
+    assert bad.value.message.startswith("TARGET (target): ")
+
+
+def test_an_unknown_setting_lists_the_known_ones() -> None:
+    with pytest.raises(UsageError) as bad:
+        ExampleRequest.parse({"target": "x", "max_model_length": 4096})
+    assert "max_model_length" in bad.value.message
+    assert "--max-model-len" in (bad.value.hint or "")
+
+
+def test_several_problems_are_all_reported_once() -> None:
+    with pytest.raises(UsageError) as bad:
+        ExampleRequest.parse({"target": "x", "repeat": 0, "max_model_len": 3})
+    problems = bad.value.fields["problems"]
+    assert len(problems) == 2 and problems[0] == bad.value.message and bad.value.hint == problems[1]
+
+
+def test_dry_runs_need_no_confirmation_and_the_serving_block_comes_out_whole() -> None:
+    wet = ExampleRequest.parse({"target": "x", "max_model_len": 4096})
+    dry = ExampleRequest.parse({"target": "x", "dry_run": True})
+    assert wet.needs_confirmation() and not dry.needs_confirmation()
+    assert wet.serving() == ServingSettings(max_model_len=4096)
+
+
+def test_requests_are_immutable() -> None:
+    request = ExampleRequest.parse({"target": "x"})
+    with pytest.raises(ValueError):
+        request.repeat = 2  # type: ignore[misc]
