@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.sagemaker.helpers import run
@@ -58,3 +60,16 @@ def test_credentials_that_cannot_be_loaded_name_the_fix() -> None:
         error = translate_botocore_error(exc, region="us-east-1")
         assert isinstance(error, CredentialsMissing)
         assert "aws sso login" in (error.hint or "")
+
+
+def test_list_without_credentials_names_each_region_and_the_fix(
+    aws_env: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gemmaserve.sagemaker import api
+
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setattr(api, "_DEFAULT_FACTORIES", {})
+    code, _, err = run(["sagemaker", "list", "--list-prices", "--regions", "us-east-1,eu-west-1"], capsys)
+    assert code == 1 and "Traceback" not in err
+    assert "could not check us-east-1" in err and "Hint: Configure credentials (aws configure)" in err

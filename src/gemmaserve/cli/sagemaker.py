@@ -327,6 +327,10 @@ def _fail_if_incomplete(errors: list[Any]) -> None:
         for error in errors:
             click.echo(f"Error: could not check {error.region}: {error.message}", err=True)
         click.echo(f"Incomplete: {len(errors)} region(s) could not be read; what they hold is unknown.", err=True)
+        if all(error.error == "CredentialsMissing" for error in errors):
+            from gemmaserve.sagemaker.aws import CREDENTIALS_HINT
+
+            click.echo(f"Hint: {CREDENTIALS_HINT}.", err=True)
         raise click.exceptions.Exit(1)
 
 
