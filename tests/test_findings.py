@@ -52,4 +52,13 @@ def test_the_json_form_is_the_field_names() -> None:
         "detail": "nvidia-smi not found",
         "fix": "install the driver",
         "required": True,
+        "commands": [],
     }
+
+
+def test_the_fix_commands_travel_whole_and_are_not_shared() -> None:
+    command = "sudo apt install nvidia-driver-580-server && sudo reboot"
+    finding = Finding(check="gpu.driver", status=Status.FAIL, detail="no GPU", fix=f"or: {command}", commands=[command])
+    assert Finding.model_validate(finding.model_dump(mode="json")) == finding
+    assert finding.commands == [command]
+    assert Finding(check="a", status=Status.OK, detail="").commands == []

@@ -1,9 +1,10 @@
 """One finding model for every check gemmaserve makes: doctor, preflight, checkpoint validate, endpoint logs.
 
 A finding says what was checked (``check``, a stable dotted id), how it came out (``status``), what was
-seen (``detail``), and what to do about it (``fix``). ``unknown`` is its own status and never counts as a
-pass: a check that could not run is not a check that found nothing. ``required`` findings that did not
-pass block the action that asked (a start, a deploy, a repack).
+seen (``detail``), and what to do about it (``fix``; its shell commands, whole, in ``commands``).
+``unknown`` is its own status and never counts as a pass: a check that could not run is not a check that
+found nothing. ``required`` findings that did not pass block the action that asked (a start, a deploy, a
+repack).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Status(StrEnum):
@@ -27,7 +28,9 @@ PASSING = frozenset({Status.OK, Status.WARN, Status.NOT_APPLICABLE})
 
 class Finding(BaseModel):
     """One check's outcome. ``where`` names what it was about when a check runs per item (a region, a
-    tensor, an endpoint); ``state`` names a recognised broken state (``cpu-torch-under-cuda-vllm``)."""
+    tensor, an endpoint); ``state`` names a recognised broken state (``cpu-torch-under-cuda-vllm``).
+    ``commands`` are the fix's shell commands, each a whole line to paste as is (the fix text names them too),
+    kept apart so a renderer can print them unwrapped."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -39,6 +42,7 @@ class Finding(BaseModel):
     required: bool = True
     where: str | None = None
     state: str | None = None
+    commands: list[str] = Field(default_factory=list)
 
     @property
     def passed(self) -> bool:

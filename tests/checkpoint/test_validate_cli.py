@@ -36,7 +36,7 @@ def test_a_linear_missing_from_the_ignore_list_is_an_error_with_the_fix(ct_dir: 
     report = validate_checkpoint(str(ct_dir))
     assert not report.ok
     [finding] = [f for f in report.findings if f.check == "ignore"]
-    assert "per_layer_model_projection" in finding.message and "Add" in finding.fix
+    assert "per_layer_model_projection" in finding.detail and "Add" in finding.fix
 
 
 def test_packed_module_in_ignore_list_and_wrong_group_size(ct_dir: Path) -> None:
@@ -45,7 +45,7 @@ def test_packed_module_in_ignore_list_and_wrong_group_size(ct_dir: Path) -> None
         c["quantization_config"]["config_groups"]["group_0"]["weights"]["group_size"] = 64
 
     _edit_config(ct_dir, edit)
-    checks = [(f.check, f.message) for f in validate_checkpoint(str(ct_dir)).findings]
+    checks = [(f.check, f.detail) for f in validate_checkpoint(str(ct_dir)).findings]
     assert any(c == "ignore" and "up_proj is stored packed" in m for c, m in checks)
     assert sum(c == "packed" for c, _ in checks) == 16
 
@@ -55,7 +55,7 @@ def test_index_and_layer_count_mismatches(ct_dir: Path) -> None:
     index["weight_map"]["model.ghost.weight"] = "model-00001-of-00003.safetensors"
     (ct_dir / "model.safetensors.index.json").write_text(json.dumps(index))
     _edit_config(ct_dir, lambda c: c["text_config"].update(num_hidden_layers=3))
-    messages = [f.message for f in validate_checkpoint(str(ct_dir)).findings]
+    messages = [f.detail for f in validate_checkpoint(str(ct_dir)).findings]
     assert any("model.ghost.weight" in m for m in messages)
     assert any("[2]" in m and "num_hidden_layers=3" in m for m in messages)
 
@@ -112,3 +112,28 @@ def test_a_moe_router_stays_16_bit_and_is_ignored() -> None:
     plans = {e.name: plan_tensor(e, text_only=False, int4_embeddings=False) for e in (router, q_proj)}
     assert plans == {router.name: "keep", q_proj.name: "quantize"}
     assert f"{PREFIX}.layers.0.router.proj" in ignore_list([router, q_proj], plans)
+
+
+def test_a_stray_dtype_is_a_warn_finding_that_passes_and_errors_are_fail(ct_dir: Path) -> None:
+    from gemmaserve.findings import Status
+
+    _edit_config(ct_dir, lambda c: c["text_config"].update(torch_dtype="float16"))
+    report = validate_checkpoint(str(ct_dir))
+    assert [(f.check, f.status) for f in report.findings] == [("dtype", Status.WARN)]
+    assert report.ok
+    _edit_config(ct_dir, lambda c: c["quantization_config"].update(ignore=[]))
+    report = validate_checkpoint(str(ct_dir))
+    assert not report.ok and {f.status for f in report.findings if f.check == "ignore"} == {Status.FAIL}
+
+
+def test_validate_json_and_text_speak_the_finding_fields(ct_dir: Path) -> None:
+    _edit_config(ct_dir, lambda c: c["quantization_config"].update(ignore=[]))
+    runner = CliRunner()
+    result = runner.invoke(app, ["checkpoint", "validate", str(ct_dir), "--json"])
+    assert result.exit_code == 1
+    finding = json.loads(result.stdout)["findings"][0]
+    assert finding["check"] == "ignore" and finding["status"] == "fail"
+    assert "not in the quantization ignore list" in finding["detail"] and finding["fix"].startswith("Add ")
+    assert "level" not in finding and "message" not in finding
+    text = runner.invoke(app, ["checkpoint", "validate", str(ct_dir)]).output
+    assert "\nfail: [ignore] " in text and "\n  fix: Add " in text

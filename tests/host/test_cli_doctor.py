@@ -22,10 +22,15 @@ def test_doctor_json_is_one_document_and_exit_1_without_a_gpu() -> None:
     code, out, _ = invoke(["doctor", "--python", sys.executable, "--json"])
     report = json.loads(out)
     assert code == 1 and report["ok"] is False
-    by_id = {check["id"]: check for check in report["checks"]}
+    by_id = {check["check"]: check for check in report["checks"]}
     assert by_id["gpu.driver"]["status"] == "fail"  # no nvidia-smi on this machine
     assert by_id["python.probe"]["status"] == "ok"
     assert all(check["status"] in {"ok", "warn", "fail", "unknown"} for check in report["checks"])
+    # Each check is a finding (gemmaserve.findings): the same fields as preflight and checkpoint validate.
+    assert all(
+        list(check) == ["check", "status", "detail", "fix", "title", "required", "where", "state", "commands"]
+        for check in report["checks"]
+    )
 
 
 def test_doctor_table_names_each_check() -> None:
@@ -51,7 +56,7 @@ def test_unknown_model_is_usage_exit_2_without_traceback() -> None:
 
 def test_missing_interpreter_fails_the_probe_check() -> None:
     code, out, _ = invoke(["doctor", "--python", "/nonexistent/bin/python", "--json"])
-    by_id = {check["id"]: check for check in json.loads(out)["checks"]}
+    by_id = {check["check"]: check for check in json.loads(out)["checks"]}
     assert code == 1
     assert by_id["python.probe"]["status"] == "fail"
     assert by_id["torch.import"]["status"] == "unknown"

@@ -22,8 +22,8 @@ def test_the_plan_follows_the_installed_vllm_when_no_version_is_asked(tmp_path: 
     assert report.plan is not None and report.plan.row is not None
     assert (report.plan.vllm_version, report.plan.vllm_from) == ("0.29", "the installed vLLM 0.29.0")
     assert report.plan.row == plan_deployment("gemma-4-e2b", "bf16", "t4", vllm_version="0.29")
-    plan_check = next(check for check in report.checks if check.id == "gpu.plan")
-    assert "vLLM 0.29 rules: the installed vLLM 0.29.0" in plan_check.evidence
+    plan_check = next(check for check in report.checks if check.check == "gpu.plan")
+    assert "vLLM 0.29 rules: the installed vLLM 0.29.0" in plan_check.detail
 
 
 def test_vllm_asked_for_wins_and_every_serving_setting_reaches_the_one_row(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ def test_doctor_reports_the_no_swap_host_with_fixes(tmp_path: Path) -> None:
         sources=sources,
     ).model_dump(mode="json")
     assert report["gpu"] == "t4" and report["ok"] is False  # type: ignore[index]
-    statuses = {check["id"]: check["status"] for check in report["checks"]}  # type: ignore[index]
+    statuses = {check["check"]: check["status"] for check in report["checks"]}  # type: ignore[index]
     failing = [check for check in report["checks"] if check["status"] == "fail"]  # type: ignore[index]
     assert failing and all(check["fix"] for check in failing), statuses
     text = result.content[0].text  # type: ignore[union-attr]
@@ -46,7 +46,7 @@ def test_doctor_on_this_host_equals_the_cli(tmp_path: Path) -> None:
     def stable(report: dict) -> dict:  # type: ignore[type-arg]
         # Free RAM and disk move between two runs a second apart; everything else must agree.
         checks = [
-            {k: v for k, v in check.items() if not (check["id"] in {"host.memory", "host.disk"} and k == "evidence")}
+            {k: v for k, v in check.items() if not (check["check"] in {"host.memory", "host.disk"} and k == "detail")}
             for check in report["checks"]
         ]
         return {**report, "checks": checks}

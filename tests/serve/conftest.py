@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from gemmaserve.host.verdicts import Check, CheckStatus, DoctorReport, make_report
+from gemmaserve.findings import Finding, Status
+from gemmaserve.host.verdicts import DoctorReport, make_report
 from gemmaserve.serve.launcher import ClampVerdict, LaunchSeams
 
 DUMMY = Path(__file__).with_name("dummy_vllm.py")
@@ -27,13 +28,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def report(*checks: Check) -> DoctorReport:
+def report(*checks: Finding) -> DoctorReport:
     default = (
-        Check(
-            id="gpu.driver",
+        Finding(
+            check="gpu.driver",
             title="GPU",
-            status=CheckStatus.OK,
-            evidence="GPU 0: NVIDIA L4, sm_89",
+            status=Status.OK,
+            detail="GPU 0: NVIDIA L4, sm_89",
         ),
     )
     return make_report(

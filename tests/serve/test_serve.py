@@ -13,7 +13,7 @@ from gemmaserve.errors import (
     ServerDied,
     ServerNotRunning,
 )
-from gemmaserve.host.verdicts import Check, CheckStatus
+from gemmaserve.findings import Finding, Status
 from gemmaserve.serve import records
 from gemmaserve.serve.launcher import ClampVerdict, start_server, vllm_serve_argv
 from gemmaserve.serve.supervisor import (
@@ -101,37 +101,37 @@ def test_start_waits_for_health_then_status_serving_and_stop(port: int, spawned:
     ("check", "expected"),
     [
         (
-            Check(
-                id="host.memory",
+            Finding(
+                check="host.memory",
                 title="RAM",
-                status=CheckStatus.FAIL,
-                evidence="7.0 GiB; needs 13.3 GiB",
+                status=Status.FAIL,
+                detail="7.0 GiB; needs 13.3 GiB",
                 fix="Add a 8 GiB swapfile: sudo fallocate -l 8G /swapfile",
             ),
             "8 GiB swapfile",
         ),
         (
-            Check(
-                id="vllm.import",
+            Finding(
+                check="vllm.import",
                 title="vLLM",
-                status=CheckStatus.FAIL,
-                evidence="ImportError: libcudart.so.13",
+                status=Status.FAIL,
+                detail="ImportError: libcudart.so.13",
                 fix="pip install --force-reinstall torch==2.13.0",
             ),
             "libcudart.so.13",
         ),
         (
-            Check(
-                id="torch.fp16_matmul",
+            Finding(
+                check="torch.fp16_matmul",
                 title="fp16",
-                status=CheckStatus.UNKNOWN,
-                evidence="not checked",
+                status=Status.UNKNOWN,
+                detail="not checked",
             ),
             "torch.fp16_matmul is unknown",
         ),
     ],
 )
-def test_start_refuses_when_doctor_did_not_pass(port: int, spawned: Spawned, check: Check, expected: str) -> None:
+def test_start_refuses_when_doctor_did_not_pass(port: int, spawned: Spawned, check: Finding, expected: str) -> None:
     with pytest.raises(InterlockRefused) as refused:
         start_server(
             PLAN_ARGS,

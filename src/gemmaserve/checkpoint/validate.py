@@ -23,18 +23,14 @@ from gemmaserve.checkpoint.sources import (
     open_source,
     tensor_locations,
 )
+from gemmaserve.findings import Finding, Status, all_pass
 
 _TORCH_DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
 
 
-class Finding(BaseModel):
-    level: str  # "error" | "warning"
-    check: str
-    message: str
-    fix: str
-
-
 class ValidateReport(BaseModel):
+    """``ok`` is False when any finding fails (a ``warn`` finding, such as a stray dtype, passes)."""
+
     source: str
     ok: bool
     tensors: int
@@ -54,8 +50,8 @@ def _ignored(module: str, ignore: list[str]) -> bool:
 def validate_source(source: CheckpointSource) -> ValidateReport:
     findings: list[Finding] = []
 
-    def add(level: str, check: str, message: str, fix: str) -> None:
-        findings.append(Finding(level=level, check=check, message=message, fix=fix))
+    def add(status: Status, check: str, detail: str, fix: str) -> None:
+        findings.append(Finding(check=check, status=status, detail=detail, fix=fix))
 
     config = source.load_config()
     locations = tensor_locations(source)
@@ -64,15 +60,15 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
         weight_map = index.get("weight_map") or {}
         for name, shard in sorted(weight_map.items()):
             if name not in locations:
-                add("error", "index", f"{INDEX_FILE} lists {name} in {shard}, which does not store it.",
+                add(Status.FAIL, "index", f"{INDEX_FILE} lists {name} in {shard}, which does not store it.",
                     "Regenerate the index from the shards, or restore the missing shard.")  # fmt: skip
             elif locations[name][1].file != shard:
-                add("error", "index", f"{name} is in {locations[name][1].file}, the index says {shard}.",
+                add(Status.FAIL, "index", f"{name} is in {locations[name][1].file}, the index says {shard}.",
                     "Regenerate the index from the shards.")  # fmt: skip
         for name in sorted(set(locations) - set(weight_map)):
-            add("error", "index", f"{name} is stored but missing from {INDEX_FILE}.", "Regenerate the index.")
+            add(Status.FAIL, "index", f"{name} is stored but missing from {INDEX_FILE}.", "Regenerate the index.")
     if config is None:
-        add("error", "config", "No config.json.", "Copy config.json from the model the weights came from.")
+        add(Status.FAIL, "config", "No config.json.", "Copy config.json from the model the weights came from.")
         return ValidateReport(source=source.label, ok=False, tensors=len(locations), findings=findings)
 
     text = text_config(config)
@@ -83,7 +79,7 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
     embeddings = [n for n in locations if n.endswith("embed_tokens.weight") and classify_tensor(n) == "vocab_embedding"]
     if not embeddings:
         add(
-            "error",
+            Status.FAIL,
             "tensors",
             "No vocabulary embedding (…embed_tokens.weight) is stored.",
             "Restore the shard that holds it.",
@@ -92,7 +88,7 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
         shape = list(locations[name][1].shape)
         if hidden and vocab and shape != [vocab, hidden]:
             add(
-                "error",
+                Status.FAIL,
                 "shapes",
                 f"{name} is {shape}, config says [{vocab}, {hidden}].",
                 "Use the config.json of this checkpoint.",
@@ -106,7 +102,7 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
         ]
         if not ple_names:
             add(
-                "error",
+                Status.FAIL,
                 "tensors",
                 "Config has per-layer inputs but no embed_tokens_per_layer is stored.",
                 "Restore it.",
@@ -115,7 +111,7 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
             entry = locations[name][1]
             width = entry.shape[1] * (8 if entry.dtype == "I32" else 1) if len(entry.shape) == 2 else None
             if width != ple * layers:
-                add("error", "shapes", f"{name} holds width {width}, config says {ple} x {layers} layers.",
+                add(Status.FAIL, "shapes", f"{name} holds width {width}, config says {ple} x {layers} layers.",
                     "Use the config.json of this checkpoint.")  # fmt: skip
     if layers:
         present = {
@@ -125,11 +121,11 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
         }
         missing = sorted(set(range(int(layers))) - present)
         if missing:
-            add("error", "tensors", f"Decoder layers {missing[:10]} named by num_hidden_layers={layers} have no tensors.",
+            add(Status.FAIL, "tensors", f"Decoder layers {missing[:10]} named by num_hidden_layers={layers} have no tensors.",
                 "A shard is missing or the config belongs to another model.")  # fmt: skip
     if tied_embeddings(config) is False and not any(n.startswith("lm_head.") for n in locations):
         add(
-            "error",
+            Status.FAIL,
             "tensors",
             "tie_word_embeddings is false but no lm_head is stored.",
             "Restore lm_head or set tie_word_embeddings.",
@@ -146,7 +142,7 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
     )
     packed_modules = sorted(n[: -len(".weight_packed")] for n in locations if n.endswith(".weight_packed"))
     if packed_modules and qc is None:
-        add("error", "quantization", "Packed 4-bit weights are stored but config.json has no quantization_config.",
+        add(Status.FAIL, "quantization", "Packed 4-bit weights are stored but config.json has no quantization_config.",
             "Add the compressed-tensors quantization_config this build was made with.")  # fmt: skip
     for module in packed_modules:
         packed = locations[f"{module}.weight_packed"][1]
@@ -154,7 +150,7 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
         shape_loc = locations.get(f"{module}.weight_shape")
         if packed.dtype != "I32" or len(packed.shape) != 2:
             add(
-                "error",
+                Status.FAIL,
                 "packed",
                 f"{module}.weight_packed is {packed.dtype} {list(packed.shape)}, expected I32 2-D.",
                 "Repack.",
@@ -162,24 +158,24 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
             continue
         rows, cols = packed.shape[0], packed.shape[1] * 8
         if shape_loc is None or shape_loc[1].dtype != "I64" or shape_loc[1].shape != (2,):
-            add("error", "packed", f"{module}.weight_shape is missing or not I64[2].", "Repack the checkpoint.")
+            add(Status.FAIL, "packed", f"{module}.weight_shape is missing or not I64[2].", "Repack the checkpoint.")
         else:
             stored = np.frombuffer(source.read_rows(shape_loc[0], shape_loc[1], 0, 2).tobytes(), "<i8").tolist()
             if stored[0] != rows or not cols - 8 < stored[1] <= cols:
                 add(
-                    "error",
+                    Status.FAIL,
                     "packed",
                     f"{module}.weight_shape says {stored}, weight_packed holds [{rows}, {cols}].",
                     "Repack.",
                 )
         if scale is None:
-            add("error", "packed", f"{module}.weight_scale is missing.", "Repack the checkpoint.")
+            add(Status.FAIL, "packed", f"{module}.weight_scale is missing.", "Repack the checkpoint.")
         elif group and scale[1].shape != (rows, cols // group):
-            add("error", "packed", f"{module}.weight_scale is {list(scale[1].shape)}, expected [{rows}, {cols // group}] for group {group}.",
+            add(Status.FAIL, "packed", f"{module}.weight_scale is {list(scale[1].shape)}, expected [{rows}, {cols // group}] for group {group}.",
                 "Repack, or fix group_size in quantization_config.")  # fmt: skip
         if _ignored(module, ignore):
             add(
-                "error",
+                Status.FAIL,
                 "ignore",
                 f"{module} is stored packed but listed in the ignore list.",
                 f"Remove {module} from ignore.",
@@ -193,20 +189,23 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
             if "embed_tokens" in leaf or "norm" in leaf:
                 continue
             if not _ignored(module, ignore):
-                add("error", "ignore", f"{module} is stored in 16 bits but not in the quantization ignore list: vLLM will fail to load it.",
+                add(Status.FAIL, "ignore", f"{module} is stored in 16 bits but not in the quantization ignore list: vLLM will fail to load it.",
                     f'Add "{module}" to quantization_config.ignore.')  # fmt: skip
     if dtype:
         for name, (_, entry) in sorted(locations.items()):
             if entry.dtype in grid.FLOAT_DTYPES and entry.dtype != dtype and not name.endswith("weight_scale"):
-                add("warning", "dtype", f"{name} is {entry.dtype}, the config's dtype is {dtype}.", "Check the export.")
+                add(
+                    Status.WARN,
+                    "dtype",
+                    f"{name} is {entry.dtype}, the config's dtype is {dtype}.",
+                    "Check the export.",
+                )
                 break
-    return ValidateReport(
-        source=source.label, ok=not any(f.level == "error" for f in findings), tensors=len(locations), findings=findings
-    )
+    return ValidateReport(source=source.label, ok=all_pass(findings), tensors=len(locations), findings=findings)
 
 
 def validate_checkpoint(source: str, *, revision: str | None = None, hub_api: Any = None) -> ValidateReport:
-    """Validate a local directory or hub repo; ``ok`` is False when any finding is an error."""
+    """Validate a local directory or hub repo; ``ok`` is False when any finding fails."""
     opened = open_source(source, revision=revision, hub_api=hub_api)
     try:
         return validate_source(opened)

@@ -188,7 +188,7 @@ def _render_repack(report: Any) -> None:
 @request_options(ValidateRequest)
 @json_option
 def validate_cmd(request: ValidateRequest, as_json: bool) -> None:
-    """Check SOURCE's config against its shards before a deploy; exits 1 on any error finding.
+    """Check SOURCE's config against its shards before a deploy; exits 1 on any failed finding.
 
     \b
     Examples:
@@ -207,4 +207,4 @@ def _render_validate(report: Any) -> None:
     # Plain echo, not rich: findings quote names and brackets that rich would read as markup.
     click.echo(f"{report.source}: {report.tensors} tensors, {'ok' if report.ok else 'problems found'}")
     for f in report.findings:
-        click.echo(f"{f.level}: [{f.check}] {f.message}\n  fix: {f.fix}")
+        click.echo(f"{f.status.value}: [{f.check}] {f.detail}\n  fix: {f.fix}")

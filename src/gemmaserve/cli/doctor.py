@@ -10,19 +10,20 @@ import click
 
 from gemmaserve.cli.options import request_options
 from gemmaserve.cli.output import console, emit, json_option
+from gemmaserve.findings import Finding, Status
 from gemmaserve.host.doctor import DoctorRequest
-from gemmaserve.host.verdicts import Check, CheckStatus, DoctorReport
+from gemmaserve.host.verdicts import DoctorReport
 
 TABLE_WIDTH = 100
 
 _STYLE = {
-    CheckStatus.OK: "green",
-    CheckStatus.WARN: "yellow",
-    CheckStatus.FAIL: "red",
-    CheckStatus.UNKNOWN: "magenta",
-    CheckStatus.NOT_APPLICABLE: "cyan",
+    Status.OK: "green",
+    Status.WARN: "yellow",
+    Status.FAIL: "red",
+    Status.UNKNOWN: "magenta",
+    Status.NOT_APPLICABLE: "cyan",
 }
-_SHORT = {CheckStatus.NOT_APPLICABLE: "n/a"}
+_SHORT = {Status.NOT_APPLICABLE: "n/a"}
 
 
 @click.command(name="doctor")
@@ -50,7 +51,7 @@ def cli(ctx: click.Context, request: DoctorRequest, as_json: bool) -> None:
         ctx.exit(1)
 
 
-def _fix_cell(check: Check, numbers: dict[str, int]) -> str:
+def _fix_cell(check: Finding, numbers: dict[str, int]) -> str:
     """The fix's words, each command replaced by the number it has under the table."""
     text = check.fix or ""
     for command in check.commands:
@@ -79,21 +80,21 @@ def render_report(report: DoctorReport) -> None:
         for command in check.commands:
             if command not in numbers:
                 numbers[command] = len(numbers) + 1
-                commands.append((numbers[command], check.id, command))
+                commands.append((numbers[command], check.check, command))
     grid = Table(header_style="bold", show_lines=True, width=min(out.width, TABLE_WIDTH))
     grid.add_column("", no_wrap=True)
     grid.add_column("check", no_wrap=True)
-    grid.add_column("evidence", ratio=3, overflow="fold")
+    grid.add_column("detail", ratio=3, overflow="fold")
     with_fixes = any(check.fix for check in report.checks)
-    if with_fixes:  # an empty column would only take width from the evidence
+    if with_fixes:  # an empty column would only take width from the detail
         grid.add_column("fix", ratio=2, overflow="fold")
     for check in report.checks:
         style = _STYLE[check.status]
         mark = f"[{style}]{_SHORT.get(check.status, check.status.value)}[/]"
-        name = escape(check.id) + ("\n(advisory)" if not check.required else "")
-        if check.broken_state:
-            name += f"\n[red]{escape(check.broken_state)}[/]"
-        cells = [mark, name, escape(check.evidence)]
+        name = escape(check.check) + ("\n(advisory)" if not check.required else "")
+        if check.state:
+            name += f"\n[red]{escape(check.state)}[/]"
+        cells = [mark, name, escape(check.detail)]
         grid.add_row(*cells, *([escape(_fix_cell(check, numbers))] if with_fixes else []))
     out.print(grid)
     verdict = (

@@ -2,7 +2,8 @@
 
 Probes (memory, disk, gpu, interpreter) do the I/O through injectable sources
 and never raise for a failed step: each records the exception text instead.
-``checks`` turns probe results into typed verdicts; ``doctor`` wires both.
+``host_checks`` and ``python_checks`` turn probe results into findings (``gemmaserve.findings``);
+``doctor`` wires both.
 
 The action: ``doctor(DoctorRequest(...)) -> DoctorReport``. Imported on first use, so that
 ``import gemmaserve.host`` stays cheap.
@@ -18,11 +19,11 @@ _EXPORTS = {
     "DoctorSources": "gemmaserve.host.doctor",
     "doctor": "gemmaserve.host.doctor",
     "DoctorReport": "gemmaserve.host.verdicts",
-    "Check": "gemmaserve.host.verdicts",
-    "CheckStatus": "gemmaserve.host.verdicts",
+    "Finding": "gemmaserve.findings",
+    "Status": "gemmaserve.findings",
 }
 
-__all__ = ["Check", "CheckStatus", "DoctorReport", "DoctorRequest", "DoctorSources", "doctor"]
+__all__ = ["DoctorReport", "DoctorRequest", "DoctorSources", "Finding", "Status", "doctor"]
 
 
 def __getattr__(name: str) -> Any:

@@ -23,6 +23,7 @@ from typing import Annotated, ClassVar
 from pydantic import Field
 
 from gemmaserve.errors import UsageError
+from gemmaserve.findings import Finding, Status
 from gemmaserve.host import host_checks, python_checks
 from gemmaserve.host.disk import (
     DiskFacts,
@@ -41,8 +42,6 @@ from gemmaserve.host.memory import MEMINFO_PATH, MemoryFacts, probe_memory
 from gemmaserve.host.probed import Probed, describe_exception
 from gemmaserve.host.runner import CommandRunner, run_command
 from gemmaserve.host.verdicts import (
-    Check,
-    CheckStatus,
     DoctorReport,
     HostNeeds,
     HostPlan,
@@ -139,9 +138,9 @@ def judge(
     gpus: Probed[list[GpuInfo]],
     interpreter: Probed[InterpreterFacts],
     needs: Probed[HostNeeds],
-) -> list[Check]:
+) -> list[Finding]:
     """All verdicts, in order (pure)."""
-    checks: list[Check] = [
+    checks: list[Finding] = [
         host_checks.check_host_memory(memory, needs),
         host_checks.check_disk(disk, needs),
         host_checks.check_gpu(gpus),
@@ -149,7 +148,7 @@ def judge(
         python_checks.check_probe(interpreter, python),
     ]
     facts = interpreter.value
-    later: list[tuple[str, str, Callable[[InterpreterFacts], Check], bool]] = [
+    later: list[tuple[str, str, Callable[[InterpreterFacts], Finding], bool]] = [
         (
             "torch.import",
             "torch imports",
@@ -211,16 +210,16 @@ def judge(
             False,
         ),
     ]
-    passed = {check.id: check.passed for check in checks}
+    passed = {finding.check: finding.passed for finding in checks}
     for check_id, title, run, required in later:
         blocked = [dep for dep in PREREQUISITES.get(check_id, ()) if not passed.get(dep, False)]
         if blocked or facts is None:
-            check = Check(
-                id=check_id,
+            check = Finding(
+                check=check_id,
                 title=title,
-                status=CheckStatus.UNKNOWN,
+                status=Status.UNKNOWN,
                 required=required,
-                evidence=f"not checked: {', '.join(blocked) or 'python.probe'} did not pass",
+                detail=f"not checked: {', '.join(blocked) or 'python.probe'} did not pass",
             )
         else:
             check = run(facts)
@@ -245,33 +244,33 @@ GPU_ONLY_CHECKS = (
 
 
 def _gpu_checks_not_applicable(
-    checks: list[Check], facts: InterpreterFacts, gpus: Probed[list[GpuInfo]]
-) -> list[Check]:
+    checks: list[Finding], facts: InterpreterFacts, gpus: Probed[list[GpuInfo]]
+) -> list[Finding]:
     """vLLM runs on the CPU platform: GPU checks pass as not-applicable, saying so (pure)."""
     engine = f"{facts.vllm.distribution or 'vllm'} {facts.vllm.engine_version}"
     why = f"not applicable: {engine} runs on the CPU platform"
     judged = []
-    for check in checks:
-        if check.id in GPU_ONLY_CHECKS:
-            check = check.model_copy(
+    for finding in checks:
+        if finding.check in GPU_ONLY_CHECKS:
+            finding = finding.model_copy(
                 update={
-                    "status": CheckStatus.NOT_APPLICABLE,
-                    "evidence": why,
+                    "status": Status.NOT_APPLICABLE,
+                    "detail": why,
                     "fix": None,
                     "commands": [],
-                    "broken_state": None,
+                    "state": None,
                 }
             )
-        elif check.id == "vllm.platform" and gpus.value:
-            check = check.model_copy(
+        elif finding.check == "vllm.platform" and gpus.value:
+            finding = finding.model_copy(
                 update={
-                    "status": CheckStatus.WARN,
-                    "evidence": f"{check.evidence}; nvidia-smi sees {len(gpus.value)} GPU(s), "
+                    "status": Status.WARN,
+                    "detail": f"{finding.detail}; nvidia-smi sees {len(gpus.value)} GPU(s), "
                     "which this vLLM will not use",
                     "fix": "Install the CUDA build of vLLM to serve on the GPU",
                 }
             )
-        judged.append(check)
+        judged.append(finding)
     return judged
 
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 
+from gemmaserve.findings import Finding, Status
 from gemmaserve.host.disk import GIB, DiskFacts, DiskRole
 from gemmaserve.host.gpu import GpuInfo
 from gemmaserve.host.memory import MemoryFacts
 from gemmaserve.host.probed import Probed
-from gemmaserve.host.verdicts import Check, CheckStatus, HostNeeds
+from gemmaserve.host.verdicts import HostNeeds
 
 # Temp space vLLM and torch use at start-up (compile artefacts, shared-memory files).
 TEMP_MIN_GIB = 2.0
@@ -42,14 +43,14 @@ def swapfile_commands(size_gib: int, path: str = "/swapfile") -> str:
     return f"{make}   (to keep it after reboot: {keep})"
 
 
-def check_host_memory(memory: Probed[MemoryFacts], needs: Probed[HostNeeds]) -> Check:
+def check_host_memory(memory: Probed[MemoryFacts], needs: Probed[HostNeeds]) -> Finding:
     title = "Host RAM + swap can stage the checkpoint"
     if memory.value is None:
-        return Check(
-            id="host.memory",
+        return Finding(
+            check="host.memory",
             title=title,
-            status=CheckStatus.UNKNOWN,
-            evidence=f"/proc/meminfo: {memory.error}",
+            status=Status.UNKNOWN,
+            detail=f"/proc/meminfo: {memory.error}",
         )
     facts = memory.value
     have = (
@@ -57,35 +58,35 @@ def check_host_memory(memory: Probed[MemoryFacts], needs: Probed[HostNeeds]) -> 
         f"+ free swap {facts.swap_free_gib:.1f} GiB (of {facts.swap_total_bytes / GIB:.1f} GiB)"
     )
     if needs.value is None:
-        return Check(
-            id="host.memory",
+        return Finding(
+            check="host.memory",
             title=title,
-            status=CheckStatus.UNKNOWN,
-            evidence=f"{have}; what loading needs is unknown: {needs.error}",
+            status=Status.UNKNOWN,
+            detail=f"{have}; what loading needs is unknown: {needs.error}",
         )
     plan = needs.value
     needed = plan.host_ram_needed_gib
     what = f"loading {plan.model} {plan.encoding} needs {needed:.1f} GiB"
     if facts.stageable_gib >= needed:
         if facts.mem_available_gib >= needed:
-            return Check(
-                id="host.memory",
+            return Finding(
+                check="host.memory",
                 title=title,
-                status=CheckStatus.OK,
-                evidence=f"{have}; {what}",
+                status=Status.OK,
+                detail=f"{have}; {what}",
             )
-        return Check(
-            id="host.memory",
+        return Finding(
+            check="host.memory",
             title=title,
-            status=CheckStatus.WARN,
-            evidence=f"{have}; {what}: the load will page through swap and be slower",
+            status=Status.WARN,
+            detail=f"{have}; {what}: the load will page through swap and be slower",
         )
     size = swapfile_size_gib(needed - facts.stageable_gib)
-    return Check(
-        id="host.memory",
+    return Finding(
+        check="host.memory",
         title=title,
-        status=CheckStatus.FAIL,
-        evidence=f"{have} = {facts.stageable_gib:.1f} GiB; {what}: the kernel's OOM killer will stop vLLM mid-load",
+        status=Status.FAIL,
+        detail=f"{have} = {facts.stageable_gib:.1f} GiB; {what}: the kernel's OOM killer will stop vLLM mid-load",
         fix=f"Add a {size} GiB swapfile: {swapfile_commands(size)}",
         commands=swapfile_command_lines(size),
     )
@@ -99,7 +100,7 @@ def _role_need_gib(role: DiskRole, needs: HostNeeds) -> float:
     }[role]
 
 
-def check_disk(disk: DiskFacts, needs: Probed[HostNeeds]) -> Check:
+def check_disk(disk: DiskFacts, needs: Probed[HostNeeds]) -> Finding:
     title = "Disk for the install, temp and weights-cache paths"
     lines = []
     for space in disk.paths:
@@ -111,19 +112,19 @@ def check_disk(disk: DiskFacts, needs: Probed[HostNeeds]) -> Check:
                 f"{space.role.value} {shown}: {(space.free_bytes or 0) / GIB:.1f} GiB free on device {space.device}"
             )
     if any(space.error for space in disk.paths):
-        return Check(
-            id="host.disk",
+        return Finding(
+            check="host.disk",
             title=title,
-            status=CheckStatus.UNKNOWN,
-            evidence="; ".join(lines),
+            status=Status.UNKNOWN,
+            detail="; ".join(lines),
         )
     if needs.value is None:
         lines.append(f"what the deployment needs is unknown: {needs.error}")
-        return Check(
-            id="host.disk",
+        return Finding(
+            check="host.disk",
             title=title,
-            status=CheckStatus.UNKNOWN,
-            evidence="; ".join(lines),
+            status=Status.UNKNOWN,
+            detail="; ".join(lines),
         )
     plan = needs.value
     short: list[str] = []
@@ -137,15 +138,15 @@ def check_disk(disk: DiskFacts, needs: Probed[HostNeeds]) -> Check:
     if plan.checkpoint_cached:
         lines.append(f"{plan.repo_id} is already in the weights cache")
     if short:
-        return Check(
-            id="host.disk",
+        return Finding(
+            check="host.disk",
             title=title,
-            status=CheckStatus.FAIL,
-            evidence="; ".join(lines),
+            status=Status.FAIL,
+            detail="; ".join(lines),
             fix="; ".join(short)
             + " — or point a path at a larger disk (TMPDIR=/big/tmp, HF_HOME=/big/hf) before installing and serving",
         )
-    return Check(id="host.disk", title=title, status=CheckStatus.OK, evidence="; ".join(lines))
+    return Finding(check="host.disk", title=title, status=Status.OK, detail="; ".join(lines))
 
 
 def describe_gpu(gpu: GpuInfo) -> str:
@@ -154,72 +155,72 @@ def describe_gpu(gpu: GpuInfo) -> str:
     return f"GPU {gpu.index}: {gpu.name}, {sm}, {memory}, driver {gpu.driver_version or 'unknown'}"
 
 
-def check_gpu(gpus: Probed[list[GpuInfo]]) -> Check:
+def check_gpu(gpus: Probed[list[GpuInfo]]) -> Finding:
     title = "An NVIDIA GPU and driver (nvidia-smi)"
     if not gpus.value:
-        return Check(
-            id="gpu.driver",
+        return Finding(
+            check="gpu.driver",
             title=title,
-            status=CheckStatus.FAIL,
-            evidence=gpus.error or "no GPU listed",
+            status=Status.FAIL,
+            detail=gpus.error or "no GPU listed",
             fix="Run on a GPU instance (g4dn/g6/g6e) with the NVIDIA driver installed, "
             f"e.g. an AWS Deep Learning AMI, or: {DRIVER_INSTALL}",
             commands=[DRIVER_INSTALL],
         )
     first = gpus.value[0]
     if first.sm is None:
-        return Check(
-            id="gpu.driver",
+        return Finding(
+            check="gpu.driver",
             title=title,
-            status=CheckStatus.UNKNOWN,
-            evidence=f"{describe_gpu(first)}: this driver does not report compute_cap",
+            status=Status.UNKNOWN,
+            detail=f"{describe_gpu(first)}: this driver does not report compute_cap",
             fix="Upgrade the NVIDIA driver to 580 or newer (CUDA 13 builds of torch need it anyway)",
         )
     others = f" (+{len(gpus.value) - 1} more)" if len(gpus.value) > 1 else ""
-    return Check(
-        id="gpu.driver",
+    return Finding(
+        check="gpu.driver",
         title=title,
-        status=CheckStatus.OK,
-        evidence=describe_gpu(first) + others,
+        status=Status.OK,
+        detail=describe_gpu(first) + others,
     )
 
 
-def check_plan_fits(needs: Probed[HostNeeds], gpus: Probed[list[GpuInfo]]) -> Check:
+def check_plan_fits(needs: Probed[HostNeeds], gpus: Probed[list[GpuInfo]]) -> Finding:
     title = "The model fits this GPU (plan)"
     if needs.value is None:
-        return Check(
-            id="gpu.plan",
+        return Finding(
+            check="gpu.plan",
             title=title,
-            status=CheckStatus.UNKNOWN,
-            evidence=f"no plan: {needs.error}",
+            status=Status.UNKNOWN,
+            detail=f"no plan: {needs.error}",
         )
     plan = needs.value
     if not gpus.value and plan.gpu is None:
-        return Check(
-            id="gpu.plan",
+        return Finding(
+            check="gpu.plan",
             title=title,
-            status=CheckStatus.UNKNOWN,
-            evidence="not checked: no GPU to plan for",
+            status=Status.UNKNOWN,
+            detail="not checked: no GPU to plan for",
         )
     if plan.fits is None or plan.gpu is None:
         shown = describe_gpu(gpus.value[0]) if gpus.value else "no GPU"
-        return Check(
-            id="gpu.plan",
+        return Finding(
+            check="gpu.plan",
             title=title,
-            status=CheckStatus.UNKNOWN,
-            evidence=f"{shown} is not a GPU in the catalog, so no plan was made for it",
+            status=Status.UNKNOWN,
+            detail=f"{shown} is not a GPU in the catalog, so no plan was made for it",
             fix="Name the closest catalog GPU with --gpu (see `gemmaserve plan`)",
         )
     rules = f" ({plan.vllm_rules})" if plan.vllm_rules else ""
     evidence = f"{plan.model} {plan.encoding} on {plan.gpu}: {plan.verdict}"
     if plan.fits:
-        return Check(id="gpu.plan", title=title, status=CheckStatus.OK, evidence=evidence + rules)
+        return Finding(check="gpu.plan", title=title, status=Status.OK, detail=evidence + rules)
     command = "gemmaserve plan --model " + plan.model
-    return Check(
-        id="gpu.plan",
+    return Finding(
+        check="gpu.plan",
         title=title,
-        status=CheckStatus.FAIL,
-        evidence=f"{evidence}: {plan.binding_term}{rules}",
+        status=Status.FAIL,
+        detail=f"{evidence}: {plan.binding_term}{rules}",
         fix="Pick a smaller encoding or a larger GPU: " + command,
         commands=[command],
     )

@@ -18,10 +18,10 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
+from gemmaserve.findings import Finding, Status
 from gemmaserve.host.gpu import GpuInfo
 from gemmaserve.host.interpreter import InterpreterFacts
 from gemmaserve.host.probed import Probed
-from gemmaserve.host.verdicts import Check, CheckStatus
 
 # The PyPI Linux wheels of torch are the CUDA builds (cu130 for 2.9+, carrying sm_75 up);
 # naming the index overrides a pip.conf that points at the CPU index.
@@ -68,103 +68,103 @@ def _is_cpu_torch(facts: InterpreterFacts) -> bool:
     return facts.torch.imported and (facts.torch.cuda_build is None or version.endswith("+cpu"))
 
 
-def _unknown(check_id: str, title: str, why: str) -> Check:
-    return Check(
-        id=check_id,
+def _unknown(check_id: str, title: str, why: str) -> Finding:
+    return Finding(
+        check=check_id,
         title=title,
-        status=CheckStatus.UNKNOWN,
-        evidence=f"not checked: {why}",
+        status=Status.UNKNOWN,
+        detail=f"not checked: {why}",
     )
 
 
-def check_probe(probe: Probed[InterpreterFacts], python: str) -> Check:
+def check_probe(probe: Probed[InterpreterFacts], python: str) -> Finding:
     title = "The target interpreter runs"
     if probe.value is None:
-        return Check(
-            id="python.probe",
+        return Finding(
+            check="python.probe",
             title=title,
-            status=CheckStatus.FAIL,
-            evidence=f"{python}: {probe.error}",
+            status=Status.FAIL,
+            detail=f"{python}: {probe.error}",
             fix="Pass the interpreter vLLM runs under: gemmaserve doctor --python /path/to/venv/bin/python",
             commands=["gemmaserve doctor --python /path/to/venv/bin/python"],
         )
     info = probe.value.python
-    return Check(
-        id="python.probe",
+    return Finding(
+        check="python.probe",
         title=title,
-        status=CheckStatus.OK,
-        evidence=f"{info.executable} (Python {info.version}, prefix {info.prefix})",
+        status=Status.OK,
+        detail=f"{info.executable} (Python {info.version}, prefix {info.prefix})",
     )
 
 
-def check_torch_import(facts: InterpreterFacts, python: str) -> Check:
+def check_torch_import(facts: InterpreterFacts, python: str) -> Finding:
     title = "torch imports"
     torch = facts.torch
     if torch.imported:
-        return Check(
-            id="torch.import",
+        return Finding(
+            check="torch.import",
             title=title,
-            status=CheckStatus.OK,
-            evidence=f"torch {torch.version}",
+            status=Status.OK,
+            detail=f"torch {torch.version}",
         )
     error = torch.import_error or torch.probe_error or "unknown error"
     if "libcudnn.so" in error:
-        return Check(
-            id="torch.import",
+        return Finding(
+            check="torch.import",
             title=title,
-            status=CheckStatus.FAIL,
-            broken_state=STATE_NO_DEPS_TORCH,
-            evidence=f"{error} — a CUDA torch installed without its nvidia-* dependencies (pip --no-deps)",
+            status=Status.FAIL,
+            state=STATE_NO_DEPS_TORCH,
+            detail=f"{error} — a CUDA torch installed without its nvidia-* dependencies (pip --no-deps)",
             **torch_fix(python, facts),
         )
     if error.startswith("ModuleNotFoundError"):
-        return Check(
-            id="torch.import",
+        return Finding(
+            check="torch.import",
             title=title,
-            status=CheckStatus.FAIL,
-            evidence=error,
+            status=Status.FAIL,
+            detail=error,
             fix=f"{shlex.quote(python)} -m pip install vllm   (it pulls the torch it is built for)",
             commands=[f"{shlex.quote(python)} -m pip install vllm"],
         )
-    return Check(
-        id="torch.import",
+    return Finding(
+        check="torch.import",
         title=title,
-        status=CheckStatus.FAIL,
-        evidence=error,
+        status=Status.FAIL,
+        detail=error,
         **torch_fix(python, facts),
     )
 
 
-def check_torch_cuda_build(facts: InterpreterFacts, python: str) -> Check:
+def check_torch_cuda_build(facts: InterpreterFacts, python: str) -> Finding:
     title = "torch is a CUDA build"
     if _is_cpu_torch(facts):
         vllm_present = facts.vllm.distribution_version is not None
-        return Check(
-            id="torch.cuda_build",
+        return Finding(
+            check="torch.cuda_build",
             title=title,
-            status=CheckStatus.FAIL,
-            broken_state=STATE_CPU_TORCH if vllm_present else None,
-            evidence=f"torch {facts.torch.version} has no CUDA (torch.version.cuda is None)"
+            status=Status.FAIL,
+            state=STATE_CPU_TORCH if vllm_present else None,
+            detail=f"torch {facts.torch.version} has no CUDA (torch.version.cuda is None)"
             + (f", under vLLM {facts.vllm.distribution_version}, which needs CUDA" if vllm_present else ""),
             **torch_fix(python, facts),
         )
-    return Check(
-        id="torch.cuda_build",
+    return Finding(
+        check="torch.cuda_build",
         title=title,
-        status=CheckStatus.OK,
-        evidence=f"torch {facts.torch.version} built for CUDA {facts.torch.cuda_build}",
+        status=Status.OK,
+        detail=f"torch {facts.torch.version} built for CUDA {facts.torch.cuda_build}",
     )
 
 
-def check_cuda_available(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]]) -> Check:
+def check_cuda_available(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]]) -> Finding:
     title = "torch sees the GPU (torch.cuda.is_available())"
     torch = facts.torch
     if torch.cuda_available:
-        return Check(
-            id="torch.cuda",
+        return Finding(
+            check="torch.cuda",
             title=title,
-            status=CheckStatus.OK,
-            evidence=f"{torch.device_count} device(s)",
+            status=Status.OK,
+            detail=f"{torch.device_count} device(s)",
         )
     driver = gpus.value[0].driver_version if gpus.value else None
     major = int(torch.cuda_build.split(".")[0]) if torch.cuda_build and torch.cuda_build[0].isdigit() else None
@@ -178,11 +178,11 @@ def check_cuda_available(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]]) -
         if needed
         else "Check that the driver loads (nvidia-smi) and that CUDA_VISIBLE_DEVICES is not empty"
     )
-    return Check(
-        id="torch.cuda",
+    return Finding(
+        check="torch.cuda",
         title=title,
-        status=CheckStatus.FAIL,
-        evidence=evidence,
+        status=Status.FAIL,
+        detail=evidence,
         fix=fix,
     )
 
@@ -195,99 +195,99 @@ def gpu_sm(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]]) -> int | None:
     return None
 
 
-def check_arch_list(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]], python: str) -> Check:
+def check_arch_list(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]], python: str) -> Finding:
     title = "torch's arch list contains the GPU's sm"
     arch_list = facts.torch.arch_list
     sm = gpu_sm(facts, gpus)
     if arch_list is None:
-        return Check(
-            id="torch.arch_list",
+        return Finding(
+            check="torch.arch_list",
             title=title,
-            status=CheckStatus.UNKNOWN,
-            evidence=facts.torch.arch_list_error or "not reported",
+            status=Status.UNKNOWN,
+            detail=facts.torch.arch_list_error or "not reported",
         )
     if not arch_list:
-        return Check(
-            id="torch.arch_list",
+        return Finding(
+            check="torch.arch_list",
             title=title,
-            status=CheckStatus.FAIL,
-            broken_state=STATE_CPU_TORCH if facts.vllm.distribution_version else None,
-            evidence="torch.cuda.get_arch_list() is empty: this torch carries no GPU kernels",
+            status=Status.FAIL,
+            state=STATE_CPU_TORCH if facts.vllm.distribution_version else None,
+            detail="torch.cuda.get_arch_list() is empty: this torch carries no GPU kernels",
             **torch_fix(python, facts),
         )
     if sm is None:
-        return Check(
-            id="torch.arch_list",
+        return Finding(
+            check="torch.arch_list",
             title=title,
-            status=CheckStatus.UNKNOWN,
-            evidence=f"{arch_list}; the GPU's sm is unknown",
+            status=Status.UNKNOWN,
+            detail=f"{arch_list}; the GPU's sm is unknown",
         )
     if f"sm_{sm}" in arch_list:
-        return Check(
-            id="torch.arch_list",
+        return Finding(
+            check="torch.arch_list",
             title=title,
-            status=CheckStatus.OK,
-            evidence=f"sm_{sm} in {arch_list}",
+            status=Status.OK,
+            detail=f"sm_{sm} in {arch_list}",
         )
     ptx = [int(a.split("_")[1]) for a in arch_list if re.fullmatch(r"compute_\d+", a)]
     if any(p <= sm for p in ptx):
-        return Check(
-            id="torch.arch_list",
+        return Finding(
+            check="torch.arch_list",
             title=title,
-            status=CheckStatus.WARN,
-            evidence=f"sm_{sm} not in {arch_list}; PTX will be JIT-compiled (slow first start)",
+            status=Status.WARN,
+            detail=f"sm_{sm} not in {arch_list}; PTX will be JIT-compiled (slow first start)",
         )
-    return Check(
-        id="torch.arch_list",
+    return Finding(
+        check="torch.arch_list",
         title=title,
-        status=CheckStatus.FAIL,
-        evidence=f"sm_{sm} not in {arch_list}",
+        status=Status.FAIL,
+        detail=f"sm_{sm} not in {arch_list}",
         fix=f"Install a torch that carries sm_{sm} (the PyPI CUDA wheels do): {torch_install_command(python, facts)}",
         commands=[torch_install_command(python, facts)],
     )
 
 
-def check_capability(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]]) -> Check:
+def check_capability(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]]) -> Finding:
     title = "torch and nvidia-smi agree on the device"
     cap = facts.torch.capability
     smi = gpus.value[0] if gpus.value else None
     if cap is None or smi is None or smi.sm is None:
-        return Check(
-            id="torch.capability",
+        return Finding(
+            check="torch.capability",
             title=title,
-            status=CheckStatus.UNKNOWN,
+            status=Status.UNKNOWN,
             required=False,
-            evidence=facts.torch.capability_error or "capability not reported",
+            detail=facts.torch.capability_error or "capability not reported",
         )
     torch_sm = cap[0] * 10 + cap[1]
     evidence = f"torch: {facts.torch.device_name} sm_{torch_sm}; nvidia-smi: {smi.name} sm_{smi.sm}"
     if torch_sm == smi.sm:
-        return Check(
-            id="torch.capability",
+        return Finding(
+            check="torch.capability",
             title=title,
-            status=CheckStatus.OK,
+            status=Status.OK,
             required=False,
-            evidence=evidence,
+            detail=evidence,
         )
-    return Check(
-        id="torch.capability",
+    return Finding(
+        check="torch.capability",
         title=title,
-        status=CheckStatus.WARN,
+        status=Status.WARN,
         required=False,
-        evidence=evidence + " (CUDA_VISIBLE_DEVICES or device order differs)",
+        detail=evidence + " (CUDA_VISIBLE_DEVICES or device order differs)",
         fix="Set CUDA_DEVICE_ORDER=PCI_BUS_ID so both number devices alike",
     )
 
 
-def check_fp16_matmul(facts: InterpreterFacts) -> Check:
+def check_fp16_matmul(facts: InterpreterFacts) -> Finding:
     title = "An fp16 matmul on the GPU matches the CPU"
     result = facts.torch.fp16_matmul
     if result is None:
-        return Check(
-            id="torch.fp16_matmul",
+        return Finding(
+            check="torch.fp16_matmul",
             title=title,
-            status=CheckStatus.FAIL if facts.torch.fp16_matmul_error else CheckStatus.UNKNOWN,
-            evidence=facts.torch.fp16_matmul_error or "not run",
+            status=Status.FAIL if facts.torch.fp16_matmul_error else Status.UNKNOWN,
+            detail=facts.torch.fp16_matmul_error or "not run",
             fix="The GPU cannot run torch kernels; see the error (often 'no kernel image': a torch without this sm)"
             if facts.torch.fp16_matmul_error
             else None,
@@ -295,40 +295,39 @@ def check_fp16_matmul(facts: InterpreterFacts) -> Check:
     tolerance = FP16_RELATIVE_TOLERANCE * max(result.max_abs_value, 1.0)
     evidence = f"{result.shape[0]}×{result.shape[1]} fp16: max |GPU − CPU| = {result.max_abs_error:.3g} (tolerance {tolerance:.3g})"
     if math.isfinite(result.max_abs_error) and result.max_abs_error <= tolerance:
-        return Check(
-            id="torch.fp16_matmul",
+        return Finding(
+            check="torch.fp16_matmul",
             title=title,
-            status=CheckStatus.OK,
-            evidence=evidence,
+            status=Status.OK,
+            detail=evidence,
         )
-    return Check(
-        id="torch.fp16_matmul",
+    return Finding(
+        check="torch.fp16_matmul",
         title=title,
-        status=CheckStatus.FAIL,
-        evidence=evidence,
+        status=Status.FAIL,
+        detail=evidence,
         fix="The GPU computes wrong results: check nvidia-smi -q for ECC/Xid errors, or move to another instance",
     )
 
 
-def check_vllm_import(facts: InterpreterFacts, python: str) -> Check:
+def check_vllm_import(facts: InterpreterFacts, python: str) -> Finding:
     title = "vLLM imports"
     vllm = facts.vllm
     if not vllm.installed:
-        return Check(
-            id="vllm.import",
+        return Finding(
+            check="vllm.import",
             title=title,
-            status=CheckStatus.FAIL,
-            evidence=f"vLLM is not installed in {python}"
-            + (f" ({vllm.metadata_error})" if vllm.metadata_error else ""),
+            status=Status.FAIL,
+            detail=f"vLLM is not installed in {python}" + (f" ({vllm.metadata_error})" if vllm.metadata_error else ""),
             fix=f"{shlex.quote(python)} -m pip install vllm",
             commands=[f"{shlex.quote(python)} -m pip install vllm"],
         )
     if vllm.imported:
-        return Check(
-            id="vllm.import",
+        return Finding(
+            check="vllm.import",
             title=title,
-            status=CheckStatus.OK,
-            evidence=f"vllm {vllm.engine_version}"
+            status=Status.OK,
+            detail=f"vllm {vllm.engine_version}"
             + (f" (distribution {vllm.distribution})" if vllm.distribution not in (None, "vllm") else ""),
         )
     error = vllm.import_error or vllm.probe_error or "unknown error"
@@ -353,35 +352,35 @@ def check_vllm_import(facts: InterpreterFacts, python: str) -> Check:
             f"vLLM's compiled ops do not match torch {facts.torch.version}",
         )
     else:
-        return Check(
-            id="vllm.import",
+        return Finding(
+            check="vllm.import",
             title=title,
-            status=CheckStatus.FAIL,
-            evidence=error,
+            status=Status.FAIL,
+            detail=error,
             fix=f"{shlex.quote(python)} -m pip install --force-reinstall vllm",
             commands=[f"{shlex.quote(python)} -m pip install --force-reinstall vllm"],
         )
-    return Check(
-        id="vllm.import",
+    return Finding(
+        check="vllm.import",
         title=title,
-        status=CheckStatus.FAIL,
-        broken_state=state,
-        evidence=f"{error} — {why}",
+        status=Status.FAIL,
+        state=state,
+        detail=f"{error} — {why}",
         **torch_fix(python, facts),
     )
 
 
-def check_torch_pin(facts: InterpreterFacts, python: str) -> Check:
+def check_torch_pin(facts: InterpreterFacts, python: str) -> Finding:
     title = "torch satisfies vLLM's pin"
     if facts.vllm.distribution_version is None:
         return _unknown("vllm.torch_pin", title, "vLLM's distribution metadata is not installed")
     spec_text = pinned_torch(facts)
     if spec_text is None:
-        return Check(
-            id="vllm.torch_pin",
+        return Finding(
+            check="vllm.torch_pin",
             title=title,
-            status=CheckStatus.UNKNOWN,
-            evidence=f"vLLM {facts.vllm.distribution_version} declares no torch requirement in its metadata"
+            status=Status.UNKNOWN,
+            detail=f"vLLM {facts.vllm.distribution_version} declares no torch requirement in its metadata"
             + (f" ({facts.vllm.metadata_error})" if facts.vllm.metadata_error else ""),
         )
     if not facts.torch.version:
@@ -405,27 +404,27 @@ def check_torch_pin(facts: InterpreterFacts, python: str) -> Check:
         f"installed torch {facts.torch.version}"
     )
     if accepted:
-        return Check(id="vllm.torch_pin", title=title, status=CheckStatus.OK, evidence=evidence)
-    return Check(
-        id="vllm.torch_pin",
+        return Finding(check="vllm.torch_pin", title=title, status=Status.OK, detail=evidence)
+    return Finding(
+        check="vllm.torch_pin",
         title=title,
-        status=CheckStatus.FAIL,
-        broken_state=STATE_TORCH_PIN,
-        evidence=evidence,
+        status=Status.FAIL,
+        state=STATE_TORCH_PIN,
+        detail=evidence,
         **torch_fix(python, facts),
     )
 
 
-def check_shared_libraries(facts: InterpreterFacts) -> Check:
+def check_shared_libraries(facts: InterpreterFacts) -> Finding:
     """Advisory: which CUDA libraries load. The import checks above decide; this names the files."""
     title = "CUDA runtime libraries load"
     if not facts.shared_libraries:
-        return Check(
-            id="cuda.libraries",
+        return Finding(
+            check="cuda.libraries",
             title=title,
-            status=CheckStatus.UNKNOWN,
+            status=Status.UNKNOWN,
             required=False,
-            evidence="not probed",
+            detail="not probed",
         )
     parts = []
     for lib in facts.shared_libraries:
@@ -435,49 +434,49 @@ def check_shared_libraries(facts: InterpreterFacts) -> Check:
     wanted = [f"libcudart.so.{cuda_major}", "libcudnn.so.9"] if cuda_major else []
     missing = [name for name in wanted if not ((found := facts.library(name)) and found.loaded_from)]
     if missing:
-        return Check(
-            id="cuda.libraries",
+        return Finding(
+            check="cuda.libraries",
             title=title,
-            status=CheckStatus.WARN,
+            status=Status.WARN,
             required=False,
-            evidence="; ".join(parts) + f" — torch's CUDA {facts.torch.cuda_build} needs {', '.join(missing)}",
+            detail="; ".join(parts) + f" — torch's CUDA {facts.torch.cuda_build} needs {', '.join(missing)}",
         )
-    return Check(
-        id="cuda.libraries",
+    return Finding(
+        check="cuda.libraries",
         title=title,
-        status=CheckStatus.OK,
+        status=Status.OK,
         required=False,
-        evidence="; ".join(parts),
+        detail="; ".join(parts),
     )
 
 
-def check_engine_platform(facts: InterpreterFacts) -> Check:
+def check_engine_platform(facts: InterpreterFacts) -> Finding:
     """Which platform vLLM itself detected (``current_platform``): it decides which checks apply."""
     title = "vLLM's platform"
     vllm = facts.vllm
     if not vllm.imported:
         return _unknown("vllm.platform", title, "vLLM did not import")
     if vllm.platform_error:  # vLLM itself would fail the same way when it starts
-        return Check(
-            id="vllm.platform",
+        return Finding(
+            check="vllm.platform",
             title=title,
-            status=CheckStatus.FAIL,
-            evidence=f"vllm.platforms.current_platform failed: {vllm.platform_error}",
+            status=Status.FAIL,
+            detail=f"vllm.platforms.current_platform failed: {vllm.platform_error}",
         )
     if vllm.platform is None:  # a probe that did not ask: the GPU checks decide alone
-        return Check(
-            id="vllm.platform",
+        return Finding(
+            check="vllm.platform",
             title=title,
-            status=CheckStatus.UNKNOWN,
+            status=Status.UNKNOWN,
             required=False,
-            evidence="not reported by the probe",
+            detail="not reported by the probe",
         )
     name = f"{vllm.distribution or 'vllm'} {vllm.engine_version}"
     if vllm.platform == "cpu":
-        return Check(
-            id="vllm.platform",
+        return Finding(
+            check="vllm.platform",
             title=title,
-            status=CheckStatus.OK,
-            evidence=f"{name} runs on the CPU platform: the GPU checks and the Turing clamp do not apply",
+            status=Status.OK,
+            detail=f"{name} runs on the CPU platform: the GPU checks and the Turing clamp do not apply",
         )
-    return Check(id="vllm.platform", title=title, status=CheckStatus.OK, evidence=f"{name} runs on {vllm.platform}")
+    return Finding(check="vllm.platform", title=title, status=Status.OK, detail=f"{name} runs on {vllm.platform}")

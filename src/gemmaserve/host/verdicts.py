@@ -1,4 +1,4 @@
-"""Typed verdicts: one :class:`Check` per question doctor asks, and the report they make.
+"""Typed verdicts: one :class:`~gemmaserve.findings.Finding` per question doctor asks, and the report they make.
 
 Pure data. ``unknown`` is never ok: a required check that is unknown makes the
 report not ok, exactly like a failure. ``not-applicable`` passes, and says why (a GPU
@@ -7,47 +7,10 @@ check when vLLM runs on the CPU platform).
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from pydantic import BaseModel, ConfigDict, Field
 
+from gemmaserve.findings import Finding
 from gemmaserve.plan import PlanRow
-
-
-class CheckStatus(StrEnum):
-    OK = "ok"
-    WARN = "warn"
-    FAIL = "fail"
-    UNKNOWN = "unknown"
-    NOT_APPLICABLE = "not-applicable"
-
-
-class Check(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    title: str
-    status: CheckStatus
-    evidence: str
-    fix: str | None = None
-    required: bool = True
-    broken_state: str | None = Field(
-        default=None,
-        description="A named broken-install state this check recognised, e.g. 'cpu-torch-under-cuda-vllm'.",
-    )
-    commands: list[str] = Field(
-        default_factory=list,
-        description="The shell commands of the fix, each whole, to paste as is (they also appear in the fix text).",
-    )
-
-    @property
-    def passed(self) -> bool:
-        return self.status in (CheckStatus.OK, CheckStatus.WARN, CheckStatus.NOT_APPLICABLE)
-
-    @property
-    def blocks(self) -> bool:
-        """Whether this check makes the whole report not ok."""
-        return self.required and not self.passed
 
 
 class HostNeeds(BaseModel):
@@ -96,7 +59,7 @@ class DoctorReport(BaseModel):
     model: str
     encoding: str
     gpu: str | None
-    checks: list[Check]
+    checks: list[Finding]
     # What the target interpreter's vLLM says of itself (None: it did not import).
     vllm_version: str | None = None
     vllm_distribution: str | None = None
@@ -109,7 +72,7 @@ class DoctorReport(BaseModel):
         return self.engine_platform == "cpu"
 
     @property
-    def blocking(self) -> list[Check]:
+    def blocking(self) -> list[Finding]:
         return [check for check in self.checks if check.blocks]
 
 
@@ -119,7 +82,7 @@ def make_report(
     model: str,
     encoding: str,
     gpu: str | None,
-    checks: list[Check],
+    checks: list[Finding],
     vllm_version: str | None = None,
     vllm_distribution: str | None = None,
     engine_platform: str | None = None,

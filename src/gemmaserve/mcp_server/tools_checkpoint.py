@@ -104,5 +104,5 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """The config against its shards (architecture, quantization targets and ignore list, shapes), each with a fix."""
         report = checkpoint_validate(request)
         lines = [f"{report.source}: {report.tensors} tensors, {'ok' if report.ok else 'problems found'}"]
-        lines += [f"{f.level}: [{f.check}] {f.message} (fix: {f.fix})" for f in report.findings]
+        lines += [f"{f.status.value}: [{f.check}] {f.detail} (fix: {f.fix})" for f in report.findings]
         return typed_result(report, "\n".join(lines))

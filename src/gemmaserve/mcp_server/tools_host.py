@@ -24,7 +24,8 @@ def summarise_doctor(report: DoctorReport) -> str:
         lines.append(f"Planned with vLLM {report.plan.vllm_version} memory rules ({report.plan.vllm_from}).")
     for check in report.blocking:
         lines.append(
-            f"- {check.status.value} {check.title}: {check.evidence}" + (f" Fix: {check.fix}" if check.fix else "")
+            f"- {check.status.value} {check.title or check.check}: {check.detail}"
+            + (f" Fix: {check.fix}" if check.fix else "")
         )
     return "\n".join(lines)
 
@@ -35,7 +36,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """GPU, driver, RAM + swap, disk per path, torch build and arch list, fp16 matmul, vLLM import and pin.
 
         Cheapest failure first; a check whose prerequisite failed is `unknown`, never ok. Each check has
-        its evidence, its fix and the fix's shell commands. The plan is made once (for the GPU found, or
+        its detail, its fix and the fix's shell commands. The plan is made once (for the GPU found, or
         `gpu`; for the target interpreter's vLLM, or `vllm`) and is in the result. Same as
         `gemmaserve doctor --json`; serve_start runs the same checks itself.
         """

@@ -84,7 +84,7 @@ def verify_turing_clamp(python: str) -> ClampVerdict:
 def interlock_reasons(report: DoctorReport, *, gpu_sm: int | None, clamp: ClampVerdict | None) -> list[str]:
     """Every reason start must refuse (pure). Empty means go."""
     reasons = [
-        f"doctor {check.id} is {check.status.value}: {check.evidence}" + (f" — fix: {check.fix}" if check.fix else "")
+        f"doctor {check.check} is {check.status.value}: {check.detail}" + (f" — fix: {check.fix}" if check.fix else "")
         for check in report.blocking
     ]
     if not report.checks:
