@@ -38,7 +38,14 @@ def _progress(message: str) -> None:
 
 @click.group(name="sagemaker")
 def cli() -> None:
-    """SageMaker endpoints that cannot leak money, and the derived T4 image."""
+    """SageMaker endpoints that cannot leak money, and the derived T4 image.
+
+    \b
+    Examples:
+      gemmaserve sagemaker preflight --model e2b --instance ml.g6.xlarge --role-arn ARN
+      gemmaserve sagemaker deploy --model e2b --instance ml.g6.xlarge --dry-run
+      gemmaserve sagemaker list --all-regions
+    """
 
 
 @cli.command()
@@ -51,8 +58,9 @@ def preflight(request: PreflightRequest, as_json: bool) -> None:
 
     \b
     Examples:
-      gemmaserve sagemaker preflight --model e2b --instance ml.g6.xlarge --role-arn arn:aws:iam::123456789012:role/gemmaserve-endpoint
-      gemmaserve sagemaker preflight --model e2b --encoding bf16 --instance ml.g4dn.xlarge --regions us-east-1,us-west-2 --json
+      gemmaserve sagemaker preflight --model e2b --instance ml.g6.xlarge --role-arn ARN
+      gemmaserve sagemaker preflight --model e2b --instance ml.g4dn.xlarge \\
+          --image T4_IMAGE_URI --regions us-east-1,us-west-2 --json
     """
     from gemmaserve.sagemaker import api
 
@@ -92,9 +100,9 @@ def deploy(request: DeployRequest, yes: bool, as_json: bool) -> None:
     Examples:
       gemmaserve sagemaker deploy --model e2b --instance ml.g6.xlarge --dry-run
       gemmaserve sagemaker deploy --model e2b --instance ml.g6.xlarge --instance ml.g6.2xlarge \\
-          --role-arn arn:aws:iam::123456789012:role/gemmaserve-endpoint --regions us-east-1,us-west-2 --yes
-      gemmaserve sagemaker deploy --model e2b --encoding bf16 --instance ml.g4dn.xlarge --image URI_OF_THE_T4_IMAGE \\
-          --role-arn ARN --env HF_TOKEN=hf_… --max-num-seqs 32 --ttl-hours 2 --yes
+          --role-arn ARN --regions us-east-1,us-west-2 --yes
+      gemmaserve sagemaker deploy --model e2b --encoding bf16 --instance ml.g4dn.xlarge \\
+          --image T4_IMAGE_URI --role-arn ARN --env HF_TOKEN=hf_… --max-num-seqs 32 --yes
     """
     from gemmaserve.sagemaker import api
 
@@ -414,8 +422,10 @@ def autoscale(request: AutoscaleRequest, as_json: bool) -> None:
 
     \b
     Examples:
-      gemmaserve sagemaker autoscale gemma-4-e2b-l4 --max-instances 3 --target-invocations 120 --dry-run
-      gemmaserve sagemaker autoscale gemma-4-e2b-l4 --min-instances 1 --max-instances 4 --target-invocations 60 --yes
+      gemmaserve sagemaker autoscale gemma-4-e2b-l4 --max-instances 3 --target-invocations 120 \\
+          --dry-run
+      gemmaserve sagemaker autoscale gemma-4-e2b-l4 --min-instances 1 --max-instances 4 \\
+          --target-invocations 60 --yes
     """
     from gemmaserve.sagemaker import api
 
@@ -455,7 +465,12 @@ def jumpstart(request: JumpstartRequest, as_json: bool) -> None:
 
 @cli.group()
 def role() -> None:
-    """The least-privilege endpoint execution role."""
+    """The least-privilege endpoint execution role.
+
+    \b
+    Examples:
+      gemmaserve sagemaker role create --dry-run
+    """
 
 
 @role.command(name="create")
@@ -469,7 +484,7 @@ def role_create(request: RoleCreateRequest, as_json: bool) -> None:
     \b
     Examples:
       gemmaserve sagemaker role create --dry-run
-      gemmaserve sagemaker role create --regions us-east-1,us-west-2 --model-s3 s3://my-bucket/gemma/ --yes
+      gemmaserve sagemaker role create --regions us-east-1,us-west-2 --model-s3 s3://bucket/e2b/ -y
     """
     import json
 
@@ -489,7 +504,13 @@ def role_create(request: RoleCreateRequest, as_json: bool) -> None:
 
 @cli.group()
 def image() -> None:
-    """The derived T4 image: the pinned AWS vLLM image plus the Turing clamp, built in CodeBuild."""
+    """The derived T4 image: the pinned AWS vLLM image plus the Turing clamp, built in CodeBuild.
+
+    \b
+    Examples:
+      gemmaserve sagemaker image render --buildspec
+      gemmaserve sagemaker image build --dry-run
+    """
 
 
 @image.command(name="render")
@@ -522,7 +543,7 @@ def image_build(request: ImageBuildRequest, as_json: bool) -> None:
     \b
     Examples:
       gemmaserve sagemaker image build --dry-run
-      gemmaserve sagemaker image build --region us-east-1 --wheel dist/gemmaserve-0.1.0-py3-none-any.whl --yes
+      gemmaserve sagemaker image build --wheel dist/gemmaserve-0.1.0-py3-none-any.whl --yes
     """
     from gemmaserve.sagemaker import api
 
