@@ -37,6 +37,7 @@ def test_a_linear_missing_from_the_ignore_list_is_an_error_with_the_fix(ct_dir: 
     assert not report.ok
     [finding] = [f for f in report.findings if f.check == "ignore"]
     assert "per_layer_model_projection" in finding.detail and "Add" in finding.fix
+    assert finding.where == f"{PREFIX}.per_layer_model_projection"
 
 
 def test_packed_module_in_ignore_list_and_wrong_group_size(ct_dir: Path) -> None:
@@ -135,5 +136,6 @@ def test_validate_json_and_text_speak_the_finding_fields(ct_dir: Path) -> None:
     assert finding["check"] == "ignore" and finding["status"] == "fail"
     assert "not in the quantization ignore list" in finding["detail"] and finding["fix"].startswith("Add ")
     assert "level" not in finding and "message" not in finding
+    assert finding["where"] and finding["detail"].startswith(finding["where"])  # the module it is about
     text = runner.invoke(app, ["checkpoint", "validate", str(ct_dir)]).output
     assert "\nfail: [ignore] " in text and "\n  fix: Add " in text

@@ -50,8 +50,8 @@ def _ignored(module: str, ignore: list[str]) -> bool:
 def validate_source(source: CheckpointSource) -> ValidateReport:
     findings: list[Finding] = []
 
-    def add(status: Status, check: str, detail: str, fix: str) -> None:
-        findings.append(Finding(check=check, status=status, detail=detail, fix=fix))
+    def add(status: Status, check: str, detail: str, fix: str, where: str | None = None) -> None:
+        findings.append(Finding(check=check, status=status, detail=detail, fix=fix, where=where))
 
     config = source.load_config()
     locations = tensor_locations(source)
@@ -61,12 +61,12 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
         for name, shard in sorted(weight_map.items()):
             if name not in locations:
                 add(Status.FAIL, "index", f"{INDEX_FILE} lists {name} in {shard}, which does not store it.",
-                    "Regenerate the index from the shards, or restore the missing shard.")  # fmt: skip
+                    "Regenerate the index from the shards, or restore the missing shard.", where=name)  # fmt: skip
             elif locations[name][1].file != shard:
                 add(Status.FAIL, "index", f"{name} is in {locations[name][1].file}, the index says {shard}.",
-                    "Regenerate the index from the shards.")  # fmt: skip
+                    "Regenerate the index from the shards.", where=name)  # fmt: skip
         for name in sorted(set(locations) - set(weight_map)):
-            add(Status.FAIL, "index", f"{name} is stored but missing from {INDEX_FILE}.", "Regenerate the index.")
+            add(Status.FAIL, "index", f"{name} is stored but missing from {INDEX_FILE}.", "Regenerate the index.", name)
     if config is None:
         add(Status.FAIL, "config", "No config.json.", "Copy config.json from the model the weights came from.")
         return ValidateReport(source=source.label, ok=False, tensors=len(locations), findings=findings)
@@ -92,6 +92,7 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
                 "shapes",
                 f"{name} is {shape}, config says [{vocab}, {hidden}].",
                 "Use the config.json of this checkpoint.",
+                name,
             )
     ple = text.get("hidden_size_per_layer_input")
     if ple and layers:
@@ -112,7 +113,7 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
             width = entry.shape[1] * (8 if entry.dtype == "I32" else 1) if len(entry.shape) == 2 else None
             if width != ple * layers:
                 add(Status.FAIL, "shapes", f"{name} holds width {width}, config says {ple} x {layers} layers.",
-                    "Use the config.json of this checkpoint.")  # fmt: skip
+                    "Use the config.json of this checkpoint.", where=name)  # fmt: skip
     if layers:
         present = {
             int(m.group(1))
@@ -154,11 +155,18 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
                 "packed",
                 f"{module}.weight_packed is {packed.dtype} {list(packed.shape)}, expected I32 2-D.",
                 "Repack.",
+                module,
             )
             continue
         rows, cols = packed.shape[0], packed.shape[1] * 8
         if shape_loc is None or shape_loc[1].dtype != "I64" or shape_loc[1].shape != (2,):
-            add(Status.FAIL, "packed", f"{module}.weight_shape is missing or not I64[2].", "Repack the checkpoint.")
+            add(
+                Status.FAIL,
+                "packed",
+                f"{module}.weight_shape is missing or not I64[2].",
+                "Repack the checkpoint.",
+                module,
+            )
         else:
             stored = np.frombuffer(source.read_rows(shape_loc[0], shape_loc[1], 0, 2).tobytes(), "<i8").tolist()
             if stored[0] != rows or not cols - 8 < stored[1] <= cols:
@@ -167,18 +175,20 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
                     "packed",
                     f"{module}.weight_shape says {stored}, weight_packed holds [{rows}, {cols}].",
                     "Repack.",
+                    module,
                 )
         if scale is None:
-            add(Status.FAIL, "packed", f"{module}.weight_scale is missing.", "Repack the checkpoint.")
+            add(Status.FAIL, "packed", f"{module}.weight_scale is missing.", "Repack the checkpoint.", module)
         elif group and scale[1].shape != (rows, cols // group):
             add(Status.FAIL, "packed", f"{module}.weight_scale is {list(scale[1].shape)}, expected [{rows}, {cols // group}] for group {group}.",
-                "Repack, or fix group_size in quantization_config.")  # fmt: skip
+                "Repack, or fix group_size in quantization_config.", where=module)  # fmt: skip
         if _ignored(module, ignore):
             add(
                 Status.FAIL,
                 "ignore",
                 f"{module} is stored packed but listed in the ignore list.",
                 f"Remove {module} from ignore.",
+                module,
             )
     if qc is not None:
         for name, (_, entry) in sorted(locations.items()):
@@ -190,7 +200,7 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
                 continue
             if not _ignored(module, ignore):
                 add(Status.FAIL, "ignore", f"{module} is stored in 16 bits but not in the quantization ignore list: vLLM will fail to load it.",
-                    f'Add "{module}" to quantization_config.ignore.')  # fmt: skip
+                    f'Add "{module}" to quantization_config.ignore.', where=module)  # fmt: skip
     if dtype:
         for name, (_, entry) in sorted(locations.items()):
             if entry.dtype in grid.FLOAT_DTYPES and entry.dtype != dtype and not name.endswith("weight_scale"):
@@ -199,6 +209,7 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
                     "dtype",
                     f"{name} is {entry.dtype}, the config's dtype is {dtype}.",
                     "Check the export.",
+                    name,
                 )
                 break
     return ValidateReport(source=source.label, ok=all_pass(findings), tensors=len(locations), findings=findings)
