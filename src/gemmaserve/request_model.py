@@ -92,7 +92,10 @@ def usage_error(model: type[BaseModel], exc: ValidationError) -> UsageError:
         problems.append(f"{label}: {message}")
     first = problems[0] if problems else str(exc)
     hint = "; ".join(problems[1:]) or None
-    allowed = ", ".join(field_label(name) for name in model.model_fields)
+    allowed = ", ".join(
+        name.upper() if cli_marker(field.metadata).argument else field_label(name)
+        for name, field in model.model_fields.items()
+    )
     if any(error["type"] == "extra_forbidden" for error in exc.errors()):
         hint = f"Known settings: {allowed}."
     return UsageError(first, hint=hint, problems=problems)

@@ -61,14 +61,14 @@ def test_tensor_and_layers_are_one_choice() -> None:
 
 @pytest.mark.parametrize("model", [InspectRequest, ValidateRequest])
 def test_empty_names_and_unknown_settings_are_refused(model: type[InspectRequest | ValidateRequest]) -> None:
-    with pytest.raises(UsageError, match="--source"):
+    with pytest.raises(UsageError, match=r"^SOURCE \(source\): "):
         model.parse({"source": ""})
     with pytest.raises(UsageError, match="--revision"):
         model.parse({"source": "google/x", "revision": ""})
     with pytest.raises(UsageError, match="revison") as unknown:
         model.parse({"source": "google/x", "revison": "main"})
-    assert unknown.value.hint == "Known settings: --source, --revision."
-    with pytest.raises(UsageError, match="--out"):
+    assert unknown.value.hint == "Known settings: SOURCE, --revision."
+    with pytest.raises(UsageError, match=r"^OUT \(out\): "):
         RepackRequest.parse({"src": "a", "out": ""})
 
 
