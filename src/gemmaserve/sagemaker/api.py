@@ -159,8 +159,8 @@ def prepare_deploy(
 ) -> PreparedDeploy:
     """Plan the deploy (no AWS call unless live prices are read for a real deploy)."""
     from gemmaserve.catalog import resolve_instance
+    from gemmaserve.sagemaker.endpoint import spec_for_plan
     from gemmaserve.sagemaker.names import default_endpoint_name
-    from gemmaserve.sagemaker.spec_builder import spec_for_plan
 
     regions = request.chosen_regions()
     rows = request.plan_rows()

@@ -9,9 +9,9 @@ InService deletes what this run created, unless ``keep``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import BaseModel, Field, field_serializer, field_validator
 
@@ -20,7 +20,7 @@ from gemmaserve.errors import AwsError, DeployInterrupted, GemmaserveError, Usag
 from gemmaserve.sagemaker.aws import call, is_not_found
 from gemmaserve.sagemaker.container import DEFAULT_AMI, image_for_region
 from gemmaserve.sagemaker.delete import DeleteReport, delete_resources
-from gemmaserve.sagemaker.env_mapping import env_to_serve_args, validate_environment
+from gemmaserve.sagemaker.env_mapping import env_to_serve_args, environment_for_plan, validate_environment
 from gemmaserve.sagemaker.inputs import validate_environment_limits
 from gemmaserve.sagemaker.interrupts import (
     TeardownAbandoned,
@@ -42,6 +42,9 @@ from gemmaserve.sagemaker.status import (
 )
 from gemmaserve.sagemaker.tags import build_tags
 from gemmaserve.sagemaker.watch import Progress, _quiet
+
+if TYPE_CHECKING:
+    from gemmaserve.plan import PlanRow
 
 MAX_POOL_TYPES = 5
 MAX_TIMEOUT_S = 3600
@@ -68,6 +71,42 @@ class DeploySpec(BaseModel):
     @classmethod
     def _valid_name(cls, value: str) -> str:
         return validate_endpoint_name(value)
+
+
+def spec_for_plan(
+    row: PlanRow,
+    *,
+    endpoint_name: str,
+    instance_types: list[str],
+    role_arn: str,
+    image_uri: str | None,
+    owner: str,
+    ttl_s: float | None,
+    served_model_name: str | None = None,
+    vllm_overrides: list[str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    inference_ami_version: str | None = DEFAULT_AMI,
+    startup_health_check_timeout_s: int = 1800,
+    model_download_timeout_s: int = 1800,
+    instance_count: int = 1,
+) -> DeploySpec:
+    """The DeploySpec of a plan row: its environment from :func:`environment_for_plan`, the rest as given."""
+    return DeploySpec(
+        endpoint_name=endpoint_name,
+        instance_types=instance_types,
+        instance_count=instance_count,
+        image_uri=image_uri,
+        role_arn=role_arn,
+        environment=environment_for_plan(
+            row, served_model_name=served_model_name, vllm_overrides=vllm_overrides, extra_env=extra_env
+        ),
+        model_label=f"{row.model}/{row.encoding}",
+        inference_ami_version=inference_ami_version,
+        startup_health_check_timeout_s=startup_health_check_timeout_s,
+        model_download_timeout_s=model_download_timeout_s,
+        owner=owner,
+        ttl_s=ttl_s,
+    )
 
 
 class PlannedCall(BaseModel):

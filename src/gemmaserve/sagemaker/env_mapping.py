@@ -6,7 +6,8 @@ aws/deep-learning-containers ``vllm/build_artifacts/sagemaker_entrypoint.sh`` an
 vllm-project/vllm ``examples/online_serving/sagemaker-entrypoint.sh``. The AL2023
 images document ``true`` → bare flag and ``false`` → flag omitted
 (https://aws.github.io/deep-learning-containers/vllm/configuration/); a JSON array
-gives one token per element. No I/O here.
+gives one token per element. :func:`environment_for_plan` builds a deploy's environment from its plan
+row (the plan's flags, the served name, the user's overrides). No I/O here.
 """
 
 from __future__ import annotations
@@ -14,8 +15,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from gemmaserve.errors import UsageError
+
+if TYPE_CHECKING:
+    from gemmaserve.plan import PlanRow
 
 PREFIX = "SM_VLLM_"
 _ENV_NAME = re.compile(r"^SM_VLLM_[A-Z0-9_]+$")
@@ -135,3 +140,27 @@ def validate_environment(env: Mapping[str, str]) -> None:
             )
         if key.startswith(PREFIX) and key.endswith("_"):
             raise UsageError(f"Environment variable {key!r} ends in '_' (a flag ending in '-').")
+
+
+def environment_for_plan(
+    row: PlanRow,
+    *,
+    served_model_name: str | None = None,
+    vllm_overrides: list[str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """``SM_VLLM_*`` from the plan, then ``--served-model-name``, then ``vllm_overrides`` (flags) and ``extra_env``."""
+    env = serve_args_to_env(row.vllm_args)
+    env[PREFIX + "SERVED_MODEL_NAME"] = served_model_name or row.model
+    if vllm_overrides:
+        override_env = serve_args_to_env(vllm_overrides)
+        if PREFIX + "MODEL" in override_env and not any(flag.startswith("--model") for flag in vllm_overrides):
+            raise UsageError("A vllm override starts with a positional value.", hint="Give overrides as --flag value.")
+        env.update(override_env)
+    for key, value in (extra_env or {}).items():
+        if value.strip().lower() == "false" and key.startswith(PREFIX):
+            env.pop(key, None)
+        else:
+            env[key] = value
+    validate_environment(env)
+    return env
