@@ -138,3 +138,18 @@ def test_the_cli_shows_a_plain_line_per_stage_off_a_terminal(capsys: pytest.Capt
     captured = capsys.readouterr()
     assert captured.out == ""  # stdout carries the result alone
     assert captured.err.splitlines() == ["vLLM starting — 0 s", "vLLM loading — 1 s", "vLLM compiling — 3 s"]
+
+
+def test_the_wait_reads_only_what_this_launch_logged(port: int, spawned: Spawned) -> None:
+    from gemmaserve.errors import ServerDied
+
+    # An earlier run's lines stay in the appended log: they must say nothing about this one.
+    earlier = "INFO:     Application startup complete.\ntorch.OutOfMemoryError: CUDA out of memory.\n"
+    (records.server_dir(port) / records.LOG_NAME).write_text(earlier)
+    events: list[ProgressEvent] = []
+    with pytest.raises(ServerDied) as died:
+        start(port, seams_for(report(), spawned, mode="crash", ready_after_s=0.6), progress=events.append)
+    assert events and "serving" not in {event.phase for event in events}
+    assert len(died.value.fields["errors"]) == 1 and "OutOfResources" in died.value.fields["errors"][0]
+    assert not any("CUDA out of memory" in line for line in died.value.fields["last_lines"])
+    spawned.processes[0].wait(timeout=5)

@@ -164,12 +164,13 @@ def http_health(port: int) -> bool:
         return False
 
 
-def tail_lines(path: Path, count: int) -> list[str]:
+def tail_lines(path: Path, count: int, *, start: int = 0) -> list[str]:
+    """The last ``count`` lines of ``path`` (of its last 256 KiB), none before byte ``start``."""
     try:
         with path.open("rb") as handle:
             handle.seek(0, os.SEEK_END)
             size = handle.tell()
-            handle.seek(max(0, size - 256 * 1024))
+            handle.seek(max(start, size - 256 * 1024))
             data = handle.read().decode(errors="replace")
     except FileNotFoundError:
         return []
@@ -262,6 +263,9 @@ def start_server(
             "PYTHONUNBUFFERED": "1",
         }
         with log_path.open("ab") as log:
+            # The log is appended to: the wait reads only what this launch writes, not an earlier
+            # run's "serving" or fatal lines.
+            log_start = log.seek(0, os.SEEK_END)
             try:
                 process = seams.popen(
                     argv,
@@ -309,7 +313,13 @@ def start_server(
         return StartResult(record=record, ready=False, waited_s=0.0, stage=EngineStage.NOT_STARTED, clamp=clamp)
     try:
         result = wait_until_ready(
-            record, process, seams=seams, timeout_s=ready_timeout_s, progress=progress, cancel=cancel
+            record,
+            process,
+            seams=seams,
+            timeout_s=ready_timeout_s,
+            progress=progress,
+            cancel=cancel,
+            log_start=log_start,
         )
     except (Cancelled, KeyboardInterrupt):
         # One clean-up for MCP's cancellation and the CLI's Ctrl-C: nothing launched is left running.
@@ -344,8 +354,11 @@ def wait_until_ready(
     timeout_s: float,
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
+    log_start: int = 0,
 ) -> StartResult:
     """Poll ``/health`` until it answers 200, the process dies, or ``timeout_s`` passes.
+
+    The stage and a death's fatal lines come from the log after byte ``log_start`` (this launch's).
 
     Raises:
         ServerDied: the process exited first.
@@ -356,7 +369,7 @@ def wait_until_ready(
     while True:
         check(cancel)
         waited = seams.clock() - started
-        lines = tail_lines(log_path, 2000)
+        lines = tail_lines(log_path, 2000, start=log_start)
         stage = parse_engine_log(lines).stage
         if process.poll() is not None:
             facts = parse_engine_log(lines)  # the record stays: status then says dead, with the log
