@@ -12,12 +12,12 @@ import pytest
 from botocore.credentials import Credentials
 
 from gemmaserve.errors import AwsError, EndpointNotFound, ModelStreamFailed
-from gemmaserve.sagemaker.response_stream import stream_invoke
 from gemmaserve.sagemaker.runtime import (
     chat_body,
     invoke_stream,
     iter_sse_data,
     iter_stream_text,
+    stream_invoke,
 )
 from tests.sagemaker.eventstream_fake import (
     FakeRuntime,

@@ -2,7 +2,7 @@
 
 ``http(s)://host:port`` is an OpenAI-compatible server (chat completions, SSE,
 ``stream_options.include_usage``) on one keep-alive aiohttp session;
-``sagemaker://NAME?region=R`` streams through :func:`gemmaserve.sagemaker.response_stream.stream_invoke`,
+``sagemaker://NAME?region=R`` streams through :func:`gemmaserve.sagemaker.runtime.stream_invoke`,
 whose ``PayloadPart`` bytes are the container's own SSE bytes. Transports stamp each
 chunk with the injected clock and raise :class:`RequestFailed`; they never retry.
 The HTTP transport also stamps when the request left (aiohttp's trace hooks fire once the
@@ -308,7 +308,7 @@ class SageMakerTransport:
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[Chunk]:
         from gemmaserve.errors import AwsError, ModelStreamFailed, SageMakerTimedOut
-        from gemmaserve.sagemaker.response_stream import stream_invoke
+        from gemmaserve.sagemaker.runtime import stream_invoke
 
         clock = self._clock
         decoder = SseDecoder()
