@@ -58,3 +58,16 @@ def test_requests_are_immutable() -> None:
     request = ExampleRequest.parse({"target": "x"})
     with pytest.raises(ValueError):
         request.repeat = 2  # type: ignore[misc]
+
+
+def test_the_package_front_door_is_lazy_and_complete() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, gemmaserve; assert 'pydantic' not in sys.modules; "
+        "from gemmaserve import PlanRequest, ServingSettings, ProgressEvent, CancelToken, Cancelled, Finding; "
+        "from gemmaserve.plan import plan; print(len(plan(PlanRequest(model=['e2b'], gpu=['t4'])).rows))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "4"
