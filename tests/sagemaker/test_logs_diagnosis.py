@@ -11,7 +11,8 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from gemmaserve.errors import EndpointFailed, UsageError
-from gemmaserve.sagemaker.diagnosis import LogEvent, Severity, WatchThresholds, diagnose
+from gemmaserve.findings import Status
+from gemmaserve.sagemaker.diagnosis import LogEvent, WatchThresholds, diagnose
 from gemmaserve.sagemaker.logs import log_group_name, read_endpoint_logs
 from gemmaserve.sagemaker.status import EndpointState, EndpointStatus
 from gemmaserve.sagemaker.watch import wait_for_endpoint
@@ -64,7 +65,7 @@ def state(status: EndpointStatus, minutes: float) -> EndpointState:
 def test_no_log_group_after_the_threshold_is_a_warning() -> None:
     early = diagnose(state(EndpointStatus.CREATING, 14), now_s=0, log_group_exists=False, events=[])
     late = diagnose(state(EndpointStatus.CREATING, 16), now_s=0, log_group_exists=False, events=[])
-    assert early == [] and [(d.code, d.severity) for d in late] == [("no-log-group", Severity.WARNING)]
+    assert early == [] and [(d.check, d.status) for d in late] == [("no-log-group", Status.WARN)]
 
 
 def test_ping_answered_but_still_creating_is_fatal_after_the_threshold() -> None:
@@ -79,7 +80,7 @@ def test_ping_answered_but_still_creating_is_fatal_after_the_threshold() -> None
     found = diagnose(
         state(EndpointStatus.CREATING, 30), now_s=1600, log_group_exists=True, events=events, thresholds=thresholds
     )
-    assert [d.code for d in found] == ["ping-ok-still-creating"]
+    assert [d.check for d in found] == ["ping-ok-still-creating"]
     assert diagnose(state(EndpointStatus.IN_SERVICE, 30), now_s=99999, log_group_exists=True, events=events) == []
 
 
@@ -97,7 +98,7 @@ def test_a_crash_in_the_log_is_fatal(line: str) -> None:
         log_group_exists=True,
         events=[LogEvent(timestamp_s=0, message=line)],
     )
-    assert found[0].code == "container-crashed" and found[0].severity is Severity.FATAL
+    assert found[0].check == "container-crashed" and found[0].status is Status.FAIL
 
 
 def test_wait_stops_early_on_a_crash_in_the_log() -> None:
@@ -144,7 +145,7 @@ HANDLED_TRACEBACK = [
 def test_a_handled_traceback_is_a_warning_not_a_failed_deploy() -> None:
     events = [LogEvent(timestamp_s=0, message=line) for line in HANDLED_TRACEBACK]
     found = diagnose(state(EndpointStatus.CREATING, 5), now_s=0, log_group_exists=True, events=events)
-    assert [(d.code, d.severity) for d in found] == [("traceback-in-log", Severity.WARNING)]
+    assert [(d.check, d.status) for d in found] == [("traceback-in-log", Status.WARN)]
 
 
 def test_wait_goes_on_past_a_handled_traceback_to_in_service() -> None:

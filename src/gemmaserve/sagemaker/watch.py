@@ -17,11 +17,10 @@ from gemmaserve.errors import (
     EndpointNotFound,
     SageMakerTimedOut,
 )
+from gemmaserve.findings import Finding, Status
 from gemmaserve.sagemaker.diagnosis import (
     DEFAULT_THRESHOLDS,
-    Diagnosis,
     LogEvent,
-    Severity,
     WatchThresholds,
     diagnose,
 )
@@ -104,11 +103,11 @@ def wait_for_endpoint(
             thresholds=thresholds,
         )
         for finding in findings:
-            if finding.severity is Severity.FATAL:
+            if finding.status is Status.FAIL:
                 raise _fatal_error(finding, state)
-            if finding.code not in reported:
-                reported.add(finding.code)
-                progress(f"Warning: {finding.message} {finding.hint}")
+            if finding.check not in reported:
+                reported.add(finding.check)
+                progress(f"Warning: {finding.detail}" + (f" {finding.fix}" if finding.fix else ""))
         waited_s = (now() - started).total_seconds()
         if waited_s >= timeout_s:
             raise SageMakerTimedOut(
@@ -133,16 +132,16 @@ def _status_line(state: EndpointState) -> str:
     return " ".join(parts)
 
 
-def _fatal_error(finding: Diagnosis, state: EndpointState) -> EndpointFailed | CapacityUnavailable:
+def _fatal_error(finding: Finding, state: EndpointState) -> EndpointFailed | CapacityUnavailable:
     fields = {
         "endpoint_name": state.endpoint_name,
         "region": state.region,
         "status": state.status.value,
         "failure_reason": state.failure_reason,
-        "diagnosis": finding.code,
+        "diagnosis": finding.check,
     }
-    if finding.code == "capacity":
+    if finding.check == "capacity":
         return CapacityUnavailable(
-            finding.message, hint=finding.hint, aws_error_code="InsufficientInstanceCapacity", **fields
+            finding.detail, hint=finding.fix, aws_error_code="InsufficientInstanceCapacity", **fields
         )
-    return EndpointFailed(finding.message, hint=finding.hint, **fields)
+    return EndpointFailed(finding.detail, hint=finding.fix, **fields)
