@@ -8,15 +8,18 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from gemmaserve.errors import InterlockRefused
+from gemmaserve.findings import Status
+from gemmaserve.sagemaker import api
 from gemmaserve.sagemaker.container import DEFAULT_AMI, default_image_uri
 from gemmaserve.sagemaker.preflight import (
-    FindingStatus,
     PreflightReport,
     Reachability,
     plan_finding,
     run_preflight,
 )
 from gemmaserve.sagemaker.quota import instances_held, quota_verdict
+from gemmaserve.sagemaker.requests import DeployRequest
 from tests.sagemaker.helpers import DERIVED_T4, make_role, record_derived_image
 
 REGION = "us-east-1"
@@ -67,13 +70,13 @@ def test_t4_with_the_stock_image_fails_on_the_clamp_and_passes_the_rest(moto_fac
         check_model=lambda repo: Reachability.GATED,
     )
     checks = by_check(report)
-    assert checks["memory-fit:ml.g4dn.xlarge"].status is FindingStatus.OK
-    assert checks["cuda:ml.g4dn.xlarge"].status is FindingStatus.OK  # 12.9 image on the CUDA 13 AMI
-    assert checks["turing-clamp"].status is FindingStatus.FAIL
+    assert checks["memory-fit:ml.g4dn.xlarge"].status is Status.OK
+    assert checks["cuda:ml.g4dn.xlarge"].status is Status.OK  # 12.9 image on the CUDA 13 AMI
+    assert checks["turing-clamp"].status is Status.FAIL
     assert "image build" in checks["turing-clamp"].fix
-    assert checks["quota:us-east-1:ml.g4dn.xlarge"].status is FindingStatus.OK
-    assert checks["execution-role"].status is FindingStatus.OK
-    assert checks["model-id"].status is FindingStatus.WARN and "HF_TOKEN" in checks["model-id"].fix
+    assert checks["quota:us-east-1:ml.g4dn.xlarge"].status is Status.OK
+    assert checks["execution-role"].status is Status.OK
+    assert checks["model-id"].status is Status.WARN and "HF_TOKEN" in checks["model-id"].fix
     assert not report.ok and [f.check for f in report.failures()] == ["turing-clamp"]
 
 
@@ -103,10 +106,10 @@ def test_derived_image_and_held_quota(moto_factory: Any) -> None:
         check_model=lambda repo: Reachability.REACHABLE,
     )
     checks = by_check(report)
-    assert checks["turing-clamp"].status is FindingStatus.OK
+    assert checks["turing-clamp"].status is Status.OK
     quota = checks["quota:us-east-1:ml.g4dn.xlarge"]
-    assert quota.status is FindingStatus.FAIL and "held by endpoints 1" in quota.detail
-    assert checks["cuda:ml.g4dn.xlarge"].status is FindingStatus.OK
+    assert quota.status is Status.FAIL and "held by endpoints 1" in quota.detail
+    assert checks["cuda:ml.g4dn.xlarge"].status is Status.OK
 
 
 def test_missing_role_unknown_model_and_missing_quota_are_not_ok(moto_factory: Any) -> None:
@@ -120,12 +123,44 @@ def test_missing_role_unknown_model_and_missing_quota_are_not_ok(moto_factory: A
         role_arn="arn:aws:iam::123456789012:role/nope",
     )
     checks = by_check(report)
-    assert checks["execution-role"].status is FindingStatus.FAIL
-    assert checks["model-id"].status is FindingStatus.UNKNOWN  # offline: unknown, never ok
-    assert checks["quota:us-east-1:ml.g6.xlarge"].status is FindingStatus.UNKNOWN
+    assert checks["execution-role"].status is Status.FAIL
+    assert checks["model-id"].status is Status.UNKNOWN  # offline: unknown, never ok
+    assert checks["quota:us-east-1:ml.g6.xlarge"].status is Status.UNKNOWN
     assert "turing-clamp" not in checks  # L4 needs no clamp
     assert not report.ok
     assert {f.check for f in report.failures(accept_unknown=True)} == {"execution-role"}
+
+
+@pytest.mark.parametrize(
+    ("quotas", "model", "unknown", "where"),
+    [
+        # the Hub cannot be asked: a finding about every region
+        ({"ml.g6.xlarge for endpoint usage": 1}, None, "model-id", None),
+        # the quota cannot be read in the only region tried: a finding about that region
+        ({}, Reachability.REACHABLE, "quota:us-east-1:ml.g6.xlarge", REGION),
+    ],
+)
+def test_an_unknown_finding_blocks_the_deploy_and_creates_nothing(
+    moto_factory: Any, quotas: dict[str, float], model: Reachability | None, unknown: str, where: str | None
+) -> None:
+    """Fail closed: a check that could not be made refuses the deploy unless the person accepts unknowns."""
+    role = make_role(moto_factory("iam", REGION))
+    factory = Factory(moto_factory, quotas, [REGION])
+    request = DeployRequest(
+        model="gemma-4-e2b",
+        encoding="qat-w4a16",
+        instance=["ml.g6.xlarge"],
+        regions=[REGION],
+        role_arn=role,
+        endpoint_name="unknown-blocks",
+        list_prices=True,
+    )
+    with pytest.raises(InterlockRefused) as refused:
+        api.deploy(request, check_model=None if model is None else (lambda repo: model), factory=factory)
+    reasons = refused.value.fields["reasons"]
+    assert [(r["check"], r["status"], r["where"]) for r in reasons] == [(unknown, "unknown", where)]
+    assert "Preflight found problems" in refused.value.message
+    assert moto_factory("sagemaker", REGION).list_models()["Models"] == []
 
 
 def test_cuda_13_image_on_g4dn_without_the_new_ami_fails(moto_factory: Any) -> None:
@@ -141,15 +176,15 @@ def test_cuda_13_image_on_g4dn_without_the_new_ami_fails(moto_factory: Any) -> N
         inference_ami_version=None,
     )
     finding = by_check(report)["cuda:ml.g4dn.xlarge"]
-    assert finding.status is FindingStatus.FAIL and DEFAULT_AMI in finding.fix
+    assert finding.status is Status.FAIL and DEFAULT_AMI in finding.fix
 
 
 def test_host_ram_is_hard_on_sagemaker() -> None:
     # A plan that fits only with swap cannot run on a SageMaker host: there is no swap to add.
     finding = plan_finding("fits-with-swap", "host RAM: loading needs 18 GiB", "ml.g4dn.xlarge", 1000, 2.0, 18.0, 16)
-    assert finding.status is FindingStatus.FAIL and "no swap" in finding.detail
-    assert plan_finding("fits", None, "ml.g6.xlarge", 1000, 2.0, 8.0, 16).status is FindingStatus.OK
-    assert plan_finding("does-not-fit", "GPU memory", "ml.g4dn.xlarge", 0, 0.0, 8.0, 16).status is FindingStatus.FAIL
+    assert finding.status is Status.FAIL and "no swap" in finding.detail
+    assert plan_finding("fits", None, "ml.g6.xlarge", 1000, 2.0, 8.0, 16).status is Status.OK
+    assert plan_finding("does-not-fit", "GPU memory", "ml.g4dn.xlarge", 0, 0.0, 8.0, 16).status is Status.FAIL
 
 
 def test_mixed_gpus_in_a_pool_fail(moto_factory: Any) -> None:
@@ -161,7 +196,7 @@ def test_mixed_gpus_in_a_pool_fail(moto_factory: Any) -> None:
         instance_types=["ml.g6.xlarge", "ml.g4dn.xlarge"],
         regions=[REGION],
     )
-    assert by_check(report)["one-gpu"].status is FindingStatus.FAIL
+    assert by_check(report)["one-gpu"].status is Status.FAIL
 
 
 @pytest.mark.parametrize(

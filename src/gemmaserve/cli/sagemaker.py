@@ -7,13 +7,14 @@ a terminal; dry runs need neither. Progress goes to stderr.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gemmaserve.cli.options import confirm, request_options
 from gemmaserve.cli.output import emit, json_option
 from gemmaserve.errors import UsageError
+from gemmaserve.findings import Status
 from gemmaserve.sagemaker.requests import (
     AutoscaleRequest,
     CleanupRequest,
@@ -30,6 +31,9 @@ from gemmaserve.sagemaker.requests import (
     StatusRequest,
     WaitRequest,
 )
+
+if TYPE_CHECKING:
+    from gemmaserve.sagemaker.preflight import PreflightReport
 
 
 def _progress(message: str) -> None:
@@ -79,11 +83,11 @@ def _render_preflight(report: Any) -> None:
     click.echo("Result: " + ("ready to deploy" if report.ok else "not ready (fail or unknown above)"))
 
 
-def _render_findings(report: Any) -> None:
-    marks = {"ok": "ok  ", "warn": "warn", "fail": "FAIL", "unknown": "?   "}
+def _render_findings(report: PreflightReport) -> None:
+    marks = {Status.OK: "ok  ", Status.WARN: "warn", Status.FAIL: "FAIL", Status.UNKNOWN: "?   "}
     for finding in report.findings:
-        click.echo(f"  {marks[finding.status.value]} {finding.check}: {finding.detail}")
-        if finding.fix and finding.status.value != "ok":
+        click.echo(f"  {marks.get(finding.status, 'n/a ')} {finding.check}: {finding.detail}")
+        if finding.fix and finding.status is not Status.OK:
             click.echo(f"       fix: {finding.fix}")
 
 

@@ -94,7 +94,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         from gemmaserve.sagemaker import api
 
         report = api.preflight(request, check_model=deps.model_checker(), factory=deps.clients())
-        bad = [f for f in report.findings if f.status.value in ("fail", "unknown")]
+        bad = report.failures()
         summary = (
             "Ready to deploy."
             if report.ok

@@ -223,7 +223,8 @@ def deploy(
             rows=prepared.rows,
         )
         accept_unknown = request.accept_unknown
-        region_blind = [f for f in report.failures(accept_unknown=accept_unknown) if f.region is None]
+        # A finding with no ``where`` is about every region; one naming a region only rules that one out.
+        region_blind = [f for f in report.failures(accept_unknown=accept_unknown) if f.where is None]
         if region_blind or all(_region_blocked(report, region, accept_unknown) for region in regions):
             failures = report.failures(accept_unknown=accept_unknown)
             raise InterlockRefused(
@@ -271,7 +272,7 @@ def deploy(
 
 
 def _region_blocked(report: PreflightReport, region: str, accept_unknown: bool) -> bool:
-    return any(f.region == region for f in report.failures(accept_unknown=accept_unknown))
+    return any(f.where == region for f in report.failures(accept_unknown=accept_unknown))
 
 
 def _user() -> str:

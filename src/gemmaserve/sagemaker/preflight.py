@@ -4,6 +4,9 @@ Checks: the plan's memory fit per instance type (host RAM is hard: no swap on a
 SageMaker host), one GPU across the pool, image CUDA against the host AMI, the
 Turing clamp on T4, endpoint quota per region, the execution role, and the model
 id's reachability. Unknown is never ok: the report passes only when every finding is ok or warn.
+Findings are :class:`gemmaserve.findings.Finding`; one about a single region names it in ``where``, one
+with no ``where`` is about every region (deploy refuses on any of those, but on regional ones only when
+every region tried has one).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from gemmaserve.errors import AwsAccessDenied, AwsError, CredentialsMissing, GemmaserveError
+from gemmaserve.findings import Finding, Status, all_pass
 from gemmaserve.sagemaker.aws import call, is_not_found
 from gemmaserve.sagemaker.clients import ClientFactory
 from gemmaserve.sagemaker.container import (
@@ -33,21 +37,6 @@ from gemmaserve.sagemaker.quota import check_quotas
 
 if TYPE_CHECKING:
     from gemmaserve.plan import PlanRow
-
-
-class FindingStatus(StrEnum):
-    OK = "ok"
-    WARN = "warn"
-    FAIL = "fail"
-    UNKNOWN = "unknown"
-
-
-class Finding(BaseModel):
-    check: str
-    status: FindingStatus
-    detail: str
-    fix: str | None = None
-    region: str | None = None
 
 
 class Reachability(StrEnum):
@@ -71,11 +60,11 @@ class PreflightReport(BaseModel):
 
     @property
     def ok(self) -> bool:
-        return all(f.status in (FindingStatus.OK, FindingStatus.WARN) for f in self.findings)
+        return all_pass(self.findings)
 
     def failures(self, *, accept_unknown: bool = False) -> list[Finding]:
-        bad = {FindingStatus.FAIL} if accept_unknown else {FindingStatus.FAIL, FindingStatus.UNKNOWN}
-        return [f for f in self.findings if f.status in bad]
+        """The findings that block a deploy; ``accept_unknown`` lets the unchecked ones through."""
+        return [f for f in self.findings if f.blocks and not (accept_unknown and f.status is Status.UNKNOWN)]
 
 
 def run_preflight(
@@ -113,7 +102,7 @@ def run_preflight(
     )
     findings = report.findings
     for index, finding in enumerate(findings):
-        if finding.check == "turing-clamp" and finding.status is FindingStatus.UNKNOWN and report.image_uri:
+        if finding.check == "turing-clamp" and finding.status is Status.UNKNOWN and report.image_uri:
             findings[index] = _remote_clamp_finding(factory, report.image_uri, finding)
     for region in regions:
         findings.extend(_quota_findings(factory, instance_types, instance_count, region))
@@ -157,7 +146,7 @@ def run_offline_preflight(
             findings.append(
                 Finding(
                     check=f"memory-fit:{name}",
-                    status=FindingStatus.FAIL,
+                    status=Status.FAIL,
                     detail=f"{name} is not in gemmaserve's catalog: its GPU and host RAM are unknown, "
                     "so no plan can say the model fits.",
                     fix="Use a catalog instance type (gemmaserve plan lists them).",
@@ -193,7 +182,7 @@ def run_offline_preflight(
         findings.append(
             Finding(
                 check="one-gpu",
-                status=FindingStatus.FAIL,
+                status=Status.FAIL,
                 detail=f"The pool mixes GPUs {sorted(gpus)}; one plan cannot fit all of them.",
                 fix="List only instance types with the same GPU in --instance.",
             )
@@ -229,17 +218,17 @@ def plan_finding(
         else f"{instance}: {verdict}"
     )
     if verdict == "fits":
-        return Finding(check=f"memory-fit:{instance}", status=FindingStatus.OK, detail=detail)
+        return Finding(check=f"memory-fit:{instance}", status=Status.OK, detail=detail)
     if verdict == "fits-with-swap":
         return Finding(
             check=f"memory-fit:{instance}",
-            status=FindingStatus.FAIL,
+            status=Status.FAIL,
             detail=f"{detail}. {binding}. A SageMaker host has no swap to add.",
             fix="Pick a larger host of the same GPU (e.g. the 2xlarge) or a 4-bit encoding.",
         )
     return Finding(
         check=f"memory-fit:{instance}",
-        status=FindingStatus.FAIL,
+        status=Status.FAIL,
         detail=f"{detail}: {binding}",
         fix="See `gemmaserve plan` for a model/encoding/GPU that fits.",
     )
@@ -254,12 +243,12 @@ def _cuda_findings(image: str, instance_types: list[str], ami: str | None) -> li
         label = f"image CUDA {_v(image_cuda)} on {instance_type} with AMI {ami or 'default'} (CUDA {_v(host)})"
         fix = f"Set InferenceAmiVersion={ami_for_cuda(image_cuda)} (deploy --ami)."
         if verdict is CudaVerdict.OK:
-            findings.append(Finding(check=f"cuda:{instance_type}", status=FindingStatus.OK, detail=label))
+            findings.append(Finding(check=f"cuda:{instance_type}", status=Status.OK, detail=label))
         elif verdict is CudaVerdict.MINOR_NEWER:
             findings.append(
                 Finding(
                     check=f"cuda:{instance_type}",
-                    status=FindingStatus.WARN,
+                    status=Status.WARN,
                     detail=label + ": runs through CUDA minor-version compatibility (no PTX JIT)",
                     fix=fix,
                 )
@@ -268,7 +257,7 @@ def _cuda_findings(image: str, instance_types: list[str], ami: str | None) -> li
             findings.append(
                 Finding(
                     check=f"cuda:{instance_type}",
-                    status=FindingStatus.FAIL,
+                    status=Status.FAIL,
                     detail=label + ": the driver is too old; SageMaker reports "
                     "CannotStartContainerError with no log group",
                     fix=fix,
@@ -278,7 +267,7 @@ def _cuda_findings(image: str, instance_types: list[str], ami: str | None) -> li
             findings.append(
                 Finding(
                     check=f"cuda:{instance_type}",
-                    status=FindingStatus.UNKNOWN,
+                    status=Status.UNKNOWN,
                     detail=label,
                     fix="Use an image tag that names its CUDA (cu129, cu130) or the pinned default.",
                 )
@@ -297,21 +286,19 @@ def _clamp_finding(image: str, labels: dict[str, str] | None) -> Finding:
             if record
             else "its label says so"
         )
-        return Finding(
-            check="turing-clamp", status=FindingStatus.OK, detail=f"{image} carries the Turing clamp ({how})."
-        )
+        return Finding(check="turing-clamp", status=Status.OK, detail=f"{image} carries the Turing clamp ({how}).")
     fix = "Build the derived image: gemmaserve sagemaker image build --region … ; then deploy --image <its URI>."
     if claims is False:
         return Finding(
             check="turing-clamp",
-            status=FindingStatus.FAIL,
+            status=Status.FAIL,
             detail=f"{image} is stock vLLM: Gemma 4's head-512 attention tile needs 98,304 bytes of "
             "shared memory, a T4 allows 65,536 (OutOfResources).",
             fix=fix,
         )
     return Finding(
         check="turing-clamp",
-        status=FindingStatus.UNKNOWN,
+        status=Status.UNKNOWN,
         detail=f"No build record of {image} on this host, so nothing says it carries the Turing clamp "
         "(a tag's text proves nothing).",
         fix=fix + " Or deploy from the host that built it.",
@@ -337,7 +324,7 @@ def _remote_clamp_finding(factory: ClientFactory, image: str, local: Finding) ->
         return local.model_copy(update={"detail": local.detail + f" No build record at {record_location(image)}."})
     return Finding(
         check="turing-clamp",
-        status=FindingStatus.OK,
+        status=Status.OK,
         detail=f"{image} carries the Turing clamp (build {record.build_id} verified it; vLLM "
         f"{record.base_vllm_version}, CUDA {record.base_cuda_version}; {record_location(image)}).",
     )
@@ -354,21 +341,21 @@ def _quota_findings(factory: ClientFactory, types: list[str], count: int, region
         return [
             Finding(
                 check=f"quota:{region}",
-                status=FindingStatus.UNKNOWN,
-                region=region,
+                status=Status.UNKNOWN,
+                where=region,
                 detail=error.message,
                 fix="Allow servicequotas:ListServiceQuotas, sagemaker:ListEndpoints/DescribeEndpoint*.",
             )
         ]
     except AwsError as error:
-        return [Finding(check=f"quota:{region}", status=FindingStatus.UNKNOWN, region=region, detail=error.message)]
+        return [Finding(check=f"quota:{region}", status=Status.UNKNOWN, where=region, detail=error.message)]
     findings = []
     for check in checks:
         detail = (
             f"{check.quota_name}: limit {check.limit if check.limit is not None else '?'}, "
             f"held by endpoints {check.used}, this deploy needs {check.needed}"
         )
-        status = {True: FindingStatus.OK, False: FindingStatus.FAIL, None: FindingStatus.UNKNOWN}[check.ok]
+        status = {True: Status.OK, False: Status.FAIL, None: Status.UNKNOWN}[check.ok]
         fix = (
             None
             if check.ok
@@ -378,7 +365,7 @@ def _quota_findings(factory: ClientFactory, types: list[str], count: int, region
             )
         )
         findings.append(
-            Finding(check=f"quota:{region}:{check.instance_type}", status=status, detail=detail, fix=fix, region=region)
+            Finding(check=f"quota:{region}:{check.instance_type}", status=status, detail=detail, fix=fix, where=region)
         )
     return findings
 
@@ -398,7 +385,7 @@ def role_findings(
 
     fix = "Create a least-privilege one: gemmaserve sagemaker role create --regions " + ",".join(regions)
     if not role_arn:
-        return [Finding(check="execution-role", status=FindingStatus.FAIL, detail="No execution role given.", fix=fix)]
+        return [Finding(check="execution-role", status=Status.FAIL, detail="No execution role given.", fix=fix)]
     region = regions[0]
     arn_account = role_account(role_arn)
     try:
@@ -407,7 +394,7 @@ def role_findings(
         return [
             Finding(
                 check="execution-role",
-                status=FindingStatus.UNKNOWN,
+                status=Status.UNKNOWN,
                 detail=f"Cannot read the caller's account: {error.message}",
             )
         ]
@@ -415,7 +402,7 @@ def role_findings(
         return [
             Finding(
                 check="execution-role",
-                status=FindingStatus.FAIL,
+                status=Status.FAIL,
                 detail=f"{role_arn} is in account {arn_account}, but these credentials are account {caller}: "
                 "SageMaker cannot pass a role of another account.",
                 fix=fix,
@@ -426,7 +413,7 @@ def role_findings(
     try:
         role = call(region, iam.get_role, RoleName=name)["Role"]
     except AwsError as error:
-        status = FindingStatus.FAIL if is_not_found(error) else FindingStatus.UNKNOWN
+        status = Status.FAIL if is_not_found(error) else Status.UNKNOWN
         return [Finding(check="execution-role", status=status, detail=f"Role {name}: {error.message}", fix=fix)]
     document = role.get("AssumeRolePolicyDocument", {})
     if isinstance(document, str):
@@ -437,7 +424,7 @@ def role_findings(
         return [
             Finding(
                 check="execution-role",
-                status=FindingStatus.FAIL,
+                status=Status.FAIL,
                 detail=f"{role['Arn']} cannot be assumed by sagemaker.amazonaws.com.",
                 fix=fix,
             )
@@ -445,7 +432,7 @@ def role_findings(
     findings = [
         Finding(
             check="execution-role",
-            status=FindingStatus.OK,
+            status=Status.OK,
             detail=f"{role['Arn']} is in this account and trusts sagemaker.",
         )
     ]
@@ -456,7 +443,7 @@ def role_findings(
             *findings,
             Finding(
                 check="role-regions",
-                status=FindingStatus.UNKNOWN,
+                status=Status.UNKNOWN,
                 detail=f"Cannot read {name}'s policy: {error.message}",
             ),
         ]
@@ -465,7 +452,7 @@ def role_findings(
             *findings,
             Finding(
                 check="role-regions",
-                status=FindingStatus.WARN,
+                status=Status.WARN,
                 detail=f"{name} has no {EXECUTION_POLICY_NAME} policy, so gemmaserve cannot tell "
                 f"whether it may pull the image and write logs in {', '.join(regions)}.",
                 fix=fix,
@@ -484,8 +471,8 @@ def role_findings(
     findings.extend(
         Finding(
             check=f"role-regions:{candidate}",
-            status=FindingStatus.FAIL,
-            region=candidate,
+            status=Status.FAIL,
+            where=candidate,
             fix=f"Make the role usable there too (earlier regions are kept): gemmaserve sagemaker role create "
             f"--name {name} --regions {','.join(regions)}",
             detail=f"{name} cannot pull the image or write endpoint logs in {candidate}: a deploy there would fail.",
@@ -495,7 +482,7 @@ def role_findings(
     working = [candidate for candidate in regions if candidate not in missing]
     if working:
         findings.append(
-            Finding(check="role-regions", status=FindingStatus.OK, detail=f"{name} works in {', '.join(working)}.")
+            Finding(check="role-regions", status=Status.OK, detail=f"{name} works in {', '.join(working)}.")
         )
     return findings
 
@@ -524,24 +511,24 @@ def _model_finding(repo_id: str, check_model: ModelChecker | None) -> Finding:
         except GemmaserveError:
             result = Reachability.UNKNOWN
     if result is Reachability.REACHABLE:
-        return Finding(check="model-id", status=FindingStatus.OK, detail=f"{repo_id} is on the Hugging Face Hub.")
+        return Finding(check="model-id", status=Status.OK, detail=f"{repo_id} is on the Hugging Face Hub.")
     if result is Reachability.GATED:
         return Finding(
             check="model-id",
-            status=FindingStatus.WARN,
+            status=Status.WARN,
             detail=f"{repo_id} is gated.",
             fix="Pass a token the container can use: deploy --env HF_TOKEN=…",
         )
     if result is Reachability.MISSING:
         return Finding(
             check="model-id",
-            status=FindingStatus.FAIL,
+            status=Status.FAIL,
             detail=f"{repo_id} was not found on the Hub.",
             fix="Check the repository id, or serve from S3.",
         )
     return Finding(
         check="model-id",
-        status=FindingStatus.UNKNOWN,
+        status=Status.UNKNOWN,
         detail=f"Could not check {repo_id} (offline or no checker).",
         fix="Run preflight with network.",
     )
