@@ -12,8 +12,10 @@ and sets the token when the client cancels the request. Nothing is injected into
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 
 @dataclass(frozen=True)
@@ -81,3 +83,24 @@ def check(cancel: CancelToken | None) -> None:
     """``cancel.check()`` for an optional token."""
     if cancel is not None:
         cancel.check()
+
+
+def pause(seconds: float, *, cancel: CancelToken | None = None, sleep: Callable[[float], None] | None = None) -> None:
+    """Wait between two polls of a wait loop, stopping with :class:`Cancelled` once ``cancel`` is set.
+
+    ``sleep`` is a test's scripted sleep (it cannot be cut short, so the token is checked before and
+    after it); None is real time, which a cancel cuts short.
+    """
+    if sleep is not None:
+        check(cancel)
+        sleep(seconds)
+        check(cancel)
+    elif cancel is not None:
+        cancel.sleep(seconds)
+    else:
+        time.sleep(seconds)
+
+
+def utc_now() -> datetime:
+    """The default clock of the wait loops (callers and tests pass their own)."""
+    return datetime.now(UTC)

@@ -20,11 +20,13 @@ from gemmaserve.mcp_server.framework import (
     OperationCancelled,
     ProgressSink,
     format_error,
+    relay,
     require_confirmation,
     run_blocking,
     translate_errors,
     typed_result,
 )
+from gemmaserve.progress import ProgressEvent
 from tests.mcp.conftest import (
     ProgressLog,
     call_tool,
@@ -159,23 +161,17 @@ def test_require_confirmation_raises_usage_error() -> None:
         raise AssertionError("no refusal")
 
 
-def test_progress_never_interrupts_a_cleanup_in_progress() -> None:
-    from gemmaserve.mcp_server.framework import message_progress
-
-    reported: list[str | None] = []
+def test_relay_passes_counted_work_and_numbers_the_rest() -> None:
+    """The library's events as MCP progress; a cleanup's events after a cancellation are relayed like any other
+    (cancellation is the token's job now: a progress call never raises, so it cannot cut a teardown short)."""
+    reported: list[tuple[float, float | None, str | None]] = []
     cancellation = Cancellation()
-    progress = message_progress(lambda done, total, message: reported.append(message), cancellation)
-    progress("created model")
+    progress = relay(lambda done, total, message: reported.append((done, total, message)))
+    progress(ProgressEvent("create", "created model", done=1, total=3))
     cancellation.cancel()
     try:
         raise RuntimeError("capacity")  # the library is tearing down after its own failure
     except RuntimeError:
-        progress("deleting model")  # must not raise: the teardown has to finish
-    try:
-        progress("next step")
-    except OperationCancelled:
-        pass
-    else:
-        raise AssertionError("cancellation was never raised")
-    progress("deleting what was created")  # the teardown of the cancellation itself passes
-    assert reported == ["created model", "deleting model", "next step", "deleting what was created"]
+        progress(ProgressEvent("teardown", "deleting model"))  # must not raise: the teardown has to finish
+    progress(ProgressEvent("teardown", "deleting what was created"))  # nor after the cancellation
+    assert reported == [(1, 3, "created model"), (2, None, "deleting model"), (3, None, "deleting what was created")]

@@ -11,6 +11,7 @@ import pytest
 
 from gemmaserve.cli import app
 from gemmaserve.cli.errors import run_with_error_mapping
+from gemmaserve.progress import ProgressEvent
 from gemmaserve.sagemaker.endpoint import DeploySpec
 from gemmaserve.sagemaker.env_mapping import serve_args_to_env
 
@@ -34,6 +35,18 @@ class ScriptedClock:
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
         self.current += timedelta(seconds=seconds)
+
+
+class Lines(list[str]):
+    """A progress callback that keeps each event's message (the line the CLI prints) and, in ``events``, the event."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[ProgressEvent] = []
+
+    def __call__(self, event: ProgressEvent) -> None:
+        self.events.append(event)
+        self.append(event.message)
 
 
 def make_role(iam: Any, name: str = "gemmaserve-exec") -> str:

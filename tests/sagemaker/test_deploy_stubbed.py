@@ -6,6 +6,8 @@ botocore's Stubber checks every request against the real service model
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -20,11 +22,11 @@ from gemmaserve.errors import (
     QuotaExceeded,
     SageMakerTimedOut,
 )
+from gemmaserve.progress import Cancelled, CancelToken
 from gemmaserve.sagemaker.delete import delete_deployment
-from gemmaserve.sagemaker.endpoint import execute_deploy, plan_deploy
+from gemmaserve.sagemaker.endpoint import execute_deploy, plan_deploy, wait_for_endpoint
 from gemmaserve.sagemaker.status import EndpointStatus, describe_endpoint_state
-from gemmaserve.sagemaker.watch import wait_for_endpoint
-from tests.sagemaker.helpers import START, ScriptedClock, make_spec
+from tests.sagemaker.helpers import START, Lines, ScriptedClock, make_spec
 
 REGION = "us-east-1"
 ROLE = "arn:aws:iam::123456789012:role/gemmaserve-exec"
@@ -246,7 +248,7 @@ def test_wait_times_out_with_a_bound() -> None:
 def test_delete_waits_while_creating_then_deletes_everything() -> None:
     sm = sm_client()
     clock = ScriptedClock()
-    progress: list[str] = []
+    progress = Lines()
     with Stubber(sm) as stub:
         stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
         stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
@@ -264,7 +266,7 @@ def test_delete_waits_while_creating_then_deletes_everything() -> None:
             expected_params={"ModelName": f"{NAME}-model"},
         )
         report = delete_deployment(
-            sm, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=20, progress=progress.append
+            sm, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=20, progress=progress
         )
         stub.assert_no_pending_responses()
     assert report.deleted == [f"endpoint:{NAME}", f"endpoint-config:{NAME}-config"]
@@ -345,7 +347,7 @@ def test_not_found_is_a_state() -> None:
 def test_a_failing_teardown_still_raises_the_original_error_and_says_how_to_finish() -> None:
     sm = sm_client()
     plan = plan_deploy(make_spec(ROLE, endpoint_name=NAME, instance_types=["ml.g6.xlarge"]), region=REGION, now=START)
-    progress: list[str] = []
+    progress = Lines()
     with Stubber(sm) as stub:
         fresh(stub)
         stub.add_response("create_model", {"ModelArn": ARN}, expected_params=plan.calls[0].params)
@@ -367,5 +369,53 @@ def test_a_failing_teardown_still_raises_the_original_error_and_says_how_to_fini
             {"ModelName": f"{NAME}-model"},
         )
         with pytest.raises(AwsError, match="Rate exceeded"):
-            execute_deploy(sm, plan, now=lambda: START, progress=progress.append)
+            execute_deploy(sm, plan, now=lambda: START, progress=progress)
     assert f"gemmaserve sagemaker delete {NAME} --region {REGION} --yes" in progress[-1]
+
+
+def test_wait_reports_each_status_with_seconds_of_the_timeout() -> None:
+    sm = sm_client()
+    clock = ScriptedClock()
+    progress = Lines()
+    with Stubber(sm) as stub:
+        for status in ("Creating", "Creating", "InService"):
+            stub.add_response("describe_endpoint", described(status), {"EndpointName": NAME})
+            stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+        wait_for_endpoint(
+            sm, None, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=60, timeout_s=600, progress=progress
+        )
+    assert [(e.phase, e.done, e.total) for e in progress.events] == [("Creating", 0, 600), ("InService", 120, 600)]
+    assert progress[0].startswith(f"{NAME} ({REGION}): Creating")  # the line the CLI prints, as before
+
+
+def test_cancelled_wait_stops_following_at_the_next_poll() -> None:
+    """A scripted sleep cannot be cut short: the token is checked around it, and no further poll is made."""
+    sm = sm_client()
+    clock = ScriptedClock()
+    token = CancelToken()
+
+    def sleep(seconds: float) -> None:
+        clock.sleep(seconds)
+        token.cancel()
+
+    with Stubber(sm) as stub:
+        stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
+        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+        with pytest.raises(Cancelled):
+            wait_for_endpoint(sm, None, NAME, region=REGION, now=clock.now, sleep=sleep, poll_s=60, cancel=token)
+        stub.assert_no_pending_responses()
+    assert clock.sleeps == [60]
+
+
+def test_cancel_cuts_a_real_wait_short() -> None:
+    sm = sm_client()
+    token = CancelToken()
+    with Stubber(sm) as stub:
+        stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
+        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+        threading.Timer(0.1, token.cancel).start()
+        began = time.monotonic()
+        with pytest.raises(Cancelled):
+            # sleep=None: real time between polls (30 s here), which the cancel ends at once.
+            wait_for_endpoint(sm, None, NAME, region=REGION, poll_s=30, cancel=token)
+    assert time.monotonic() - began < 10

@@ -14,12 +14,14 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
+from gemmaserve.progress import Cancelled, CancelToken
 from gemmaserve.sagemaker import api
 from gemmaserve.sagemaker.build_record import ImageBuildRecord, find_record, save_record
 from gemmaserve.sagemaker.codebuild import build_image, build_wheel_from_checkout, plan_image_build
 from gemmaserve.sagemaker.container import PINNED_IMAGE, default_image_uri, image_cuda_version
 from gemmaserve.sagemaker.requests import PreflightRequest
 from gemmaserve.turing.versions import is_supported
+from tests.sagemaker.helpers import Lines
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -168,17 +170,62 @@ def test_ctrl_c_while_following_a_build_says_how_to_stop_it(moto_factory: Any) -
     def ctrl_c(_: float) -> None:
         raise KeyboardInterrupt
 
-    progress: list[str] = []
+    progress = Lines()
     with pytest.raises(KeyboardInterrupt):
         build_image(
             factory,
             region=REGION,
             requirement="gemmaserve @ git+https://github.com/example/gemmaserve",
             sleep=ctrl_c,
-            progress=progress.append,
+            progress=progress,
         )
     assert "aws codebuild stop-build --id gemmaserve-turing-image:9 --region us-east-1" in progress[-1]
     assert find_record(plan_image_build(region=REGION, account=ACCOUNT).target_image) is None  # nothing recorded
+
+
+def test_cancel_while_following_a_build_stops_following_like_ctrl_c(moto_factory: Any) -> None:
+    factory = StubbedCodeBuild(moto_factory)
+    stub = factory.stub
+    stub.add_response("batch_get_projects", {"projects": []}, {"names": ["gemmaserve-turing-image"]})
+    stub.add_response("create_project", {"project": {"name": "gemmaserve-turing-image"}})
+    stub.add_response("start_build", {"build": {"id": "gemmaserve-turing-image:9", "buildStatus": "IN_PROGRESS"}})
+    stub.add_response(
+        "batch_get_builds",
+        {"builds": [{"id": "gemmaserve-turing-image:9", "buildStatus": "IN_PROGRESS", "currentPhase": "BUILD"}]},
+    )
+    token = CancelToken()
+    progress = Lines()
+    with pytest.raises(Cancelled):
+        build_image(
+            factory,
+            region=REGION,
+            requirement="gemmaserve @ git+https://github.com/example/gemmaserve",
+            sleep=lambda _s: token.cancel(),
+            progress=progress,
+            cancel=token,
+        )
+    stub.assert_no_pending_responses()  # no poll after the cancel
+    assert [event.phase for event in progress.events] == ["started", "BUILD", "stopped"]
+    assert "aws codebuild stop-build --id gemmaserve-turing-image:9 --region us-east-1" in progress[-1]
+    assert find_record(plan_image_build(region=REGION, account=ACCOUNT).target_image) is None  # nothing recorded
+
+
+def test_cancel_before_the_build_starts_starts_none(moto_factory: Any) -> None:
+    factory = StubbedCodeBuild(moto_factory)
+    stub = factory.stub
+    stub.add_response("batch_get_projects", {"projects": []}, {"names": ["gemmaserve-turing-image"]})
+    stub.add_response("create_project", {"project": {"name": "gemmaserve-turing-image"}})
+    token = CancelToken()
+    token.cancel()
+    with pytest.raises(Cancelled):
+        build_image(
+            factory,
+            region=REGION,
+            requirement="gemmaserve @ git+https://github.com/example/gemmaserve",
+            sleep=lambda _s: None,
+            cancel=token,
+        )
+    stub.assert_no_pending_responses()  # the (idempotent) project is in place; start_build was never called
 
 
 def test_the_build_writes_its_record_from_inside_the_image(tmp_path: Path) -> None:

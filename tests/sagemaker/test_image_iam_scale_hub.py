@@ -27,7 +27,7 @@ from gemmaserve.sagemaker.iam import (
 )
 from gemmaserve.sagemaker.image import ARCH_CHECK
 from gemmaserve.sagemaker.jumpstart import list_gemma4_models
-from tests.sagemaker.helpers import ScriptedClock
+from tests.sagemaker.helpers import Lines, ScriptedClock
 
 REGION = "us-east-1"
 BASE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:server-sagemaker-cuda-v2.3"
@@ -144,13 +144,13 @@ def test_image_build_creates_resources_idempotently_and_follows_the_build(moto_f
     )
     stub.add_response("batch_get_builds", _build("IN_PROGRESS", "BUILD"), {"ids": ["gemmaserve-turing-image:1"]})
     stub.add_response("batch_get_builds", _build("SUCCEEDED", "COMPLETED"), {"ids": ["gemmaserve-turing-image:1"]})
-    progress: list[str] = []
+    progress = Lines()
     result = build_image(
         factory,
         region=REGION,
         now=clock.now,
         sleep=clock.sleep,
-        progress=progress.append,
+        progress=progress,
         poll_s=5,
         requirement=GIT_REQUIREMENT,
     )

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from gemmaserve.errors import DeployInterrupted, EndpointFailed
+from gemmaserve.progress import Cancelled, CancelToken, ProgressEvent
 from gemmaserve.sagemaker import api
 from gemmaserve.sagemaker.requests import DeleteRequest, DeployRequest
-from tests.sagemaker.helpers import ScriptedClock, make_role
+from tests.sagemaker.helpers import Lines, ScriptedClock, make_role
 
 REGION = "us-east-1"
 NAME = "intr-e2b"
@@ -31,7 +32,14 @@ def _leftovers(sm: Any) -> dict[str, list[str]]:
     }
 
 
-def _deploy(factory: Any, progress: list[str], **overrides: Any) -> api.DeployOutcome:
+def _deploy(
+    factory: Any,
+    progress: Lines,
+    *,
+    cancel: CancelToken | None = None,
+    on_progress: Any = None,
+    **overrides: Any,
+) -> api.DeployOutcome:
     clock = ScriptedClock()
     values: dict[str, Any] = {
         "model": "gemma-4-e2b",
@@ -45,7 +53,9 @@ def _deploy(factory: Any, progress: list[str], **overrides: Any) -> api.DeployOu
     }
     values.update(overrides)
     request = DeployRequest(**values)
-    return api.deploy(request, factory=factory, progress=progress.append, now=clock.now, sleep=clock.sleep)
+    return api.deploy(
+        request, factory=factory, progress=on_progress or progress, cancel=cancel, now=clock.now, sleep=clock.sleep
+    )
 
 
 def _interrupt_at(sm: Any, event: str, deliver: Any, times: int = 1, skip: int = 0) -> list[str]:
@@ -75,7 +85,7 @@ def _send(signum: int) -> Any:
 def test_ctrl_c_during_each_create_call_leaves_nothing(moto_factory: Any, operation: str, phase: str) -> None:
     sm = moto_factory("sagemaker", REGION)
     fired = _interrupt_at(sm, f"{phase}.sagemaker.{operation}", _ctrl_c)
-    progress: list[str] = []
+    progress = Lines()
     with pytest.raises(DeployInterrupted) as caught:
         _deploy(moto_factory, progress)
     assert fired
@@ -97,7 +107,7 @@ def test_ctrl_c_during_each_create_call_leaves_nothing(moto_factory: Any, operat
 def test_sigterm_and_sighup_tear_down_like_ctrl_c(moto_factory: Any, signum: int, operation: str) -> None:
     sm = moto_factory("sagemaker", REGION)
     _interrupt_at(sm, f"after-call.sagemaker.{operation}", _send(signum))
-    progress: list[str] = []
+    progress = Lines()
     before = signal.getsignal(signum)
     with pytest.raises(DeployInterrupted) as caught:
         _deploy(moto_factory, progress)
@@ -110,7 +120,7 @@ def test_signal_while_waiting_for_in_service_deletes_the_endpoint(moto_factory: 
     sm = moto_factory("sagemaker", REGION)
     _interrupt_at(sm, "after-call.sagemaker.DescribeEndpoint", _send(signal.SIGTERM), skip=1)
     with pytest.raises(DeployInterrupted) as caught:
-        _deploy(moto_factory, [], wait=True)
+        _deploy(moto_factory, Lines(), wait=True)
     assert _leftovers(sm)["endpoints"] == []
     assert "endpoint:intr-e2b" in caught.value.fields["deleted"]
 
@@ -119,7 +129,7 @@ def test_second_ctrl_c_during_teardown_is_reported_and_teardown_continues(moto_f
     sm = moto_factory("sagemaker", REGION)
     _interrupt_at(sm, "after-call.sagemaker.CreateEndpoint", _ctrl_c)
     _interrupt_at(sm, "before-call.sagemaker.DeleteEndpoint", _send(signal.SIGINT))
-    progress: list[str] = []
+    progress = Lines()
     with pytest.raises(DeployInterrupted):
         _deploy(moto_factory, progress)
     assert _leftovers(sm) == {"endpoints": [], "configs": [], "models": []}
@@ -131,7 +141,7 @@ def test_third_ctrl_c_abandons_teardown_and_names_what_is_left(moto_factory: Any
     _interrupt_at(sm, "after-call.sagemaker.CreateEndpoint", _ctrl_c)
     _interrupt_at(sm, "after-call.sagemaker.DeleteEndpoint", _send(signal.SIGINT))
     _interrupt_at(sm, "before-call.sagemaker.DeleteEndpointConfig", _send(signal.SIGINT))
-    progress: list[str] = []
+    progress = Lines()
     with pytest.raises(DeployInterrupted) as caught:
         _deploy(moto_factory, progress)
     left = _leftovers(sm)
@@ -163,7 +173,7 @@ def test_a_refused_create_does_not_delete_someone_elses_resource(moto_factory: A
         ],
     )
     with pytest.raises(Exception, match="already exist"):
-        _deploy(moto_factory, [], role_arn=role)
+        _deploy(moto_factory, Lines(), role_arn=role)
     assert _leftovers(sm)["configs"] == [f"{NAME}-config"] and _leftovers(sm)["models"] == ["other-model"]
 
 
@@ -175,7 +185,69 @@ def test_failed_wait_carries_the_teardown_report(moto_factory: Any) -> None:
 
     _interrupt_at(sm, "after-call.sagemaker.DescribeEndpoint", lambda: failing_wait(), skip=1)
     with pytest.raises(EndpointFailed) as caught:
-        _deploy(moto_factory, [], wait=True)
+        _deploy(moto_factory, Lines(), wait=True)
     assert caught.value.fields["teardown"]["remaining"] == []
     assert "endpoint:intr-e2b" in caught.value.fields["teardown"]["deleted"]
     assert _leftovers(sm)["endpoints"] == []
+
+
+def _cancel_on(token: CancelToken, prefix: str, progress: Lines) -> Any:
+    """A progress callback that keeps the lines and sets ``token`` on the first line starting with ``prefix``."""
+
+    def callback(event: ProgressEvent) -> None:
+        progress(event)
+        if event.message.startswith(prefix):
+            token.cancel()
+
+    return callback
+
+
+@pytest.mark.parametrize("after", ["Created model", "Created endpoint-config"])
+def test_cancel_tears_down_like_ctrl_c(moto_factory: Any, after: str) -> None:
+    """The cancel token (MCP's cancellation, a Python caller's) cleans up exactly as Ctrl-C does, then propagates."""
+    sm = moto_factory("sagemaker", REGION)
+    token, progress = CancelToken(), Lines()
+    with pytest.raises(Cancelled) as caught:
+        _deploy(moto_factory, progress, cancel=token, on_progress=_cancel_on(token, after, progress))
+    assert _leftovers(sm) == {"endpoints": [], "configs": [], "models": []}
+    message = str(caught.value)
+    assert f"Teardown in {REGION}" in message and "still there: nothing" in message
+    assert any(line.startswith("Deploy stopped (cancelled): deleting what this run created") for line in progress)
+    # The teardown's own lines still reach the caller after the cancellation.
+    assert progress[-1].startswith(f"Teardown in {REGION}: deleted ")
+    assert not any(line.startswith("Created endpoint for") for line in progress)  # nothing after the cancel point
+
+
+def test_cancel_while_waiting_for_in_service_deletes_the_endpoint(moto_factory: Any) -> None:
+    sm = moto_factory("sagemaker", REGION)
+    token = CancelToken()
+    # Set once the last Create call answered: the wait's first poll is where the deploy sees it.
+    _interrupt_at(sm, "after-call.sagemaker.CreateEndpoint", token.cancel)
+    with pytest.raises(Cancelled) as caught:
+        _deploy(moto_factory, Lines(), wait=True, cancel=token)
+    assert _leftovers(sm) == {"endpoints": [], "configs": [], "models": []}
+    assert "endpoint:intr-e2b" in str(caught.value)
+
+
+def test_cancel_during_a_failures_teardown_does_not_cut_it_short(moto_factory: Any) -> None:
+    """A cancellation that arrives while the library cleans up after its own failure lets the teardown finish,
+    and the failure keeps its type and its teardown report."""
+    sm = moto_factory("sagemaker", REGION)
+    token, progress = CancelToken(), Lines()
+
+    def failing_wait(**_: Any) -> None:
+        raise EndpointFailed("boom", region=REGION)
+
+    _interrupt_at(sm, "after-call.sagemaker.DescribeEndpoint", lambda: failing_wait(), skip=1)
+    with pytest.raises(EndpointFailed) as caught:
+        _deploy(
+            moto_factory,
+            progress,
+            wait=True,
+            cancel=token,
+            on_progress=_cancel_on(token, "Deploy stopped", progress),
+        )
+    assert token.cancelled
+    assert _leftovers(sm) == {"endpoints": [], "configs": [], "models": []}
+    assert caught.value.fields["teardown"]["remaining"] == []
+    assert progress[-1].startswith(f"Teardown in {REGION}: deleted ")

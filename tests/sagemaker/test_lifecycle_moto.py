@@ -10,11 +10,10 @@ from moto import mock_aws
 
 from gemmaserve.errors import DeployInterrupted, UsageError
 from gemmaserve.sagemaker.delete import delete_deployment
-from gemmaserve.sagemaker.endpoint import execute_deploy, plan_deploy
+from gemmaserve.sagemaker.endpoint import execute_deploy, plan_deploy, wait_for_endpoint
 from gemmaserve.sagemaker.status import EndpointStatus, describe_endpoint_state
 from gemmaserve.sagemaker.tags import parse_tags, tags_to_dict
-from gemmaserve.sagemaker.watch import wait_for_endpoint
-from tests.sagemaker.helpers import START, ScriptedClock, make_role, make_spec
+from tests.sagemaker.helpers import START, Lines, ScriptedClock, make_role, make_spec
 
 REGION = "us-east-1"
 
@@ -32,12 +31,12 @@ def _lifecycle(sm: Any, logs: Any, iam: Any) -> None:
         "8192",
         "--enforce-eager",
     ]
-    progress: list[str] = []
+    progress = Lines()
     result = execute_deploy(
         sm,
         plan,
         now=clock.now,
-        progress=progress.append,
+        progress=progress,
         wait=lambda: wait_for_endpoint(sm, logs, spec.endpoint_name, region=REGION, now=clock.now, sleep=clock.sleep),
     )
     assert result.created == ["model", "endpoint-config", "endpoint"]

@@ -13,10 +13,10 @@ from moto import mock_aws
 from gemmaserve.errors import EndpointFailed, UsageError
 from gemmaserve.findings import Status
 from gemmaserve.sagemaker.diagnosis import LogEvent, WatchThresholds, diagnose
+from gemmaserve.sagemaker.endpoint import wait_for_endpoint
 from gemmaserve.sagemaker.logs import log_group_name, read_endpoint_logs
 from gemmaserve.sagemaker.status import EndpointState, EndpointStatus
-from gemmaserve.sagemaker.watch import wait_for_endpoint
-from tests.sagemaker.helpers import START, ScriptedClock
+from tests.sagemaker.helpers import START, Lines, ScriptedClock
 
 REGION = "us-east-1"
 NAME = "gemma4-e2b-t4"
@@ -164,7 +164,7 @@ def test_wait_goes_on_past_a_handled_traceback_to_in_service() -> None:
             }
         ],
     }
-    progress: list[str] = []
+    progress = Lines()
     with mock_aws():
         logs = boto3.client("logs", region_name=REGION)
         with Stubber(sm) as stub:
@@ -172,7 +172,7 @@ def test_wait_goes_on_past_a_handled_traceback_to_in_service() -> None:
             stub.add_response("describe_endpoint", {**described, "EndpointStatus": "InService"}, {"EndpointName": NAME})
             put_logs(logs, HANDLED_TRACEBACK, START.timestamp())
             final = wait_for_endpoint(
-                sm, logs, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=30, progress=progress.append
+                sm, logs, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=30, progress=progress
             )
     assert final.status is EndpointStatus.IN_SERVICE
     assert any("traceback" in line for line in progress)

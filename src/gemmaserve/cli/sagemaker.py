@@ -15,6 +15,7 @@ from gemmaserve.cli.options import confirm, request_options
 from gemmaserve.cli.output import emit, json_option
 from gemmaserve.errors import UsageError
 from gemmaserve.findings import Status
+from gemmaserve.progress import ProgressEvent
 from gemmaserve.sagemaker.requests import (
     AutoscaleRequest,
     CleanupRequest,
@@ -36,8 +37,9 @@ if TYPE_CHECKING:
     from gemmaserve.sagemaker.preflight import PreflightReport
 
 
-def _progress(message: str) -> None:
-    click.echo(message, err=True)
+def _progress(event: ProgressEvent) -> None:
+    # The library reports a status or phase when it changes, so every event is a line worth printing.
+    click.echo(event.message, err=True)
 
 
 @click.group(name="sagemaker")

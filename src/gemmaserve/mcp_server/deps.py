@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from gemmaserve.mcp_server.framework import Cancellation
-
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
@@ -29,7 +27,8 @@ class ServerDeps:
 
     aws_clients: Any | None = None
     now: Callable[[], datetime] = _utc_now
-    # None: real time, interruptible by cancellation. Tests pass a scripted sleep.
+    # None: real time, cut short by the request's cancel token. Tests pass a scripted sleep (the library
+    # checks the token around it).
     sleep: Callable[[float], None] | None = None
     # How sagemaker preflight checks a model id on the Hub (None: the real HTTP check).
     check_model: Any | None = None
@@ -48,18 +47,6 @@ class ServerDeps:
 
                 self.aws_clients = Boto3ClientFactory()
             return self.aws_clients
-
-    def sleeper(self, cancellation: Cancellation) -> Callable[[float], None]:
-        """The ``sleep`` for a wait loop: it raises :class:`OperationCancelled` once the request is cancelled."""
-        scripted = self.sleep
-        if scripted is None:
-            return cancellation.sleep
-
-        def sleep(seconds: float) -> None:
-            cancellation.check()
-            scripted(seconds)
-
-        return sleep
 
     def launch_seams(self) -> Any:
         """A ``LaunchSeams`` (its doctor is replaced by ``serve.api.start`` with the real check)."""

@@ -12,7 +12,6 @@ import contextlib
 import functools
 import inspect
 import json
-import sys
 import threading
 from collections.abc import Callable
 from typing import Annotated, Any, ParamSpec, TypeVar
@@ -150,34 +149,6 @@ def relay(report: ProgressSink) -> ProgressCallback:
         nonlocal count
         count += 1
         report(event.done if event.done is not None else count, event.total, event.message)
-
-    return progress
-
-
-def should_interrupt(cancellation: Cancellation | None) -> bool:
-    """Whether a progress callback should raise now: the request was cancelled, and the library is not
-    already handling an exception (its cleanup reports progress too, and must run to the end)."""
-    return cancellation is not None and cancellation.cancelled and sys.exc_info()[0] is None
-
-
-def message_progress(report: ProgressSink, cancellation: Cancellation | None = None) -> Callable[[str], None]:
-    """Adapt the library's ``progress(message)`` callbacks to MCP progress (a running count, no total).
-
-    With ``cancellation``, a progress call is also a cancellation point: the first call after the
-    request was cancelled raises :class:`OperationCancelled` (inside the library's own try block, so
-    what it created is torn down). Never while the library is cleaning up after an exception, and
-    only once: the teardown's own progress calls pass.
-    """
-    count = 0
-    raised = False
-
-    def progress(message: str) -> None:
-        nonlocal count, raised
-        count += 1
-        report(count, None, message)
-        if not raised and should_interrupt(cancellation):
-            raised = True
-            raise OperationCancelled("The request was cancelled.")
 
     return progress
 

@@ -22,7 +22,7 @@ from gemmaserve.mcp_server.framework import (
     Cancellation,
     ProgressSink,
     ToolSet,
-    message_progress,
+    relay,
     run_blocking,
     typed_result,
 )
@@ -127,9 +127,10 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
                 request,
                 check_model=deps.model_checker(),
                 factory=None if request.dry_run else deps.clients(),
-                progress=message_progress(report, cancellation),
+                progress=relay(report),
+                cancel=cancellation,
                 now=deps.now,
-                sleep=deps.sleeper(cancellation),
+                sleep=deps.sleep,  # None: real time; a test's scripted sleep, the library checks the token around it
             )
 
         outcome = await run_blocking(ctx, work)
@@ -155,9 +156,10 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
             return api.wait(
                 request,
                 factory=deps.clients(),
-                progress=message_progress(report, cancellation),
+                progress=relay(report),
+                cancel=cancellation,
                 now=deps.now,
-                sleep=deps.sleeper(cancellation),
+                sleep=deps.sleep,
             )
 
         state = await run_blocking(ctx, work)

@@ -17,7 +17,7 @@ from gemmaserve.mcp_server.framework import (
     Cancellation,
     ProgressSink,
     ToolSet,
-    message_progress,
+    relay,
     run_blocking,
     typed_result,
 )
@@ -64,9 +64,10 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
             return api.image_build(
                 request,
                 factory=deps.clients(),
-                progress=message_progress(report, cancellation),
+                progress=relay(report),
+                cancel=cancellation,
                 now=deps.now,
-                sleep=deps.sleeper(cancellation),
+                sleep=deps.sleep,
             )
 
         result = await run_blocking(ctx, work)

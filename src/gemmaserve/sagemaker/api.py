@@ -2,7 +2,10 @@
 
 Each action takes its request model (:mod:`gemmaserve.sagemaker.requests`: the inputs, already checked)
 plus the seams a caller may replace: ``factory`` (boto3 clients; tests pass moto's), ``progress``
-(stderr in the CLI, MCP progress), ``now`` and ``sleep``. None prints. Region lists are tried in order
+(:class:`~gemmaserve.progress.ProgressEvent` values: stderr in the CLI, MCP progress), ``now`` and ``sleep``
+(a test's scripted sleep; None is real time). Deploy, wait and image build also take ``cancel``
+(a :class:`~gemmaserve.progress.CancelToken`): a cancelled deploy deletes what it created, as on Ctrl-C;
+a cancelled wait or image build only stops following. None prints. Region lists are tried in order
 where an action can fall back.
 """
 
@@ -11,7 +14,7 @@ from __future__ import annotations
 import getpass
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -19,12 +22,13 @@ from pydantic import BaseModel
 
 from gemmaserve.cost import PriceLookup
 from gemmaserve.errors import InterlockRefused
+from gemmaserve.progress import CancelToken, ProgressCallback, ProgressEvent
 from gemmaserve.sagemaker.autoscale import AutoscaleResult
 from gemmaserve.sagemaker.clients import Boto3ClientFactory, ClientFactory
 from gemmaserve.sagemaker.codebuild import ImageBuildPlan, ImageBuildResult
 from gemmaserve.sagemaker.delete import DeleteReport, delete_deployment
 from gemmaserve.sagemaker.diagnosis import DEFAULT_THRESHOLDS, WatchThresholds
-from gemmaserve.sagemaker.endpoint import DeployPlan, DeployResult, DeploySpec, plan_deploy
+from gemmaserve.sagemaker.endpoint import DeployPlan, DeployResult, DeploySpec, plan_deploy, wait_for_endpoint
 from gemmaserve.sagemaker.fallback import (
     RegionAttempt,
     deploy_across_regions,
@@ -74,7 +78,6 @@ from gemmaserve.sagemaker.runtime import (
 )
 from gemmaserve.sagemaker.runtime import invoke as invoke_endpoint
 from gemmaserve.sagemaker.status import EndpointState, EndpointStatus, describe_endpoint_state
-from gemmaserve.sagemaker.watch import Progress, _quiet, wait_for_endpoint
 
 Clock = Callable[[], datetime]
 
@@ -195,17 +198,21 @@ def deploy(
     check_model: ModelChecker | None = hub_reachability,
     thresholds: WatchThresholds = DEFAULT_THRESHOLDS,
     factory: ClientFactory | None = None,
-    progress: Progress = _quiet,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
     now: Clock = _now,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
 ) -> DeployOutcome:
     """Plan, preflight, then deploy in the first region with quota and capacity; wait for InService.
 
     ``request.dry_run`` makes no AWS call: it returns the planned calls and $/hour (catalog price) and
     the offline preflight. ``prepared`` is this request's plan from :func:`prepare_deploy`, if the caller
     already made it. Raises InterlockRefused when preflight finds a failure (or an unknown, unless
-    ``accept_unknown``).
+    ``accept_unknown``). ``cancel`` is checked before each region, each Create call and each poll of the
+    wait; a cancelled deploy deletes what it created (as on Ctrl-C), then raises
+    :class:`~gemmaserve.progress.Cancelled`.
     """
+    progress = _uncounted(progress)
     if prepared is None or prepared.request != request:
         prepared = prepare_deploy(request, factory=factory, now=now)
     regions, spec, name = prepared.regions, prepared.spec, prepared.spec.endpoint_name
@@ -245,6 +252,7 @@ def deploy(
             now=now,
             sleep=sleep,
             progress=progress,
+            cancel=cancel,
         )
 
     checker = quota_checker_for(clients, spec)
@@ -264,11 +272,25 @@ def deploy(
         quota_checker=known_quota,
         keep=request.keep,
         progress=progress,
+        cancel=cancel,
         price_lookup=prepared.price_lookup,
     )
     return DeployOutcome(
         dry_run=False, plan=outcome.result.plan, preflight=report, result=outcome.result, attempts=outcome.attempts
     )
+
+
+def _uncounted(progress: ProgressCallback | None) -> ProgressCallback | None:
+    """A deploy's events without ``done``/``total``: they come in different units (seconds of a wait, of a
+    teardown's wait) and only a running count increases across all of them, as MCP progress must."""
+    if progress is None:
+        return None
+    forward = progress
+
+    def uncounted(event: ProgressEvent) -> None:
+        forward(replace(event, done=None, total=None))
+
+    return uncounted
 
 
 def _region_blocked(report: PreflightReport, region: str, accept_unknown: bool) -> bool:
@@ -301,11 +323,15 @@ def wait(
     *,
     thresholds: WatchThresholds = DEFAULT_THRESHOLDS,
     factory: ClientFactory | None = None,
-    progress: Progress = _quiet,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
     now: Clock = _now,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
 ) -> EndpointState:
-    """Wait for InService; fail early on what will not recover (see :mod:`.diagnosis`)."""
+    """Wait for InService; fail early on what will not recover (see :mod:`.diagnosis`).
+
+    A cancel stops following (:class:`~gemmaserve.progress.Cancelled`); the endpoint is left as it is.
+    """
     region = request.chosen_region()
     clients = _factory(factory)
     return wait_for_endpoint(
@@ -319,6 +345,7 @@ def wait(
         now=now,
         sleep=sleep,
         progress=progress,
+        cancel=cancel,
     )
 
 
@@ -364,7 +391,7 @@ def delete(
     request: DeleteRequest,
     *,
     factory: ClientFactory | None = None,
-    progress: Progress = _quiet,
+    progress: ProgressCallback | None = None,
     now: Clock = _now,
     sleep: Callable[[float], None] = time.sleep,
 ) -> DeleteReport:
@@ -452,11 +479,15 @@ def image_build(
     request: ImageBuildRequest,
     *,
     factory: ClientFactory | None = None,
-    progress: Progress = _quiet,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
     now: Clock = _now,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
 ) -> ImageBuildResult:
-    """The ECR repository, CodeBuild project and role (idempotent), then build, push and (``follow``) follow."""
+    """The ECR repository, CodeBuild project and role (idempotent), then build, push and (``follow``) follow.
+
+    A cancel before the build starts starts none; after, it only stops following (the build goes on).
+    """
     from gemmaserve.sagemaker.codebuild import build_image
 
     return build_image(
@@ -471,6 +502,7 @@ def image_build(
         now=now,
         sleep=sleep,
         progress=progress,
+        cancel=cancel,
     )
 
 

@@ -9,7 +9,6 @@ build record (:mod:`.build_record`) that preflight reads to trust the image's cl
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -18,6 +17,16 @@ from typing import Any
 from pydantic import BaseModel
 
 from gemmaserve.errors import AwsError, SageMakerTimedOut, UsageError
+from gemmaserve.progress import (
+    Cancelled,
+    CancelToken,
+    ProgressCallback,
+    ProgressEvent,
+    check,
+    pause,
+    report,
+    utc_now,
+)
 from gemmaserve.sagemaker.aws import call, is_not_found
 from gemmaserve.sagemaker.build_record import ImageBuildRecord, build_bucket, record_location, save_record
 from gemmaserve.sagemaker.container import PINNED_IMAGE, default_image_uri
@@ -34,7 +43,6 @@ from gemmaserve.sagemaker.image import (
     render_dockerfile,
     wheel_filename,
 )
-from gemmaserve.sagemaker.watch import Progress, _quiet, utc_now
 
 PROJECT_NAME = "gemmaserve-turing-image"
 BUILD_IMAGE = "aws/codebuild/standard:7.0"
@@ -353,13 +361,26 @@ def build_image(
     timeout_s: float = 5400.0,
     poll_s: float = 20.0,
     now: Callable[[], datetime] = utc_now,
-    sleep: Callable[[float], None] = time.sleep,
-    progress: Progress = _quiet,
+    sleep: Callable[[float], None] | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
 ) -> ImageBuildResult:
     """Ensure repository, role and project; start the build; follow it to the end (``follow``).
 
     Without ``requirement``, gemmaserve goes in as ``wheel_path`` or a wheel built now from this checkout.
+    ``sleep`` is a test's scripted sleep (None: real time, cut short by ``cancel``). ``cancel`` is checked
+    before the build starts and while it is followed; once started, cancelling (like Ctrl-C) only stops
+    following: the build goes on in CodeBuild, and the last event says how to stop it. Every event's ``done``
+    is the seconds since this call began (one unit for the whole stream, so it only grows).
     """
+    begun = now()
+
+    def wait(seconds: float) -> None:
+        pause(seconds, cancel=cancel, sleep=sleep)
+
+    def event(phase: str, message: str) -> ProgressEvent:
+        return ProgressEvent(phase, message, done=(now() - begun).total_seconds())
+
     import hashlib
     import tempfile
 
@@ -408,24 +429,32 @@ def build_image(
         ensure_bucket(factory("s3", region), account=account, region=region)  # the build writes its record there
         if wheel is not None and sha256 is not None:
             upload_wheel(factory("s3", region), wheel, account=account, region=region, sha256=sha256)
-            progress(f"Uploaded {wheel.name} (sha256 {sha256[:12]}…) to {plan.wheel_s3_uri}")
+            report(
+                progress,
+                event("upload", f"Uploaded {wheel.name} (sha256 {sha256[:12]}…) to {plan.wheel_s3_uri}"),
+            )
     result.repository_uri = ensure_repository(factory("ecr", region), repository, region=region)
     cb = factory("codebuild", region)
     assert role.role_arn is not None
-    ensure_project(cb, plan, role.role_arn, sleep=sleep)
+    ensure_project(cb, plan, role.role_arn, sleep=wait)
+    check(cancel)  # the last point before a build that bills per minute is started
     build = call(region, cb.start_build, projectName=plan.project)["build"]
     result.build_id = build["id"]
-    progress(f"Started CodeBuild build {build['id']} for {plan.target_image}")
+    report(progress, event("started", f"Started CodeBuild build {build['id']} for {plan.target_image}"))
     if follow:
         try:
             result = follow_build(
-                cb, result, timeout_s=timeout_s, poll_s=poll_s, now=now, sleep=sleep, progress=progress
+                cb, result, timeout_s=timeout_s, poll_s=poll_s, now=now, sleep=wait, progress=progress, origin=begun
             )
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Cancelled):
             # Stopping our follow does not stop the build: say so, and how to stop it.
-            progress(
-                f"Stopped following build {result.build_id}; it goes on in CodeBuild (billed per build minute). "
-                f"Stop it with: aws codebuild stop-build --id {result.build_id} --region {region}"
+            report(
+                progress,
+                event(
+                    "stopped",
+                    f"Stopped following build {result.build_id}; it goes on in CodeBuild (billed per build minute). "
+                    f"Stop it with: aws codebuild stop-build --id {result.build_id} --region {region}",
+                ),
             )
             raise
         save_record(
@@ -454,15 +483,25 @@ def follow_build(
     poll_s: float,
     now: Callable[[], datetime],
     sleep: Callable[[float], None],
-    progress: Progress,
+    progress: ProgressCallback | None,
+    origin: datetime | None = None,
 ) -> ImageBuildResult:
+    """Poll the build to its end, reporting each CodeBuild phase.
+
+    ``done`` is seconds since ``origin`` (default: now), ``total`` the moment the follow gives up on that
+    scale (``timeout_s`` after it began). ``sleep`` waits between polls (the caller's, which may raise
+    :class:`Cancelled`).
+    """
     started = now()
+    origin = origin or started
+    deadline_s = (started - origin).total_seconds() + timeout_s
     last_phase = None
     while True:
         build = call(result.plan.region, cb.batch_get_builds, ids=[result.build_id])["builds"][0]
         phase = build.get("currentPhase")
         if phase != last_phase:
-            progress(f"CodeBuild phase: {phase}")
+            done = (now() - origin).total_seconds()
+            report(progress, ProgressEvent(str(phase), f"CodeBuild phase: {phase}", done=done, total=deadline_s))
             last_phase = phase
         status = build.get("buildStatus")
         if status and status != "IN_PROGRESS":

@@ -14,11 +14,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from gemmaserve.errors import AwsError, SageMakerTimedOut, UsageError
+from gemmaserve.progress import ProgressCallback, ProgressEvent, utc_now
 from gemmaserve.sagemaker.aws import call, is_not_found, paginate
 from gemmaserve.sagemaker.names import config_name_for, model_name_for, validate_name
 from gemmaserve.sagemaker.status import EndpointStatus, describe_endpoint_state
 from gemmaserve.sagemaker.tags import TOOL_KEY, is_ours, tags_to_dict
-from gemmaserve.sagemaker.watch import Progress, _quiet, utc_now
 
 
 class DeleteReport(BaseModel):
@@ -44,7 +44,7 @@ def delete_deployment(
     force: bool = False,
     now: Callable[[], datetime] = utc_now,
     sleep: Callable[[float], None] = time.sleep,
-    progress: Progress = _quiet,
+    progress: ProgressCallback | None = None,
 ) -> DeleteReport:
     """Delete the endpoint and every config and model it uses (plus the ones a deploy derives from its name).
 
@@ -165,7 +165,7 @@ def delete_resources(
     dry_run: bool = False,
     now: Callable[[], datetime] = utc_now,
     sleep: Callable[[float], None] = time.sleep,
-    progress: Progress = _quiet,
+    progress: ProgressCallback | None = None,
 ) -> DeleteReport:
     """Delete exactly these resources, endpoint first; used by delete and by a deploy's teardown."""
     if endpoint is not None:
@@ -198,7 +198,7 @@ def _wait_until_deletable(
     poll_s: float,
     now: Callable[[], datetime],
     sleep: Callable[[float], None],
-    progress: Progress,
+    progress: ProgressCallback | None,
 ) -> None:
     started = now()
     while True:
@@ -216,9 +216,16 @@ def _wait_until_deletable(
                 region=region,
                 status=state.status.value,
             )
-        progress(
-            f"{endpoint} is {state.status.value}; SageMaker cannot delete it yet — waiting ({waited / 60:.1f} min)"
-        )
+        if progress is not None:
+            progress(
+                ProgressEvent(
+                    state.status.value,
+                    f"{endpoint} is {state.status.value}; SageMaker cannot delete it yet — "
+                    f"waiting ({waited / 60:.1f} min)",
+                    done=waited,
+                    total=busy_timeout_s,
+                )
+            )
         sleep(poll_s)
 
 

@@ -2,8 +2,9 @@
 
 ``plan_deploy`` turns a :class:`DeploySpec` into the exact API calls, the ``vllm serve``
 flags the container will derive, and $/hour — that is what ``--dry-run`` prints.
-``execute_deploy`` makes the calls; a Ctrl-C or any exception before the endpoint is
-InService deletes what this run created, unless ``keep``.
+``execute_deploy`` makes the calls; a Ctrl-C, a cancellation (:class:`~gemmaserve.progress.Cancelled`)
+or any exception before the endpoint is InService deletes what this run created, unless ``keep``.
+``wait_for_endpoint`` follows an endpoint into service and fails early on what would otherwise cost hours.
 """
 
 from __future__ import annotations
@@ -16,10 +17,31 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from pydantic import BaseModel, Field, field_serializer, field_validator
 
 from gemmaserve.cost import PriceLookup, PriceQuote, PriceRange, catalog_price, price_range
-from gemmaserve.errors import AwsError, DeployInterrupted, GemmaserveError, UsageError
+from gemmaserve.errors import (
+    AwsError,
+    CapacityUnavailable,
+    DeployInterrupted,
+    EndpointFailed,
+    EndpointNotFound,
+    GemmaserveError,
+    SageMakerTimedOut,
+    UsageError,
+)
+from gemmaserve.findings import Finding, Status
+from gemmaserve.progress import (
+    Cancelled,
+    CancelToken,
+    ProgressCallback,
+    ProgressEvent,
+    check,
+    pause,
+    report,
+    utc_now,
+)
 from gemmaserve.sagemaker.aws import call, is_not_found
 from gemmaserve.sagemaker.container import DEFAULT_AMI, image_for_region
 from gemmaserve.sagemaker.delete import DeleteReport, delete_resources
+from gemmaserve.sagemaker.diagnosis import DEFAULT_THRESHOLDS, LogEvent, WatchThresholds, diagnose
 from gemmaserve.sagemaker.env_mapping import env_to_serve_args, environment_for_plan, validate_environment
 from gemmaserve.sagemaker.inputs import validate_environment_limits
 from gemmaserve.sagemaker.interrupts import (
@@ -28,6 +50,7 @@ from gemmaserve.sagemaker.interrupts import (
     signal_name,
     stop_signals_interrupt,
 )
+from gemmaserve.sagemaker.logs import fetch_log_events, log_group_exists
 from gemmaserve.sagemaker.names import (
     VARIANT_NAME,
     config_name_for,
@@ -41,7 +64,6 @@ from gemmaserve.sagemaker.status import (
     describe_endpoint_state,
 )
 from gemmaserve.sagemaker.tags import build_tags
-from gemmaserve.sagemaker.watch import Progress, _quiet
 
 if TYPE_CHECKING:
     from gemmaserve.plan import PlanRow
@@ -242,17 +264,20 @@ def execute_deploy(
     now: Callable[[], datetime],
     keep: bool = False,
     wait: Callable[[], EndpointState] | None = None,
-    progress: Progress = _quiet,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
     teardown_timeout_s: float = 1800.0,
     sleep: Callable[[float], None] | None = None,
 ) -> DeployResult:
-    """Make the planned calls; on any exception, Ctrl-C, SIGTERM or SIGHUP tear down what this run made (unless ``keep``).
+    """Make the planned calls; on any exception, Ctrl-C, SIGTERM, SIGHUP or cancellation tear down what this
+    run made (unless ``keep``).
 
-    A resource whose Create call was in flight when the run stopped may exist (the request
-    can reach the service before the interrupt lands), so it is deleted by name too; a Create
-    the service refused is not ours and is left alone. Interrupts end as
-    :class:`DeployInterrupted` carrying the teardown report; other errors keep their type and
-    carry it in ``fields["teardown"]``.
+    ``cancel`` is checked before each Create call (``wait`` checks it while it polls). A resource whose
+    Create call was in flight when the run stopped may exist (the request can reach the service before
+    the interrupt lands), so it is deleted by name too; a Create the service refused is not ours and is
+    left alone. Interrupts end as :class:`DeployInterrupted` carrying the teardown report; a cancellation
+    as :class:`Cancelled` whose message says what the teardown did; other errors keep their type and carry
+    the report in ``fields["teardown"]``. The teardown itself is never cut short by ``cancel``.
     """
     region = plan.region
     _refuse_existing(sm, plan, now)
@@ -266,6 +291,7 @@ def execute_deploy(
     try:
         with stop_signals_interrupt():
             for planned in plan.calls:
+                check(cancel)
                 label = RESOURCE_LABELS[planned.operation]
                 attempted.append(label)
                 try:
@@ -278,7 +304,7 @@ def execute_deploy(
                     error.args = (error.message,)
                     raise
                 created.append(label)
-                progress(f"Created {label} for {plan.endpoint_name} in {region}")
+                report(progress, ProgressEvent("create", f"Created {label} for {plan.endpoint_name} in {region}"))
             state = wait() if wait is not None else None
     except BaseException as exc:
         _after_failure(
@@ -374,18 +400,27 @@ def _after_failure(
     timeout_s: float,
     now: Callable[[], datetime],
     sleep: Callable[[float], None] | None,
-    progress: Progress,
+    progress: ProgressCallback | None,
     uncertain: list[str] | None = None,
 ) -> NoReturn:
-    """Tear down (or keep) what this run made, say exactly what is left and where, then raise."""
+    """Tear down (or keep) what this run made, say exactly what is left and where, then raise.
+
+    A cancellation is cleaned up exactly as Ctrl-C is; it then propagates as :class:`Cancelled`.
+    """
     region = plan.region
-    say = _safe(progress)
+    say = _teller(progress)
     interrupted = isinstance(exc, KeyboardInterrupt)
-    cause = f"{signal_name(exc)} received" if interrupted else f"{type(exc).__name__}: {exc}"
+    cancelled = isinstance(exc, Cancelled)
+    if interrupted:
+        cause = f"{signal_name(exc)} received"
+    elif cancelled:
+        cause = "cancelled"
+    else:
+        cause = f"{type(exc).__name__}: {exc}"
     finish = f"gemmaserve sagemaker delete {plan.endpoint_name} --region {region} --yes"
     if keep or not attempted:
         what = ", ".join(f"{label}:{_name_of(plan, label)}" for label in attempted) or "nothing"
-        report = DeleteReport(
+        outcome = DeleteReport(
             endpoint_name=plan.endpoint_name,
             region=region,
             remaining=[f"{label}:{_name_of(plan, label)}" for label in attempted] if keep else [],
@@ -395,30 +430,35 @@ def _after_failure(
                 f"Deploy stopped ({cause}); keeping what was created in {region} because --keep was given: {what}. "
                 f"Delete it later with: {finish}"
             )
-            report.commands = [finish]
+            outcome.commands = [finish]
     else:
         say(
             f"Deploy stopped ({cause}): deleting what this run created in {region}: "
             + ", ".join(f"{label}:{_name_of(plan, label)}" for label in reversed(attempted))
         )
-        report = teardown(
-            sm, plan, attempted, timeout_s=timeout_s, now=now, sleep=sleep, progress=say, uncertain=uncertain or []
+        outcome = teardown(
+            sm, plan, attempted, timeout_s=timeout_s, now=now, sleep=sleep, progress=progress, uncertain=uncertain or []
         )
         if not interrupted:  # an interrupt's error message carries the same line
-            say(teardown_summary(report))
+            say(teardown_summary(outcome))
     if interrupted:
         raise DeployInterrupted(
-            f"Deploy of {plan.endpoint_name!r} in {region} stopped by {signal_name(exc)}. " + teardown_summary(report),
-            hint=("Finish the cleanup with: " + "; ".join(report.commands)) if report.remaining else None,
+            f"Deploy of {plan.endpoint_name!r} in {region} stopped by {signal_name(exc)}. " + teardown_summary(outcome),
+            hint=("Finish the cleanup with: " + "; ".join(outcome.commands)) if outcome.remaining else None,
             endpoint_name=plan.endpoint_name,
             region=region,
             signal=signal_name(exc),
-            deleted=report.deleted,
-            remaining=report.remaining,
-            commands=report.commands,
+            deleted=outcome.deleted,
+            remaining=outcome.remaining,
+            commands=outcome.commands,
+        ) from exc
+    if cancelled:
+        # The caller asked for the stop: it gets its own Cancelled back, saying what the teardown did.
+        raise Cancelled(
+            f"Deploy of {plan.endpoint_name!r} in {region} cancelled. " + teardown_summary(outcome)
         ) from exc
     if isinstance(exc, GemmaserveError):
-        exc.fields["teardown"] = report.model_dump(mode="json")
+        exc.fields["teardown"] = outcome.model_dump(mode="json")
     raise exc
 
 
@@ -437,12 +477,22 @@ def _name_of(plan: DeployPlan, label: str) -> str:
     return {"model": plan.model_name, "endpoint-config": plan.config_name, "endpoint": plan.endpoint_name}[label]
 
 
-def _safe(progress: Progress) -> Progress:
+def _safe(progress: ProgressCallback | None) -> ProgressCallback:
     """Progress that cannot stop a teardown (a closed terminal after SIGHUP makes stderr writes fail)."""
 
-    def say(message: str) -> None:
+    def safe(event: ProgressEvent) -> None:
         with contextlib.suppress(OSError):
-            progress(message)
+            report(progress, event)
+
+    return safe
+
+
+def _teller(progress: ProgressCallback | None) -> Callable[[str], None]:
+    """A teardown's lines as ``teardown`` events, through :func:`_safe`."""
+    safe = _safe(progress)
+
+    def say(message: str) -> None:
+        safe(ProgressEvent("teardown", message))
 
     return say
 
@@ -455,7 +505,7 @@ def teardown(
     timeout_s: float,
     now: Callable[[], datetime],
     sleep: Callable[[float], None] | None,
-    progress: Progress,
+    progress: ProgressCallback | None,
     uncertain: list[str] | None = None,
 ) -> DeleteReport:
     """Delete what this run made, endpoint first (waiting while it is Creating), then check what is left.
@@ -469,8 +519,9 @@ def teardown(
     finish = f"gemmaserve sagemaker delete {plan.endpoint_name} --region {region} --yes"
     abandoned: BaseException | None = None
     created = list(created)
+    say = _teller(progress)
     try:
-        with shielded_teardown(progress, finish_hint=finish):
+        with shielded_teardown(say, finish_hint=finish):
             for label in [label for label in uncertain or [] if label in created]:
                 verdict = _made_by_this_run(sm, plan, label)
                 if verdict is not True:
@@ -488,14 +539,14 @@ def teardown(
                 report=report,
                 busy_timeout_s=timeout_s,
                 now=now,
-                progress=progress,
+                progress=_safe(progress),
                 **extra,
             )
     except TeardownAbandoned as exc:
         abandoned = exc
-        progress(f"Teardown abandoned ({exc.signal_name}).")
+        say(f"Teardown abandoned ({exc.signal_name}).")
     except Exception as error:
-        progress(f"Teardown incomplete: {error}")
+        say(f"Teardown incomplete: {error}")
     done = set(report.deleted) | set(report.absent) | {item.split(" ", 1)[0] for item in report.skipped}
     targets = [(label, _name_of(plan, label)) for label in ("endpoint", "endpoint-config", "model") if label in created]
     for label, name in targets:
@@ -534,3 +585,118 @@ def _made_by_this_run(sm: Any, plan: DeployPlan, label: str) -> bool | None:
     ours = tags_to_dict(plan.calls[0].params.get("Tags", []))
     theirs = tags_to_dict(call(plan.region, sm.list_tags, ResourceArn=arn).get("Tags", []))
     return is_ours(theirs) and theirs.get(CREATED_KEY) == ours.get(CREATED_KEY)
+
+
+def wait_for_endpoint(
+    sm: Any,
+    logs: Any | None,
+    endpoint_name: str,
+    *,
+    region: str,
+    timeout_s: float = 3600.0,
+    poll_s: float = 30.0,
+    thresholds: WatchThresholds = DEFAULT_THRESHOLDS,
+    now: Callable[[], datetime] = utc_now,
+    sleep: Callable[[float], None] | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+) -> EndpointState:
+    """Poll until InService; raise as soon as a fatal diagnosis appears. Log reads are incremental.
+
+    Reports each status change (``phase`` the status, ``done``/``total`` seconds waited of ``timeout_s``)
+    and each warning once. ``sleep`` is a test's scripted sleep (None: real time, cut short by ``cancel``);
+    ``cancel`` is checked at every poll. Cancelling only stops following: the endpoint is left as it is.
+
+    Raises:
+        CapacityUnavailable: Failed for capacity (the caller may try another region).
+        EndpointFailed: Failed, a crashed container, or a ping-ok-but-Creating stall.
+        EndpointNotFound: the endpoint disappeared.
+        SageMakerTimedOut: still not InService after ``timeout_s``.
+        Cancelled: ``cancel`` was set.
+    """
+    started = now()
+    events: list[LogEvent] = []
+    last_event_s: float | None = None
+    group_seen = False
+    reported: set[str] = set()
+    last_status: EndpointStatus | None = None
+    while True:
+        check(cancel)
+        state = describe_endpoint_state(sm, endpoint_name, region=region, now=now())
+        waited_s = (now() - started).total_seconds()
+        if state.status is not last_status:
+            report(progress, ProgressEvent(state.status.value, status_line(state), done=waited_s, total=timeout_s))
+            last_status = state.status
+        if state.status is EndpointStatus.IN_SERVICE:
+            return state
+        if state.status is EndpointStatus.NOT_FOUND:
+            raise EndpointNotFound(
+                f"Endpoint {endpoint_name!r} does not exist in {region}.",
+                hint="List yours with: gemmaserve sagemaker list",
+                endpoint_name=endpoint_name,
+                region=region,
+            )
+        if logs is not None and state.status is not EndpointStatus.FAILED:
+            group_seen = group_seen or log_group_exists(logs, endpoint_name, region=region)
+            if group_seen:
+                new, _, _ = fetch_log_events(
+                    logs,
+                    endpoint_name,
+                    region=region,
+                    start_s=None if last_event_s is None else last_event_s + 0.001,
+                )
+                events.extend(new)
+                if new:
+                    last_event_s = max(event.timestamp_s for event in new)
+        findings = diagnose(
+            state,
+            now_s=now().timestamp(),
+            log_group_exists=group_seen if logs is not None else None,
+            events=events,
+            thresholds=thresholds,
+        )
+        waited_s = (now() - started).total_seconds()  # read again: MCP wants each event's ``done`` larger
+        for finding in findings:
+            if finding.status is Status.FAIL:
+                raise _fatal_error(finding, state)
+            if finding.check not in reported:
+                reported.add(finding.check)
+                warning = " ".join(part for part in ("Warning:", finding.detail, finding.fix) if part)
+                report(progress, ProgressEvent("warning", warning, done=waited_s, total=timeout_s))
+        if waited_s >= timeout_s:
+            raise SageMakerTimedOut(
+                f"Endpoint {endpoint_name!r} is still {state.status.value} after {waited_s / 60:.0f} min.",
+                hint=f"Keep waiting with: gemmaserve sagemaker wait {endpoint_name} --region {region}; "
+                f"or delete it: gemmaserve sagemaker delete {endpoint_name} --region {region}",
+                endpoint_name=endpoint_name,
+                region=region,
+                status=state.status.value,
+            )
+        pause(min(poll_s, max(timeout_s - waited_s, 0.0)), cancel=cancel, sleep=sleep)
+
+
+def status_line(state: EndpointState) -> str:
+    """``NAME (region): Creating on ml.g6.xlarge after 3.5 min — reason``: a wait's progress line."""
+    parts = [f"{state.endpoint_name} ({state.region}): {state.status.value}"]
+    if state.instance_type:
+        parts.append(f"on {state.instance_type}")
+    if state.elapsed_s is not None:
+        parts.append(f"after {state.elapsed_s / 60:.1f} min")
+    if state.failure_reason:
+        parts.append(f"— {state.failure_reason}")
+    return " ".join(parts)
+
+
+def _fatal_error(finding: Finding, state: EndpointState) -> EndpointFailed | CapacityUnavailable:
+    fields = {
+        "endpoint_name": state.endpoint_name,
+        "region": state.region,
+        "status": state.status.value,
+        "failure_reason": state.failure_reason,
+        "diagnosis": finding.check,
+    }
+    if finding.check == "capacity":
+        return CapacityUnavailable(
+            finding.detail, hint=finding.fix, aws_error_code="InsufficientInstanceCapacity", **fields
+        )
+    return EndpointFailed(finding.detail, hint=finding.fix, **fields)

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from gemmaserve.cost import PriceLookup, catalog_price
 from gemmaserve.errors import CapacityUnavailable, QuotaExceeded
+from gemmaserve.progress import CancelToken, ProgressCallback, ProgressEvent, check, report
 from gemmaserve.sagemaker.clients import ClientFactory
 from gemmaserve.sagemaker.endpoint import (
     DeployPlan,
@@ -25,7 +26,6 @@ from gemmaserve.sagemaker.endpoint import (
 )
 from gemmaserve.sagemaker.quota import QuotaCheck
 from gemmaserve.sagemaker.status import EndpointState
-from gemmaserve.sagemaker.watch import Progress, _quiet
 
 QuotaChecker = Callable[[str], list[QuotaCheck]]
 Waiter = Callable[[str], EndpointState]  # region -> state, raises on failure
@@ -51,31 +51,35 @@ def deploy_across_regions(
     wait: Waiter | None,
     quota_checker: QuotaChecker | None = None,
     keep: bool = False,
-    progress: Progress = _quiet,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
     price_lookup: PriceLookup = catalog_price,
     execute: Callable[..., DeployResult] = execute_deploy,
 ) -> FallbackResult:
-    """Deploy in the first region that has quota and capacity."""
+    """Deploy in the first region that has quota and capacity (``cancel`` is checked before each region)."""
     attempts: list[RegionAttempt] = []
     for region in regions:
+        check(cancel)
         if quota_checker is not None:
             short = [check for check in quota_checker(region) if check.ok is False]
             if short:
                 detail = "; ".join(f"{c.quota_name}: {c.used}/{c.limit} held" for c in short)
                 attempts.append(RegionAttempt(region=region, outcome="skipped-quota", detail=detail))
-                progress(f"Skipping {region}: not enough quota ({detail})")
+                report(progress, ProgressEvent("fallback", f"Skipping {region}: not enough quota ({detail})"))
                 continue
         plan: DeployPlan = plan_deploy(spec, region=region, now=now(), price_lookup=price_lookup)
         waiter: Callable[[], EndpointState] | None = (lambda r=region: wait(r)) if wait is not None else None
         try:
-            result = execute(factory("sagemaker", region), plan, now=now, keep=keep, wait=waiter, progress=progress)
+            result = execute(
+                factory("sagemaker", region), plan, now=now, keep=keep, wait=waiter, progress=progress, cancel=cancel
+            )
         except QuotaExceeded as error:
             attempts.append(RegionAttempt(region=region, outcome="quota-exceeded", detail=error.message))
-            progress(f"{region}: quota exceeded; trying the next region")
+            report(progress, ProgressEvent("fallback", f"{region}: quota exceeded; trying the next region"))
             continue
         except CapacityUnavailable as error:
             attempts.append(RegionAttempt(region=region, outcome="capacity", detail=error.message))
-            progress(f"{region}: no capacity; trying the next region")
+            report(progress, ProgressEvent("fallback", f"{region}: no capacity; trying the next region"))
             continue
         attempts.append(RegionAttempt(region=region, outcome="deployed", detail=plan.endpoint_name))
         return FallbackResult(result=result, attempts=attempts)
