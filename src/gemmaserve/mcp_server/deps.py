@@ -9,12 +9,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
+from gemmaserve.progress import utc_now
 
 
 def _doctor_supplied_by_start() -> Any:
@@ -26,7 +24,7 @@ class ServerDeps:
     """What the tools use instead of globals. ``aws_clients`` is a ``ClientFactory`` (service, region) → client."""
 
     aws_clients: Any | None = None
-    now: Callable[[], datetime] = _utc_now
+    now: Callable[[], datetime] = utc_now
     # None: real time, cut short by the request's cancel token. Tests pass a scripted sleep (the library
     # checks the token around it).
     sleep: Callable[[float], None] | None = None

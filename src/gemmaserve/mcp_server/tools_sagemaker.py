@@ -28,6 +28,7 @@ from gemmaserve.mcp_server.framework import (
 )
 from gemmaserve.sagemaker.api import DeployOutcome
 from gemmaserve.sagemaker.delete import DeleteReport
+from gemmaserve.sagemaker.endpoint import status_line
 from gemmaserve.sagemaker.inventory import CleanupReport, Inventory
 from gemmaserve.sagemaker.logs import EndpointLogs
 from gemmaserve.sagemaker.preflight import PreflightReport
@@ -51,14 +52,8 @@ DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent
 
 
 def summarise_state(state: EndpointState) -> str:
-    parts = [f"{state.endpoint_name} ({state.region}): {state.status.value}"]
-    if state.instance_type:
-        parts.append(f"on {state.instance_type}")
-    if state.elapsed_s is not None:
-        parts.append(f"after {state.elapsed_s / 60:.1f} min")
-    if state.failure_reason:
-        parts.append(f"— {state.failure_reason}")
-    return " ".join(parts)
+    """The wait's own status line (what the CLI prints on stderr)."""
+    return status_line(state)
 
 
 def summarise_deploy(outcome: DeployOutcome) -> str:

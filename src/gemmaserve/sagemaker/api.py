@@ -15,14 +15,14 @@ import getpass
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Any
 
 from pydantic import BaseModel
 
 from gemmaserve.cost import PriceLookup
 from gemmaserve.errors import InterlockRefused
-from gemmaserve.progress import CancelToken, ProgressCallback, ProgressEvent
+from gemmaserve.progress import CancelToken, ProgressCallback, ProgressEvent, utc_now
 from gemmaserve.sagemaker.autoscale import AutoscaleResult
 from gemmaserve.sagemaker.clients import Boto3ClientFactory, ClientFactory
 from gemmaserve.sagemaker.codebuild import ImageBuildPlan, ImageBuildResult
@@ -82,8 +82,7 @@ from gemmaserve.sagemaker.status import EndpointState, EndpointStatus, describe_
 Clock = Callable[[], datetime]
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
+_now = utc_now
 
 
 _DEFAULT_FACTORIES: dict[str | None, Boto3ClientFactory] = {}
