@@ -15,9 +15,7 @@ from pydantic import BaseModel
 
 from gemmaserve.errors import ConfirmationRequired, GemmaserveError, ServerNotRunning
 from gemmaserve.mcp_server.framework import (
-    Cancellation,
     Confirm,
-    OperationCancelled,
     ProgressSink,
     format_error,
     relay,
@@ -26,7 +24,7 @@ from gemmaserve.mcp_server.framework import (
     translate_errors,
     typed_result,
 )
-from gemmaserve.progress import ProgressEvent
+from gemmaserve.progress import Cancelled, CancelToken, ProgressEvent
 from tests.mcp.conftest import (
     ProgressLog,
     call_tool,
@@ -46,7 +44,7 @@ def _toy_server(cleaned_up: threading.Event, started: threading.Event) -> MCPSer
     @server.tool()
     @translate_errors
     async def count(steps: int, ctx: Context) -> Annotated[CallToolResult, Counted]:
-        def work(cancellation: Cancellation, report: ProgressSink) -> Counted:
+        def work(cancellation: CancelToken, report: ProgressSink) -> Counted:
             for step in range(1, steps + 1):
                 report(step, steps, f"step {step}")
             return Counted(steps=steps)
@@ -56,12 +54,12 @@ def _toy_server(cleaned_up: threading.Event, started: threading.Event) -> MCPSer
     @server.tool()
     @translate_errors
     async def wait_forever(ctx: Context) -> Annotated[CallToolResult, Counted]:
-        def work(cancellation: Cancellation, report: ProgressSink) -> Counted:
+        def work(cancellation: CancelToken, report: ProgressSink) -> Counted:
             started.set()
             try:
                 while True:
                     cancellation.sleep(0.01)
-            except OperationCancelled:
+            except Cancelled:
                 time.sleep(0.2)  # cleanup that takes a while must still finish
                 cleaned_up.set()
                 raise
@@ -165,7 +163,7 @@ def test_relay_passes_counted_work_and_numbers_the_rest() -> None:
     """The library's events as MCP progress; a cleanup's events after a cancellation are relayed like any other
     (cancellation is the token's job now: a progress call never raises, so it cannot cut a teardown short)."""
     reported: list[tuple[float, float | None, str | None]] = []
-    cancellation = Cancellation()
+    cancellation = CancelToken()
     progress = relay(lambda done, total, message: reported.append((done, total, message)))
     progress(ProgressEvent("create", "created model", done=1, total=3))
     cancellation.cancel()

@@ -26,7 +26,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gemmaserve.errors import ConfirmationRequired, GemmaserveError
-from gemmaserve.progress import Cancelled, CancelToken, ProgressCallback, ProgressEvent
+from gemmaserve.progress import CancelToken, ProgressCallback, ProgressEvent
 from gemmaserve.request_model import ActionRequest, ordered_fields
 
 P = ParamSpec("P")
@@ -133,11 +133,6 @@ def require_confirmation(confirm: bool, action: str) -> None:
         )
 
 
-# The library's own cancellation (gemmaserve.progress): an MCP cancellation sets the token.
-OperationCancelled = Cancelled
-Cancellation = CancelToken
-
-
 ProgressSink = Callable[[float, float | None, str | None], None]
 
 
@@ -153,14 +148,14 @@ def relay(report: ProgressSink) -> ProgressCallback:
     return progress
 
 
-async def run_blocking(ctx: Context, work: Callable[[Cancellation, ProgressSink], T]) -> T:
+async def run_blocking(ctx: Context, work: Callable[[CancelToken, ProgressSink], T]) -> T:
     """Run sync ``work`` in a thread, relaying its progress; on cancellation let it clean up first.
 
-    When the request is cancelled the :class:`Cancellation` is set and this waits (shielded) for
+    When the request is cancelled the :class:`~gemmaserve.progress.CancelToken` is set and this waits (shielded) for
     ``work`` to return or raise, so a deploy's teardown finishes before the cancellation propagates.
     """
     token = anyio.lowlevel.current_token()
-    cancellation = Cancellation()
+    cancellation = CancelToken()
     finished = anyio.Event()
     outcome: dict[str, Any] = {}
 

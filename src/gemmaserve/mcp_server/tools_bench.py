@@ -17,13 +17,13 @@ from gemmaserve.bench.requests import CombineRequest, ImportRequest, MeasureRepo
 from gemmaserve.bench.schema import ResultFile
 from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
-    Cancellation,
     ProgressSink,
     ToolSet,
     relay,
     run_blocking,
     typed_result,
 )
+from gemmaserve.progress import CancelToken
 
 # Sends requests to the targets and writes <label>.json files into `out` (replacing same-named ones).
 MEASURE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
@@ -64,7 +64,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         from gemmaserve.bench.measure import measure_endpoints
 
-        def work(cancellation: Cancellation, report: ProgressSink) -> MeasureReport:
+        def work(cancellation: CancelToken, report: ProgressSink) -> MeasureReport:
             return measure_endpoints(
                 request,
                 progress=relay(report),

@@ -28,13 +28,13 @@ from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
     ADDITIVE,
     READ_ONLY_REMOTE,
-    Cancellation,
     ProgressSink,
     ToolSet,
     relay,
     run_blocking,
     typed_result,
 )
+from gemmaserve.progress import CancelToken
 
 
 def _gb(n: int) -> str:
@@ -67,7 +67,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         of the reference's grid: here that is `values_off_by_a_level_or_more`).
         """
 
-        def work(cancellation: Cancellation, report: ProgressSink) -> GridCheckReport:
+        def work(cancellation: CancelToken, report: ProgressSink) -> GridCheckReport:
             return checkpoint_grid_check(request, progress=relay(report), cancel=cancellation)
 
         result = await run_blocking(ctx, work)
@@ -86,7 +86,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         leaves no output. Same as `gemmaserve checkpoint repack --json`.
         """
 
-        def work(cancellation: Cancellation, report: ProgressSink) -> RepackReport:
+        def work(cancellation: CancelToken, report: ProgressSink) -> RepackReport:
             return checkpoint_repack(request, progress=relay(report), cancel=cancellation)
 
         result = await run_blocking(ctx, work)

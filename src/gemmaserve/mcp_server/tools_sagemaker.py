@@ -19,13 +19,13 @@ from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
     DESTRUCTIVE_REMOTE,
     READ_ONLY_REMOTE,
-    Cancellation,
     ProgressSink,
     ToolSet,
     relay,
     run_blocking,
     typed_result,
 )
+from gemmaserve.progress import CancelToken
 from gemmaserve.sagemaker.api import DeployOutcome
 from gemmaserve.sagemaker.delete import DeleteReport
 from gemmaserve.sagemaker.endpoint import status_line
@@ -117,7 +117,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
                 "themselves with --skip-preflight/--accept-unknown.",
             )
 
-        def work(cancellation: Cancellation, report: ProgressSink) -> DeployOutcome:
+        def work(cancellation: CancelToken, report: ProgressSink) -> DeployOutcome:
             return api.deploy(
                 request,
                 check_model=deps.model_checker(),
@@ -147,7 +147,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         from gemmaserve.sagemaker import api
 
-        def work(cancellation: Cancellation, report: ProgressSink) -> EndpointState:
+        def work(cancellation: CancelToken, report: ProgressSink) -> EndpointState:
             return api.wait(
                 request,
                 factory=deps.clients(),

@@ -14,13 +14,13 @@ from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
     READ_ONLY,
     READ_ONLY_REMOTE,
-    Cancellation,
     ProgressSink,
     ToolSet,
     relay,
     run_blocking,
     typed_result,
 )
+from gemmaserve.progress import CancelToken
 from gemmaserve.sagemaker.autoscale import AutoscaleResult
 from gemmaserve.sagemaker.codebuild import ImageBuildPlan, ImageBuildResult
 from gemmaserve.sagemaker.iam import RoleResult
@@ -60,7 +60,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         from gemmaserve.sagemaker import api
 
-        def work(cancellation: Cancellation, report: ProgressSink) -> ImageBuildResult:
+        def work(cancellation: CancelToken, report: ProgressSink) -> ImageBuildResult:
             return api.image_build(
                 request,
                 factory=deps.clients(),

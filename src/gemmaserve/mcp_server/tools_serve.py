@@ -18,13 +18,13 @@ from gemmaserve.errors import UsageError
 from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
     READ_ONLY,
-    Cancellation,
     ProgressSink,
     ToolSet,
     relay,
     run_blocking,
     typed_result,
 )
+from gemmaserve.progress import CancelToken
 from gemmaserve.serve.launcher import StartResult
 from gemmaserve.serve.requests import LogsRequest, StartRequest, StatusRequest, StopRequest
 from gemmaserve.serve.supervisor import ServeLogs, ServerStatus, StopResult
@@ -55,7 +55,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
 
         from gemmaserve.serve import api
 
-        def work(cancellation: Cancellation, report: ProgressSink) -> StartResult:
+        def work(cancellation: CancelToken, report: ProgressSink) -> StartResult:
             seams = deps.launch_seams()
             if deps.sleep is not None:  # a test's scripted sleep; the library checks the token around it
                 seams = replace(seams, sleep=deps.sleep)

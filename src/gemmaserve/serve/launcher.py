@@ -35,7 +35,7 @@ from gemmaserve.errors import (
 )
 from gemmaserve.host.verdicts import DoctorReport
 from gemmaserve.plan import PlanRow
-from gemmaserve.progress import Cancelled, CancelToken, ProgressCallback, ProgressEvent, check
+from gemmaserve.progress import Cancelled, CancelToken, ProgressCallback, ProgressEvent, check, pause
 from gemmaserve.serve import records
 from gemmaserve.serve.records import ServerRecord
 
@@ -335,17 +335,6 @@ def stage_event(stage: EngineStage, waited_s: float, timeout_s: float) -> Progre
     )
 
 
-def pause(seams: LaunchSeams, cancel: CancelToken | None, seconds: float) -> None:
-    """Sleep between two polls: the seams' scripted sleep if any (the poll loop checks ``cancel``
-    around it), else real time that a cancel cuts short (:class:`Cancelled`)."""
-    if seams.sleep is not None:
-        seams.sleep(seconds)
-    elif cancel is not None:
-        cancel.sleep(seconds)
-    else:
-        time.sleep(seconds)
-
-
 def wait_until_ready(
     record: ServerRecord,
     process: subprocess.Popen[bytes],
@@ -387,7 +376,7 @@ def wait_until_ready(
             progress(stage_event(stage, waited, timeout_s))
         if waited >= timeout_s:
             return StartResult(record=record, ready=False, waited_s=waited, stage=stage)
-        pause(seams, cancel, POLL_INTERVAL_S)
+        pause(POLL_INTERVAL_S, cancel=cancel, sleep=seams.sleep)
 
 
 def stop_launched(process: subprocess.Popen[bytes], port: int) -> None:
