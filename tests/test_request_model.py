@@ -71,3 +71,26 @@ def test_the_package_front_door_is_lazy_and_complete() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "4"
+
+
+class StopExampleRequest(ActionRequest):
+    action: ClassVar[str] = "example stop"
+    confirmation: ClassVar[bool] = True
+
+
+def test_a_refusal_offers_a_dry_run_only_where_the_action_has_one() -> None:
+    from gemmaserve.cli.options import confirm
+    from gemmaserve.errors import ConfirmationRequired
+    from gemmaserve.mcp_server.framework import require_confirmation
+
+    with pytest.raises(ConfirmationRequired) as with_dry_run:  # pytest's stdin is not a terminal
+        confirm(ExampleRequest.parse({"target": "x"}), yes=False)
+    assert with_dry_run.value.hint == "Add --yes once you are sure (or --dry-run to see what would happen)."
+    with pytest.raises(ConfirmationRequired) as without:
+        confirm(StopExampleRequest(), yes=False)
+    assert without.value.hint == "Add --yes once you are sure."
+    confirm(StopExampleRequest(), yes=True)
+    confirm(ExampleRequest.parse({"target": "x", "dry_run": True}), yes=False)
+    with pytest.raises(ConfirmationRequired) as mcp:
+        require_confirmation(False, "stop it", has_dry_run=False)
+    assert mcp.value.hint == "Ask the user, then call again with confirm=true."

@@ -162,7 +162,8 @@ def confirm(request: ActionRequest, yes: bool, prompt: str | None = None) -> Non
     if not sys.stdin.isatty():
         raise ConfirmationRequired(
             f"Refused to {what}: this changes something and stdin is not a terminal to ask on.",
-            hint="Add --yes once you are sure (or --dry-run, where the command has one, to see what would happen).",
+            hint="Add --yes once you are sure"
+            + (" (or --dry-run to see what would happen)." if "dry_run" in type(request).model_fields else "."),
             action=what,
         )
     if not click.confirm(what[:1].upper() + what[1:] + "?", err=True):

@@ -123,12 +123,13 @@ def typed_result(result: BaseModel, summary: str) -> CallToolResult:
     )
 
 
-def require_confirmation(confirm: bool, action: str) -> None:
+def require_confirmation(confirm: bool, action: str, *, has_dry_run: bool = True) -> None:
     """Refuse a destructive ``action`` unless the caller passed ``confirm=true``."""
     if confirm is not True:
+        preview = " (or dry_run=true to see what would happen)" if has_dry_run else ""
         raise ConfirmationRequired(
             f"Refused to {action}: this changes or deletes something and confirm was not true.",
-            hint="Ask the user, then call again with confirm=true (or dry_run=true to see what would happen).",
+            hint=f"Ask the user, then call again with confirm=true{preview}.",
             action=action,
         )
 
@@ -226,7 +227,9 @@ class ToolSet:
                 ctx = arguments.pop("ctx", None)
                 request = model.parse(arguments)
                 if request.needs_confirmation():
-                    require_confirmation(confirm, request.describe_change())
+                    require_confirmation(
+                        confirm, request.describe_change(), has_dry_run="dry_run" in model.model_fields
+                    )
                 return request, ctx
 
             if inspect.iscoroutinefunction(body):
