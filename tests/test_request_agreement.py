@@ -18,7 +18,7 @@ from gemmaserve.cli import app
 from gemmaserve.cli.options import click_type, is_list_field
 from gemmaserve.mcp_server import build_server
 from gemmaserve.mcp_server.framework import mcp_name
-from gemmaserve.request_model import ActionRequest, cli_marker
+from gemmaserve.request_model import ActionRequest, cli_marker, mcp_fields
 
 # Options a command may have beyond its request: how the result is shown, not what is asked.
 RENDERING_OPTIONS = {"as_json", "wide", "help", "yes"}
@@ -114,7 +114,9 @@ def test_mcp_parameters_are_the_request_fields(action: str) -> None:
     assert schema.get("additionalProperties") is False, f"{action}: unknown arguments must be rejected"
     expected = model.model_json_schema()
     properties = {name: value for name, value in schema["properties"].items() if name != "confirm"}
-    assert sorted(properties) == sorted(model.model_fields)
+    offered = mcp_fields(model)
+    assert sorted(properties) == sorted(offered)
+    assert all(not model.model_fields[name].is_required() for name in set(model.model_fields) - set(offered)), action
     assert sorted(set(schema.get("required", [])) - {"confirm"}) == sorted(expected.get("required", []))
     for name, value in properties.items():
         want = {key: item for key, item in expected["properties"][name].items() if key != "title"}

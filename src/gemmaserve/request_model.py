@@ -32,6 +32,8 @@ class Cli:
     ``aliases``: older long spellings still accepted. ``metavar``: the placeholder in ``--help``.
     ``flag_off``: for a boolean that defaults to true, the name of the switch that turns it off.
     ``unprocessed``: a list argument that takes the rest of the line as is (flags passed on to vLLM).
+    ``cli_only``: why the setting exists on the command line only (it needs a person at a terminal, or it
+    is an override an agent must not have); the MCP tool does not offer it, so the field keeps its default.
     """
 
     argument: bool = False
@@ -40,6 +42,7 @@ class Cli:
     metavar: str | None = None
     flag_off: str | None = None
     unprocessed: bool = False
+    cli_only: str | None = None
 
 
 class ActionRequest(BaseModel):
@@ -155,6 +158,11 @@ def ordered_fields(model: type[BaseModel]) -> dict[str, FieldInfo]:
     fields = model.model_fields
     first = [name for name in dict.fromkeys(own) if name in fields]
     return {name: fields[name] for name in [*first, *(name for name in fields if name not in first)]}
+
+
+def mcp_fields(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """The fields an MCP tool offers: all but those marked ``cli_only``."""
+    return {name: field for name, field in ordered_fields(model).items() if not cli_marker(field.metadata).cli_only}
 
 
 def cli_marker(metadata: list[Any]) -> Cli:

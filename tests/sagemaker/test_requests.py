@@ -172,16 +172,25 @@ def test_mcp_rejects_an_unknown_argument_naming_the_right_one() -> None:
     assert result.is_error and "'instance'" in error_text(result)
 
 
+def TOOL_ARGUMENTS(name: str) -> set[str]:
+    from gemmaserve.mcp_server import build_server
+
+    return {tool.name: set(tool.parameters["properties"]) for tool in build_server()._tool_manager.list_tools()}[name]
+
+
 def test_mcp_deploy_refuses_to_skip_preflight() -> None:
     from gemmaserve.mcp_server import build_server
-    from tests.mcp.conftest import call_tool, error_details
+    from tests.mcp.conftest import call_tool, error_text
 
     result = call_tool(
         build_server(),
         "sagemaker_deploy",
         {**DEPLOY, "region": "us-east-1", "skip_preflight": True, "confirm": False},
     )
-    assert error_details(result)["error"] == "UsageError"
+    assert result.is_error and "unknown argument 'skip_preflight'" in error_text(result)
+    assert "skip_preflight" not in TOOL_ARGUMENTS("sagemaker_deploy")
+    assert "accept_unknown" not in TOOL_ARGUMENTS("sagemaker_deploy")
+    assert "stream" not in TOOL_ARGUMENTS("sagemaker_invoke")
 
 
 def test_a_dry_run_needs_no_yes(capsys: pytest.CaptureFixture[str]) -> None:

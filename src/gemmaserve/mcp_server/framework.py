@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gemmaserve.errors import ConfirmationRequired, GemmaserveError
 from gemmaserve.progress import CancelToken, ProgressCallback, ProgressEvent
-from gemmaserve.request_model import ActionRequest, ordered_fields
+from gemmaserve.request_model import ActionRequest, mcp_fields
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -269,7 +269,7 @@ def request_parameters(model: type[ActionRequest]) -> list[inspect.Parameter]:
     parameters = []
     if model.confirmation:
         parameters.append(inspect.Parameter("confirm", inspect.Parameter.KEYWORD_ONLY, annotation=Confirm))
-    for name, field in ordered_fields(model).items():
+    for name, field in mcp_fields(model).items():
         annotation = Annotated[(field.annotation, *field.metadata, Field(description=field.description))]  # type: ignore[name-defined]
         default = inspect.Parameter.empty if field.is_required() else field.get_default(call_default_factory=True)
         parameters.append(

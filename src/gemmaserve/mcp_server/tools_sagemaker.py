@@ -14,7 +14,6 @@ import time
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ToolAnnotations
 
-from gemmaserve.errors import UsageError
 from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
     DESTRUCTIVE_REMOTE,
@@ -103,19 +102,12 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """Create Model → EndpointConfig → Endpoint (tagged, with a TTL) and wait for InService. Costs money.
 
         Preflight always runs first and the deploy is refused, with each failed check and its fix, unless
-        every check passes now (on a T4 that includes the Turing clamp image); skip_preflight and
-        accept_unknown are refused here. Call with dry_run=true first to see the exact AWS calls and
+        every check passes now (on a T4 that includes the Turing clamp image); the CLI's --skip-preflight
+        and --accept-unknown are not offered here. Call with dry_run=true first to see the exact AWS calls and
         $/hour, then confirm=true once the user agreed. Reports progress; if the request is cancelled,
         whatever this call created is deleted. Same as `gemmaserve sagemaker deploy --yes --json`.
         """
         from gemmaserve.sagemaker import api
-
-        if request.skip_preflight or request.accept_unknown:
-            raise UsageError(
-                "An agent's deploy always passes preflight: skip_preflight and accept_unknown are refused here.",
-                hint="Fix what sagemaker_preflight reports, or ask the user to run gemmaserve sagemaker deploy "
-                "themselves with --skip-preflight/--accept-unknown.",
-            )
 
         def work(cancellation: CancelToken, report: ProgressSink) -> DeployOutcome:
             return api.deploy(
@@ -176,17 +168,9 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
 
     @tools.action(InvokeRequest, title="One chat request to an endpoint", annotations=INVOKE, result=InvokeResult)
     def sagemaker_invoke(request: InvokeRequest) -> CallToolResult:
-        """Send one OpenAI-style chat request; returns the text, finish reason, usage and latency.
-
-        stream=true is the CLI's (text printed as it arrives) and is refused here: the answer comes whole.
-        """
+        """Send one OpenAI-style chat request; returns the text, finish reason, usage and latency."""
         from gemmaserve.sagemaker import api
 
-        if request.stream:
-            raise UsageError(
-                "stream=true prints text as it arrives on a terminal; a tool's answer comes whole.",
-                hint="Call again without stream.",
-            )
         result = api.invoke(request, factory=deps.clients())
         return typed_result(result, result.text)
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ToolAnnotations
 
-from gemmaserve.errors import UsageError
 from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
     READ_ONLY,
@@ -81,11 +80,6 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """starting / compiling / loading / serving / dead, pid, uptime, engine facts from the log, OOM hint."""
         from gemmaserve.serve import api
 
-        if request.all:
-            raise UsageError(
-                "all=true is the CLI's listing (gemmaserve serve status --all); this tool reports one port.",
-                hint="Call serve_status with the port of each server (the CLI's listing names them).",
-            )
         status = api.status(request)
         assert isinstance(status, ServerStatus)  # all=false: one server
         return typed_result(status, summarise_status(status))
@@ -100,13 +94,8 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
 
     @tools.action(LogsRequest, title="vLLM engine log", annotations=READ_ONLY, result=ServeLogs)
     def serve_logs(request: LogsRequest) -> CallToolResult:
-        """The last lines of the server's engine log (`follow` is the CLI's: call again for new lines)."""
+        """The last lines of the server's engine log (call again for new lines)."""
         from gemmaserve.serve import api
 
-        if request.follow:
-            raise UsageError(
-                "follow=true keeps a terminal printing; a tool call returns once.",
-                hint="Call serve_logs again for new lines (follow=false).",
-            )
         result = api.logs(request)
         return typed_result(result, "\n".join(result.lines) or "(empty log)")

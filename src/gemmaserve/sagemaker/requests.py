@@ -146,6 +146,10 @@ FIELD_RULES: dict[str, Callable[[Any], Any]] = {
 }
 
 
+# A person may override preflight at their own terminal; an agent's deploy always passes it.
+AGENT_MAY_NOT = "a person's override of preflight; an agent's deploy always passes preflight"
+
+
 class InputRules(BaseModel):
     """Applies :data:`FIELD_RULES` to whichever of those fields a request has."""
 
@@ -319,8 +323,12 @@ class DeployOptions(InputRules):
         Cli(flag_off="--no-wait"),
         Field(description="Wait for InService, with early failure diagnosis (--no-wait: return once creating)."),
     ] = True
-    skip_preflight: Annotated[bool, Field(description="Deploy without running preflight first.")] = False
-    accept_unknown: Annotated[bool, Field(description="Deploy even when preflight could not check something.")] = False
+    skip_preflight: Annotated[
+        bool, Cli(cli_only=AGENT_MAY_NOT), Field(description="Deploy without running preflight first.")
+    ] = False
+    accept_unknown: Annotated[
+        bool, Cli(cli_only=AGENT_MAY_NOT), Field(description="Deploy even when preflight could not check something.")
+    ] = False
     list_prices: ListPrices = False
     dry_run: Annotated[bool, Field(description="Print the planned AWS calls and $/hour; create nothing.")] = False
 
@@ -417,7 +425,9 @@ class InvokeRequest(StatusRequest):
     max_tokens: Annotated[int, Field(ge=1, le=32768, description="Most tokens to generate.")] = 256
     temperature: Annotated[float, Field(ge=0, description="Sampling temperature (0: greedy).")] = 0.0
     stream: Annotated[
-        bool, Field(description="Stream through invoke_endpoint_with_response_stream (text as it arrives).")
+        bool,
+        Cli(cli_only="prints text on a terminal as it arrives; a tool's answer comes whole"),
+        Field(description="Stream through invoke_endpoint_with_response_stream (text as it arrives)."),
     ] = False
 
 

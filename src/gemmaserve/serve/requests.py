@@ -80,7 +80,9 @@ class StatusRequest(ActionRequest):
 
     port: Port = DEFAULT_PORT
     all: Annotated[
-        bool, Field(description="Every server gemmaserve started on this host (the CLI's listing; one line each).")
+        bool,
+        Cli(cli_only="the listing has another shape than one server's status; call the tool per port"),
+        Field(description="Every server gemmaserve started on this host (the CLI's listing; one line each)."),
     ] = False
     lines: Annotated[LogLines, Cli(short="-n"), Field(description="Log lines to show.")] = 10
 
@@ -106,5 +108,7 @@ class LogsRequest(ActionRequest):
     port: Port = DEFAULT_PORT
     lines: Annotated[LogLines, Cli(short="-n"), Field(description="Log lines to show.")] = 100
     follow: Annotated[
-        bool, Cli(short="-f"), Field(description="Keep printing new lines until interrupted (a terminal's view).")
+        bool,
+        Cli(short="-f", cli_only="keeps a terminal printing; a tool call returns once (call again for new lines)"),
+        Field(description="Keep printing new lines until interrupted (a terminal's view)."),
     ] = False
