@@ -138,7 +138,7 @@ def test_invoke_stream_with_json_is_refused(capsys: pytest.CaptureFixture[str]) 
 def test_dry_run_runs_the_offline_preflight_and_shows_tags(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run([*DRY, "--instance", "ml.g4dn.xlarge"], capsys)
     assert code == 1 and "would be refused" in err  # a T4 with the stock image: no Turing clamp
-    assert "FAIL turing-clamp" in out and "memory-fit:ml.g4dn.xlarge" in out
+    assert "fail    turing-clamp" in out and "memory-fit:ml.g4dn.xlarge" in out
     assert "gemmaserve:tool=gemmaserve" in out and "gemmaserve:expires-at=" in out
     code, out, _ = run([*DRY, "--instance", "ml.g4dn.xlarge", "--instance", "ml.g6.xlarge", "--json"], capsys)
     findings = {f["check"]: f["status"] for f in json.loads(out)["preflight"]["findings"]}

@@ -86,11 +86,11 @@ def _render_preflight(report: Any) -> None:
 
 
 def _render_findings(report: PreflightReport) -> None:
-    marks = {Status.OK: "ok  ", Status.WARN: "warn", Status.FAIL: "FAIL", Status.UNKNOWN: "?   "}
+    # The status words doctor and checkpoint validate print, padded to the longest ("unknown").
     for finding in report.findings:
-        click.echo(f"  {marks.get(finding.status, 'n/a ')} {finding.check}: {finding.detail}")
+        click.echo(f"  {finding.status.value:<7} {finding.check}: {finding.detail}")
         if finding.fix and finding.status is not Status.OK:
-            click.echo(f"       fix: {finding.fix}")
+            click.echo(f"          fix: {finding.fix}")
 
 
 @cli.command()
@@ -121,7 +121,7 @@ def deploy(request: DeployRequest, yes: bool, as_json: bool) -> None:
     outcome = api.deploy(request, prepared=prepared, progress=_progress)
     emit(outcome, as_json=as_json, render=_render_deploy)
     if outcome.dry_run and outcome.preflight is not None and outcome.preflight.failures(accept_unknown=True):
-        click.echo("A deploy with these settings would be refused by preflight (FAIL above).", err=True)
+        click.echo("A deploy with these settings would be refused by preflight (fail above).", err=True)
         raise click.exceptions.Exit(1)
 
 
