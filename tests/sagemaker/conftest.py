@@ -39,7 +39,7 @@ def moto_factory(moto_server_url: str) -> Iterator[Any]:
     """A ClientFactory pointed at the moto server."""
     import urllib.request
 
-    from gemmaserve.sagemaker.clients import Boto3ClientFactory
+    from gemmaserve.sagemaker.aws import Boto3ClientFactory
 
     # One server for the session: wipe its state so each test starts from an empty account.
     urllib.request.urlopen(urllib.request.Request(moto_server_url + "/moto-api/reset", method="POST"), timeout=10)

@@ -7,7 +7,7 @@ import time
 import pytest
 from botocore.exceptions import HTTPClientError
 
-from gemmaserve.sagemaker.clients import Boto3ClientFactory
+from gemmaserve.sagemaker.aws import Boto3ClientFactory
 
 
 def test_a_client_without_endpoint_override_fails_fast(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -41,7 +41,7 @@ class ServerDeps:
         """The AWS client factory, built on first use (honours GEMMASERVE_AWS_ENDPOINT_URL)."""
         with self._lock:
             if self.aws_clients is None:
-                from gemmaserve.sagemaker.clients import Boto3ClientFactory
+                from gemmaserve.sagemaker.aws import Boto3ClientFactory
 
                 self.aws_clients = Boto3ClientFactory()
             return self.aws_clients

@@ -1,8 +1,8 @@
 """SageMaker real-time endpoints for Gemma 4 on vLLM: preflight, deploy, watch, invoke, clean up.
 
 Pure parts (env mapping, names, tags, quota arithmetic, diagnosis rules) are apart from the adapters,
-which receive boto3 clients from :mod:`.clients`; only :mod:`.aws` translates botocore errors. Nothing
-here prints. The actions live in :mod:`.api`, one per command, each taking its request model from
+which receive boto3 clients from :mod:`.aws`, the AWS boundary (the only module that builds sessions and
+clients and the only one that translates botocore errors). Nothing here prints. The actions live in :mod:`.api`, one per command, each taking its request model from
 :mod:`.requests`::
 
     from gemmaserve.sagemaker import DeployRequest, api

@@ -24,7 +24,7 @@ from gemmaserve.cost import PriceLookup
 from gemmaserve.errors import InterlockRefused
 from gemmaserve.progress import CancelToken, ProgressCallback, ProgressEvent, utc_now
 from gemmaserve.sagemaker.autoscale import AutoscaleResult
-from gemmaserve.sagemaker.clients import Boto3ClientFactory, ClientFactory
+from gemmaserve.sagemaker.aws import Boto3ClientFactory, ClientFactory
 from gemmaserve.sagemaker.codebuild import ImageBuildPlan, ImageBuildResult
 from gemmaserve.sagemaker.delete import DeleteReport, delete_deployment
 from gemmaserve.sagemaker.diagnosis import DEFAULT_THRESHOLDS, WatchThresholds
@@ -94,7 +94,7 @@ def _factory(factory: ClientFactory | None) -> ClientFactory:
         return factory
     import os
 
-    from gemmaserve.sagemaker.clients import ENDPOINT_URL_ENV
+    from gemmaserve.sagemaker.aws import ENDPOINT_URL_ENV
 
     key = os.environ.get(ENDPOINT_URL_ENV) or None
     if key not in _DEFAULT_FACTORIES:

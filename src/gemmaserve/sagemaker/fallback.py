@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from gemmaserve.cost import PriceLookup, catalog_price
 from gemmaserve.errors import CapacityUnavailable, QuotaExceeded
 from gemmaserve.progress import CancelToken, ProgressCallback, ProgressEvent, check, report
-from gemmaserve.sagemaker.clients import ClientFactory
+from gemmaserve.sagemaker.aws import ClientFactory
 from gemmaserve.sagemaker.endpoint import (
     DeployPlan,
     DeployResult,

@@ -17,8 +17,7 @@ from pydantic import BaseModel, computed_field
 
 from gemmaserve.cost import PriceLookup, PriceRange, catalog_price, cost_so_far_usd, price_range
 from gemmaserve.errors import AwsError
-from gemmaserve.sagemaker.aws import call, is_not_found, paginate
-from gemmaserve.sagemaker.clients import ClientFactory
+from gemmaserve.sagemaker.aws import ClientFactory, call, is_not_found, paginate
 from gemmaserve.sagemaker.delete import DeleteReport, delete_deployment, usage_by_other_endpoints
 from gemmaserve.sagemaker.status import EndpointStatus, describe_endpoint_state
 from gemmaserve.sagemaker.tags import is_expired, parse_tags, tags_to_dict

@@ -20,8 +20,7 @@ from pydantic import BaseModel
 
 from gemmaserve.errors import AwsAccessDenied, AwsError, CredentialsMissing, GemmaserveError
 from gemmaserve.findings import Finding, Status, all_pass
-from gemmaserve.sagemaker.aws import call, is_not_found
-from gemmaserve.sagemaker.clients import ClientFactory
+from gemmaserve.sagemaker.aws import ClientFactory, call, is_not_found
 from gemmaserve.sagemaker.container import (
     AMI_LEVELS,
     CudaVerdict,

@@ -13,8 +13,7 @@ from typing import Any
 
 from gemmaserve.cost import PriceLookup, PriceQuote, catalog_price
 from gemmaserve.errors import AwsError
-from gemmaserve.sagemaker.aws import paginate
-from gemmaserve.sagemaker.clients import ClientFactory
+from gemmaserve.sagemaker.aws import ClientFactory, paginate
 
 PRICING_REGION = "us-east-1"
 PRICING_SOURCE = "AWS Pricing API (AmazonSageMaker, on-demand)"

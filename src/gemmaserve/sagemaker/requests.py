@@ -197,7 +197,7 @@ class RegionChoice(InputRules):
         Raises:
             CredentialsMissing: when none was given and the AWS profile named by the environment does not exist.
         """
-        from gemmaserve.sagemaker.clients import default_region
+        from gemmaserve.sagemaker.aws import default_region
         from gemmaserve.sagemaker.inputs import commercial_regions
 
         region, regions, sweep = self.region_choice()
@@ -375,7 +375,7 @@ class StatusRequest(InputRules, ActionRequest):
     region: Region = None
 
     def chosen_region(self) -> str:
-        from gemmaserve.sagemaker.clients import default_region
+        from gemmaserve.sagemaker.aws import default_region
 
         return default_region(self.region)
 
@@ -530,7 +530,7 @@ class JumpstartRequest(InputRules, ActionRequest):
     ] = "gemma"
 
     def chosen_region(self) -> str:
-        from gemmaserve.sagemaker.clients import default_region
+        from gemmaserve.sagemaker.aws import default_region
 
         return default_region(self.region)
 
@@ -586,7 +586,7 @@ class ImageRenderRequest(InputRules, ActionRequest):
     buildspec: Annotated[bool, Field(description="Show the buildspec instead of the Dockerfile.")] = False
 
     def chosen_region(self) -> str:
-        from gemmaserve.sagemaker.clients import default_region
+        from gemmaserve.sagemaker.aws import default_region
 
         return default_region(self.region)
 
@@ -624,7 +624,7 @@ class ImageBuildRequest(InputRules, ActionRequest):
         return self
 
     def chosen_region(self) -> str:
-        from gemmaserve.sagemaker.clients import default_region
+        from gemmaserve.sagemaker.aws import default_region
 
         return default_region(self.region)
 
