@@ -34,7 +34,6 @@ from gemmaserve.engine_memory import EngineMemory, engine_memory
 from gemmaserve.request_model import ActionRequest, ServingSettings
 from gemmaserve.vllm_releases import (
     DEFAULT_SERIES,
-    SUPPORTED_SERIES,
     resolve_release,
     sagemaker_image_series,
 )
@@ -51,18 +50,6 @@ MIN_MAX_MODEL_LEN = 16
 
 Verdict = Literal["fits", "fits-with-swap", "does-not-fit", "not-servable"]
 SortKey = Literal["cost", "fit"]
-
-SUPPORTED_VLLM_VERSIONS = SUPPORTED_SERIES
-DEFAULT_VLLM_VERSION = DEFAULT_SERIES
-
-
-def resolve_vllm_version(version: str | None) -> str:
-    """The supported minor series (``"0.30"``) a vLLM version string belongs to.
-
-    Raises:
-        UsageError: for a version outside the supported range.
-    """
-    return resolve_release(version).series
 
 
 class PlanRow(BaseModel):

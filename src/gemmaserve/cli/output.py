@@ -14,23 +14,6 @@ from pydantic import BaseModel
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 
-# The plan's serving terms, shared by plan, doctor, serve and sagemaker so that one flag means the
-# same thing (and has the same default and range) everywhere.
-max_model_len_option = click.option(
-    "--max-model-len",
-    type=click.IntRange(min=16),
-    default=8192,
-    show_default=True,
-    help="vLLM's --max-model-len: the context one request may use.",
-)
-gpu_memory_utilization_option = click.option(
-    "--gpu-memory-utilization",
-    type=click.FloatRange(0.05, 0.99),
-    default=0.9,
-    show_default=True,
-    help="vLLM's --gpu-memory-utilization: the share of visible GPU memory it may take.",
-)
-
 
 def to_jsonable(result: BaseModel | list[BaseModel] | dict[str, Any]) -> Any:
     if isinstance(result, BaseModel):
