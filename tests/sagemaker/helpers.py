@@ -76,8 +76,8 @@ DERIVED_T4 = (
 
 def record_derived_image(image_uri: str = DERIVED_T4) -> str:
     """What a successful `sagemaker image build` leaves behind: the build record preflight trusts."""
-    from gemmaserve.sagemaker.build_record import ImageBuildRecord, save_record
     from gemmaserve.sagemaker.container import PINNED_IMAGE, default_image_uri
+    from gemmaserve.sagemaker.image import ImageBuildRecord, save_record
 
     save_record(
         ImageBuildRecord(

@@ -16,9 +16,9 @@ from botocore.stub import ANY, Stubber
 
 from gemmaserve.progress import Cancelled, CancelToken
 from gemmaserve.sagemaker import api
-from gemmaserve.sagemaker.build_record import ImageBuildRecord, find_record, save_record
 from gemmaserve.sagemaker.codebuild import build_image, build_wheel_from_checkout, plan_image_build
 from gemmaserve.sagemaker.container import PINNED_IMAGE, default_image_uri, image_cuda_version
+from gemmaserve.sagemaker.image import ImageBuildRecord, find_record, save_record
 from gemmaserve.sagemaker.requests import PreflightRequest
 from gemmaserve.turing.versions import is_supported
 from tests.sagemaker.helpers import Lines
@@ -262,7 +262,7 @@ def test_the_build_writes_its_record_from_inside_the_image(tmp_path: Path) -> No
 
 
 def test_preflight_on_another_host_reads_the_record_the_build_wrote(moto_factory: Any) -> None:
-    from gemmaserve.sagemaker.build_record import record_location
+    from gemmaserve.sagemaker.image import record_location
     from gemmaserve.sagemaker.preflight import run_preflight
 
     image = plan_image_build(region=REGION, account=ACCOUNT).target_image

@@ -4,7 +4,7 @@ idempotent — then start the build and follow it. The 8 GB image never touches 
 gemmaserve goes in from a wheel built here from the user's checkout (uploaded to a tagged S3
 bucket of the account; the build checks its SHA-256), or from a requirement the user names —
 never from the package index, where it is not published. A successful build writes the
-build record (:mod:`.build_record`) that preflight reads to trust the image's clamp.
+build record (:mod:`.image`) that preflight reads to trust the image's clamp.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from gemmaserve.progress import (
     utc_now,
 )
 from gemmaserve.sagemaker.aws import call, is_not_found
-from gemmaserve.sagemaker.build_record import ImageBuildRecord, build_bucket, record_location, save_record
 from gemmaserve.sagemaker.container import PINNED_IMAGE, default_image_uri
 from gemmaserve.sagemaker.iam import (
     RoleResult,
@@ -38,9 +37,13 @@ from gemmaserve.sagemaker.iam import (
 )
 from gemmaserve.sagemaker.image import (
     DEFAULT_REPOSITORY,
+    ImageBuildRecord,
+    build_bucket,
     derived_image_tag,
+    record_location,
     render_buildspec,
     render_dockerfile,
+    save_record,
     wheel_filename,
 )
 

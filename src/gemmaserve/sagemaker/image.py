@@ -1,20 +1,34 @@
-"""The derived T4 image: a Dockerfile FROM the pinned AWS vLLM SageMaker image plus gemmaserve's Turing clamp,
-and the CodeBuild buildspec that builds and pushes it (pure text rendering).
+"""The derived T4 image: what it is, how it is rendered, and the record of what was pushed.
 
-The base's entrypoint and every ``SM_VLLM_*`` setting keep working (no ENTRYPOINT
-change), so one image serves T4 and L4 variants. The build fails unless the clamp
-verifies and the image's torch carries sm_75 kernels. gemmaserve is not on the package
-index: it goes in as a wheel built from the user's checkout (fetched by the build from S3
-and checked against its SHA-256), or as a requirement the user names.
+A Dockerfile FROM the pinned AWS vLLM SageMaker image plus gemmaserve's Turing clamp, and the
+CodeBuild buildspec that builds and pushes it (pure text rendering; :mod:`.codebuild` runs it).
+The base's entrypoint and every ``SM_VLLM_*`` setting keep working (no ENTRYPOINT change), so one
+image serves T4 and L4 variants. The build fails unless the clamp verifies and the image's torch
+carries sm_75 kernels. gemmaserve is not on the package index: it goes in as a wheel built from
+the user's checkout (fetched by the build from S3 and checked against its SHA-256), or as a
+requirement the user names.
+
+The build record is what says afterwards that the clamp was proven inside the build (``gemmaserve
+turing status --capability sm_75`` must pass or nothing is pushed), with the base image, its vLLM
+and CUDA, and where gemmaserve came from; a tag's text proves nothing. It is kept in two places:
+one JSON file in the state directory of the host that followed the build (written atomically),
+and the object the build itself writes after its push, read from inside the pushed image, in the
+account's build bucket (:func:`record_location`), which preflight reads from any host.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
 
 from gemmaserve import __version__
-from gemmaserve.errors import UsageError
+from gemmaserve.errors import AwsError, UsageError
+from gemmaserve.sagemaker.aws import call, is_not_found
 from gemmaserve.sagemaker.container import (
     DEFAULT_IMAGE_TAG,
     TURING_CLAMP_LABEL,
@@ -155,3 +169,80 @@ def render_buildspec(
 def _registry_region(registry: str) -> str:
     parts = registry.split(".")
     return parts[3] if len(parts) > 3 else "us-east-1"
+
+
+# The build record: what was pushed, and the lookup preflight makes in it.
+
+RECORD_FILE = "sagemaker-images.json"
+# S3 error codes of a record that is not there (S3 answers with these, not ResourceNotFound).
+_ABSENT_CODES = ("NoSuchKey", "NoSuchBucket", "404")
+
+
+class ImageBuildRecord(BaseModel):
+    image_uri: str
+    region: str
+    build_id: str
+    built_at: datetime
+    base_image: str
+    base_vllm_version: str | None  # None when the base is not the pinned one (the build checked it)
+    base_cuda_version: str | None
+    gemmaserve_source: str  # the wheel built from a checkout, or the requirement given
+    clamp_verified: bool
+
+
+def _path() -> Path:
+    from gemmaserve.state import state_dir
+
+    return state_dir() / RECORD_FILE
+
+
+def load_records() -> list[ImageBuildRecord]:
+    path = _path()
+    if not path.exists():
+        return []
+    try:
+        items = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []  # unreadable: no image is trusted, preflight says unknown
+    return [ImageBuildRecord.model_validate(item) for item in items if isinstance(item, dict)]
+
+
+def save_record(record: ImageBuildRecord) -> None:
+    from gemmaserve.fileio import write_atomic
+
+    records = [item for item in load_records() if item.image_uri != record.image_uri] + [record]
+    write_atomic(_path(), json.dumps([item.model_dump(mode="json") for item in records], indent=2) + "\n")
+
+
+def find_record(image_uri: str) -> ImageBuildRecord | None:
+    for record in reversed(load_records()):
+        if record.image_uri == image_uri:
+            return record
+    return None
+
+
+def build_bucket(account: str, region: str) -> str:
+    return f"gemmaserve-build-{account}-{region}"
+
+
+def record_location(image_uri: str) -> str:
+    """``s3://gemmaserve-build-ACCOUNT-REGION/records/REPO/TAG.json`` for an ECR image URI."""
+    host, _, rest = image_uri.partition("/")
+    parts = host.split(".")
+    repository, _, tag = rest.partition(":")
+    return f"s3://{build_bucket(parts[0], parts[3])}/records/{repository}/{tag or 'latest'}.json"
+
+
+def fetch_remote_record(s3: Any, image_uri: str) -> ImageBuildRecord | None:
+    """The record the build wrote for ``image_uri``, or None when there is none. AwsError when unreadable."""
+    location = record_location(image_uri)
+    bucket, _, key = location.removeprefix("s3://").partition("/")
+    where = image_uri.split("/", 1)[0].split(".")[3]
+    try:
+        body = call(where, s3.get_object, Bucket=bucket, Key=key)["Body"].read()
+    except AwsError as error:
+        if is_not_found(error) or error.fields.get("aws_error_code") in _ABSENT_CODES:
+            return None
+        raise
+    record = ImageBuildRecord.model_validate(json.loads(body))
+    return record if record.image_uri == image_uri else None

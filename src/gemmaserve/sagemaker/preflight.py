@@ -275,7 +275,7 @@ def _cuda_findings(image: str, instance_types: list[str], ami: str | None) -> li
 
 
 def _clamp_finding(image: str, labels: dict[str, str] | None) -> Finding:
-    from gemmaserve.sagemaker.build_record import find_record
+    from gemmaserve.sagemaker.image import find_record
 
     record = find_record(image) if labels is None else None
     claims = image_claims_turing_clamp(image, labels, record.clamp_verified if record else None)
@@ -306,7 +306,7 @@ def _clamp_finding(image: str, labels: dict[str, str] | None) -> Finding:
 
 def _remote_clamp_finding(factory: ClientFactory, image: str, local: Finding) -> Finding:
     """No record on this host: the one the build wrote to the account's build bucket decides."""
-    from gemmaserve.sagemaker.build_record import fetch_remote_record, record_location
+    from gemmaserve.sagemaker.image import fetch_remote_record, record_location
 
     if image_region(image) is None:
         return local  # not an ECR image: no build of ours made it
