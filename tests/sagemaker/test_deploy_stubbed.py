@@ -24,7 +24,8 @@ from gemmaserve.errors import (
 )
 from gemmaserve.progress import Cancelled, CancelToken
 from gemmaserve.sagemaker.delete import delete_deployment
-from gemmaserve.sagemaker.endpoint import execute_deploy, plan_deploy, wait_for_endpoint
+from gemmaserve.sagemaker.endpoint import execute_deploy, plan_deploy
+from gemmaserve.sagemaker.startup import wait_for_endpoint
 from gemmaserve.sagemaker.status import EndpointStatus, describe_endpoint_state
 from tests.sagemaker.helpers import START, Lines, ScriptedClock, make_spec
 

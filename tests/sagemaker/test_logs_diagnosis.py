@@ -12,9 +12,8 @@ from moto import mock_aws
 
 from gemmaserve.errors import EndpointFailed, UsageError
 from gemmaserve.findings import Status
-from gemmaserve.sagemaker.diagnosis import LogEvent, WatchThresholds, diagnose
-from gemmaserve.sagemaker.endpoint import wait_for_endpoint
-from gemmaserve.sagemaker.logs import log_group_name, read_endpoint_logs
+from gemmaserve.sagemaker.logs import LogEvent, log_group_name, read_endpoint_logs
+from gemmaserve.sagemaker.startup import WatchThresholds, diagnose, wait_for_endpoint
 from gemmaserve.sagemaker.status import EndpointState, EndpointStatus
 from tests.sagemaker.helpers import START, Lines, ScriptedClock
 

@@ -208,6 +208,10 @@ def test_the_package_exports_its_actions_without_loading_boto3() -> None:
         "import sys, gemmaserve.sagemaker as s; "
         "assert not {'boto3', 'botocore'} & set(sys.modules), 'loaded at import'; "
         "assert s.api.deploy is s.deploy and s.DeployRequest.action == 'sagemaker deploy'; "
-        "assert not {'boto3'} & set(sys.modules), 'loaded by the exports'"
+        "assert not {'boto3'} & set(sys.modules), 'loaded by the exports'; "
+        # A submodule named like an action (a ``wait.py``) would replace the action once imported.
+        "import gemmaserve.sagemaker.api, types; "
+        "shadowed = [n for n in s.__all__ if n != 'api' and isinstance(getattr(s, n), types.ModuleType)]; "
+        "assert not shadowed, shadowed"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -27,7 +27,6 @@ from gemmaserve.mcp_server.framework import (
 from gemmaserve.progress import CancelToken
 from gemmaserve.sagemaker.api import DeployOutcome
 from gemmaserve.sagemaker.delete import DeleteReport
-from gemmaserve.sagemaker.endpoint import status_line
 from gemmaserve.sagemaker.inventory import CleanupReport, Inventory
 from gemmaserve.sagemaker.logs import EndpointLogs
 from gemmaserve.sagemaker.preflight import PreflightReport
@@ -43,6 +42,7 @@ from gemmaserve.sagemaker.requests import (
     WaitRequest,
 )
 from gemmaserve.sagemaker.runtime import InvokeResult
+from gemmaserve.sagemaker.startup import status_line
 from gemmaserve.sagemaker.status import EndpointState
 
 INVOKE = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=True)

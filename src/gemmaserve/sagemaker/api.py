@@ -27,8 +27,7 @@ from gemmaserve.sagemaker.autoscale import AutoscaleResult
 from gemmaserve.sagemaker.aws import Boto3ClientFactory, ClientFactory
 from gemmaserve.sagemaker.codebuild import ImageBuildPlan, ImageBuildResult
 from gemmaserve.sagemaker.delete import DeleteReport, delete_deployment
-from gemmaserve.sagemaker.diagnosis import DEFAULT_THRESHOLDS, WatchThresholds
-from gemmaserve.sagemaker.endpoint import DeployPlan, DeployResult, DeploySpec, plan_deploy, wait_for_endpoint
+from gemmaserve.sagemaker.endpoint import DeployPlan, DeployResult, DeploySpec, plan_deploy
 from gemmaserve.sagemaker.fallback import (
     RegionAttempt,
     deploy_across_regions,
@@ -77,6 +76,7 @@ from gemmaserve.sagemaker.runtime import (
     iter_stream_text,
 )
 from gemmaserve.sagemaker.runtime import invoke as invoke_endpoint
+from gemmaserve.sagemaker.startup import DEFAULT_THRESHOLDS, WatchThresholds, wait_for_endpoint
 from gemmaserve.sagemaker.status import EndpointState, EndpointStatus, describe_endpoint_state
 
 Clock = Callable[[], datetime]
@@ -327,7 +327,7 @@ def wait(
     now: Clock = _now,
     sleep: Callable[[float], None] | None = None,
 ) -> EndpointState:
-    """Wait for InService; fail early on what will not recover (see :mod:`.diagnosis`).
+    """Wait for InService; fail early on what will not recover (see :mod:`.startup`).
 
     A cancel stops following (:class:`~gemmaserve.progress.Cancelled`); the endpoint is left as it is.
     """

@@ -4,7 +4,7 @@
 flags the container will derive, and $/hour — that is what ``--dry-run`` prints.
 ``execute_deploy`` makes the calls; a Ctrl-C, a cancellation (:class:`~gemmaserve.progress.Cancelled`)
 or any exception before the endpoint is InService deletes what this run created, unless ``keep``.
-``wait_for_endpoint`` follows an endpoint into service and fails early on what would otherwise cost hours.
+Following the endpoint into service is :mod:`.startup`.
 """
 
 from __future__ import annotations
@@ -19,29 +19,21 @@ from pydantic import BaseModel, Field, field_serializer, field_validator
 from gemmaserve.cost import PriceLookup, PriceQuote, PriceRange, catalog_price, price_range
 from gemmaserve.errors import (
     AwsError,
-    CapacityUnavailable,
     DeployInterrupted,
-    EndpointFailed,
-    EndpointNotFound,
     GemmaserveError,
-    SageMakerTimedOut,
     UsageError,
 )
-from gemmaserve.findings import Finding, Status
 from gemmaserve.progress import (
     Cancelled,
     CancelToken,
     ProgressCallback,
     ProgressEvent,
     check,
-    pause,
     report,
-    utc_now,
 )
 from gemmaserve.sagemaker.aws import call, is_not_found
 from gemmaserve.sagemaker.container import DEFAULT_AMI, image_for_region
 from gemmaserve.sagemaker.delete import DeleteReport, delete_resources
-from gemmaserve.sagemaker.diagnosis import DEFAULT_THRESHOLDS, LogEvent, WatchThresholds, diagnose
 from gemmaserve.sagemaker.env_mapping import env_to_serve_args, environment_for_plan, validate_environment
 from gemmaserve.sagemaker.inputs import validate_environment_limits
 from gemmaserve.sagemaker.interrupts import (
@@ -50,7 +42,6 @@ from gemmaserve.sagemaker.interrupts import (
     signal_name,
     stop_signals_interrupt,
 )
-from gemmaserve.sagemaker.logs import fetch_log_events, log_group_exists
 from gemmaserve.sagemaker.names import (
     VARIANT_NAME,
     config_name_for,
@@ -585,118 +576,3 @@ def _made_by_this_run(sm: Any, plan: DeployPlan, label: str) -> bool | None:
     ours = tags_to_dict(plan.calls[0].params.get("Tags", []))
     theirs = tags_to_dict(call(plan.region, sm.list_tags, ResourceArn=arn).get("Tags", []))
     return is_ours(theirs) and theirs.get(CREATED_KEY) == ours.get(CREATED_KEY)
-
-
-def wait_for_endpoint(
-    sm: Any,
-    logs: Any | None,
-    endpoint_name: str,
-    *,
-    region: str,
-    timeout_s: float = 3600.0,
-    poll_s: float = 30.0,
-    thresholds: WatchThresholds = DEFAULT_THRESHOLDS,
-    now: Callable[[], datetime] = utc_now,
-    sleep: Callable[[float], None] | None = None,
-    progress: ProgressCallback | None = None,
-    cancel: CancelToken | None = None,
-) -> EndpointState:
-    """Poll until InService; raise as soon as a fatal diagnosis appears. Log reads are incremental.
-
-    Reports each status change (``phase`` the status, ``done``/``total`` seconds waited of ``timeout_s``)
-    and each warning once. ``sleep`` is a test's scripted sleep (None: real time, cut short by ``cancel``);
-    ``cancel`` is checked at every poll. Cancelling only stops following: the endpoint is left as it is.
-
-    Raises:
-        CapacityUnavailable: Failed for capacity (the caller may try another region).
-        EndpointFailed: Failed, a crashed container, or a ping-ok-but-Creating stall.
-        EndpointNotFound: the endpoint disappeared.
-        SageMakerTimedOut: still not InService after ``timeout_s``.
-        Cancelled: ``cancel`` was set.
-    """
-    started = now()
-    events: list[LogEvent] = []
-    last_event_s: float | None = None
-    group_seen = False
-    reported: set[str] = set()
-    last_status: EndpointStatus | None = None
-    while True:
-        check(cancel)
-        state = describe_endpoint_state(sm, endpoint_name, region=region, now=now())
-        waited_s = (now() - started).total_seconds()
-        if state.status is not last_status:
-            report(progress, ProgressEvent(state.status.value, status_line(state), done=waited_s, total=timeout_s))
-            last_status = state.status
-        if state.status is EndpointStatus.IN_SERVICE:
-            return state
-        if state.status is EndpointStatus.NOT_FOUND:
-            raise EndpointNotFound(
-                f"Endpoint {endpoint_name!r} does not exist in {region}.",
-                hint="List yours with: gemmaserve sagemaker list",
-                endpoint_name=endpoint_name,
-                region=region,
-            )
-        if logs is not None and state.status is not EndpointStatus.FAILED:
-            group_seen = group_seen or log_group_exists(logs, endpoint_name, region=region)
-            if group_seen:
-                new, _, _ = fetch_log_events(
-                    logs,
-                    endpoint_name,
-                    region=region,
-                    start_s=None if last_event_s is None else last_event_s + 0.001,
-                )
-                events.extend(new)
-                if new:
-                    last_event_s = max(event.timestamp_s for event in new)
-        findings = diagnose(
-            state,
-            now_s=now().timestamp(),
-            log_group_exists=group_seen if logs is not None else None,
-            events=events,
-            thresholds=thresholds,
-        )
-        waited_s = (now() - started).total_seconds()  # read again: MCP wants each event's ``done`` larger
-        for finding in findings:
-            if finding.status is Status.FAIL:
-                raise _fatal_error(finding, state)
-            if finding.check not in reported:
-                reported.add(finding.check)
-                warning = " ".join(part for part in ("Warning:", finding.detail, finding.fix) if part)
-                report(progress, ProgressEvent("warning", warning, done=waited_s, total=timeout_s))
-        if waited_s >= timeout_s:
-            raise SageMakerTimedOut(
-                f"Endpoint {endpoint_name!r} is still {state.status.value} after {waited_s / 60:.0f} min.",
-                hint=f"Keep waiting with: gemmaserve sagemaker wait {endpoint_name} --region {region}; "
-                f"or delete it: gemmaserve sagemaker delete {endpoint_name} --region {region}",
-                endpoint_name=endpoint_name,
-                region=region,
-                status=state.status.value,
-            )
-        pause(min(poll_s, max(timeout_s - waited_s, 0.0)), cancel=cancel, sleep=sleep)
-
-
-def status_line(state: EndpointState) -> str:
-    """``NAME (region): Creating on ml.g6.xlarge after 3.5 min — reason``: a wait's progress line."""
-    parts = [f"{state.endpoint_name} ({state.region}): {state.status.value}"]
-    if state.instance_type:
-        parts.append(f"on {state.instance_type}")
-    if state.elapsed_s is not None:
-        parts.append(f"after {state.elapsed_s / 60:.1f} min")
-    if state.failure_reason:
-        parts.append(f"— {state.failure_reason}")
-    return " ".join(parts)
-
-
-def _fatal_error(finding: Finding, state: EndpointState) -> EndpointFailed | CapacityUnavailable:
-    fields = {
-        "endpoint_name": state.endpoint_name,
-        "region": state.region,
-        "status": state.status.value,
-        "failure_reason": state.failure_reason,
-        "diagnosis": finding.check,
-    }
-    if finding.check == "capacity":
-        return CapacityUnavailable(
-            finding.detail, hint=finding.fix, aws_error_code="InsufficientInstanceCapacity", **fields
-        )
-    return EndpointFailed(finding.detail, hint=finding.fix, **fields)

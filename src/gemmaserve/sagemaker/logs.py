@@ -7,6 +7,7 @@ the same parser the local launcher uses.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -15,8 +16,15 @@ from pydantic import BaseModel
 from gemmaserve.engine_log import EngineFacts, parse_engine_log
 from gemmaserve.errors import AwsError, UsageError
 from gemmaserve.sagemaker.aws import call, is_not_found, paginate
-from gemmaserve.sagemaker.diagnosis import LogEvent
 from gemmaserve.sagemaker.names import validate_name
+
+
+@dataclass(frozen=True, slots=True)
+class LogEvent:
+    """One raw log event as the wait reads it (epoch seconds, unfiltered)."""
+
+    timestamp_s: float  # epoch seconds
+    message: str
 
 
 class LogLine(BaseModel):

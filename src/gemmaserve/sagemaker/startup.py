@@ -1,0 +1,263 @@
+"""Waiting for an endpoint to come up: the poll loop to InService, its status line, and the early diagnosis.
+
+:func:`wait_for_endpoint` follows an endpoint into service and fails early on the slow SageMaker
+failures, the ones that cost hours: no log group long after creation (waiting for capacity, or a
+container that cannot start), ``CannotStartContainerError`` (CUDA newer than the host driver), a
+container crash in the log, and an endpoint still ``Creating`` long after its container answered
+``/ping``. :func:`diagnose` (pure) names each as a :class:`gemmaserve.findings.Finding`: ``fail`` is
+fatal (the wait stops and says why), ``warn`` is reported once and the wait goes on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from gemmaserve.errors import CapacityUnavailable, EndpointFailed, EndpointNotFound, SageMakerTimedOut
+from gemmaserve.findings import Finding, Status
+from gemmaserve.progress import CancelToken, ProgressCallback, ProgressEvent, check, pause, report, utc_now
+from gemmaserve.sagemaker.container import DEFAULT_AMI
+from gemmaserve.sagemaker.logs import LogEvent, fetch_log_events, log_group_exists
+from gemmaserve.sagemaker.status import EndpointState, EndpointStatus, describe_endpoint_state
+
+PING_OK = re.compile(r'"GET /ping HTTP/1\.[01]" 200')
+# A traceback alone is not a death: libraries log handled exceptions (a failed optional import,
+# a retried download) with full tracebacks and go on. Only lines that mean the process ended are.
+TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+_CRASH = (
+    re.compile(r"exited with (?:code|status) [1-9]"),
+    re.compile(r"Worker failed to boot|ERROR: Application startup failed"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchThresholds:
+    no_log_group_after_s: float = 15 * 60
+    ping_stall_after_s: float = 15 * 60
+
+
+DEFAULT_THRESHOLDS = WatchThresholds()
+
+
+def crash_lines(messages: Sequence[str]) -> list[str]:
+    """Lines that mean the container or engine died (our patterns plus the engine log parser's fatal ones)."""
+    from gemmaserve.engine_log import parse_engine_log
+
+    found = [line.strip() for line in messages if any(pattern.search(line) for pattern in _CRASH)]
+    found.extend(parse_engine_log(messages).errors)
+    return list(dict.fromkeys(found))
+
+
+def first_ping_s(events: Sequence[LogEvent]) -> float | None:
+    times = [event.timestamp_s for event in events if PING_OK.search(event.message)]
+    return min(times) if times else None
+
+
+def diagnose(
+    state: EndpointState,
+    *,
+    now_s: float,
+    log_group_exists: bool | None,
+    events: Sequence[LogEvent],
+    thresholds: WatchThresholds = DEFAULT_THRESHOLDS,
+) -> list[Finding]:
+    """Everything wrong or suspicious right now, fatal first."""
+    name = state.endpoint_name
+    reason = state.failure_reason or ""
+    found: list[Finding] = []
+    logs_hint = f"gemmaserve sagemaker logs {name} --region {state.region}"
+    if state.status is EndpointStatus.FAILED:
+        if "CannotStartContainerError" in reason:
+            found.append(
+                Finding(
+                    check="cannot-start-container",
+                    status=Status.FAIL,
+                    detail=f"Endpoint {name!r} failed: the container could not start ({reason}).",
+                    fix=f"A CUDA 13 image on ml.g4dn needs InferenceAmiVersion={DEFAULT_AMI} "
+                    f"(gemmaserve sets it unless --ami overrides it); check the image with: "
+                    f"gemmaserve sagemaker preflight … ; then {logs_hint}",
+                )
+            )
+        elif "InsufficientInstanceCapacity" in reason or "insufficient capacity" in reason.lower():
+            found.append(
+                Finding(
+                    check="capacity",
+                    status=Status.FAIL,
+                    detail=f"Endpoint {name!r} failed for capacity in {state.region}: {reason}",
+                    fix="Retry in another region (deploy --regions …) or add same-GPU types to the pool.",
+                )
+            )
+        else:
+            found.append(
+                Finding(
+                    check="failed",
+                    status=Status.FAIL,
+                    detail=f"Endpoint {name!r} is Failed: {reason or 'no reason given'}.",
+                    fix=f"See its log: {logs_hint}",
+                )
+            )
+        return found
+    crashes = crash_lines([event.message for event in events])
+    if crashes and state.status is not EndpointStatus.IN_SERVICE:
+        found.append(
+            Finding(
+                check="container-crashed",
+                status=Status.FAIL,
+                detail=f"Endpoint {name!r}: the container log shows a crash: {crashes[0][:300]}",
+                fix=f"SageMaker will retry and bill until it gives up; delete it and fix the cause. Full log: {logs_hint}",
+            )
+        )
+    elif any(TRACEBACK.search(event.message) for event in events) and state.status is not EndpointStatus.IN_SERVICE:
+        found.append(
+            Finding(
+                check="traceback-in-log",
+                status=Status.WARN,
+                detail=f"Endpoint {name!r}: the container logged a Python traceback (not by itself fatal; "
+                "waiting to see whether the server comes up).",
+                fix=f"Read it with: {logs_hint} --grep Traceback",
+            )
+        )
+    if state.status is EndpointStatus.CREATING:
+        ping_s = first_ping_s(events)
+        if ping_s is not None and now_s - ping_s >= thresholds.ping_stall_after_s:
+            found.append(
+                Finding(
+                    check="ping-ok-still-creating",
+                    status=Status.FAIL,
+                    detail=f"Endpoint {name!r} has answered /ping for {(now_s - ping_s) / 60:.0f} min "
+                    "but SageMaker still says Creating.",
+                    fix="This does not resolve on its own: delete the endpoint and deploy again "
+                    "(gemmaserve sagemaker delete " + name + ").",
+                )
+            )
+        elapsed = state.elapsed_s or 0.0
+        if log_group_exists is False and elapsed >= thresholds.no_log_group_after_s:
+            found.append(
+                Finding(
+                    check="no-log-group",
+                    status=Status.WARN,
+                    detail=f"Endpoint {name!r} has been Creating for {elapsed / 60:.0f} min with no log group: "
+                    "SageMaker is waiting for capacity, or the container cannot start.",
+                    fix="A capacity failure surfaces only after ~30 min; consider deleting and trying another region.",
+                )
+            )
+    found.sort(key=lambda item: item.status is not Status.FAIL)
+    return found
+
+
+def wait_for_endpoint(
+    sm: Any,
+    logs: Any | None,
+    endpoint_name: str,
+    *,
+    region: str,
+    timeout_s: float = 3600.0,
+    poll_s: float = 30.0,
+    thresholds: WatchThresholds = DEFAULT_THRESHOLDS,
+    now: Callable[[], datetime] = utc_now,
+    sleep: Callable[[float], None] | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+) -> EndpointState:
+    """Poll until InService; raise as soon as a fatal diagnosis appears. Log reads are incremental.
+
+    Reports each status change (``phase`` the status, ``done``/``total`` seconds waited of ``timeout_s``)
+    and each warning once. ``sleep`` is a test's scripted sleep (None: real time, cut short by ``cancel``);
+    ``cancel`` is checked at every poll. Cancelling only stops following: the endpoint is left as it is.
+
+    Raises:
+        CapacityUnavailable: Failed for capacity (the caller may try another region).
+        EndpointFailed: Failed, a crashed container, or a ping-ok-but-Creating stall.
+        EndpointNotFound: the endpoint disappeared.
+        SageMakerTimedOut: still not InService after ``timeout_s``.
+        Cancelled: ``cancel`` was set.
+    """
+    started = now()
+    events: list[LogEvent] = []
+    last_event_s: float | None = None
+    group_seen = False
+    reported: set[str] = set()
+    last_status: EndpointStatus | None = None
+    while True:
+        check(cancel)
+        state = describe_endpoint_state(sm, endpoint_name, region=region, now=now())
+        waited_s = (now() - started).total_seconds()
+        if state.status is not last_status:
+            report(progress, ProgressEvent(state.status.value, status_line(state), done=waited_s, total=timeout_s))
+            last_status = state.status
+        if state.status is EndpointStatus.IN_SERVICE:
+            return state
+        if state.status is EndpointStatus.NOT_FOUND:
+            raise EndpointNotFound(
+                f"Endpoint {endpoint_name!r} does not exist in {region}.",
+                hint="List yours with: gemmaserve sagemaker list",
+                endpoint_name=endpoint_name,
+                region=region,
+            )
+        if logs is not None and state.status is not EndpointStatus.FAILED:
+            group_seen = group_seen or log_group_exists(logs, endpoint_name, region=region)
+            if group_seen:
+                new, _, _ = fetch_log_events(
+                    logs,
+                    endpoint_name,
+                    region=region,
+                    start_s=None if last_event_s is None else last_event_s + 0.001,
+                )
+                events.extend(new)
+                if new:
+                    last_event_s = max(event.timestamp_s for event in new)
+        findings = diagnose(
+            state,
+            now_s=now().timestamp(),
+            log_group_exists=group_seen if logs is not None else None,
+            events=events,
+            thresholds=thresholds,
+        )
+        waited_s = (now() - started).total_seconds()  # read again: MCP wants each event's ``done`` larger
+        for finding in findings:
+            if finding.status is Status.FAIL:
+                raise _fatal_error(finding, state)
+            if finding.check not in reported:
+                reported.add(finding.check)
+                warning = " ".join(part for part in ("Warning:", finding.detail, finding.fix) if part)
+                report(progress, ProgressEvent("warning", warning, done=waited_s, total=timeout_s))
+        if waited_s >= timeout_s:
+            raise SageMakerTimedOut(
+                f"Endpoint {endpoint_name!r} is still {state.status.value} after {waited_s / 60:.0f} min.",
+                hint=f"Keep waiting with: gemmaserve sagemaker wait {endpoint_name} --region {region}; "
+                f"or delete it: gemmaserve sagemaker delete {endpoint_name} --region {region}",
+                endpoint_name=endpoint_name,
+                region=region,
+                status=state.status.value,
+            )
+        pause(min(poll_s, max(timeout_s - waited_s, 0.0)), cancel=cancel, sleep=sleep)
+
+
+def status_line(state: EndpointState) -> str:
+    """``NAME (region): Creating on ml.g6.xlarge after 3.5 min — reason``: a wait's progress line."""
+    parts = [f"{state.endpoint_name} ({state.region}): {state.status.value}"]
+    if state.instance_type:
+        parts.append(f"on {state.instance_type}")
+    if state.elapsed_s is not None:
+        parts.append(f"after {state.elapsed_s / 60:.1f} min")
+    if state.failure_reason:
+        parts.append(f"— {state.failure_reason}")
+    return " ".join(parts)
+
+
+def _fatal_error(finding: Finding, state: EndpointState) -> EndpointFailed | CapacityUnavailable:
+    fields = {
+        "endpoint_name": state.endpoint_name,
+        "region": state.region,
+        "status": state.status.value,
+        "failure_reason": state.failure_reason,
+        "diagnosis": finding.check,
+    }
+    if finding.check == "capacity":
+        return CapacityUnavailable(
+            finding.detail, hint=finding.fix, aws_error_code="InsufficientInstanceCapacity", **fields
+        )
+    return EndpointFailed(finding.detail, hint=finding.fix, **fields)
