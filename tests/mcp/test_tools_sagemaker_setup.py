@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import boto3
@@ -10,6 +9,7 @@ from botocore.stub import Stubber
 
 from gemmaserve.mcp_server import ServerDeps, build_server
 from tests.mcp.conftest import REGION, call_tool, cli_json, error_details, without
+from tests.sagemaker.helpers import hub_content, hub_summaries
 
 
 def test_image_render_equals_cli() -> None:
@@ -69,41 +69,12 @@ def test_autoscale_dry_run_equals_cli() -> None:
 
 def test_jumpstart_lists_gemma4_through_botocore_parsing() -> None:
     sm = boto3.client("sagemaker", region_name=REGION)
-    summaries = [
-        {
-            "HubContentName": name,
-            "HubContentArn": f"arn:aws:sagemaker:us-east-1:aws:hub-content/x/Model/{name}",
-            "HubContentType": "Model",
-            "DocumentSchemaVersion": "2.0.0",
-            "HubContentStatus": "Available",
-            "HubContentVersion": "1.0.0",
-            "CreationTime": "2026-06-01T00:00:00Z",
-        }
-        for name in ("huggingface-llm-gemma-4-e2b-it", "huggingface-llm-gemma-3-4b-it")
-    ]
-    document = json.dumps(
-        {
-            "DefaultInferenceInstanceType": "ml.g6.xlarge",
-            "SupportedInferenceInstanceTypes": ["ml.g5.xlarge", "ml.g6.xlarge"],
-        }
-    )
+    summaries = hub_summaries("huggingface-llm-gemma-4-e2b-it", "huggingface-llm-gemma-3-4b-it")
     with Stubber(sm) as stub:
         stub.add_response("list_hub_contents", {"HubContentSummaries": summaries})
         stub.add_response(
             "describe_hub_content",
-            {
-                "HubContentName": summaries[0]["HubContentName"],
-                "HubContentArn": summaries[0]["HubContentArn"],
-                "HubContentVersion": "1.0.0",
-                "HubContentType": "Model",
-                "DocumentSchemaVersion": "2.0.0",
-                "HubName": "SageMakerPublicHub",
-                "HubArn": "arn:aws:sagemaker:us-east-1:aws:hub/SageMakerPublicHub",
-                "HubContentDocument": document,
-                "HubContentStatus": "Available",
-                "CreationTime": "2026-06-01T00:00:00Z",
-                "HubContentDisplayName": "Gemma 4 E2B IT",
-            },
+            hub_content(summaries[0], "ml.g6.xlarge", ["ml.g5.xlarge", "ml.g6.xlarge"]),
         )
         server = build_server(ServerDeps(aws_clients=lambda service, region: sm))
         result = call_tool(server, "sagemaker_jumpstart", {"region": REGION})

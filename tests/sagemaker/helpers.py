@@ -100,3 +100,40 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
     code = run_with_error_mapping(app, args, debug=False)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+HUB_ARN = "arn:aws:sagemaker:us-east-1:aws:hub/SageMakerPublicHub"
+
+
+def hub_summaries(*names: str) -> list[dict[str, Any]]:
+    """ListHubContents summaries of the public JumpStart hub, as botocore's stubber checks them."""
+    return [
+        {
+            "HubContentName": name,
+            "HubContentArn": f"arn:aws:sagemaker:us-east-1:aws:hub-content/x/Model/{name}",
+            "HubContentType": "Model",
+            "DocumentSchemaVersion": "2.0.0",
+            "HubContentStatus": "Available",
+            "HubContentVersion": "1.0.0",
+            "CreationTime": "2026-06-01T00:00:00Z",
+        }
+        for name in names
+    ]
+
+
+def hub_content(summary: dict[str, Any], default_type: str, supported_types: list[str]) -> dict[str, Any]:
+    """The DescribeHubContent answer for ``summary``: its document names the instance types."""
+    document = {"DefaultInferenceInstanceType": default_type, "SupportedInferenceInstanceTypes": supported_types}
+    return {
+        "HubContentName": summary["HubContentName"],
+        "HubContentArn": summary["HubContentArn"],
+        "HubContentVersion": "1.0.0",
+        "HubContentType": "Model",
+        "DocumentSchemaVersion": "2.0.0",
+        "HubName": "SageMakerPublicHub",
+        "HubArn": HUB_ARN,
+        "HubContentDocument": json.dumps(document),
+        "HubContentStatus": "Available",
+        "CreationTime": "2026-06-01T00:00:00Z",
+        "HubContentDisplayName": "Gemma 4 E2B IT",
+    }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import json
 import subprocess
 import sys
 from typing import Any
@@ -27,7 +26,7 @@ from gemmaserve.sagemaker.iam import (
 )
 from gemmaserve.sagemaker.image import ARCH_CHECK
 from gemmaserve.sagemaker.jumpstart import list_gemma4_models
-from tests.sagemaker.helpers import Lines, ScriptedClock
+from tests.sagemaker.helpers import Lines, ScriptedClock, hub_content, hub_summaries
 
 REGION = "us-east-1"
 BASE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:server-sagemaker-cuda-v2.3"
@@ -223,24 +222,7 @@ def test_autoscaling_refuses_bad_bounds(low: int, high: int, target: float) -> N
 
 def test_jumpstart_lists_gemma4_with_instance_types() -> None:
     sm = boto3.client("sagemaker", region_name=REGION)
-    summaries = [
-        {
-            "HubContentName": name,
-            "HubContentArn": f"arn:aws:sagemaker:us-east-1:aws:hub-content/x/Model/{name}",
-            "HubContentType": "Model",
-            "DocumentSchemaVersion": "2.0.0",
-            "HubContentStatus": "Available",
-            "HubContentVersion": "1.0.0",
-            "CreationTime": "2026-06-01T00:00:00Z",
-        }
-        for name in ("huggingface-llm-gemma-4-e2b-it", "huggingface-llm-gemma-3-4b-it")
-    ]
-    document = json.dumps(
-        {
-            "DefaultInferenceInstanceType": "ml.g6.xlarge",
-            "SupportedInferenceInstanceTypes": ["ml.g5.xlarge", "ml.g6.xlarge", "ml.g6e.xlarge"],
-        }
-    )
+    summaries = hub_summaries("huggingface-llm-gemma-4-e2b-it", "huggingface-llm-gemma-3-4b-it")
     with Stubber(sm) as stub:
         stub.add_response(
             "list_hub_contents",
@@ -249,19 +231,7 @@ def test_jumpstart_lists_gemma4_with_instance_types() -> None:
         )
         stub.add_response(
             "describe_hub_content",
-            {
-                "HubContentName": summaries[0]["HubContentName"],
-                "HubContentArn": summaries[0]["HubContentArn"],
-                "HubContentVersion": "1.0.0",
-                "HubContentType": "Model",
-                "DocumentSchemaVersion": "2.0.0",
-                "HubName": "SageMakerPublicHub",
-                "HubArn": "arn:aws:sagemaker:us-east-1:aws:hub/SageMakerPublicHub",
-                "HubContentDocument": document,
-                "HubContentStatus": "Available",
-                "CreationTime": "2026-06-01T00:00:00Z",
-                "HubContentDisplayName": "Gemma 4 E2B IT",
-            },
+            hub_content(summaries[0], "ml.g6.xlarge", ["ml.g5.xlarge", "ml.g6.xlarge", "ml.g6e.xlarge"]),
             {
                 "HubName": "SageMakerPublicHub",
                 "HubContentType": "Model",
