@@ -47,10 +47,12 @@ from gemmaserve.testing.mock_server import MockConfig
 from gemmaserve.testing.runner import fetch_json, start_mock_process
 
 
-def _server_truth(url: str) -> dict[str, float]:
-    """Medians of what the server really did (TTFT from arrival, gaps between token writes)."""
-    records = fetch_json(url + "/mock/requests")
-    fetch_json(url + "/mock/requests", method="DELETE")
+def _server_truth(*urls: str) -> dict[str, float]:
+    """Medians of what the server really did (TTFT from arrival, gaps between token writes); several
+    URLs: the server's processes, each on its own port, read together (one monotonic clock)."""
+    records = [record for url in urls for record in fetch_json(url + "/mock/requests")]
+    for url in urls:
+        fetch_json(url + "/mock/requests", method="DELETE")
     ttfts = [r["token_times_s"][0] - r["received_s"] for r in records if r["token_times_s"]]
     gaps = [b - a for r in records for a, b in zip(r["token_times_s"], r["token_times_s"][1:], strict=False)]
     tpots = [
@@ -579,18 +581,23 @@ def scale_check(
     from gemmaserve.bench.shards import run_sharded_batch
     from gemmaserve.errors import ClientSaturated
 
-    config = MockConfig(ttft_s=ttft_s, itl_s=itl_s, record=server_shards == 1)
+    config = MockConfig(ttft_s=ttft_s, itl_s=itl_s, record=True)
     requests = [
         (f"x{i}", ChatRequest(synthetic_prompt(32, seed=1, salt=("scale", i)), tokens, ignore_eos=True))
         for i in range(streams)
     ]
     with start_mock_process(config, shards=server_shards) as server:
-        clear = (lambda: fetch_json(server.url + "/mock/requests", method="DELETE")) if server_shards == 1 else None
+        shard_urls = server.own_urls or [server.url]
+
+        def clear() -> None:  # the connection-opening calls are not part of the measurement
+            for url in shard_urls:
+                fetch_json(url + "/mock/requests", method="DELETE")
+
         try:
             result = run_sharded_batch(server.url, requests, processes=processes, timeout_s=300, before_start=clear)
         except ClientSaturated as exc:
             return {"streams": streams, "processes": processes, "saturated": exc.message, **exc.fields}
-        truth = _server_truth(server.url) if server_shards == 1 else None
+        truth = _server_truth(*shard_urls)
     ok = [o for o in result.batch.outcomes if o.success and o.metrics]
     ttft = stats.median([o.metrics.ttft_s for o in ok])  # type: ignore[union-attr,misc]
     itl = stats.median([g for o in ok for g in o.metrics.itl_s])  # type: ignore[union-attr]
@@ -604,8 +611,11 @@ def scale_check(
         "itl_p50_s": itl,
         "ttft_error_vs_configured_s": ttft - ttft_s,
         "itl_error_vs_configured_s": itl - itl_s,
-        "ttft_error_vs_server_s": ttft - truth["ttft_p50_s"] if truth else None,
-        "itl_error_vs_server_s": itl - truth["itl_p50_s"] if truth else None,
+        "server_ttft_p50_s": truth["ttft_p50_s"],
+        "server_itl_p50_s": truth["itl_p50_s"],
+        "server_requests": truth["requests"],
+        "ttft_error_vs_server_s": ttft - truth["ttft_p50_s"],
+        "itl_error_vs_server_s": itl - truth["itl_p50_s"],
         "client_queue_p50_s": stats.median([o.client_queue_s for o in ok if o.client_queue_s is not None]),
         "client_cpu_s": result.batch.cpu_s,
         "client_cores": result.batch.cpu_s / wall,
@@ -629,6 +639,11 @@ def main() -> int:
     parser.add_argument("--no-basic", action="store_true", help="skip the decode and latency checks")
     parser.add_argument("--streams", default="1,16,64,256,512", help="side-by-side levels")
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 1, help="gemmaserve client processes")
+    parser.add_argument(
+        "--scale-levels",
+        default="256:1:1,512:1:1,512:2:1,1024:2:1,2048:2:1,2048:2:2",
+        help="--scale runs: streams:client processes:server processes, comma-separated",
+    )
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/client_performance.json"))
     args = parser.parse_args()
 
@@ -661,14 +676,8 @@ def main() -> int:
                 results["side_by_side"].append(row)
     if args.scale:
         results["scale"] = []
-        for streams, processes, server_shards in (
-            (256, 1, 1),
-            (512, 1, 1),
-            (512, 2, 1),
-            (1024, 2, 1),
-            (2048, 2, 1),
-            (2048, 2, 2),
-        ):
+        levels = [tuple(int(n) for n in level.split(":")) for level in args.scale_levels.split(",")]
+        for streams, processes, server_shards in levels:
             row = scale_check(streams, processes, 128, 0.02, 0.03, server_shards)
             row["server_shards"], row["load_average"] = server_shards, os.getloadavg()
             print(json.dumps({k: v for k, v in row.items() if k != "shards"}), flush=True)

@@ -210,3 +210,26 @@ def test_module_runs_as_a_command() -> None:
         ).returncode
         == 2
     )
+
+
+def test_shards_sharing_a_port_each_keep_their_records_on_a_port_of_their_own() -> None:
+    from gemmaserve.testing.runner import start_mock_process
+
+    body = {"model": "mock-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "stream": True}
+    with start_mock_process(MockConfig(ttft_s=0, itl_s=0, record=True), shards=2) as server:
+        assert len(server.own_urls) == 2 and server.url not in server.own_urls
+        for _ in range(12):  # new connections: the kernel spreads them over both processes
+            request = urllib.request.Request(
+                server.url + "/v1/chat/completions", data=json.dumps(body).encode(), method="POST"
+            )
+            with urllib.request.urlopen(request, timeout=10) as response:
+                assert b"[DONE]" in response.read()
+        per_shard = [len(fetch_json(url + "/mock/requests")) for url in server.own_urls]
+    assert sum(per_shard) == 12
+
+
+def test_one_process_needs_no_port_of_its_own() -> None:
+    from gemmaserve.testing.runner import start_mock_process
+
+    with start_mock_process(MockConfig(ttft_s=0, itl_s=0), shards=1) as server:
+        assert server.own_urls == []

@@ -488,12 +488,19 @@ def bind_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.soc
     return sock
 
 
-async def serve(server: MockServer, sock: socket.socket, ready: Callable[[int], None] | None = None) -> None:
-    """Serve on an already bound socket until cancelled."""
+async def serve(
+    server: MockServer,
+    sock: socket.socket,
+    ready: Callable[[int], None] | None = None,
+    own_sock: socket.socket | None = None,
+) -> None:
+    """Serve on an already bound socket until cancelled; also on ``own_sock``, a port that only this
+    process holds, when several processes share ``sock``: there each one's records can be read."""
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False, shutdown_timeout=0.5)
     await runner.setup()
-    site = web.SockSite(runner, sock, backlog=4096)
-    await site.start()
+    for listening in (sock, own_sock):
+        if listening is not None:
+            await web.SockSite(runner, listening, backlog=4096).start()
     if ready is not None:
         ready(sock.getsockname()[1])
     try:
@@ -510,16 +517,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Error: {exc}", file=sys.stderr)
         return 2
     sock = bind_socket(args.host, args.port, reuse_port=args.reuse_port)
+    # A shared port reaches one process at random: the records of each need a port of its own.
+    own_sock = bind_socket(args.host, 0) if args.reuse_port and args.record else None
 
     def ready(port: int) -> None:
-        print(f"listening on http://{args.host}:{port} pid {os.getpid()}", flush=True)
+        own = f" own http://{args.host}:{own_sock.getsockname()[1]}" if own_sock else ""
+        print(f"listening on http://{args.host}:{port} pid {os.getpid()}{own}", flush=True)
 
     if args.uvloop:
         import uvloop
 
         uvloop.install()
     try:
-        asyncio.run(serve(server, sock, ready))
+        asyncio.run(serve(server, sock, ready, own_sock))
     except KeyboardInterrupt:
         pass
     return 0

@@ -76,9 +76,11 @@ def start_mock_thread(config: MockConfig | None = None, **kwargs: Any) -> Thread
 class MockProcess:
     """Mock server process(es) sharing one port (``SO_REUSEPORT``): the kernel spreads connections."""
 
-    def __init__(self, processes: list[subprocess.Popen[str]], url: str) -> None:
+    def __init__(self, processes: list[subprocess.Popen[str]], url: str, own_urls: list[str] | None = None) -> None:
         self.processes = processes
         self.url = url
+        # With ``record``: one URL per process that reaches only that process (its /mock/requests).
+        self.own_urls = own_urls or []
 
     def stop(self) -> None:
         for process in self.processes:
@@ -137,6 +139,7 @@ def start_mock_process(config: MockConfig | None = None, *, shards: int = 1, hos
         *mock_args(config),
     ]
     processes = []
+    own_urls = []
     try:
         for _ in range(shards):
             process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env={**os.environ})
@@ -144,12 +147,14 @@ def start_mock_process(config: MockConfig | None = None, *, shards: int = 1, hos
             line = process.stdout.readline() if process.stdout else ""
             if not line.startswith("listening on"):
                 raise RuntimeError(f"mock server shard failed to start: {line!r}")
+            if " own " in line:
+                own_urls.append(line.split(" own ", 1)[1].strip())
     except BaseException:
         MockProcess(processes, "").stop()
         raise
     finally:
         probe.close()
-    return MockProcess(processes, f"http://{host}:{port}")
+    return MockProcess(processes, f"http://{host}:{port}", own_urls)
 
 
 def fetch_json(url: str, *, method: str = "GET", body: Any = None) -> Any:
