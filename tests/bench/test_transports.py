@@ -158,3 +158,70 @@ def test_sagemaker_requests_are_signed(mock_server: ThreadedMockServer) -> None:
     assert _one("sagemaker", mock_server.url, ChatRequest("p", 3, ignore_eos=True)).success
     record = fetch_json(mock_server.url + "/mock/requests")[-1]
     assert record["tokens"] == 3 and record["signed"] is True
+
+
+def test_open_connections_gives_every_stream_its_own_connection_before_a_level() -> None:
+    """A level's streams must all start on open connections; /health costs the engine nothing."""
+    from aiohttp import web
+
+    peers: list[int] = []
+    chats: list[int] = []
+
+    async def health(request: web.Request) -> web.Response:
+        peers.append(request.transport.get_extra_info("peername")[1])  # type: ignore[union-attr]
+        await asyncio.sleep(0.01)  # the answers overlap, as an engine's do under load
+        return web.Response(text="")
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        chats.append(request.transport.get_extra_info("peername")[1])  # type: ignore[union-attr]
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: [DONE]\n\n')
+        return response
+
+    async def go() -> tuple[int, int]:
+        app = web.Application()
+        app.router.add_get("/health", health)
+        app.router.add_post("/v1/chat/completions", chat)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        transport = HttpTransport(f"http://127.0.0.1:{port}", timeout_s=5)
+        try:
+            opened = await transport.open_connections(8)
+            again = await transport.open_connections(8)  # kept alive: no new connection
+
+            async def one() -> Outcome:
+                return await run_request(transport, "r", ChatRequest("x", 1), clock=time.perf_counter, timeout_s=5)
+
+            outcomes = await asyncio.gather(*(one() for _ in range(8)))
+            assert all(o.success for o in outcomes)
+            return opened, again
+        finally:
+            await transport.aclose()
+            await runner.cleanup()
+
+    opened, again = asyncio.run(go())
+    assert (opened, again) == (8, 8)
+    assert len(set(peers[:8])) == 8  # one connection each
+    assert set(peers[8:]) == set(peers[:8])  # the second round reused them
+    assert set(chats) <= set(peers[:8])  # and so did the level's streams
+
+
+def test_open_connections_does_not_hang_when_the_server_is_gone() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    async def go() -> int:
+        transport = HttpTransport(f"http://127.0.0.1:{port}", timeout_s=5)
+        try:
+            return await transport.open_connections(4)
+        finally:
+            await transport.aclose()
+
+    started = time.perf_counter()
+    assert asyncio.run(go()) == 0
+    assert time.perf_counter() - started < 5
