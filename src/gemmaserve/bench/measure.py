@@ -429,9 +429,6 @@ async def _run_step(
         where = f"{run.label} {step.label}, {len(sharded.shards)} worker processes"
     else:
         assert run.transport is not None
-        open_connections = getattr(run.transport, "open_connections", None)
-        if step.kind == RequestKind.LOAD and open_connections is not None and settings.extra.get("open_connections"):
-            await open_connections(step.concurrency)
         batch = await run_batch(
             run.transport,
             requests,

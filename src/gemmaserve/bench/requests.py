@@ -100,13 +100,6 @@ class MeasureRequest(ActionRequest):
             ge=1, description="Worker processes that send each load level (one per free core for thousands of streams)."
         ),
     ] = 1
-    open_connections: Annotated[
-        bool,
-        Field(
-            description="Open each stream's connection (GET /health) before a load level, so that no stream "
-            "starts ahead of the others on a connection left open by the calls before."
-        ),
-    ] = True
     max_client_lag_ms: Annotated[
         float,
         Field(
@@ -179,7 +172,6 @@ class MeasureRequest(ActionRequest):
                 "warmup_calls": self.warmup,
                 "quality_concurrency": self.quality_concurrency,
                 "load_requests_per_stream": self.requests_per_stream,
-                "open_connections": self.open_connections,
             },
         )
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -94,8 +95,9 @@ async def _shard(
 
     try:
         await transport.discover_model()
-        if warm:  # open every keep-alive connection before the clock matters, at no cost to the engine
-            await transport.open_connections(concurrency)
+        if warm:  # open every keep-alive connection before the clock matters
+            warmup = [(f"warm-{i}", ChatRequest(f"warm up {os.getpid()} {i}", 1)) for i in range(concurrency)]
+            await run_batch(transport, warmup, concurrency=concurrency, clock=time.perf_counter, timeout_s=timeout_s)
         await asyncio.to_thread(ready.wait, BARRIER_TIMEOUT_S)  # every shard warm, the parent told
         await asyncio.to_thread(go.wait, BARRIER_TIMEOUT_S)  # released together
         probe_task = asyncio.create_task(probe())

@@ -239,45 +239,6 @@ class HttpTransport:
         except (aiohttp.ClientError, TimeoutError):
             return None
 
-    async def open_connections(self, count: int) -> int:
-        """Open ``count`` keep-alive connections before a load level; returns how many answered.
-
-        Otherwise the level's first stream takes the connection left open by the calls before it
-        and is sent while the others still connect: the engine receives it alone, prefills it
-        alone, and the head start it gets lasts for the whole level. ``GET /health`` costs the
-        engine no work; each response is held until all have arrived, so each takes a connection
-        of its own.
-        """
-        import asyncio
-
-        import aiohttp
-
-        settled = 0
-        everyone = asyncio.Event()
-
-        def settle() -> None:
-            nonlocal settled
-            settled += 1
-            if settled == count:
-                everyone.set()
-
-        async def one() -> bool:
-            counted = False
-            try:
-                async with self._session.get(self.base_url + "/health") as response:
-                    settle()
-                    counted = True
-                    await asyncio.wait_for(everyone.wait(), CONNECT_TIMEOUT_S)
-                    await response.read()
-                    return response.status == 200
-            except (aiohttp.ClientError, TimeoutError):
-                if not counted:
-                    settle()
-                return False
-
-        answered = await asyncio.gather(*(one() for _ in range(count)))
-        return sum(answered)
-
     async def stream(self, request: ChatRequest) -> AsyncIterator[Chunk]:
         import aiohttp
 
