@@ -11,11 +11,17 @@ Steps, each saved under --out as it finishes (a killed run keeps what it had):
  5. ``gemmaserve bench measure`` (decode rate by differencing, load at 1/4/16 streams);
  6. ``vllm bench serve`` on the same server (random dataset, --ignore-eos, the same prompt length
     in tokens, the same output length and request count per level, temperature 0, chat endpoint);
- 7. ``serve stop``, and a check that no process of the server's group is left;
- 8. the side-by-side table (TTFT, TPOT, ITL, output throughput; decode rate vs 1/TPOT at 1 stream).
+ 7. each client against the engine's own clock: every level again, ``vllm bench serve`` and
+    ``bench measure`` (with and without opening the level's connections first), each run alone
+    between two reads of ``/metrics``, so the engine's TTFT histogram (``_sum``/``_count``), queue
+    and prefill times and prompt tokens cover exactly that run's requests; the client's mean TTFT
+    over the same requests is set beside the engine's (ttft_truth.md);
+ 8. ``serve stop``, and a check that no process of the server's group is left;
+ 9. the side-by-side table (TTFT, TPOT, ITL, output throughput; decode rate vs 1/TPOT at 1 stream).
 
-Files under --out: gpu_engine_check.json (every figure and check), side_by_side.md, engine.log,
-run.log (this script's progress), raw.tar.gz (doctor, status, both benchmarks' raw JSON).
+Files under --out: gpu_engine_check.json (every figure and check), side_by_side.md, ttft_truth.md,
+engine.log, run.log (this script's progress), raw.tar.gz (doctor, status, both benchmarks' raw JSON,
+the /metrics pages).
 
 GPU machine (vLLM 0.26.0 kit in /tmp/site, gemmaserve installed there too)::
 
@@ -100,6 +106,113 @@ for argv in json.loads(sys.argv[1]):
         failed += 1
 sys.exit(1 if failed else 0)
 """
+
+# The same, reading the engine's /metrics before and after each level (argv[2]: the URL, argv[3]: a dir).
+TRUTH_SHIM = """
+import json, sys, traceback, urllib.request
+from pathlib import Path
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+from vllm.benchmarks.serve import add_cli_args, main
+def scrape(name):
+    with urllib.request.urlopen(sys.argv[2] + "/metrics", timeout=30) as response:
+        (Path(sys.argv[3]) / name).write_bytes(response.read())
+failed = 0
+for label, argv in json.loads(sys.argv[1]):
+    parser = FlexibleArgumentParser()
+    add_cli_args(parser)
+    scrape(label + ".before.prom")
+    try:
+        main(parser.parse_args(argv))
+    except Exception:
+        traceback.print_exc()
+        failed += 1
+    scrape(label + ".after.prom")
+sys.exit(1 if failed else 0)
+"""
+# The engine's own per-request clocks (vLLM's frontend stamps a request's arrival and its first token).
+ENGINE_HISTOGRAMS = {
+    "ttft_s": "vllm:time_to_first_token_seconds",
+    "queue_s": "vllm:request_queue_time_seconds",
+    "prefill_s": "vllm:request_prefill_time_seconds",
+    "e2e_s": "vllm:e2e_request_latency_seconds",
+    "prompt_tokens": "vllm:request_prompt_tokens",
+}
+
+
+def prometheus_sums(text: str) -> dict[str, float]:
+    """Every ``_sum``, ``_count`` and counter sample of a /metrics page, labels dropped and added up."""
+    sums: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name_and_labels, _, value = line.rpartition(" ")
+        name = name_and_labels.split("{", 1)[0]
+        if name.endswith(("_sum", "_count", "_total")):
+            try:
+                sums[name] = sums.get(name, 0.0) + float(value)
+            except ValueError:
+                continue
+    return sums
+
+
+def engine_means(before: str, after: str) -> dict[str, Any]:
+    """What the engine recorded between two /metrics pages: request count and mean of each histogram."""
+    a, b = prometheus_sums(before), prometheus_sums(after)
+    result: dict[str, Any] = {}
+    for key, metric in ENGINE_HISTOGRAMS.items():
+        count = b.get(metric + "_count", 0.0) - a.get(metric + "_count", 0.0)
+        total = b.get(metric + "_sum", 0.0) - a.get(metric + "_sum", 0.0)
+        result[key + "_count"] = round(count)
+        result[key + "_mean"] = total / count if count else None
+    for name in ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"):
+        result[name.split(":")[1]] = b.get(name, 0.0) - a.get(name, 0.0)
+    return result
+
+
+def send_spread_ms(offsets: list[float], size: int) -> list[float]:
+    """How far each of the first ``size`` sends lies behind the first, in ms (the shape of the first wave)."""
+    first = sorted(offsets)[:size]
+    return [round((t - first[0]) * 1000.0, 3) for t in first] if first else []
+
+
+def first_wave_ttft_ms(offsets: list[float], ttfts: list[float], size: int) -> dict[str, float] | None:
+    """TTFT of the level's first send and the median of the rest of its first wave: a first request
+    that the engine took alone shows here as a much shorter TTFT than the others'."""
+    if len(offsets) != len(ttfts) or len(offsets) < max(2, size):
+        return None
+    wave = sorted(zip(offsets, ttfts, strict=True))[:size]
+    return {
+        "first": round(wave[0][1] * 1000.0, 1),
+        "rest_p50": round(statistics.median(t for _, t in wave[1:]) * 1000.0, 1),
+    }
+
+
+def ttft_truth_table(rows: list[dict[str, Any]]) -> str:
+    def fmt(value: Any, scale: float = 1000.0, digits: int = 1) -> str:
+        return "—" if value is None else f"{value * scale:,.{digits}f}"
+
+    lines = [
+        "| streams | client | requests (client / engine) | TTFT mean ms: client / engine (difference) "
+        "| TTFT p50 ms, client | engine queue / prefill mean ms | prompt tokens (engine mean) "
+        "| first wave: sends behind the first, ms | first wave TTFT ms: first send / the rest (p50) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        engine = row.get("engine") or {}
+        client_mean, engine_mean = row.get("client_ttft_mean_s"), engine.get("ttft_s_mean")
+        difference = None if client_mean is None or engine_mean is None else client_mean - engine_mean
+        spread = row.get("first_wave_sends_ms") or []
+        sends = ", ".join(f"{t:g}" for t in spread[:6]) + (" …" if len(spread) > 6 else "")
+        wave = row.get("first_wave_ttft_ms")
+        first_wave = f"{wave['first']} / {wave['rest_p50']}" if wave else "—"
+        lines.append(
+            f"| {row['streams']} | {row['client']} | {row.get('client_requests', '—')} / "
+            f"{engine.get('ttft_s_count', '—')} | {fmt(client_mean)} / {fmt(engine_mean)} ({fmt(difference, digits=2)}) "
+            f"| {fmt(row.get('client_ttft_p50_s'))} | {fmt(engine.get('queue_s_mean'))} / "
+            f"{fmt(engine.get('prefill_s_mean'))} | {fmt(engine.get('prompt_tokens_mean'), 1.0)} "
+            f"| {sends} | {first_wave} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 class Run:
@@ -213,6 +326,13 @@ def process_group(pgid: int) -> list[dict[str, Any]]:
         if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
             found.append({"pid": int(entry.name), "cmdline": cmdline[:200]})
     return found
+
+
+def fetch_text(url: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return str(response.read().decode())
 
 
 def median(values: list[float]) -> float | None:
@@ -619,6 +739,125 @@ def main(argv: list[str] | None = None) -> int:
         one = run.record["vllm_bench"].get("1") or {}
         if one.get("median_tpot_ms"):
             run.record["decode"]["vllm_1_over_tpot_tokens_per_s"] = 1000.0 / one["median_tpot_ms"]
+
+        # 7. each client against the engine's own clock, one run at a time between two /metrics reads
+        truth_dir = run.raw / "ttft-truth"
+        truth_dir.mkdir(exist_ok=True)
+        url = f"http://127.0.0.1:{port}"
+        per_level_truth = [
+            [
+                f"vllm-c{level}",
+                [
+                    *[a if a != str(run.raw / "vllm-bench") else str(truth_dir) for a in common],
+                    "--save-detailed",
+                    "--max-concurrency",
+                    str(level),
+                    "--num-prompts",
+                    str(level * profile["requests_per_stream"]),
+                    "--result-filename",
+                    f"vllm-c{level}.json",
+                ],
+            ]
+            for level in levels
+        ]
+        run.command(
+            "truth_vllm_bench",
+            [engine_python, "-c", TRUTH_SHIM, json.dumps(per_level_truth), url, str(truth_dir)],
+            timeout_s=max(60.0, run.left_s() - 30),
+            env=env,
+        )
+        rows: list[dict[str, Any]] = []
+        for level in levels:
+            label = f"vllm-c{level}"
+            path = truth_dir / f"{label}.json"
+            before, after = truth_dir / f"{label}.before.prom", truth_dir / f"{label}.after.prom"
+            if not (path.exists() and before.exists() and after.exists()):
+                continue
+            data = json.loads(path.read_text())
+            ttfts = [t for t in data.get("ttfts") or [] if t]
+            rows.append(
+                {
+                    "streams": level,
+                    "client": "vllm bench serve",
+                    "client_requests": len(ttfts),
+                    "client_ttft_mean_s": statistics.mean(ttfts) if ttfts else None,
+                    "client_ttft_p50_s": median(ttfts),
+                    "first_wave_sends_ms": send_spread_ms(data.get("start_times") or [], level),
+                    "first_wave_ttft_ms": first_wave_ttft_ms(
+                        data.get("start_times") or [], data.get("ttfts") or [], level
+                    ),
+                    "engine": engine_means(before.read_text(), after.read_text()),
+                }
+            )
+        for level in levels:
+            label = f"gemmaserve-c{level}"
+            before_page = fetch_text(url + "/metrics")
+            measured = run.command(
+                f"truth_{label}",
+                [
+                    *gemmaserve,
+                    "bench",
+                    "measure",
+                    url,
+                    "--out",
+                    str(truth_dir),
+                    "--label",
+                    label,
+                    "--warmup",
+                    "0",
+                    "--decode-calls",
+                    "0",
+                    "--concurrency",
+                    str(level),
+                    "--repeats",
+                    "1",
+                    "--requests-per-stream",
+                    str(profile["requests_per_stream"]),
+                    "--input-tokens",
+                    str(profile["input_words"]),
+                    "--output-tokens",
+                    str(profile["output_tokens"]),
+                    "--quality-set",
+                    "none",
+                    "--max-client-lag-ms",
+                    str(profile["max_client_lag_ms"]),
+                    "--json",
+                ],
+                timeout_s=max(30.0, run.left_s() - 30),
+                env=env,
+            )
+            after_page = fetch_text(url + "/metrics")
+            (truth_dir / f"{label}.before.prom").write_text(before_page)
+            (truth_dir / f"{label}.after.prom").write_text(after_page)
+            path = truth_dir / f"{label}.json"
+            if measured.returncode != 0 or not path.exists():
+                continue
+            # Every call of the run reached the engine: the pool warm-up (one short call per stream, which
+            # opens the level's connections) as well as the load, so the means cover both.
+            records = [r for r in json.loads(path.read_text())["requests"] if r.get("ttft_s") is not None]
+            load = [r for r in records if r["kind"] == "load"]
+            ttfts = [r["ttft_s"] for r in records]
+            rows.append(
+                {
+                    "streams": level,
+                    "client": "gemmaserve bench measure",
+                    "client_requests": len(ttfts),
+                    "client_ttft_mean_s": statistics.mean(ttfts) if ttfts else None,
+                    "client_ttft_p50_s": median([r["ttft_s"] for r in load]),
+                    "first_wave_sends_ms": send_spread_ms([r["start_offset_s"] for r in load], level),
+                    "first_wave_ttft_ms": first_wave_ttft_ms(
+                        [r["start_offset_s"] for r in load], [r["ttft_s"] for r in load], level
+                    ),
+                    "engine": engine_means(before_page, after_page),
+                }
+            )
+        run.record["ttft_truth"] = rows
+        run.record["checks"]["ttft_truth"] = {
+            "ok": bool(rows) and all(r["client_requests"] == (r["engine"] or {}).get("ttft_s_count") for r in rows),
+            "note": "every run's request count as the client saw it equals the engine's TTFT histogram count",
+        }
+        (out / "ttft_truth.md").write_text(ttft_truth_table(rows))
+        run.save()
     except Exception as exc:  # recorded; the server is stopped below; the exit code says it failed
         run.record["error"] = f"{type(exc).__name__}: {exc}"
         run.say(f"error: {run.record['error']}")
