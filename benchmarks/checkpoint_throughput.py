@@ -191,6 +191,10 @@ def main() -> None:
     parser.add_argument("--before", default=None, help="git revision whose src/ is measured as 'before'")
     parser.add_argument("--reuse", action="store_true", help="reuse a checkpoint already generated under --workdir")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument(
+        "--impls", default="before,numpy,numba", help="which of before, numpy, numba to measure (comma-separated)"
+    )
+    parser.add_argument("--no-hub", action="store_true", help="skip the loopback hub and inspect measurements")
     args = parser.parse_args()
     src, out = args.workdir / "src", args.workdir / "w4a16"
     if not (args.reuse and src.is_dir()):
@@ -198,17 +202,21 @@ def main() -> None:
         write_synthetic(src, args.gb)
     shutil.rmtree(out, ignore_errors=True)
     here = str(Path(__file__).resolve().parent.parent / "src")
+    wanted = set(args.impls.split(","))
     impls: dict[str, tuple[str, dict[str, str]]] = {}
-    if args.before:
+    if args.before and "before" in wanted:
         impls["before"] = (str(export_tree(args.before, args.workdir / "before")), {})
-    impls["numpy"] = (here, {"GEMMASERVE_CHECKPOINT_KERNEL": "numpy"})
-    impls["numba"] = (here, {"GEMMASERVE_CHECKPOINT_KERNEL": "numba"})
+    if "numpy" in wanted:
+        impls["numpy"] = (here, {"GEMMASERVE_CHECKPOINT_KERNEL": "numpy"})
+    numba = (here, {"GEMMASERVE_CHECKPOINT_KERNEL": "numba"})
+    if "numba" in wanted:
+        impls["numba"] = numba
     src_files = sorted(src.glob("*.safetensors"))
     total = sum(f.stat().st_size for f in src_files)
     results: dict = {"input_bytes": total, "cpus": os.cpu_count(), "rounds": args.rounds, "before": args.before}
     # Untimed: compile (or load) the numba kernels, and the reference output every repack must match.
     t0 = time.perf_counter()
-    run_phase(REPACK.format(src=str(src), out=str(out)), pythonpath=here, env=impls["numba"][1])
+    run_phase(REPACK.format(src=str(src), out=str(out)), pythonpath=here, env=numba[1])
     results["first_numba_repack_s_including_compile"] = round(time.perf_counter() - t0, 2)
     expected_digest = tree_digest(out)
     out_files = sorted(out.glob("*.safetensors"))
@@ -251,6 +259,9 @@ def main() -> None:
                          peak_rss_mib=rss[phase])  # fmt: skip
         phases[phase] = entry
     results["phases"] = phases  # gb_per_s: input (reference) bytes per second
+    if args.no_hub:
+        print(json.dumps(results, indent=2))
+        return
     # Grid-check over a loopback hub: only the tensors' byte ranges, blocks in flight while others compute.
     server, sent = serve({"bench/ref": src, "bench/build": out})
     endpoint = f"http://127.0.0.1:{server.server_address[1]}"
@@ -259,7 +270,7 @@ def main() -> None:
     hub = run_phase(
         CHECK.format(build="bench/build", ref="bench/ref", extra=extra),
         pythonpath=here,
-        env={**impls["numba"][1], **hub_env},
+        env={**numba[1], **hub_env},
     )
     checkpoint_bytes = total + sum(f.stat().st_size for f in out_files)
     results["grid_check_hub_numba"] = {

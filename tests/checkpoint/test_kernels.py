@@ -142,3 +142,85 @@ def test_repack_and_grid_check_reports_match_numpy(
         for s, f in zip(slow_report.tensors, fast_report.tensors, strict=True):
             assert s.model_dump(exclude={mean}) == f.model_dump(exclude={mean})
             assert f.mean_abs_diff == pytest.approx(s.mean_abs_diff, rel=1e-12)
+
+
+def _awkward_bits(group: int, cols: int) -> np.ndarray:
+    """``_awkward_values`` plus negative steps (positive peaks), ties between +peak and -peak, a group of
+    subnormals and a group of NaN and inf only, as bf16 bits."""
+    values = _awkward_values(group, cols)
+    rng = np.random.default_rng(group + 7)
+    levels = rng.integers(-8, 8, size=(4, cols // group, group))
+    levels[..., 0] = -8
+    steps = -grid.round_to_dtype(rng.uniform(0.001, 0.1, size=(4, cols // group)).astype(np.float32), "BF16")
+    negative = grid.reconstruct(levels.astype(np.float32), steps, "BF16").reshape(4, cols)
+    tie = negative[:1].copy()
+    tie[0, 1:cols:group] = -tie[0, 0:cols:group]  # +peak and -peak in every group
+    subnormal = np.zeros((1, cols), np.float32)
+    subnormal[0, :group] = grid.bf16_bits_to_f32(np.arange(1, group + 1, dtype=np.uint16) | np.uint16(0x8000))
+    specials = np.zeros((1, cols), np.float32)
+    specials[0, :group] = np.nan
+    specials[0, group : 2 * group] = np.inf
+    specials[0, 2 * group : 3 * group] = -np.inf
+    rows = np.concatenate([values, negative, tie, subnormal, specials])
+    return grid.f32_to_bf16_bits(rows).reshape(rows.shape)
+
+
+def test_one_pass_packing_matches_the_numpy_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pack_block_bf16 writes the packed words and scales the numpy path writes, group by group, and finds the
+    same groups on the grid, off it, and with their peak elsewhere."""
+    bits = _awkward_bits(32, 256)
+    monkeypatch.setenv(grid.KERNEL_ENV, "numpy")
+    fit = grid.recover_grid(grid.decode_values(bits, "BF16"), model_dtype="BF16")
+    words = grid.pack_int4(fit.levels).view(np.uint8).reshape(-1, 16)
+    scale_bits = grid.encode_values(fit.steps, "BF16").reshape(-1)
+    monkeypatch.setenv(grid.KERNEL_ENV, "numba")
+    packed, scales = np.empty(bits.size // 2, np.uint8), np.empty(bits.size // 32, np.uint16)
+    block = grid.pack_block_bf16(grid.kernels(), bits, packed, scales)
+    on_grid = fit.on_grid.reshape(-1)
+    assert (block.off_grid == np.flatnonzero(~on_grid)).all() and 0 < len(block.off_grid) < on_grid.size
+    assert block.groups == on_grid.size and block.peak_elsewhere == int(fit.peak_elsewhere.sum()) > 0
+    assert (packed.reshape(-1, 16)[on_grid] == words[on_grid]).all()
+    assert (scales[on_grid] == scale_bits[on_grid]).all()
+    assert block.bit_exact == int(fit.bit_exact.reshape(-1, 32)[on_grid].sum())
+
+
+@pytest.mark.parametrize(("ref_group", "build_group"), [(32, 32), (32, 128), (64, 32), (128, 256), (256, 64)])
+def test_one_pass_comparison_matches_the_numpy_path(
+    monkeypatch: pytest.MonkeyPatch, ref_group: int, build_group: int
+) -> None:
+    """compare_packed_block_bf16 counts what recover_grid + GridComparison.add_packed count on the numpy path."""
+    bits = _awkward_bits(ref_group, 256)
+    rows = bits.shape[0]
+    rng = np.random.default_rng(ref_group + build_group)
+    levels = rng.integers(-8, 8, size=(rows, 256)).astype(np.int8)
+    scales = grid.round_to_dtype(rng.uniform(0.001, 0.05, size=(rows, 256 // build_group)).astype(np.float32), "BF16")
+    scales[3, 0] = np.inf
+    scales[4, 0] = np.nan
+    scales[5, 0] = 0.0
+    scales[6, 0] = -scales[6, 0]
+    reference = grid.decode_values(bits, "BF16")
+    copied = rng.random(rows) < 0.3  # builds that match the reference where it is on the grid
+    monkeypatch.setenv(grid.KERNEL_ENV, "numpy")
+    fit = grid.recover_grid(reference, model_dtype="BF16", group_size=ref_group)
+    if build_group == 32:
+        own = grid.recover_grid(reference, model_dtype="BF16", group_size=32)
+        levels[copied] = own.levels[copied]
+        scales[copied] = own.steps[copied]
+    packed = grid.pack_int4(levels)
+    slow = grid.GridComparison()
+    with np.errstate(all="ignore"):  # inf and NaN scales: the numpy path warns, the counts are what matter
+        slow.add_packed(packed, scales, build_group_size=build_group, scale_dtype="BF16",
+                        reference=reference, reference_steps=fit.steps, group_size=ref_group)  # fmt: skip
+    monkeypatch.setenv(grid.KERNEL_ENV, "numba")
+    fast, on_grid, peak_elsewhere = grid.compare_packed_block_bf16(
+        grid.kernels(), bits, ref_group, packed, grid.encode_values(scales, "BF16"), build_group
+    )
+    assert on_grid == int(fit.on_grid.sum()) < fit.on_grid.size
+    assert peak_elsewhere == int(fit.peak_elsewhere.sum()) > 0
+    for field in ("values", "values_bit_identical", "groups", "groups_bit_identical", "values_off_by_a_level_or_more"):
+        assert getattr(fast, field) == getattr(slow, field), field
+    assert fast.max_abs_diff == slow.max_abs_diff
+    assert fast.sum_abs_diff == pytest.approx(slow.sum_abs_diff, rel=1e-12)
+    if build_group == 32:
+        assert slow.groups_bit_identical > 0 and slow.values_bit_identical > 0
+    assert 0 < slow.values_off_by_a_level_or_more < slow.values

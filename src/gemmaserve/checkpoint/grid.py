@@ -82,10 +82,10 @@ _thread_scratch = threading.local()
 
 def _scratch(name: str, n: int, dtype: type) -> np.ndarray:
     """A buffer of ``n`` items kept per thread and reused from block to block (see ``kernels.decode_bf16``)."""
-    buffers: dict[str, np.ndarray] = _thread_scratch.__dict__.setdefault("buffers", {})
-    buffer = buffers.get(name)
+    buffers: dict[tuple[str, type], np.ndarray] = _thread_scratch.__dict__.setdefault("buffers", {})
+    buffer = buffers.get((name, dtype))
     if buffer is None or buffer.size < n:
-        buffer = buffers[name] = np.empty(max(n, 1), dtype)
+        buffer = buffers[name, dtype] = np.empty(max(n, 1), dtype)
     return buffer[:n]
 
 
@@ -336,6 +336,107 @@ def _search_steps(
     steps[todo], levels[todo], same[todo] = best_steps, best_levels, best_same
     ok[todo] = numeric
     peak_elsewhere[todo] = numeric
+
+
+# --- fused passes on bf16 bits (compiled only) ----------------------------------------
+
+
+def fused_bf16(model_dtype: str, scale_dtype: str) -> ModuleType | None:
+    """The compiled kernels when the one-pass paths apply (bf16 values, bf16 steps), else None."""
+    fast = kernels()
+    return fast if fast is not None and model_dtype == scale_dtype == "BF16" else None
+
+
+@dataclass(frozen=True, slots=True)
+class PackedBlock:
+    """What ``pack_block_bf16`` found: values reconstructed bit for bit, groups whose step is not peak/-8,
+    and the (flat) indices of groups on no grid."""
+
+    bit_exact: int
+    groups: int
+    peak_elsewhere: int
+    off_grid: np.ndarray
+
+
+def pack_block_bf16(fast: ModuleType, bits: np.ndarray, packed: np.ndarray, scales: np.ndarray) -> PackedBlock:
+    """``recover_grid`` (groups of 32) + ``pack_int4`` + ``encode_values`` of bf16 ``bits`` [rows, cols] in one pass.
+
+    Writes ``packed`` uint8 (the int32 words' little-endian bytes, rows*cols/2) and ``scales`` uint16 (the
+    steps' bf16 bits, rows*cols/32); the groups whose peak is not at level -8 go through the numpy step
+    search and are rewritten in both. An off-grid group's bytes are left undefined (the caller refuses the block).
+    """
+    flat = np.ascontiguousarray(bits).reshape(-1)
+    ng = flat.size // GROUP_SIZE
+    ok, peaks = _scratch("ok", ng, np.bool_), _scratch("peaks", ng, np.float32)
+    bit_exact = int(fast.repack_bf16(flat, packed, scales, ok, peaks, _kernel_scratch()))
+    todo = np.flatnonzero(~ok)
+    if not len(todo):
+        return PackedBlock(bit_exact, ng, 0, todo)
+    found, levels, steps, same = _search_groups(flat.reshape(ng, GROUP_SIZE)[todo], peaks[todo])
+    hit = todo[found]
+    packed.reshape(ng, GROUP_SIZE // 2)[hit] = _pack_int4_numpy(levels[found]).view(np.uint8)
+    scales[hit] = f32_to_bf16_bits(steps[found])
+    return PackedBlock(bit_exact + int(same[found].sum()), ng, len(hit), todo[~found])
+
+
+def compare_packed_block_bf16(
+    fast: ModuleType, bits: np.ndarray, group_size: int, packed: np.ndarray, scales: np.ndarray, build_group_size: int
+) -> tuple[GridComparison, int, int]:
+    """Recover the reference's grid and compare a pack-quantized build with it in one pass (``recover_grid`` then
+    ``GridComparison.add_packed``): the counts, the groups on the grid and those whose step is not peak/-8.
+
+    ``bits`` uint16 [rows, cols] reference; ``packed`` int32 [rows, cols/8]; ``scales`` uint16 [rows,
+    cols/build_group_size] (bf16 bits); both group sizes multiples of 32.
+    """
+    rows, cols = bits.shape
+    flat = np.ascontiguousarray(bits).reshape(-1)
+    ng = flat.size // group_size
+    steps, ok = _scratch("steps", ng, np.float32), _scratch("ok", ng, np.bool_)
+    peaks = _scratch("peaks", ng, np.float32)
+    out = np.zeros(5, np.float64)
+    packed_bytes = np.ascontiguousarray(packed).reshape(-1).view(np.uint8)
+    fast.check_packed_bf16(
+        flat, group_size, packed_bytes, np.ascontiguousarray(scales).reshape(-1), build_group_size, steps, ok, peaks,
+        _kernel_scratch(), out,
+    )  # fmt: skip
+    counts = GridComparison()
+    counts._add_counts(fast._totals(out), (rows, cols), group_size)
+    todo = np.flatnonzero(~ok)
+    if not len(todo):
+        return counts, ng, 0
+    found, _, searched, _ = _search_groups(flat.reshape(ng, group_size)[todo], peaks[todo])
+    steps = steps[todo].copy()
+    steps[found] = searched[found]
+    reference = bf16_bits_to_f32(flat.reshape(ng, group_size)[todo])
+    index = todo[:, None] * group_size + np.arange(group_size)
+    nibbles = (packed_bytes[index // 2] >> ((index % 2) * 4).astype(np.uint8)) & np.uint8(0xF)
+    scale_values = bf16_bits_to_f32(np.ascontiguousarray(scales).reshape(-1)[index // build_group_size])
+    with np.errstate(all="ignore"):
+        build = round_to_dtype((nibbles.astype(np.float32) - np.float32(8)) * scale_values, "BF16")
+        diff = np.abs(build - reference)
+        step = np.abs(steps)[:, None]
+        counts.values_off_by_a_level_or_more += int(np.count_nonzero(np.where(step > 0, diff >= step, diff > 0)))
+    on_grid = ng - len(todo) + int(found.sum())
+    return counts, on_grid, int(found.sum())
+
+
+def _search_groups(bits: np.ndarray, peaks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The numpy step search (bf16) for groups whose peak is not at level -8, given as bits [k, group]:
+    (found, levels, steps, bit-for-bit flags)."""
+    values = bf16_bits_to_f32(bits)
+    k, group = values.shape
+    found = np.zeros(k, np.bool_)
+    levels, steps, same = np.zeros((k, group), np.int8), np.zeros(k, np.float32), np.zeros((k, group), np.bool_)
+    with np.errstate(all="ignore"):
+        steps[:] = round_to_dtype(peaks * np.float32(-0.125), "BF16")
+        _search_steps(values, peaks, steps, levels, found, np.zeros(k, np.bool_), same, np.arange(k), "BF16", "BF16")
+    return found, levels, steps, same
+
+
+def _kernel_scratch() -> np.ndarray:
+    from gemmaserve.checkpoint.kernels import _CHUNK_GROUPS
+
+    return _scratch("kernel", 3 * _CHUNK_GROUPS, np.float32).reshape(3, _CHUNK_GROUPS)
 
 
 # --- which grid a reference sits on --------------------------------------------------

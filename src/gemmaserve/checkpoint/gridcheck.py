@@ -16,13 +16,14 @@ import os
 import re
 from collections.abc import Callable
 from itertools import chain
-from typing import Any
+from types import ModuleType
+from typing import Any, cast
 
 import numpy as np
 from pydantic import BaseModel
 
 from gemmaserve.checkpoint import grid
-from gemmaserve.checkpoint.blocks import map_in_order, row_blocks, tensor_progress
+from gemmaserve.checkpoint.blocks import map_in_order, read_rows_reused, row_blocks, tensor_progress
 from gemmaserve.checkpoint.header import SafetensorsHeader, TensorEntry
 from gemmaserve.checkpoint.inspect import text_config
 from gemmaserve.checkpoint.requests import GridCheckRequest, parse_layers
@@ -131,11 +132,20 @@ def _check_given_group_size(given: ReferenceGroupSize) -> None:
 class _BlockResult:
     """What one row block adds to a tensor's result (built on a worker thread, summed on the caller's)."""
 
-    def __init__(self, fit: grid.GridFit, comparison: grid.GridComparison, stop: int) -> None:
+    def __init__(self, fit: grid.GridFit | None, comparison: grid.GridComparison, stop: int) -> None:
         self.comparison, self.stop = comparison, stop
-        self.on_grid = int(fit.on_grid.sum())
-        self.peak_elsewhere = int(fit.peak_elsewhere.sum())
-        self.groups = fit.on_grid.size
+        if fit is not None:
+            self.on_grid = int(fit.on_grid.sum())
+            self.peak_elsewhere = int(fit.peak_elsewhere.sum())
+            self.groups = fit.on_grid.size
+
+    @classmethod
+    def counted(
+        cls, comparison: grid.GridComparison, stop: int, on_grid: int, peak_elsewhere: int, groups: int
+    ) -> _BlockResult:
+        part = cls(None, comparison, stop)
+        part.on_grid, part.peak_elsewhere, part.groups = on_grid, peak_elsewhere, groups
+        return part
 
 
 class _ReferenceGrid:
@@ -154,13 +164,19 @@ class _ReferenceGrid:
 
     def fit(self, values: np.ndarray) -> grid.GridFit:
         """The grid of a block of rows; the first block fixes the group size (callers run it before the rest)."""
+        return grid.recover_grid(values, model_dtype=self.dtype, group_size=self.detect(values), scratch=True)
+
+    def detect(self, values: np.ndarray, decode: bool = False) -> int:
+        """The group size, detected on the first block's first rows (``decode``: stored values, not float32)."""
         if self.group_size is None:
-            guess = grid.detect_group_size(values[: grid.DETECT_ROWS], model_dtype=self.dtype)
+            sample = values[: grid.DETECT_ROWS]
+            sample = grid.decode_values(sample, self.dtype) if decode else sample
+            guess = grid.detect_group_size(sample, model_dtype=self.dtype)
             if guess.group_size is None:
                 tried = ", ".join(f"{size}: {share:.1%}" for size, share in guess.tried.items())
                 raise self._not_on_grid(f"no group size reconstructs its groups (share on the grid by size: {tried})")
             self.group_size = guess.group_size
-        return grid.recover_grid(values, model_dtype=self.dtype, group_size=self.group_size, scratch=True)
+        return self.group_size
 
     def count(self, part: _BlockResult) -> None:
         self.on_grid += part.on_grid
@@ -283,6 +299,21 @@ def check_module(
             )
         build_group = _build_group_size(module, "weight_scale", cols, scale_shape[1])
         scale_dtype = scale_loc[1].dtype
+        fast = grid.fused_bf16(ref_entry.dtype, scale_dtype) if build_group % 32 == 0 else None
+
+        def work_fused(span: tuple[int, int]) -> _BlockResult:
+            """One pass over the stored bits (reference and build), read into this thread's reused buffers."""
+            r0, r1 = span
+            ref_bits = read_rows_reused(reference, ref_loc[0], ref_loc[1], r0, r1, "reference bits")
+            group = ref_grid.detect(ref_bits, decode=True)
+            if group % 32:
+                return work_packed(span)
+            packed = read_rows_reused(build, packed_loc[0], packed_loc[1], r0, r1, "packed bits")
+            scales = read_rows_reused(build, scale_loc[0], scale_loc[1], r0, r1, "scale bits")
+            counts, on_grid, peak_elsewhere = grid.compare_packed_block_bf16(
+                cast(ModuleType, fast), ref_bits, group, packed, scales, build_group
+            )
+            return _BlockResult.counted(counts, r1, on_grid, peak_elsewhere, ref_bits.size // group)
 
         def work_packed(span: tuple[int, int]) -> _BlockResult:
             r0, r1 = span
@@ -297,7 +328,7 @@ def check_module(
             )  # fmt: skip
             return _BlockResult(fit, part, r1)
 
-        _run_blocks(spans, work_packed, ref_grid, counts, report)
+        _run_blocks(spans, work_packed if fast is None else work_fused, ref_grid, counts, report)
     elif f"{module}.qweight" in build_locations:
         fmt = "awq-gemm"  # packed along outputs: compared whole (bounded by one tensor, not the checkpoint)
         q_loc = build_locations[f"{module}.qweight"]

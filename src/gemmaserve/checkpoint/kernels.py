@@ -14,13 +14,21 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 import numpy as np
-from numba import njit  # type: ignore[import-untyped, unused-ignore]
+from llvmlite import ir  # type: ignore[import-untyped, unused-ignore]
+from numba import njit, types  # type: ignore[import-untyped, unused-ignore]
+from numba.core import cgutils  # type: ignore[import-untyped, unused-ignore]
+from numba.extending import intrinsic as _numba_intrinsic  # type: ignore[import-untyped, unused-ignore]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _jit(fn: F) -> F:
     return cast(F, njit(nogil=True, cache=True, boundscheck=False)(fn))
+
+
+def intrinsic(fn: Callable[..., Any]) -> Any:
+    """numba's ``intrinsic``: the function's LLVM IR is generated inline where a kernel calls it."""
+    return _numba_intrinsic(fn)
 
 
 def _jit_sum(fn: F) -> F:
@@ -267,3 +275,277 @@ def pack_int4(levels: Any) -> Any:
                 word |= np.uint32((np.int32(levels[row, 8 * w + k]) + 8) & 0xF) << (4 * k)
             out[row, w] = word
     return out.view(np.int32)
+
+
+# --- fused passes on the bf16 bits (group of 32 values = one 512-bit vector) ----------------
+#
+# repack and grid-check read each reference value once: the peak, the step, the fit, the levels
+# (packed straight into the output) and the comparison with the build, 32 values at a time in
+# vector registers, with no float32 copy of the block and no per-value arrays. The 32-value
+# operations are written as LLVM vector IR (numba's loop vectorizer unrolls fixed 32-long loops
+# into scalar code, and widens 16-bit lanes to 64); they are the float32 operations of the numpy
+# path, in its order, so every level, step and count is the same.
+
+_I8, _I16, _I32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
+_F32, _F64 = ir.FloatType(), ir.DoubleType()
+_FULL = np.uint32(0xFFFFFFFF)  # 32 lanes all true, as a bit mask
+
+
+def _vec(t: Any, n: int = 32) -> Any:
+    return ir.VectorType(t, n)
+
+
+def _const(t: Any, value: Any, n: int = 32) -> Any:
+    return ir.Constant(ir.VectorType(t, n), [value] * n)
+
+
+def _splat(builder: Any, value: Any) -> Any:
+    vt = ir.VectorType(value.type, 32)
+    one = builder.insert_element(ir.Constant(vt, ir.Undefined), value, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(_vec(_I32), [0] * 32))
+
+
+def _call(builder: Any, name: str, ret: Any, args: list[Any], fastmath: tuple[str, ...] = ()) -> Any:
+    declare: Any = cgutils.get_or_insert_function
+    fn = declare(builder.module, ir.FunctionType(ret, [a.type for a in args]), name)
+    return builder.call(fn, args, fastmath=fastmath)
+
+
+def _address(context: Any, builder: Any, arrty: Any, arr: Any, index: Any, vt: Any) -> Any:
+    """The address of ``arr[index]`` (a C-contiguous 1-D array), as a pointer to ``vt``."""
+    data = context.make_array(arrty)(context, builder, value=arr).data
+    return builder.bitcast(builder.gep(data, [index], inbounds=True), vt.as_pointer())
+
+
+def _load_bf16(context: Any, builder: Any, arrty: Any, arr: Any, index: Any) -> tuple[Any, Any]:
+    """32 bf16 values from ``arr[index:]`` (uint16): their float32 bits and their float32 values."""
+    v16 = builder.load(_address(context, builder, arrty, arr, index, _vec(_I16)), align=2)
+    bits = builder.shl(builder.zext(v16, _vec(_I32)), _const(_I32, 16))
+    return bits, builder.bitcast(bits, _vec(_F32))
+
+
+def _bf16_rounded(builder: Any, u: Any) -> Any:
+    """float32 bits rounded to bf16 (ties to even), low half cleared, as ``grid._fit_peak_at_minus_8`` does (a NaN
+    is not quieted there: the result only meets an equality test)."""
+    r = builder.add(u, builder.and_(builder.lshr(u, _const(_I32, 16)), _const(_I32, 1)))
+    return builder.and_(builder.add(r, _const(_I32, 0x7FFF)), _const(_I32, 0xFFFF0000))
+
+
+def _levels(builder: Any, values: Any, inv: Any) -> Any:
+    """rint(x * (1/step)) clipped to -8..7, -0.0 made +0.0 (a NaN stays NaN, as np.clip leaves it)."""
+    q = _call(builder, "llvm.rint.v32f32", _vec(_F32), [builder.fmul(values, _splat(builder, inv))])
+    q = builder.select(builder.fcmp_ordered("<", q, _const(_F32, -8.0)), _const(_F32, -8.0), q)
+    q = builder.select(builder.fcmp_ordered(">", q, _const(_F32, 7.0)), _const(_F32, 7.0), q)
+    return builder.fadd(q, _const(_F32, 0.0))
+
+
+def _hits(builder: Any, bits: Any, q: Any, step: Any) -> Any:
+    """Bit k set when value k is reconstructed bit for bit as bf16(q * step)."""
+    product = builder.bitcast(builder.fmul(q, _splat(builder, step)), _vec(_I32))
+    return builder.bitcast(builder.icmp_unsigned("==", _bf16_rounded(builder, product), bits), _I32)
+
+
+@intrinsic
+def _peak_key32(typingctx: Any, bits: Any, start: Any) -> Any:
+    """max over bits[start:start+32] of rotl(b, 1) = |b| << 1 | sign: the key of the group's peak, the value of
+    largest magnitude, the negative one on a tie (numpy's ``bottom if -bottom >= top else top``); any NaN
+    gives a key above +-inf's."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        v = builder.load(_address(context, builder, sig.args[0], args[0], args[1], _vec(_I16)), align=2)
+        key = builder.or_(builder.shl(v, _const(_I16, 1)), builder.lshr(v, _const(_I16, 15)))
+        return _call(builder, "llvm.vector.reduce.umax.v32i16", _I16, [key])
+
+    return types.uint16(bits, start), codegen
+
+
+@intrinsic
+def _fit32(typingctx: Any, bits: Any, start: Any, inv: Any, step: Any) -> Any:
+    """The hit mask of 32 values at one step (``_hits``)."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        x, values = _load_bf16(context, builder, sig.args[0], args[0], args[1])
+        return _hits(builder, x, _levels(builder, values, args[2]), args[3])
+
+    return types.uint32(bits, start, inv, step), codegen
+
+
+@intrinsic
+def _fit_pack32(typingctx: Any, bits: Any, start: Any, inv: Any, step: Any, out: Any, out_start: Any) -> Any:
+    """``_fit32``, and the 32 levels as q+8 nibbles in out[out_start:out_start+16] (column 2i in the low nibble of
+    byte i: ``grid.pack_int4``'s int32 words, little-endian)."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        x, values = _load_bf16(context, builder, sig.args[0], args[0], args[1])
+        q = _levels(builder, values, args[2])
+        # A NaN level (an all-NaN group is "on the grid" with a NaN step) is 0, as numpy's astype(int8) gives on x86.
+        levels = _call(builder, "llvm.fptosi.sat.v32i32.v32f32", _vec(_I32), [q])
+        nibbles = builder.add(levels, _const(_I32, 8))
+        pairs = builder.bitcast(builder.trunc(builder.and_(nibbles, _const(_I32, 0xF)), _vec(_I8)), _vec(_I16, 16))
+        low = builder.and_(pairs, _const(_I16, 0xF, 16))
+        high = builder.and_(builder.lshr(pairs, _const(_I16, 4, 16)), _const(_I16, 0xF0, 16))
+        packed = builder.trunc(builder.or_(low, high), _vec(_I8, 16))
+        builder.store(packed, _address(context, builder, sig.args[4], args[4], args[5], _vec(_I8, 16)), align=1)
+        return _hits(builder, x, q, args[3])
+
+    return types.uint32(bits, start, inv, step, out, out_start), codegen
+
+
+_tuple: Any = types.Tuple
+_COUNTS32 = _tuple((types.uint32, types.int32, types.int32, types.float64))
+
+
+@intrinsic
+def _compare_packed32(typingctx: Any, bits: Any, start: Any, packed: Any, scale: Any, step: Any) -> Any:
+    """32 reference values against the build's, dequantized from packed[start/2:start/2+16] as bf16((q-8) * scale)
+    (``_bf16_round_bits``, NaN quieted): (bit-identical mask, values with |diff| >= step, max |diff| bits with a NaN
+    as 0, float64 sum of |diff| without NaN; its order is not numpy's)."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        bits_, start_, packed_, scale_, step_ = args
+        r, ref = _load_bf16(context, builder, sig.args[0], bits_, start_)
+        byte_start = builder.lshr(start_, ir.Constant(start_.type, 1))
+        b = builder.load(_address(context, builder, sig.args[2], packed_, byte_start, _vec(_I8, 16)), align=1)
+        low, high = builder.and_(b, _const(_I8, 0xF, 16)), builder.lshr(b, _const(_I8, 4, 16))
+        order = ir.Constant(_vec(_I32), [k // 2 + (16 if k % 2 else 0) for k in range(32)])
+        q = builder.sub(builder.zext(builder.shuffle_vector(low, high, order), _vec(_I32)), _const(_I32, 8))
+        u = builder.bitcast(builder.fmul(builder.sitofp(q, _vec(_F32)), _splat(builder, scale_)), _vec(_I32))
+        nan = builder.icmp_unsigned(">", builder.and_(u, _const(_I32, _ABS)), _const(_I32, _INF))
+        quiet = builder.or_(builder.and_(u, _const(_I32, 0xFFFF0000)), _const(_I32, 0x400000))
+        v = builder.select(nan, quiet, _bf16_rounded(builder, u))
+        same = builder.bitcast(builder.icmp_unsigned("==", v, r), _I32)
+        diff = _call(builder, "llvm.fabs.v32f32", _vec(_F32), [builder.fsub(builder.bitcast(v, _vec(_F32)), ref)])
+        off = builder.zext(builder.fcmp_ordered(">=", diff, _splat(builder, step_)), _vec(_I32))
+        off_count = _call(builder, "llvm.vector.reduce.add.v32i32", _I32, [off])
+        dbits = builder.bitcast(diff, _vec(_I32))
+        dbits = builder.select(builder.icmp_signed("<=", dbits, _const(_I32, _INF)), dbits, _const(_I32, 0))
+        top = _call(builder, "llvm.vector.reduce.smax.v32i32", _I32, [dbits])
+        finite = builder.select(builder.fcmp_ordered("ord", diff, diff), diff, _const(_F32, 0.0))
+        total = _call(
+            builder, "llvm.vector.reduce.fadd.v32f64", _F64,
+            [ir.Constant(_F64, 0.0), builder.fpext(finite, _vec(_F64))], fastmath=("reassoc",),
+        )  # fmt: skip
+        return context.make_tuple(builder, sig.return_type, [same, off_count, top, total])
+
+    return _COUNTS32(bits, start, packed, scale, step), codegen
+
+
+@intrinsic
+def _popcount(typingctx: Any, mask: Any) -> Any:
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return builder.zext(_call(builder, "llvm.ctpop.i32", _I32, [args[0]]), ir.IntType(64))
+
+    return types.int64(mask), codegen
+
+
+@_jit
+def _steps_from_keys(keys: Any, n: int, peaks: Any, step: Any, inv: Any) -> None:
+    """Peaks, steps bf16(peak * -1/8) and 1/step of ``n`` groups from their peak keys (a zero step: 0 and 0).
+
+    Separate loops over the groups, so that each vectorizes across groups."""
+    peak_bits = peaks.view(np.uint32)
+    step_bits = step.view(np.uint32)
+    for g in range(n):
+        k = np.uint32(keys[g])
+        bits = ((k >> np.uint32(1)) | ((k & np.uint32(1)) << np.uint32(15))) << np.uint32(16)
+        peak_bits[g] = np.uint32(0x7FC00000) if k > np.uint32(0xFF01) else bits
+    for g in range(n):
+        step[g] = peaks[g] * np.float32(-0.125)
+    for g in range(n):
+        step_bits[g] = _bf16_round_bits(step_bits[g])
+    for g in range(n):
+        s = step[g]
+        zero = s == np.float32(0)
+        step[g] = np.float32(0) if zero else s
+        inv[g] = np.float32(0) if zero else np.float32(1) / s
+
+
+_CHUNK_GROUPS = 512  # groups per pass of _steps_from_keys (its arrays stay in L1)
+
+
+@_jit
+def repack_bf16(bits: Any, packed: Any, scales: Any, ok: Any, peaks: Any, scratch: Any) -> int:
+    """One pass of ``recover_grid`` + ``pack_int4`` + ``encode_values`` for groups of 32 bf16 values.
+
+    ``bits`` uint16 (all values, flat); writes ``packed`` uint8 (the int32 words' bytes, n/2), ``scales``
+    uint16 (the steps' bf16 bits) and, per group, ``ok`` (on the grid with its peak at level -8, or all zero)
+    and ``peaks`` float32 (for the step search of the others, whose packed bytes and scales the caller
+    rewrites). ``scratch``: float32 [3, _CHUNK_GROUPS]. Returns the values reconstructed bit for bit in ok groups.
+    """
+    ng = bits.size // 32
+    keys = np.empty(_CHUNK_GROUPS, np.uint16)
+    step, inv = scratch[0], scratch[1]
+    step_bits = step.view(np.uint32)
+    hits = 0
+    for g0 in range(0, ng, _CHUNK_GROUPS):
+        m = min(_CHUNK_GROUPS, ng - g0)
+        for g in range(m):
+            keys[g] = _peak_key32(bits, (g0 + g) * 32)
+        _steps_from_keys(keys, m, peaks[g0 : g0 + m], step, inv)
+        for g in range(m):
+            mask = _fit_pack32(bits, (g0 + g) * 32, inv[g], step[g], packed, (g0 + g) * 16)
+            good = (mask == _FULL) | (step[g] == np.float32(0))
+            ok[g0 + g] = good
+            hits += _popcount(mask) if good else 0
+            scales[g0 + g] = np.uint16(step_bits[g] >> np.uint32(16))
+    return hits
+
+
+@_jit_sum
+def check_packed_bf16(
+    bits: Any, group: int, packed: Any, scales: Any, build_group: int, steps: Any, ok: Any, peaks: Any,
+    scratch: Any, out: Any,
+) -> None:  # fmt: skip
+    """Grid-check of a pack-quantized build (bf16 scales) against bf16 reference values, in one pass.
+
+    ``bits`` uint16 (flat), reference groups of ``group`` values; ``packed`` uint8 (the build's int32 words'
+    bytes), ``scales`` uint16 (bf16 bits) per ``build_group`` values; both sizes multiples of 32 dividing the
+    row. Writes per reference group ``steps`` (peak/-8), ``ok`` and ``peaks`` as ``repack_bf16``; adds to
+    ``out`` float64 [bit-identical, groups bit-identical, off by a level in ok groups (the caller counts the
+    others with their searched step), max |diff| bits, sum |diff|]. ``scratch``: float32 [3, _CHUNK_GROUPS].
+    """
+    chunks, build_chunks = group // 32, build_group // 32
+    ng = bits.size // group
+    keys = np.empty(_CHUNK_GROUPS, np.uint16)
+    step, inv, scale = scratch[0], scratch[1], scratch[2]
+    scale_bits = scale.view(np.uint32)
+    tiny = np.float32(1e-45)
+    identical = groups_identical = off = 0
+    top = np.int32(0)
+    total = 0.0
+    for g0 in range(0, ng, _CHUNK_GROUPS):
+        m = min(_CHUNK_GROUPS, ng - g0)
+        for g in range(m):
+            base = (g0 + g) * group
+            k = _peak_key32(bits, base)
+            for c in range(1, chunks):
+                k = max(k, _peak_key32(bits, base + 32 * c))
+            keys[g] = k
+        _steps_from_keys(keys, m, peaks[g0 : g0 + m], step, inv)
+        for g in range(m):
+            s, i = step[g], inv[g]
+            steps[g0 + g] = s
+            magnitude = abs(s)
+            magnitude = magnitude if magnitude > np.float32(0) else tiny  # a zero step: any |diff| > 0 is off
+            all_hit = True
+            all_same = True
+            group_off = 0
+            for c in range(chunks):
+                start = (g0 + g) * group + 32 * c
+                all_hit &= _fit32(bits, start, i, s) == _FULL
+                scale_bits[0] = np.uint32(scales[start // 32 // build_chunks]) << np.uint32(16)
+                same, n_off, d, t = _compare_packed32(bits, start, packed, scale[0], magnitude)
+                identical += _popcount(same)
+                all_same &= same == _FULL
+                group_off += n_off
+                top = max(top, d)
+                total += t
+            good = all_hit or s == np.float32(0)
+            ok[g0 + g] = good
+            off += group_off if good else 0
+            groups_identical += all_same
+    out[0] += identical
+    out[1] += groups_identical
+    out[2] += off
+    out[3] = max(out[3], top)
+    out[4] += total

@@ -18,13 +18,14 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, cast
 
 import numpy as np
 from pydantic import BaseModel
 
 from gemmaserve.checkpoint import grid
-from gemmaserve.checkpoint.blocks import map_in_order, row_blocks, tensor_progress
+from gemmaserve.checkpoint.blocks import map_in_order, read_rows_reused, row_blocks, tensor_progress
 from gemmaserve.checkpoint.header import DTYPE_BYTES, SafetensorsHeader, TensorEntry
 from gemmaserve.checkpoint.inspect import classify_tensor
 from gemmaserve.checkpoint.requests import RepackRequest
@@ -204,19 +205,37 @@ def _write_quantized(
     module = entry.name[: -len(".weight")]
     packed_row, scale_row = cols // 8 * 4, cols // grid.GROUP_SIZE * DTYPE_BYTES[scale_dtype]
 
+    fast = grid.fused_bf16(entry.dtype, scale_dtype)
+
+    def off_grid(r0: int, r1: int, bad: np.ndarray) -> OffGrid:
+        return OffGrid(
+            f"{entry.name}: {len(bad):,} group(s) in rows {r0}-{r1 - 1} are off the QAT q4_0 grid "
+            f"(first: row {r0 + int(bad[0][0])}, group {int(bad[0][1])}). Nothing was written.",
+            hint="This is not a -qat-q4_0-unquantized checkpoint, or it was modified; a lossless repack is impossible.",
+            tensor=entry.name,
+            groups_off_grid=len(bad),
+        )
+
+    def work_fused(span: tuple[int, int]) -> tuple[int, int, int, int, int]:
+        """One pass from the bf16 bits to the packed words and scales, all in this thread's reused buffers."""
+        r0, r1 = span
+        bits = read_rows_reused(src, header, entry, r0, r1, "value bits")
+        packed = grid._scratch("packed", bits.size // 2, np.uint8)
+        scales = grid._scratch("scales", bits.size // grid.GROUP_SIZE, np.uint16)
+        block = grid.pack_block_bf16(cast(ModuleType, fast), bits, packed, scales)
+        if len(block.off_grid):
+            groups_per_row = cols // grid.GROUP_SIZE
+            raise off_grid(r0, r1, np.stack(np.divmod(block.off_grid, groups_per_row), axis=1))
+        _pwrite_all(fd, packed.data, base + offsets[f"{module}.weight_packed"] + r0 * packed_row)
+        _pwrite_all(fd, scales.view(np.uint8).data, base + offsets[f"{module}.weight_scale"] + r0 * scale_row)
+        return bits.size, block.bit_exact, block.groups, block.peak_elsewhere, r1
+
     def work(span: tuple[int, int]) -> tuple[int, int, int, int, int]:
         r0, r1 = span
         values = grid.decode_values(src.read_rows(header, entry, r0, r1), entry.dtype, scratch="values")
         fit = grid.recover_grid(values, model_dtype=entry.dtype, scale_dtype=scale_dtype, scratch=True)
         if not fit.on_grid.all():
-            bad = np.argwhere(~fit.on_grid)
-            raise OffGrid(
-                f"{entry.name}: {len(bad):,} group(s) in rows {r0}-{r1 - 1} are off the QAT q4_0 grid "
-                f"(first: row {r0 + int(bad[0][0])}, group {int(bad[0][1])}). Nothing was written.",
-                hint="This is not a -qat-q4_0-unquantized checkpoint, or it was modified; a lossless repack is impossible.",
-                tensor=entry.name,
-                groups_off_grid=len(bad),
-            )
+            raise off_grid(r0, r1, np.argwhere(~fit.on_grid))
         packed = grid.pack_int4(fit.levels).astype("<i4", copy=False)
         _pwrite_all(fd, _bytes_of(packed), base + offsets[f"{module}.weight_packed"] + r0 * packed_row)
         scales = grid.encode_values(fit.steps, scale_dtype)
@@ -224,7 +243,7 @@ def _write_quantized(
         return values.size, int(fit.bit_exact.sum()), fit.on_grid.size, int(fit.peak_elsewhere.sum()), r1
 
     for n_values, bit_exact, groups, peak_elsewhere, stop in map_in_order(
-        work, row_blocks(rows, _quantize_block_rows(entry))
+        work if fast is None else work_fused, row_blocks(rows, _quantize_block_rows(entry))
     ):
         stats.values += n_values
         stats.bit_exact += bit_exact

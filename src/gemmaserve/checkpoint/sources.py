@@ -68,7 +68,7 @@ def _load_json_bytes(data: bytes, name: str) -> dict[str, Any]:
     return value
 
 
-def _rows_to_array(buffer: bytearray | bytes, entry: TensorEntry, start: int, stop: int) -> np.ndarray:
+def _rows_to_array(buffer: bytearray | bytes | memoryview, entry: TensorEntry, start: int, stop: int) -> np.ndarray:
     shape = (stop - start, *entry.shape[1:]) if entry.shape else ()
     return np.frombuffer(buffer, dtype=NUMPY_DTYPES[entry.dtype]).reshape(shape)
 
@@ -169,6 +169,22 @@ class LocalSource:
             done += got
         self._count(len(buffer))
         return _rows_to_array(buffer, entry, start, stop)
+
+    def read_rows_into(
+        self, header: SafetensorsHeader, entry: TensorEntry, start: int, stop: int, buffer: np.ndarray
+    ) -> np.ndarray:
+        """``read_rows`` into the caller's uint8 ``buffer`` (reused from block to block: no allocation, no page faults)."""
+        _check_rows(entry, start, stop)
+        offset = 8 + (header.header_bytes or 0) + entry.data_begin + start * entry.row_bytes
+        view = buffer[: (stop - start) * entry.row_bytes].data
+        done = 0
+        while done < len(view):
+            got = os.preadv(self._fd(entry.file), [view[done:]], offset + done)
+            if got <= 0:
+                raise MalformedCheckpoint(f"{entry.file}: truncated inside tensor {entry.name!r}.", file=entry.file)
+            done += got
+        self._count(len(view))
+        return _rows_to_array(view, entry, start, stop)
 
     def close(self) -> None:
         for fd in self._fds.values():
