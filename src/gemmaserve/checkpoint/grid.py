@@ -314,6 +314,15 @@ def _search_steps(
     A candidate that reconstructs every value bit for bit wins; failing that, one
     that reconstructs them as numbers (zeros of the other sign). Updates in place.
     """
+    fast = kernels()
+    if fast is not None and model_dtype == scale_dtype == "BF16":  # the same search, compiled (group by group)
+        sub_steps, sub_levels, sub_same = steps[todo], levels[todo], same[todo]
+        found = np.zeros(len(todo), dtype=bool)
+        fast.search_bf16(_f32(groups[todo]), _f32(peaks[todo]), sub_steps, sub_levels, found, sub_same)
+        steps[todo], levels[todo], same[todo] = sub_steps, sub_levels, sub_same
+        ok[todo] = found
+        peak_elsewhere[todo] = found
+        return
     sub, sub_peaks = groups[todo], peaks[todo].astype(np.float64)
     exact = np.zeros(len(todo), dtype=bool)
     numeric = np.zeros(len(todo), dtype=bool)

@@ -234,6 +234,16 @@ def _run_blocks(
         report(part.stop)
 
 
+def _spans(rows: int, rows_per_block: int, ref_grid: _ReferenceGrid) -> list[tuple[int, int]]:
+    """Row blocks; when the group size is still to detect, the first is only the rows detection samples, since it
+    runs alone (the others need its answer), and a whole block there would keep the other cores idle."""
+    if ref_grid.group_size is not None or rows <= grid.DETECT_ROWS:
+        return row_blocks(rows, rows_per_block)
+    return [(0, grid.DETECT_ROWS)] + [
+        (r0 + grid.DETECT_ROWS, r1 + grid.DETECT_ROWS) for r0, r1 in row_blocks(rows - grid.DETECT_ROWS, rows_per_block)
+    ]
+
+
 def _need(locations: Locations, name: str, where: str) -> tuple[SafetensorsHeader, TensorEntry]:
     if name not in locations:
         raise MalformedCheckpoint(f"{where} has no tensor {name!r}.", tensor=name)
@@ -267,7 +277,7 @@ def check_module(
     rows, cols = ref_entry.shape
     counts = grid.GridComparison()
     ref_grid = _ReferenceGrid(reference, module, cols, ref_entry.dtype, reference_group_size)
-    spans = row_blocks(rows, _block_rows(ref_entry, build, reference))
+    spans = _spans(rows, _block_rows(ref_entry, build, reference), ref_grid)
 
     def report(stop: int) -> None:
         if progress:

@@ -379,8 +379,8 @@ def _fit_pack32(typingctx: Any, bits: Any, start: Any, inv: Any, step: Any, out:
         x, values = _load_bf16(context, builder, sig.args[0], args[0], args[1])
         q = _levels(builder, values, args[2])
         # A NaN level (an all-NaN group is "on the grid" with a NaN step) is 0, as numpy's astype(int8) gives on x86.
-        levels = _call(builder, "llvm.fptosi.sat.v32i32.v32f32", _vec(_I32), [q])
-        nibbles = builder.add(levels, _const(_I32, 8))
+        number = builder.select(builder.fcmp_unordered("uno", q, q), _const(_F32, 0.0), q)
+        nibbles = builder.fptosi(builder.fadd(number, _const(_F32, 8.0)), _vec(_I32))
         pairs = builder.bitcast(builder.trunc(builder.and_(nibbles, _const(_I32, 0xF)), _vec(_I8)), _vec(_I16, 16))
         low = builder.and_(pairs, _const(_I16, 0xF, 16))
         high = builder.and_(builder.lshr(pairs, _const(_I16, 4, 16)), _const(_I16, 0xF0, 16))
@@ -549,3 +549,85 @@ def check_packed_bf16(
     out[2] += off
     out[3] = max(out[3], top)
     out[4] += total
+
+
+# --- the step search (groups whose peak is not at level -8) ---------------------------------
+
+_PEAK_LEVELS = np.array((7, -7, 6, -6, 5, -5, 4, -4, 3, -3, 2, -2, 1, -1), np.float64)  # grid._PEAK_LEVELS
+
+
+@_jit
+def _bf16_value(bits: Any) -> Any:
+    """bf16 bits (an int 0..0xFFFF) as a float32 value."""
+    out = np.empty(1, np.uint32)
+    out[0] = np.uint32(bits) << np.uint32(16)
+    return out.view(np.float32)[0]
+
+
+@_jit
+def _bf16_bits_of(value: Any) -> int:
+    """``grid.f32_to_bf16_bits`` of one float32 value (NaN quieted)."""
+    box = np.empty(1, np.float32)
+    box[0] = value
+    return int(_bf16_round_bits(box.view(np.uint32)[0]) >> np.uint32(16))
+
+
+@_jit
+def _fits(x: Any, step: Any, levels: Any, same: Any, write: bool) -> bool:
+    """``grid._fit`` of one group at one bf16 step: whether every value reconstructs as a number; with
+    ``write``, its levels and bit-for-bit flags. Stops at the first value that does not (unless writing)."""
+    safe = np.float32(1) if step == np.float32(0) else step
+    box = np.empty(2, np.float32)
+    bits = box.view(np.uint32)
+    ok = True
+    for j in range(x.size):
+        q = np.rint(x[j] / safe)
+        q = np.float32(0) if step == np.float32(0) else q
+        finite = np.isfinite(q)
+        q = q if finite else np.float32(0)
+        clipped = min(max(q, np.float32(-8)), np.float32(7)) + np.float32(0)
+        box[0] = clipped * step
+        bits[0] = _bf16_round_bits(bits[0])
+        box[1] = x[j]
+        good = (q == clipped) and finite and (box[0] == box[1])
+        if write:
+            levels[j] = np.int8(clipped)
+            same[j] = bits[0] == bits[1]
+        elif not good:
+            return False
+        ok &= good
+    return ok
+
+
+@_jit
+def search_bf16(values: Any, peaks: Any, steps: Any, levels: Any, found: Any, same: Any) -> None:
+    """``grid._search_steps`` for bf16 values and steps, group by group: values float32 [k, group], peaks
+    float32 [k]; for a group on a grid, writes its step, levels, bit-for-bit flags and found=True (the others
+    are left as they are). Candidates in the same order (peak/m for m in _PEAK_LEVELS, then one bf16 ulp
+    below and above); the first that reconstructs every value as a number is kept until one reconstructs
+    them bit for bit."""
+    group = values.shape[1]
+    trial_levels = np.empty(group, np.int8)
+    trial_same = np.empty(group, np.bool_)
+    for i in range(values.shape[0]):
+        x = values[i]
+        numeric = False
+        for m in _PEAK_LEVELS:
+            base = _bf16_bits_of(np.float32(np.float64(peaks[i]) / m))
+            exact = False
+            for d in (0, -1, 1):
+                step = _bf16_value(min(max(base + d, 0), 0xFFFF))
+                if not _fits(x, step, trial_levels, trial_same, False):
+                    continue
+                _fits(x, step, trial_levels, trial_same, True)
+                exact = bool(trial_same.all())
+                if exact or not numeric:
+                    steps[i] = step
+                    levels[i] = trial_levels
+                    same[i] = trial_same
+                    numeric = True
+                if exact:
+                    break
+            if exact:
+                break
+        found[i] = numeric
