@@ -211,6 +211,14 @@ def main() -> None:
     numba = (here, {"GEMMASERVE_CHECKPOINT_KERNEL": "numba"})
     if "numba" in wanted:
         impls["numba"] = numba
+    # One tensor (32 MiB) and its build: what a run costs whatever the size (interpreter work, loading the
+    # kernels), so that the throughput per extra GB (what a 50 GB checkpoint sees) can be told apart.
+    one_src, one_out = args.workdir / "one" / "src", args.workdir / "one" / "w4a16"
+    if not (args.reuse and one_out.is_dir()):
+        shutil.rmtree(args.workdir / "one", ignore_errors=True)
+        write_synthetic(one_src, ROWS * COLS * 2 / 1e9)
+        run_phase(REPACK.format(src=str(one_src), out=str(one_out)), pythonpath=here, env=numba[1])
+    one_bytes = sum(f.stat().st_size for f in one_src.glob("*.safetensors"))
     src_files = sorted(src.glob("*.safetensors"))
     total = sum(f.stat().st_size for f in src_files)
     results: dict = {"input_bytes": total, "cpus": os.cpu_count(), "rounds": args.rounds, "before": args.before}
@@ -239,7 +247,15 @@ def main() -> None:
             answers["repack"].add(json.dumps({k: r[k] for k in ("values", "bit_exact")}))
             c = run_phase(CHECK.format(build=str(out), ref=str(src), extra=""), pythonpath=path, env=env)
             answers["grid_check"].add(json.dumps({k: c[k] for k in ("values", "bit_identical", "off", "verdict")}))
-            for phase, m in ((f"repack_{name}", r), (f"grid_check_{name}", c)):
+            target = args.workdir / f"one-out-{name}"
+            shutil.rmtree(target, ignore_errors=True)
+            r1 = run_phase(REPACK.format(src=str(one_src), out=str(target)), pythonpath=path, env=env)
+            shutil.rmtree(target)
+            c1 = run_phase(CHECK.format(build=str(one_out), ref=str(one_src), extra=""), pythonpath=path, env=env)
+            for phase, m in (
+                (f"repack_{name}", r), (f"grid_check_{name}", c),
+                (f"repack_{name}_one_tensor", r1), (f"grid_check_{name}_one_tensor", c1),
+            ):  # fmt: skip
                 walls.setdefault(phase, []).append(m["wall_s"])
                 cpus.setdefault(phase, []).append(m["cpu_s"])
                 rss[phase] = max(rss.get(phase, 0.0), m["peak_rss_mib"])
@@ -249,6 +265,7 @@ def main() -> None:
     phases = {}
     for phase, ws in walls.items():
         gb = (total + (sum(f.stat().st_size for f in out_files) if phase == "cat_src_and_build" else 0)) / 1e9
+        gb = one_bytes / 1e9 if phase.endswith("_one_tensor") else gb
         entry = {
             "wall_s_median": _median(ws),
             "wall_s": [round(w, 3) for w in ws],
@@ -258,6 +275,13 @@ def main() -> None:
             entry.update(cpu_s_median=_median(cpus[phase]), cpu_s_per_gb=round(statistics.median(cpus[phase]) / gb, 3),
                          peak_rss_mib=rss[phase])  # fmt: skip
         phases[phase] = entry
+    for phase, entry in phases.items():  # the GB beyond one tensor over the seconds beyond it
+        if (one := phases.get(f"{phase}_one_tensor")) is not None:
+            extra_s = entry["wall_s_median"] - one["wall_s_median"]
+            entry["marginal_gb_per_s"] = round((total - one_bytes) / 1e9 / extra_s, 3) if extra_s > 0 else None
+            entry["marginal_cpu_s_per_gb"] = round(
+                (entry["cpu_s_median"] - one["cpu_s_median"]) / ((total - one_bytes) / 1e9), 3
+            )
     results["phases"] = phases  # gb_per_s: input (reference) bytes per second
     if args.no_hub:
         print(json.dumps(results, indent=2))

@@ -74,6 +74,11 @@ def _pool(workers: int) -> ThreadPoolExecutor:
         return _pools[workers]
 
 
+def submit(fn: Callable[..., R], *args: object) -> Future[R]:
+    """``fn(*args)`` on the block threads (work that overlaps the blocks of the next tensor or shard)."""
+    return _pool(max(2, worker_count())).submit(fn, *args)
+
+
 def map_in_order(fn: Callable[[T], R], items: Iterable[T], *, workers: int | None = None) -> Iterator[R]:
     """``map(fn, items)`` on ``workers`` threads, results yielded in order; work not yet started is
     cancelled when the consumer stops (an error, a cancelled progress callback)."""

@@ -392,20 +392,26 @@ def _fit_pack32(typingctx: Any, bits: Any, start: Any, inv: Any, step: Any, out:
 
 
 _tuple: Any = types.Tuple
-_COUNTS32 = _tuple((types.uint32, types.int32, types.int32, types.float64))
+_MASKS3 = _tuple((types.uint32, types.uint32, types.uint32))
 
 
 @intrinsic
-def _compare_packed32(typingctx: Any, bits: Any, start: Any, packed: Any, scale: Any, step: Any) -> Any:
-    """32 reference values against the build's, dequantized from packed[start/2:start/2+16] as bf16((q-8) * scale)
-    (``_bf16_round_bits``, NaN quieted): (bit-identical mask, values with |diff| >= step, max |diff| bits with a NaN
-    as 0, float64 sum of |diff| without NaN; its order is not numpy's)."""
+def _check32(
+    typingctx: Any, bits: Any, start: Any, inv: Any, step: Any, packed: Any, scale: Any, magnitude: Any, sums: Any,
+    tops: Any,
+) -> Any:  # fmt: skip
+    """32 reference values: fitted at ``step`` (``_fit32``) and compared with the build's, dequantized from
+    packed[start/2:start/2+16] as bf16((q-8) * scale) (``_bf16_round_bits``, NaN quieted). Returns the masks
+    (reconstructed, bit-identical, |diff| >= ``magnitude``); adds |diff| (a NaN as 0) to ``sums`` float64[8]
+    and keeps the largest |diff| bits (a NaN as 0) in ``tops`` int32[32]: accumulated in vectors, reduced once
+    by the caller (the float64 sum in another order than numpy's)."""
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        bits_, start_, packed_, scale_, step_ = args
+        bits_, start_, inv_, step_, packed_, scale_, magnitude_, sums_, tops_ = args
         r, ref = _load_bf16(context, builder, sig.args[0], bits_, start_)
+        hit = _hits(builder, r, _levels(builder, ref, inv_), step_)
         byte_start = builder.lshr(start_, ir.Constant(start_.type, 1))
-        b = builder.load(_address(context, builder, sig.args[2], packed_, byte_start, _vec(_I8, 16)), align=1)
+        b = builder.load(_address(context, builder, sig.args[4], packed_, byte_start, _vec(_I8, 16)), align=1)
         low, high = builder.and_(b, _const(_I8, 0xF, 16)), builder.lshr(b, _const(_I8, 4, 16))
         order = ir.Constant(_vec(_I32), [k // 2 + (16 if k % 2 else 0) for k in range(32)])
         q = builder.sub(builder.zext(builder.shuffle_vector(low, high, order), _vec(_I32)), _const(_I32, 8))
@@ -415,19 +421,29 @@ def _compare_packed32(typingctx: Any, bits: Any, start: Any, packed: Any, scale:
         v = builder.select(nan, quiet, _bf16_rounded(builder, u))
         same = builder.bitcast(builder.icmp_unsigned("==", v, r), _I32)
         diff = _call(builder, "llvm.fabs.v32f32", _vec(_F32), [builder.fsub(builder.bitcast(v, _vec(_F32)), ref)])
-        off = builder.zext(builder.fcmp_ordered(">=", diff, _splat(builder, step_)), _vec(_I32))
-        off_count = _call(builder, "llvm.vector.reduce.add.v32i32", _I32, [off])
+        off = builder.bitcast(builder.fcmp_ordered(">=", diff, _splat(builder, magnitude_)), _I32)
         dbits = builder.bitcast(diff, _vec(_I32))
         dbits = builder.select(builder.icmp_signed("<=", dbits, _const(_I32, _INF)), dbits, _const(_I32, 0))
-        top = _call(builder, "llvm.vector.reduce.smax.v32i32", _I32, [dbits])
-        finite = builder.select(builder.fcmp_ordered("ord", diff, diff), diff, _const(_F32, 0.0))
-        total = _call(
-            builder, "llvm.vector.reduce.fadd.v32f64", _F64,
-            [ir.Constant(_F64, 0.0), builder.fpext(finite, _vec(_F64))], fastmath=("reassoc",),
+        tops_at = _address(context, builder, sig.args[8], tops_, ir.Constant(ir.IntType(64), 0), _vec(_I32))
+        old = builder.load(tops_at, align=4)
+        builder.store(builder.select(builder.icmp_signed(">", dbits, old), dbits, old), tops_at, align=4)
+        wide = builder.fpext(
+            builder.select(builder.fcmp_ordered("ord", diff, diff), diff, _const(_F32, 0.0)), _vec(_F64)
+        )
+        quarters = [
+            builder.shuffle_vector(wide, wide, ir.Constant(_vec(_I32, 8), list(range(8 * k, 8 * k + 8))))
+            for k in range(4)
+        ]
+        flags = ("reassoc",)
+        partial = builder.fadd(
+            builder.fadd(quarters[0], quarters[1], flags=flags), builder.fadd(quarters[2], quarters[3], flags=flags),
+            flags=flags,
         )  # fmt: skip
-        return context.make_tuple(builder, sig.return_type, [same, off_count, top, total])
+        sums_at = _address(context, builder, sig.args[7], sums_, ir.Constant(ir.IntType(64), 0), _vec(_F64, 8))
+        builder.store(builder.fadd(builder.load(sums_at, align=8), partial, flags=flags), sums_at, align=8)
+        return context.make_tuple(builder, sig.return_type, [hit, same, off])
 
-    return _COUNTS32(bits, start, packed, scale, step), codegen
+    return _MASKS3(bits, start, inv, step, packed, scale, magnitude, sums, tops), codegen
 
 
 @intrinsic
@@ -509,10 +525,12 @@ def check_packed_bf16(
     keys = np.empty(_CHUNK_GROUPS, np.uint16)
     step, inv, scale = scratch[0], scratch[1], scratch[2]
     scale_bits = scale.view(np.uint32)
+    sums = np.zeros(8, np.float64)
+    tops = np.zeros(32, np.int32)
     tiny = np.float32(1e-45)
     identical = groups_identical = off = 0
-    top = np.int32(0)
-    total = 0.0
+    scale_index, scale_left = 0, build_chunks
+    scale_bits[0] = np.uint32(scales[0]) << np.uint32(16)
     for g0 in range(0, ng, _CHUNK_GROUPS):
         m = min(_CHUNK_GROUPS, ng - g0)
         for g in range(m):
@@ -531,15 +549,18 @@ def check_packed_bf16(
             all_same = True
             group_off = 0
             for c in range(chunks):
-                start = (g0 + g) * group + 32 * c
-                all_hit &= _fit32(bits, start, i, s) == _FULL
-                scale_bits[0] = np.uint32(scales[start // 32 // build_chunks]) << np.uint32(16)
-                same, n_off, d, t = _compare_packed32(bits, start, packed, scale[0], magnitude)
+                if scale_left == 0:  # the next build group (a counter: no division per chunk)
+                    scale_index += 1
+                    scale_left = build_chunks
+                    scale_bits[0] = np.uint32(scales[scale_index]) << np.uint32(16)
+                scale_left -= 1
+                hit, same, n_off = _check32(
+                    bits, (g0 + g) * group + 32 * c, i, s, packed, scale[0], magnitude, sums, tops
+                )
+                all_hit &= hit == _FULL
                 identical += _popcount(same)
                 all_same &= same == _FULL
-                group_off += n_off
-                top = max(top, d)
-                total += t
+                group_off += _popcount(n_off)
             good = all_hit or s == np.float32(0)
             ok[g0 + g] = good
             off += group_off if good else 0
@@ -547,8 +568,8 @@ def check_packed_bf16(
     out[0] += identical
     out[1] += groups_identical
     out[2] += off
-    out[3] = max(out[3], top)
-    out[4] += total
+    out[3] = max(out[3], tops.max())
+    out[4] += sums.sum()
 
 
 # --- the step search (groups whose peak is not at level -8) ---------------------------------

@@ -17,6 +17,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from types import ModuleType
 from typing import Any, cast
@@ -25,7 +26,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from gemmaserve.checkpoint import grid
-from gemmaserve.checkpoint.blocks import map_in_order, read_rows_reused, row_blocks, tensor_progress
+from gemmaserve.checkpoint.blocks import map_in_order, read_rows_reused, row_blocks, submit, tensor_progress
 from gemmaserve.checkpoint.header import DTYPE_BYTES, SafetensorsHeader, TensorEntry
 from gemmaserve.checkpoint.inspect import classify_tensor
 from gemmaserve.checkpoint.requests import RepackRequest
@@ -276,6 +277,15 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _sync_and_hash(fd: int, path: Path) -> str:
+    """A written shard made durable (fsync) and hashed, on a block thread while the next shard is packed."""
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return _sha256(path)
+
+
 def _link_or_copy(source: Path, target: Path) -> None:
     try:
         os.link(source, target)
@@ -319,6 +329,7 @@ def repack_checkpoint(
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     stats = _Stats()
     written = linked = 0
+    finishing: dict[str, Future[str]] = {}  # shards written: their fsync and SHA-256, under way
     try:
         weight_map: dict[str, str] = {}
         total_size = 0
@@ -362,9 +373,10 @@ def repack_checkpoint(
                         _write_quantized(src, header, e, scale_dtypes[e.name], fd, base, offsets, stats, progress)
                     else:
                         _copy_tensor(src, header, e, fd, base + offsets[e.name])
-                os.fsync(fd)
-            finally:
+            except BaseException:
                 os.close(fd)
+                raise
+            finishing[shard] = submit(_sync_and_hash, fd, tmp / shard)  # it closes fd
             total_size += os.path.getsize(tmp / shard) - base
             written += 1
         new_config = text_only_config(config) if text_only else dict(config)
@@ -381,9 +393,11 @@ def repack_checkpoint(
                 _link_or_copy(extra, tmp / extra.name)
         paths = sorted(tmp.iterdir())
         # hashlib releases the GIL on large buffers: one file per thread.
+        rest = [p for p in paths if p.name not in finishing]
+        digests = dict(zip((p.name for p in rest), map_in_order(_sha256, rest), strict=True))
+        digests.update({name: future.result() for name, future in finishing.items()})
         files: dict[str, dict[str, Any]] = {
-            p.name: {"bytes": p.stat().st_size, "sha256": digest}
-            for p, digest in zip(paths, map_in_order(_sha256, paths), strict=True)
+            p.name: {"bytes": p.stat().st_size, "sha256": digests[p.name]} for p in paths
         }
         report = RepackReport(
             source=str(src.path), output=str(out), text_only=text_only, int4_embeddings=int4_embeddings,
@@ -398,6 +412,11 @@ def repack_checkpoint(
         os.rename(tmp, out)
         return report
     except BaseException:
+        for future in finishing.values():  # no thread may still hold a file under tmp (each closes its fd)
+            try:
+                future.result()
+            except BaseException:  # the first error already propagates
+                pass
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:
