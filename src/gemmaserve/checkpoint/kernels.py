@@ -1,4 +1,4 @@
-"""Compiled (numba) versions of the grid's hot loops, for bf16 checkpoints: one pass per block instead of ~15.
+"""Compiled (numba) versions of the grid's hot loops, for bf16 checkpoints.
 
 Optional: imported only through ``grid.kernels()`` when numba is installed
 (``pip install "gemmaserve[numba]"``). Each kernel does, value by value, the same
@@ -6,6 +6,11 @@ float32 operations in the same order as the numpy code in ``grid.py`` (which sta
 reference implementation and the fallback), so levels, steps and counts are
 identical; only the float64 sum of |diff| is added in another order. Kernels
 release the GIL, so row blocks run on several threads. No I/O here.
+
+``repack_bf16`` and ``check_packed_bf16`` are the one-pass paths (from the stored bits to the
+packed build, or to the comparison's counts); the per-stage kernels above them serve the other
+formats and group sizes. One module on purpose: numba's on-disk cache is keyed on this file
+alone, so vector helpers kept elsewhere would leave stale compiled kernels after an edit.
 """
 
 from __future__ import annotations

@@ -270,11 +270,8 @@ def _copy_tensor(src: LocalSource, header: SafetensorsHeader, entry: TensorEntry
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(8 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+    with open(path, "rb") as handle:  # file_digest reads into one reused buffer (read() allocates each chunk)
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _sync_and_hash(fd: int, path: Path) -> str:
