@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from gemmaserve.checkpoint import grid, grid_check, repack_checkpoint
+from gemmaserve.checkpoint.gridcheck import GridCheckReport
+from gemmaserve.errors import OffGrid
 from tests.checkpoint.builders import write_awq_build, write_grid_reference, write_requantized_build
 
 pytest.importorskip("numba")
@@ -224,3 +226,30 @@ def test_one_pass_comparison_matches_the_numpy_path(
     if build_group == 32:
         assert slow.groups_bit_identical > 0 and slow.values_bit_identical > 0
     assert 0 < slow.values_off_by_a_level_or_more < slow.values
+
+
+@pytest.mark.parametrize("reference_group_size", [16, 32, 64, 128, "channel"])
+def test_grid_check_at_other_reference_group_sizes_matches_numpy(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, reference_group_size: int | str
+) -> None:
+    """Given reference group sizes the one-pass kernel takes (32, 64) or leaves to the per-stage path (16), and
+    ones the reference is not on (128, a row): the same report, bytes read included, or the same refusal."""
+    truth = write_grid_reference(tmp_path / "ref", group_size=64)
+    build = write_requantized_build({m: v for m, (v, _) in truth.items()}, tmp_path / "b", group_size=32)
+
+    def run() -> GridCheckReport | str:
+        try:
+            return grid_check(str(build), str(tmp_path / "ref"), reference_group_size=reference_group_size)
+        except OffGrid as exc:
+            return str(exc)
+
+    slow, fast = _both(monkeypatch, run)
+    if isinstance(slow, str) or isinstance(fast, str):
+        assert slow == fast and reference_group_size in (128, "channel")
+        return
+    assert reference_group_size in (16, 32, 64)
+    mean = "mean_abs_diff"
+    assert fast.model_dump(exclude={mean, "tensors"}) == slow.model_dump(exclude={mean, "tensors"})
+    for s, f in zip(slow.tensors, fast.tensors, strict=True):
+        assert s.model_dump(exclude={mean}) == f.model_dump(exclude={mean})
+        assert f.mean_abs_diff == pytest.approx(s.mean_abs_diff, rel=1e-12)
