@@ -1,5 +1,6 @@
 """Throughput, CPU time and peak RSS of `checkpoint repack` and `grid-check` on a multi-GB synthetic checkpoint,
-beside the disk-limited figure (`cat` of the same files to /dev/null), before and after, in one run;
+beside the disk-limited figures (`cat` of the same files to /dev/null; writing the repack's output size and
+fsyncing it), before and after, in one run;
 grid-check over a (loopback) hub with the bytes it fetched; and the bytes `checkpoint inspect` fetches.
 
     .venv/bin/python benchmarks/checkpoint_throughput.py --gb 1.0 --rounds 3 --before 422b3a1
@@ -9,7 +10,10 @@ measurement runs in a fresh child interpreter (so VmHWM is that phase's peak RSS
 interleave every implementation (the machine is shared: compare within a round, quote medians):
 ``before`` is --before REV's src/ (git archive), ``numpy`` and ``numba`` are this tree with
 GEMMASERVE_CHECKPOINT_KERNEL set. Every repack's files must hash the same and every grid-check
-must report the same counts, else the run fails. Prints one JSON document.
+must report the same counts, else the run fails. Each round also runs every implementation on a
+one-tensor (32 MiB) checkpoint: a run's fixed cost (interpreter work, loading the kernels), so that
+``marginal_gb_per_s`` (the GB beyond that tensor over the seconds beyond it) is what a 50 GB checkpoint
+sees. ``--impls numba --no-hub`` for quick runs. Prints one JSON document.
 """
 
 from __future__ import annotations
@@ -111,6 +115,23 @@ def cat_seconds(files: list[Path]) -> float:
         t0 = time.perf_counter()
         subprocess.run(["cat", *map(str, files)], stdout=devnull, check=True)
         return time.perf_counter() - t0
+
+
+def write_seconds(nbytes: int, path: Path) -> float:
+    """Wall seconds to write ``nbytes`` and fsync them: what writing the repack's output durably costs here."""
+    chunk = bytes(8 << 20)
+    t0 = time.perf_counter()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        left = nbytes
+        while left > 0:
+            left -= os.write(fd, chunk[: min(left, len(chunk))])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    seconds = time.perf_counter() - t0
+    path.unlink()
+    return seconds
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -233,6 +254,7 @@ def main() -> None:
         run_phase(REPACK.format(src=str(one_src), out=str(target)), pythonpath=path, env=env)
         run_phase(CHECK.format(build=str(one_out), ref=str(one_src), extra=""), pythonpath=path, env=env)
         shutil.rmtree(target)
+    build_bytes = sum(f.stat().st_size for f in out_files)
     cat_seconds(src_files + out_files)  # warm the page cache
     walls: dict[str, list[float]] = {}
     cpus: dict[str, list[float]] = {}
@@ -264,6 +286,8 @@ def main() -> None:
                 walls.setdefault(phase, []).append(m["wall_s"])
                 cpus.setdefault(phase, []).append(m["cpu_s"])
                 rss[phase] = max(rss.get(phase, 0.0), m["peak_rss_mib"])
+        # Last in the round (it drains the disk's write allowance): writing the build's bytes durably.
+        walls.setdefault("write_build_fsync", []).append(write_seconds(build_bytes, args.workdir / "write-test"))
     if len(answers["repack"]) != 1 or len(answers["grid_check"]) != 1:
         raise SystemExit(f"implementations disagree: {answers}")
     results["results_identical"] = {k: json.loads(next(iter(v))) for k, v in answers.items()}
@@ -271,6 +295,7 @@ def main() -> None:
     for phase, ws in walls.items():
         gb = (total + (sum(f.stat().st_size for f in out_files) if phase == "cat_src_and_build" else 0)) / 1e9
         gb = one_bytes / 1e9 if phase.endswith("_one_tensor") else gb
+        gb = build_bytes / 1e9 if phase == "write_build_fsync" else gb  # its GB/s: of output written
         entry = {
             "wall_s_median": _median(ws),
             "wall_s": [round(w, 3) for w in ws],
