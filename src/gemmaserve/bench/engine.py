@@ -52,9 +52,38 @@ class BatchResult:
     lag_p50_s: float = 0.0
     lag_p90_s: float = 0.0
     lag_max_s: float = 0.0
+    # The same, only the ticks due before the batch's last first token: see first_token_lags.
+    first_token_lag_p50_s: float = 0.0
+    first_token_lag_p90_s: float = 0.0
 
 
 LAG_PROBE_INTERVAL_S = 0.005
+
+
+def first_token_lags(ticks: Sequence[tuple[float, float]], outcomes: Sequence[Outcome]) -> list[float]:
+    """Lateness of the probe ticks (due time, lateness) due before the batch's last first token.
+
+    Every TTFT is stamped in that window, and a burst keeps the loop busiest there: it is
+    still sending while the first replies arrive. Over a whole run the steady decode that
+    follows dominates the median, which can stay low while every TTFT reads late (2,048
+    streams from 4 processes: median 2.2 ms over the run, TTFT 102 ms above the server's).
+    """
+    ends = [o.sent_s + o.metrics.ttft_s for o in outcomes if o.metrics is not None and o.metrics.ttft_s is not None]
+    if not ends:
+        return []
+    last = max(ends)
+    return [lateness for due, lateness in ticks if due <= last]
+
+
+def lag_over_budget(run_p50_s: float, first_token_p50_s: float, budget_s: float) -> tuple[float, str] | None:
+    """The median lateness that broke the budget and when it was measured, or None when neither did."""
+    if first_token_p50_s > budget_s and first_token_p50_s >= run_p50_s:
+        return first_token_p50_s, "while the first tokens arrived"
+    if run_p50_s > budget_s:
+        return run_p50_s, "over the run"
+    if first_token_p50_s > budget_s:
+        return first_token_p50_s, "while the first tokens arrived"
+    return None
 
 
 @dataclass(slots=True)
@@ -178,14 +207,14 @@ async def run_batch(
             on_done(outcome)
         return outcome
 
-    lags: list[float] = []
+    ticks: list[tuple[float, float]] = []
     running = True
 
     async def probe() -> None:
         while running:
             due = time.perf_counter() + LAG_PROBE_INTERVAL_S
             await asyncio.sleep(LAG_PROBE_INTERVAL_S)
-            lags.append(max(0.0, time.perf_counter() - due))
+            ticks.append((due, max(0.0, time.perf_counter() - due)))
 
     probe_task = asyncio.create_task(probe()) if probe_lag else None
     cpu_started = cpu_clock()
@@ -197,6 +226,9 @@ async def run_batch(
         if probe_task is not None:
             probe_task.cancel()
     finished_s = clock()
+    lags = [lateness for _, lateness in ticks]
+    # The probe reads time.perf_counter; outcomes use ``clock``: only the same clock has a window.
+    early = first_token_lags(ticks, outcomes) if clock is time.perf_counter else []
     return BatchResult(
         outcomes=tuple(outcomes),
         started_s=started_s,
@@ -205,4 +237,6 @@ async def run_batch(
         lag_p50_s=quantile(lags, 0.5),
         lag_p90_s=quantile(lags, 0.9),
         lag_max_s=max(lags, default=0.0),
+        first_token_lag_p50_s=quantile(early, 0.5),
+        first_token_lag_p90_s=quantile(early, 0.9),
     )
