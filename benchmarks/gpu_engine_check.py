@@ -178,7 +178,7 @@ def send_spread_ms(offsets: list[float], size: int) -> list[float]:
 def first_wave_ttft_ms(offsets: list[float], ttfts: list[float], size: int) -> dict[str, float] | None:
     """TTFT of the level's first send and the median of the rest of its first wave: a first request
     that the engine took alone shows here as a much shorter TTFT than the others'."""
-    if len(offsets) != len(ttfts) or len(offsets) < max(2, size):
+    if size < 2 or len(offsets) != len(ttfts) or len(offsets) < size:
         return None
     wave = sorted(zip(offsets, ttfts, strict=True))[:size]
     return {
