@@ -194,8 +194,9 @@ def ttft_truth_table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| streams | client | requests (client / engine) | TTFT mean ms: client / engine (difference) "
         "| TTFT p50 ms, client | engine queue / prefill mean ms | prompt tokens (engine mean) "
-        "| first wave: sends behind the first, ms | first wave TTFT ms: first send / the rest (p50) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| prefix-cache hits / prompt tokens | first wave: sends behind the first, ms "
+        "| first wave TTFT ms: first send / the rest (p50) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         engine = row.get("engine") or {}
@@ -205,11 +206,14 @@ def ttft_truth_table(rows: list[dict[str, Any]]) -> str:
         sends = ", ".join(f"{t:g}" for t in spread[:6]) + (" …" if len(spread) > 6 else "")
         wave = row.get("first_wave_ttft_ms")
         first_wave = f"{wave['first']} / {wave['rest_p50']}" if wave else "—"
+        client = f"{row['client']} ({row['ran']})" if row.get("ran") else row["client"]
         lines.append(
-            f"| {row['streams']} | {row['client']} | {row.get('client_requests', '—')} / "
+            f"| {row['streams']} | {client} "
+            f"| {row.get('client_requests', '—')} / "
             f"{engine.get('ttft_s_count', '—')} | {fmt(client_mean)} / {fmt(engine_mean)} ({fmt(difference, digits=2)}) "
             f"| {fmt(row.get('client_ttft_p50_s'))} | {fmt(engine.get('queue_s_mean'))} / "
             f"{fmt(engine.get('prefill_s_mean'))} | {fmt(engine.get('prompt_tokens_mean'), 1.0)} "
+            f"| {engine.get('prefix_cache_hits_total', 0):,.0f} / {engine.get('prefix_cache_queries_total', 0):,.0f} "
             f"| {sends} | {first_wave} |"
         )
     return "\n".join(lines) + "\n"
@@ -407,6 +411,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--site", default="/tmp/site", help="pip --target dir holding vLLM (GPU kit)")
     parser.add_argument("--port", type=int, default=8321)
     parser.add_argument(
+        "--vllm-arg",
+        action="append",
+        default=[],
+        help="One more argument for vllm serve, after the profile's (repeat it), e.g. --vllm-arg=--enforce-eager",
+    )
+    parser.add_argument(
+        "--truth-only",
+        action="store_true",
+        help="Skip steps 5 and 6 (warm the engine with other prompts instead) and run step 7 alone.",
+    )
+    parser.add_argument(
+        "--prompt-tokens", type=int, default=609, help="vllm bench serve's prompt length with --truth-only"
+    )
+    parser.add_argument(
+        "--truth-seed",
+        type=int,
+        default=1,
+        help="Prompt seed of step 7 (steps 5 and 6 use 0: their prompts are cached)",
+    )
+    parser.add_argument(
         "--budget-s",
         type=float,
         default=360.0,
@@ -417,7 +441,12 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     run = Run(out, args.budget_s)
-    run.record["profile"] = {"name": args.profile, **profile}
+    run.record["profile"] = {
+        "name": args.profile,
+        **profile,
+        "vllm_args_added": args.vllm_arg,
+        "truth_only": args.truth_only,
+    }
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"gs-engine-check-{os.getpid()}"
     env = {
         **os.environ,
@@ -531,6 +560,7 @@ def main(argv: list[str] | None = None) -> int:
                 "--json",
                 "--",
                 *profile["extra_vllm_args"],
+                *args.vllm_arg,
             ],
             timeout_s=240,
             env=env,
@@ -597,182 +627,224 @@ def main(argv: list[str] | None = None) -> int:
 
         # 5. gemmaserve bench measure
         levels = profile["levels"]
-        decode = profile["decode"]
-        measure_dir = run.raw / "gemmaserve-bench"
-        measure = run.command(
-            "gemmaserve_bench",
-            [
-                *gemmaserve,
-                "bench",
-                "measure",
+
+        def vllm_common_args(tokens: int) -> list[str]:
+            return [
+                "--backend",
+                "openai-chat",
+                "--endpoint",
+                "/v1/chat/completions",
+                "--base-url",
                 f"http://127.0.0.1:{port}",
-                "--out",
-                str(measure_dir),
-                "--label",
-                "engine",
-                "--decode-calls",
-                str(decode["calls"]),
-                "--decode-short",
-                str(decode["short"]),
-                "--decode-long",
-                str(decode["long"]),
-                "--concurrency",
-                ",".join(map(str, levels)),
-                "--repeats",
-                "1",
-                "--requests-per-stream",
-                str(profile["requests_per_stream"]),
-                "--input-tokens",
-                str(profile["input_words"]),
-                "--output-tokens",
+                "--model",
+                str(checkpoint),
+                "--served-model-name",
+                SERVED_NAME,
+                "--tokenizer",
+                str(checkpoint),
+                "--dataset-name",
+                "random",
+                "--random-input-len",
+                str(tokens),
+                "--random-output-len",
                 str(profile["output_tokens"]),
-                "--quality-set",
-                "none",
-                "--max-client-lag-ms",
-                str(profile["max_client_lag_ms"]),
-                "--log",
-                str(log_path),
-                "--json",
-            ],
-            timeout_s=max(60.0, run.left_s() - 90),
-            env=env,
-        )
-        summary = json.loads(measure.stdout or "{}")
-        result = json.loads((measure_dir / "engine.json").read_text())
-        target = (summary.get("targets") or [{}])[0]
-        run.record["gemmaserve_load"] = gemmaserve_load_rows(result)
-        run.record["decode"] = {
-            "gemmaserve_tokens_per_s": target.get("decode_tokens_per_s"),
-            "short": decode["short"],
-            "long": decode["long"],
-        }
-        run.record["checks"]["gemmaserve_bench"] = {
-            "ok": measure.returncode == 0 and target.get("failed") == 0,
-            "requests": target.get("requests"),
-            "failed": target.get("failed"),
-            "engine_facts": result.get("engine_facts"),
-        }
-        prompt_tokens = mean_prompt_tokens(result) or 128
-        run.record["prompt_tokens"] = prompt_tokens
-        run.save()
-
-        # 6. vllm bench serve at every level, in one process
-        run.record["vllm_bench"] = {}
-        common = [
-            "--backend",
-            "openai-chat",
-            "--endpoint",
-            "/v1/chat/completions",
-            "--base-url",
-            f"http://127.0.0.1:{port}",
-            "--model",
-            str(checkpoint),
-            "--served-model-name",
-            SERVED_NAME,
-            "--tokenizer",
-            str(checkpoint),
-            "--dataset-name",
-            "random",
-            "--random-input-len",
-            str(prompt_tokens),
-            "--random-output-len",
-            str(profile["output_tokens"]),
-            "--ignore-eos",
-            "--temperature",
-            "0",
-            "--request-rate",
-            "inf",
-            "--percentile-metrics",
-            "ttft,tpot,itl,e2el",
-            "--metric-percentiles",
-            "50,90,99",
-            "--save-result",
-            "--result-dir",
-            str(run.raw / "vllm-bench"),
-        ]
-        per_level = [
-            [
-                *common,
-                "--max-concurrency",
-                str(level),
-                "--num-prompts",
-                str(level * profile["requests_per_stream"]),
-                "--result-filename",
-                f"c{level}.json",
+                "--ignore-eos",
+                "--temperature",
+                "0",
+                "--request-rate",
+                "inf",
+                "--percentile-metrics",
+                "ttft,tpot,itl,e2el",
+                "--metric-percentiles",
+                "50,90,99",
+                "--save-result",
+                "--result-dir",
+                str(run.raw / "vllm-bench"),
             ]
-            for level in levels
-        ]
-        run.command(
-            "vllm_bench",
-            [engine_python, "-c", BENCH_SHIM, json.dumps(per_level)],
-            timeout_s=max(60.0, run.left_s() - 30),
-            env=env,
-        )
-        for level in levels:
-            path = run.raw / "vllm-bench" / f"c{level}.json"
-            if path.exists():
-                data = json.loads(path.read_text())
-                run.record["vllm_bench"][str(level)] = {
-                    key: data.get(key)
-                    for key in (
-                        "completed",
-                        "failed",
-                        "total_input_tokens",
-                        "total_output_tokens",
-                        "median_ttft_ms",
-                        "p99_ttft_ms",
-                        "median_tpot_ms",
-                        "p99_tpot_ms",
-                        "median_itl_ms",
-                        "p99_itl_ms",
-                        "output_throughput",
-                        "duration",
-                    )
-                }
-        run.record["checks"]["vllm_bench"] = {
-            "ok": all(
-                str(level) in run.record["vllm_bench"] and not run.record["vllm_bench"][str(level)]["failed"]
-                for level in levels
-            )
-        }
-        run.save()
-        one = run.record["vllm_bench"].get("1") or {}
-        if one.get("median_tpot_ms"):
-            run.record["decode"]["vllm_1_over_tpot_tokens_per_s"] = 1000.0 / one["median_tpot_ms"]
 
-        # 7. each client against the engine's own clock, one run at a time between two /metrics reads
-        truth_dir = run.raw / "ttft-truth"
-        truth_dir.mkdir(exist_ok=True)
-        url = f"http://127.0.0.1:{port}"
-        per_level_truth = [
-            [
-                f"vllm-c{level}",
+        if args.truth_only:  # the comparison of steps 5 and 6 is skipped; step 7 needs a warm engine
+            prompt_tokens = args.prompt_tokens
+            run.command(
+                "warm_up",
                 [
-                    *[a if a != str(run.raw / "vllm-bench") else str(truth_dir) for a in common],
-                    "--save-detailed",
+                    *gemmaserve,
+                    "bench",
+                    "measure",
+                    f"http://127.0.0.1:{port}",
+                    "--out",
+                    str(run.raw / "warm-up"),
+                    "--seed",
+                    "99",
+                    "--warmup",
+                    "1",
+                    "--decode-calls",
+                    "0",
+                    "--concurrency",
+                    ",".join(map(str, levels)),
+                    "--repeats",
+                    "1",
+                    "--input-tokens",
+                    str(profile["input_words"]),
+                    "--output-tokens",
+                    str(profile["output_tokens"]),
+                    "--quality-set",
+                    "none",
+                    "--max-client-lag-ms",
+                    str(profile["max_client_lag_ms"]),
+                    "--json",
+                ],
+                timeout_s=max(60.0, run.left_s() - 60),
+                env=env,
+            )
+        else:
+            decode = profile["decode"]
+            measure_dir = run.raw / "gemmaserve-bench"
+            measure = run.command(
+                "gemmaserve_bench",
+                [
+                    *gemmaserve,
+                    "bench",
+                    "measure",
+                    f"http://127.0.0.1:{port}",
+                    "--out",
+                    str(measure_dir),
+                    "--label",
+                    "engine",
+                    "--decode-calls",
+                    str(decode["calls"]),
+                    "--decode-short",
+                    str(decode["short"]),
+                    "--decode-long",
+                    str(decode["long"]),
+                    "--concurrency",
+                    ",".join(map(str, levels)),
+                    "--repeats",
+                    "1",
+                    "--requests-per-stream",
+                    str(profile["requests_per_stream"]),
+                    "--input-tokens",
+                    str(profile["input_words"]),
+                    "--output-tokens",
+                    str(profile["output_tokens"]),
+                    "--quality-set",
+                    "none",
+                    "--max-client-lag-ms",
+                    str(profile["max_client_lag_ms"]),
+                    "--log",
+                    str(log_path),
+                    "--json",
+                ],
+                timeout_s=max(60.0, run.left_s() - 90),
+                env=env,
+            )
+            summary = json.loads(measure.stdout or "{}")
+            result = json.loads((measure_dir / "engine.json").read_text())
+            target = (summary.get("targets") or [{}])[0]
+            run.record["gemmaserve_load"] = gemmaserve_load_rows(result)
+            run.record["decode"] = {
+                "gemmaserve_tokens_per_s": target.get("decode_tokens_per_s"),
+                "short": decode["short"],
+                "long": decode["long"],
+            }
+            run.record["checks"]["gemmaserve_bench"] = {
+                "ok": measure.returncode == 0 and target.get("failed") == 0,
+                "requests": target.get("requests"),
+                "failed": target.get("failed"),
+                "engine_facts": result.get("engine_facts"),
+            }
+            prompt_tokens = mean_prompt_tokens(result) or 128
+            run.record["prompt_tokens"] = prompt_tokens
+            run.save()
+
+            # 6. vllm bench serve at every level, in one process
+            run.record["vllm_bench"] = {}
+            common = vllm_common_args(prompt_tokens)
+            per_level = [
+                [
+                    *common,
                     "--max-concurrency",
                     str(level),
                     "--num-prompts",
                     str(level * profile["requests_per_stream"]),
                     "--result-filename",
-                    f"vllm-c{level}.json",
-                ],
+                    f"c{level}.json",
+                ]
+                for level in levels
             ]
-            for level in levels
+            run.command(
+                "vllm_bench",
+                [engine_python, "-c", BENCH_SHIM, json.dumps(per_level)],
+                timeout_s=max(60.0, run.left_s() - 30),
+                env=env,
+            )
+            for level in levels:
+                path = run.raw / "vllm-bench" / f"c{level}.json"
+                if path.exists():
+                    data = json.loads(path.read_text())
+                    run.record["vllm_bench"][str(level)] = {
+                        key: data.get(key)
+                        for key in (
+                            "completed",
+                            "failed",
+                            "total_input_tokens",
+                            "total_output_tokens",
+                            "median_ttft_ms",
+                            "p99_ttft_ms",
+                            "median_tpot_ms",
+                            "p99_tpot_ms",
+                            "median_itl_ms",
+                            "p99_itl_ms",
+                            "output_throughput",
+                            "duration",
+                        )
+                    }
+            run.record["checks"]["vllm_bench"] = {
+                "ok": all(
+                    str(level) in run.record["vllm_bench"] and not run.record["vllm_bench"][str(level)]["failed"]
+                    for level in levels
+                )
+            }
+            run.save()
+            one = run.record["vllm_bench"].get("1") or {}
+            if one.get("median_tpot_ms"):
+                run.record["decode"]["vllm_1_over_tpot_tokens_per_s"] = 1000.0 / one["median_tpot_ms"]
+
+        # 7. each client against the engine's own clock, one run at a time between two /metrics reads.
+        # A seed of their own: prompts sent in steps 5 and 6 sit in the prefix cache, and a cached
+        # prompt's TTFT is not a prefill's. Who goes first alternates by level.
+        truth_dir = run.raw / "ttft-truth"
+        truth_dir.mkdir(exist_ok=True)
+        url = f"http://127.0.0.1:{port}"
+        seed = str(args.truth_seed)
+        vllm_common = [
+            a if a != str(run.raw / "vllm-bench") else str(truth_dir) for a in vllm_common_args(prompt_tokens)
         ]
-        run.command(
-            "truth_vllm_bench",
-            [engine_python, "-c", TRUTH_SHIM, json.dumps(per_level_truth), url, str(truth_dir)],
-            timeout_s=max(60.0, run.left_s() - 30),
-            env=env,
-        )
         rows: list[dict[str, Any]] = []
-        for level in levels:
+
+        def truth_vllm(level: int) -> None:
             label = f"vllm-c{level}"
+            argv = [
+                *vllm_common,
+                "--seed",
+                seed,
+                "--save-detailed",
+                "--max-concurrency",
+                str(level),
+                "--num-prompts",
+                str(level * profile["requests_per_stream"]),
+                "--result-filename",
+                f"{label}.json",
+            ]
+            run.command(
+                f"truth_{label}",
+                [engine_python, "-c", TRUTH_SHIM, json.dumps([[label, argv]]), url, str(truth_dir)],
+                timeout_s=max(60.0, run.left_s() - 30),
+                env=env,
+            )
             path = truth_dir / f"{label}.json"
             before, after = truth_dir / f"{label}.before.prom", truth_dir / f"{label}.after.prom"
             if not (path.exists() and before.exists() and after.exists()):
-                continue
+                return
             data = json.loads(path.read_text())
             ttfts = [t for t in data.get("ttfts") or [] if t]
             rows.append(
@@ -789,7 +861,8 @@ def main(argv: list[str] | None = None) -> int:
                     "engine": engine_means(before.read_text(), after.read_text()),
                 }
             )
-        for level in levels:
+
+        def truth_gemmaserve(level: int) -> None:
             label = f"gemmaserve-c{level}"
             before_page = fetch_text(url + "/metrics")
             measured = run.command(
@@ -803,6 +876,8 @@ def main(argv: list[str] | None = None) -> int:
                     str(truth_dir),
                     "--label",
                     label,
+                    "--seed",
+                    seed,
                     "--warmup",
                     "0",
                     "--decode-calls",
@@ -831,7 +906,7 @@ def main(argv: list[str] | None = None) -> int:
             (truth_dir / f"{label}.after.prom").write_text(after_page)
             path = truth_dir / f"{label}.json"
             if measured.returncode != 0 or not path.exists():
-                continue
+                return
             # Every call of the run reached the engine: the pool warm-up (one short call per stream, which
             # opens the level's connections) as well as the load, so the means cover both.
             records = [r for r in json.loads(path.read_text())["requests"] if r.get("ttft_s") is not None]
@@ -851,6 +926,14 @@ def main(argv: list[str] | None = None) -> int:
                     "engine": engine_means(before_page, after_page),
                 }
             )
+
+        for index, level in enumerate(levels):
+            order = (truth_vllm, truth_gemmaserve) if index % 2 == 0 else (truth_gemmaserve, truth_vllm)
+            for position, measure_one in enumerate(order):
+                count = len(rows)
+                measure_one(level)
+                if len(rows) > count:
+                    rows[-1]["ran"] = "first" if position == 0 else "second"
         run.record["ttft_truth"] = rows
         run.record["checks"]["ttft_truth"] = {
             "ok": bool(rows) and all(r["client_requests"] == (r["engine"] or {}).get("ttft_s_count") for r in rows),
