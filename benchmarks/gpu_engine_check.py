@@ -927,13 +927,16 @@ def main(argv: list[str] | None = None) -> int:
                 }
             )
 
-        for index, level in enumerate(levels):
+        for index, level in enumerate(sorted(levels, reverse=True)):  # the most telling level first
             order = (truth_vllm, truth_gemmaserve) if index % 2 == 0 else (truth_gemmaserve, truth_vllm)
             for position, measure_one in enumerate(order):
                 count = len(rows)
                 measure_one(level)
                 if len(rows) > count:
                     rows[-1]["ran"] = "first" if position == 0 else "second"
+                run.record["ttft_truth"] = rows  # saved as it goes: a run cut short keeps its levels
+                (out / "ttft_truth.md").write_text(ttft_truth_table(rows))
+                run.save()
         run.record["ttft_truth"] = rows
         run.record["checks"]["ttft_truth"] = {
             "ok": bool(rows) and all(r["client_requests"] == (r["engine"] or {}).get("ttft_s_count") for r in rows),
