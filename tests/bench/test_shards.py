@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gemmaserve.bench import stats
-from gemmaserve.bench.engine import Outcome, first_token_lags, lag_over_budget, quantile
+from gemmaserve.bench.engine import LagVerdict, Outcome, first_token_lags, lag_over_budget, quantile
 from gemmaserve.bench.metrics import compute_request_metrics
 from gemmaserve.bench.shards import run_sharded_batch, saturation_error, split_requests
 from gemmaserve.bench.transports import ChatRequest, Chunk
@@ -81,12 +81,13 @@ def test_a_burst_that_lags_while_the_first_tokens_arrive_is_caught_though_the_ru
     early = first_token_lags(ticks, outcomes)
     assert run_median < 0.005  # what the guard judged before
     assert quantile(early, 0.5) == pytest.approx(0.015)
-    assert lag_over_budget(run_median, quantile(early, 0.5), 0.005) == (
-        pytest.approx(0.015),
-        "while the first tokens arrived",
+    verdict = lag_over_budget((run_median, 0.015), (quantile(early, 0.5), quantile(early, 0.9)), 0.005)
+    assert verdict == LagVerdict(pytest.approx(0.015), 0.015, "while the first tokens arrived")
+    assert lag_over_budget((run_median, 0.015), (0.001, 0.002), 0.005) is None
+    assert lag_over_budget((0.007, 0.02), (0.001, 0.002), 0.005) == LagVerdict(0.007, 0.02, "over the run")
+    assert lag_over_budget((0.007, 0.02), (0.009, 0.03), 0.005) == LagVerdict(
+        0.009, 0.03, "while the first tokens arrived"
     )
-    assert lag_over_budget(run_median, 0.001, 0.005) is None
-    assert lag_over_budget(0.007, 0.001, 0.005) == (0.007, "over the run")
 
 
 def test_no_first_token_means_no_window() -> None:
@@ -97,13 +98,11 @@ def test_no_first_token_means_no_window() -> None:
 def test_the_saturation_message_says_when_the_loop_lagged() -> None:
     error = saturation_error(
         "worker 0 of 4",
-        lag_p50_s=0.015,
-        lag_p90_s=0.02,
+        LagVerdict(0.015, 0.02, "while the first tokens arrived"),
         max_lag_s=0.005,
         cpu_share=0.91,
         streams=2048,
         processes=4,
-        when="while the first tokens arrived",
     )
     assert "lagged 15.0 ms while the first tokens arrived (median; p90 20.0 ms)" in error.message
     assert "CPU-bound" in error.message

@@ -407,6 +407,7 @@ async def _run_step(
     """One step's batch, sharded over processes for a load level when asked; stop if the client lagged."""
     requests = [(p.request_id, p.request) for p in step.requests]
     processes = min(settings.client_processes, step.concurrency)
+    budget = settings.max_client_lag_s
     if shard and step.kind == RequestKind.LOAD and run.spec.kind == "http" and processes > 1:
         from gemmaserve.bench.shards import run_sharded_batch
 
@@ -424,8 +425,7 @@ async def _run_step(
         for outcome in sharded.batch.outcomes:
             on_done(outcome)
         batch = sharded.batch
-        worst = max(sharded.shards, key=lambda s: max(s.lag_p50_s, s.first_token_lag_p50_s))
-        lags = (worst.lag_p50_s, worst.lag_p90_s, worst.first_token_lag_p50_s, worst.first_token_lag_p90_s)
+        verdicts = [shard.lag_verdict(budget) for shard in sharded.shards] if budget is not None else []
         share = max(s.cpu_share for s in sharded.shards)
         where = f"{run.label} {step.label}, {len(sharded.shards)} worker processes"
     else:
@@ -441,25 +441,23 @@ async def _run_step(
             tally=tally,
         )
         wall_s = batch.finished_s - batch.started_s
-        lags = (batch.lag_p50_s, batch.lag_p90_s, batch.first_token_lag_p50_s, batch.first_token_lag_p90_s)
+        first_tokens = (batch.first_token_lag_p50_s, batch.first_token_lag_p90_s)
+        verdicts = (
+            [lag_over_budget((batch.lag_p50_s, batch.lag_p90_s), first_tokens, budget)] if budget is not None else []
+        )
         share, processes = batch.cpu_s / wall_s if wall_s > 0 else 0.0, 1
         where = f"{run.label} {step.label}, one process"
-    limit = settings.max_client_lag_s
-    run_p50_s, run_p90_s, first_p50_s, first_p90_s = lags
-    verdict = lag_over_budget(run_p50_s, first_p50_s, limit) if limit is not None else None
-    if verdict is not None and step.kind in (RequestKind.DECODE, RequestKind.LOAD):
+    over = [verdict for verdict in verdicts if verdict is not None]
+    if over and budget is not None and step.kind in (RequestKind.DECODE, RequestKind.LOAD):
         from gemmaserve.bench.shards import saturation_error
 
-        lag_s, when = verdict
         raise saturation_error(
             where,
-            lag_p50_s=lag_s,
-            lag_p90_s=first_p90_s if when.startswith("while") else run_p90_s,
-            max_lag_s=limit,  # type: ignore[arg-type]
+            max(over, key=lambda verdict: verdict.p50_s),
+            max_lag_s=budget,
             cpu_share=share,
             streams=step.concurrency,
             processes=processes,
-            when=when,
         )
     return batch
 

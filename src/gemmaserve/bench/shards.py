@@ -30,6 +30,7 @@ from typing import Any
 from gemmaserve.bench.engine import (
     LAG_PROBE_INTERVAL_S,
     BatchResult,
+    LagVerdict,
     Outcome,
     first_token_lags,
     lag_over_budget,
@@ -63,6 +64,11 @@ class ShardStats:
     def cpu_share(self) -> float:
         return self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0
 
+    def lag_verdict(self, budget_s: float) -> LagVerdict | None:
+        return lag_over_budget(
+            (self.lag_p50_s, self.lag_p90_s), (self.first_token_lag_p50_s, self.first_token_lag_p90_s), budget_s
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class ShardedBatch:
@@ -78,10 +84,6 @@ class ShardedBatch:
     @property
     def worst_lag_p90_s(self) -> float:
         return max(shard.lag_p90_s for shard in self.shards)
-
-    @property
-    def worst_first_token_lag_p50_s(self) -> float:
-        return max(shard.first_token_lag_p50_s for shard in self.shards)
 
 
 def split_requests(requests: Sequence[tuple[str, ChatRequest]], shards: int) -> list[list[int]]:
@@ -278,34 +280,23 @@ def run_sharded_batch(
         finished_s=max(o.finished_s for o in outcomes),
         cpu_s=sum(shard.cpu_s for shard in shards),
     )
-    verdicts = [(shard, lag_over_budget(shard.lag_p50_s, shard.first_token_lag_p50_s, max_lag_s)) for shard in shards]
-    over = [(shard, verdict) for shard, verdict in verdicts if verdict is not None]
+    over = [(shard, verdict) for shard in shards if (verdict := shard.lag_verdict(max_lag_s)) is not None]
     result = ShardedBatch(batch=batch, shards=shards, saturated=bool(over), max_lag_s=max_lag_s)
     if over and raise_on_saturation:
-        worst, (lag_s, when) = max(over, key=lambda item: item[1][0])
+        worst, verdict = max(over, key=lambda item: item[1].p50_s)
         raise saturation_error(
             f"worker {worst.shard} of {len(shards)}",
-            lag_p50_s=lag_s,
-            lag_p90_s=worst.first_token_lag_p90_s if when.startswith("while") else worst.lag_p90_s,
+            verdict,
             max_lag_s=max_lag_s,
             cpu_share=worst.cpu_share,
             streams=streams,
             processes=len(shards),
-            when=when,
         )
     return result
 
 
 def saturation_error(
-    where: str,
-    *,
-    lag_p50_s: float,
-    lag_p90_s: float,
-    max_lag_s: float,
-    cpu_share: float,
-    streams: int,
-    processes: int,
-    when: str = "over the run",
+    where: str, lag: LagVerdict, *, max_lag_s: float, cpu_share: float, streams: int, processes: int
 ) -> ClientSaturated:
     """The error that stops a run whose client lagged past its timing budget."""
     # A loop that lags while using little CPU was not given the CPU it asked for (other
@@ -317,13 +308,14 @@ def saturation_error(
     )
     return ClientSaturated(
         f"The client could not keep time: {where} ran {streams} streams in all, at {cpu_share:.0%} of a core, "
-        f"and its event loop lagged {lag_p50_s * 1000:.1f} ms {when} (median; p90 {lag_p90_s * 1000:.1f} ms) against a "
+        f"and its event loop lagged {lag.p50_s * 1000:.1f} ms {lag.when} (median; p90 {lag.p90_s * 1000:.1f} ms) "
+        "against a "
         f"budget of {max_lag_s * 1000:.1f} ms "
         f"({cause}), so its TTFT/ITL would read high; they are not reported.",
         hint="Use more client processes (--client-processes, one per free core), fewer streams, a quieter or "
         "larger client machine, or a wider budget (--max-client-lag-ms).",
-        lag_p50_s=lag_p50_s,
-        lag_p90_s=lag_p90_s,
+        lag_p50_s=lag.p50_s,
+        lag_p90_s=lag.p90_s,
         max_lag_s=max_lag_s,
         cpu_share=cpu_share,
         processes=processes,
