@@ -12,10 +12,12 @@ Steps, each saved under --out as it finishes (a killed run keeps what it had):
  6. ``vllm bench serve`` on the same server (random dataset, --ignore-eos, the same prompt length
     in tokens, the same output length and request count per level, temperature 0, chat endpoint);
  7. each client against the engine's own clock: every level again, ``vllm bench serve`` and
-    ``bench measure`` (with and without opening the level's connections first), each run alone
-    between two reads of ``/metrics``, so the engine's TTFT histogram (``_sum``/``_count``), queue
-    and prefill times and prompt tokens cover exactly that run's requests; the client's mean TTFT
-    over the same requests is set beside the engine's (ttft_truth.md);
+    ``bench measure`` with prompts of another seed (``--truth-seed``: steps 5 and 6 leave theirs in
+    the prefix cache), who goes first alternating by level, each run alone between two reads of
+    ``/metrics``, so the engine's TTFT histogram (``_sum``/``_count``), queue and prefill times,
+    prompt tokens and prefix-cache hits cover exactly that run's requests; the client's mean TTFT
+    over the same requests is set beside the engine's (ttft_truth.md). ``--truth-only`` skips
+    steps 5 and 6 and warms the engine with other prompts instead;
  8. ``serve stop``, and a check that no process of the server's group is left;
  9. the side-by-side table (TTFT, TPOT, ITL, output throughput; decode rate vs 1/TPOT at 1 stream).
 
