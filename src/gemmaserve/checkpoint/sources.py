@@ -158,17 +158,8 @@ class LocalSource:
 
     def read_rows(self, header: SafetensorsHeader, entry: TensorEntry, start: int, stop: int) -> np.ndarray:
         _check_rows(entry, start, stop)
-        offset = 8 + (header.header_bytes or 0) + entry.data_begin + start * entry.row_bytes
-        buffer = bytearray((stop - start) * entry.row_bytes)
-        view = memoryview(buffer)
-        done = 0
-        while done < len(buffer):
-            got = os.preadv(self._fd(entry.file), [view[done:]], offset + done)
-            if got <= 0:
-                raise MalformedCheckpoint(f"{entry.file}: truncated inside tensor {entry.name!r}.", file=entry.file)
-            done += got
-        self._count(len(buffer))
-        return _rows_to_array(buffer, entry, start, stop)
+        buffer = np.empty((stop - start) * entry.row_bytes, dtype=np.uint8)
+        return self.read_rows_into(header, entry, start, stop, buffer)
 
     def read_rows_into(
         self, header: SafetensorsHeader, entry: TensorEntry, start: int, stop: int, buffer: np.ndarray
