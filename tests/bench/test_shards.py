@@ -12,6 +12,7 @@ from gemmaserve.bench.transports import ChatRequest, Chunk
 from gemmaserve.errors import ClientSaturated, UsageError
 from gemmaserve.testing.mock_server import MockConfig
 from gemmaserve.testing.runner import fetch_json, start_mock_process
+from gemmaserve.testing.truth import ttft_splits
 
 
 def _requests(n: int, tokens: int) -> list[tuple[str, ChatRequest]]:
@@ -47,6 +48,14 @@ def test_sharded_burst_is_merged_in_order_and_timed_against_the_server() -> None
     assert abs(client_ttft - server_ttft) < 0.02
     client_itl = stats.median([g for o in outcomes if o.metrics for g in o.metrics.itl_s])
     assert client_itl == pytest.approx(0.01, abs=0.002)
+    # One clock for every process: each request reached the server after it left its client
+    # process, and its first token reached the client after the server sent it; the three parts
+    # add up to the TTFT the client measured.
+    splits = ttft_splits(outcomes, records)
+    assert len(splits) == 24
+    for split in splits:
+        assert split.to_server_s >= 0 and split.to_client_s >= 0
+        assert split.to_server_s + split.server_ttft_s + split.to_client_s == pytest.approx(split.client_ttft_s)
 
 
 def test_a_lagging_client_stops_with_a_clear_message() -> None:

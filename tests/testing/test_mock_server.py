@@ -12,7 +12,7 @@ import pytest
 
 from gemmaserve.bench.engine_facts import facts_from_metrics, parse_prometheus
 from gemmaserve.testing.eventstream import payload_part
-from gemmaserve.testing.mock_server import FAULTS, MockConfig
+from gemmaserve.testing.mock_server import FAULTS, MockConfig, prompt_key
 from gemmaserve.testing.runner import fetch_json, start_mock_thread
 
 
@@ -34,6 +34,7 @@ def test_server_side_timeline_follows_the_schedule() -> None:
         record = fetch_json(server.url + "/mock/requests")[0]
     times = record["token_times_s"]
     assert len(times) == 20
+    assert record["prompt_key"] == prompt_key("x")  # what joins a client's request with this record
     # sleeps only overshoot; two of them (fixed cost, ttft) come before the first token
     assert 0.05 <= times[0] - record["received_s"] < 0.06
     # absolute deadlines: overshoot does not accumulate over the reply

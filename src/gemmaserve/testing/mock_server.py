@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import itertools
 import json
 import os
@@ -272,7 +273,7 @@ class MockServer:
             return await self._complete(body, fault, received_s)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
-        record = self._start_record(number, received_s)
+        record = self._start_record(number, received_s, body)
         try:
             async for data, tokens in self._events(body, fault, received_s):
                 await response.write(b"data: " + data + b"\n\n")
@@ -326,7 +327,7 @@ class MockServer:
             }
         )
         await response.prepare(request)
-        record = self._start_record(number, received_s)
+        record = self._start_record(number, received_s, body)
         record["signed"] = request.headers.get("Authorization", "").startswith("AWS4-HMAC-SHA256")
         try:
             async for data, tokens in self._events(body, fault, received_s):
@@ -343,9 +344,12 @@ class MockServer:
         await response.write_eof()
         return response
 
-    def _start_record(self, number: int, received_s: float) -> dict[str, Any]:
+    def _start_record(self, number: int, received_s: float, body: dict[str, Any]) -> dict[str, Any]:
         self.stats.running += 1
-        return {"number": number, "received_s": received_s, "token_times_s": [], "tokens": 0}
+        record = {"number": number, "received_s": received_s, "token_times_s": [], "tokens": 0}
+        if self.config.record:
+            record["prompt_key"] = _body_prompt_key(body)
+        return record
 
     def _note(self, record: dict[str, Any], tokens: int) -> None:
         if tokens:
@@ -387,6 +391,19 @@ class MockServer:
     async def _clear_records(self, request: web.Request) -> web.Response:
         self.records.clear()
         return web.json_response({"cleared": True})
+
+
+def prompt_key(prompt: str) -> str:
+    """A short digest of a prompt: joins a client's record of a request with the server's."""
+    return hashlib.sha256(prompt.encode()).hexdigest()[:16]
+
+
+def _body_prompt_key(body: dict[str, Any]) -> str | None:
+    messages = body.get("messages")
+    if isinstance(messages, list) and messages and isinstance(messages[-1], dict):
+        content = messages[-1].get("content")
+        return prompt_key(content) if isinstance(content, str) else None
+    return None
 
 
 class _Drop(Exception):
