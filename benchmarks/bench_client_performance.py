@@ -19,15 +19,20 @@ tree, sampled every 20 ms). Each tool lives in its own venv:
 mock server (``--scale-levels streams:client processes:server processes,…``), with the
 loop-lag guard on; a saturated client stops with ClientSaturated. Each server process
 also answers on a port of its own, so the server's records are read from all of them.
+Each request's TTFT is split at the server's two stamps (``gemmaserve.testing.truth``): the
+trip to the server's handler, the server's TTFT, the trip back to the client's read.
+``--client-cpus``/``--server-cpus`` keep the two sides on separate cores.
 
     python benchmarks/bench_client_performance.py [--quick] [--guidellm /tmp/gl] [--vllm /tmp/vl] \
-        [--side-by-side] [--scale] [--scale-levels 2048:8:8] [--out FILE]
+        [--side-by-side] [--scale] [--scale-levels 2048:8:8] [--client-cpus 8-15 --server-cpus 0-7] \
+        [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -36,25 +41,32 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import uvloop
 
 from gemmaserve.bench import stats
-from gemmaserve.bench.engine import run_batch
+from gemmaserve.bench.engine import quantile, run_batch
 from gemmaserve.bench.transports import ChatRequest, HttpTransport
 from gemmaserve.bench.workloads import synthetic_prompt
 from gemmaserve.testing.mock_server import MockConfig
 from gemmaserve.testing.runner import fetch_json, start_mock_process
+from gemmaserve.testing.truth import ttft_splits
 
 
-def _server_truth(*urls: str) -> dict[str, float]:
-    """Medians of what the server really did (TTFT from arrival, gaps between token writes); several
-    URLs: the server's processes, each on its own port, read together (one monotonic clock)."""
+def _take_records(*urls: str) -> list[dict[str, Any]]:
+    """The server's records, then cleared; several URLs: the server's processes, each on its own
+    port, read together (one monotonic clock)."""
     records = [record for url in urls for record in fetch_json(url + "/mock/requests")]
     for url in urls:
         fetch_json(url + "/mock/requests", method="DELETE")
+    return records
+
+
+def _truth_of(records: list[dict[str, Any]]) -> dict[str, float]:
+    """Medians of what the server really did: TTFT from arrival, gaps between token writes."""
     ttfts = [r["token_times_s"][0] - r["received_s"] for r in records if r["token_times_s"]]
     gaps = [b - a for r in records for a, b in zip(r["token_times_s"], r["token_times_s"][1:], strict=False)]
     tpots = [
@@ -68,6 +80,33 @@ def _server_truth(*urls: str) -> dict[str, float]:
         "tpot_p50_s": statistics.median(tpots) if tpots else float("nan"),
         "requests": len(records),
     }
+
+
+def _server_truth(*urls: str) -> dict[str, float]:
+    return _truth_of(_take_records(*urls))
+
+
+def _cpu_list(text: str) -> set[int]:
+    """``0-7,12`` -> {0, ..., 7, 12} (taskset's list form)."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+@contextlib.contextmanager
+def _on_cpus(cpus: set[int] | None) -> Iterator[None]:
+    """Run the block (and the processes it starts, which inherit the mask) on ``cpus`` only."""
+    if cpus is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 async def _batch(
@@ -578,7 +617,15 @@ def _read_client(tool: str, out: Path) -> tuple[list[float], list[float], dict[s
 
 
 def scale_check(
-    streams: int, processes: int, tokens: int, itl_s: float, ttft_s: float, server_shards: int
+    streams: int,
+    processes: int,
+    tokens: int,
+    itl_s: float,
+    ttft_s: float,
+    server_shards: int,
+    *,
+    client_cpus: set[int] | None = None,
+    server_cpus: set[int] | None = None,
 ) -> dict[str, Any]:
     from gemmaserve.bench.shards import run_sharded_batch
     from gemmaserve.errors import ClientSaturated
@@ -588,7 +635,9 @@ def scale_check(
         (f"x{i}", ChatRequest(synthetic_prompt(32, seed=1, salt=("scale", i)), tokens, ignore_eos=True))
         for i in range(streams)
     ]
-    with start_mock_process(config, shards=server_shards) as server:
+    with _on_cpus(server_cpus):
+        server = start_mock_process(config, shards=server_shards)
+    with server, _on_cpus(client_cpus):
         shard_urls = server.own_urls or [server.url]
 
         def clear() -> None:  # the connection-opening calls are not part of the measurement
@@ -599,12 +648,17 @@ def scale_check(
             result = run_sharded_batch(server.url, requests, processes=processes, timeout_s=300, before_start=clear)
         except ClientSaturated as exc:
             return {"streams": streams, "processes": processes, "saturated": exc.message, **exc.fields}
-        truth = _server_truth(*shard_urls)
+        records = _take_records(*shard_urls)
+    truth = _truth_of(records)
     ok = [o for o in result.batch.outcomes if o.success and o.metrics]
     ttft = stats.median([o.metrics.ttft_s for o in ok])  # type: ignore[union-attr,misc]
     itl = stats.median([g for o in ok for g in o.metrics.itl_s])  # type: ignore[union-attr]
     wall = result.batch.finished_s - result.batch.started_s
     chunks = sum(o.chunks for o in result.batch.outcomes)
+    # Each request's TTFT split at the server's two stamps: where the difference arises.
+    splits = ttft_splits(ok, records)
+    to_server = [s.to_server_s for s in splits]
+    to_client = [s.to_client_s for s in splits]
     return {
         "streams": streams,
         "processes": processes,
@@ -618,12 +672,21 @@ def scale_check(
         "server_requests": truth["requests"],
         "ttft_error_vs_server_s": ttft - truth["ttft_p50_s"],
         "itl_error_vs_server_s": itl - truth["itl_p50_s"],
+        "joined_requests": len(splits),
+        "to_server_p50_s": stats.median(to_server),
+        "to_server_p90_s": quantile(to_server, 0.9),
+        "to_client_p50_s": stats.median(to_client),
+        "to_client_p90_s": quantile(to_client, 0.9),
         "client_queue_p50_s": stats.median([o.client_queue_s for o in ok if o.client_queue_s is not None]),
         "client_cpu_s": result.batch.cpu_s,
         "client_cores": result.batch.cpu_s / wall,
         "client_cpu_us_per_chunk": 1e6 * result.batch.cpu_s / chunks if chunks else None,
         "lag_p50_s": result.worst_lag_p50_s,
         "lag_p90_s": result.worst_lag_p90_s,
+        "first_token_lag_p50_s": max(s.first_token_lag_p50_s for s in result.shards),
+        "first_token_lag_p90_s": max(s.first_token_lag_p90_s for s in result.shards),
+        "client_cpus": sorted(client_cpus) if client_cpus else None,
+        "server_cpus": sorted(server_cpus) if server_cpus else None,
         "shards": [dataclasses.asdict(s) for s in result.shards],
     }
 
@@ -646,6 +709,8 @@ def main() -> int:
         default="256:1:1,512:1:1,512:2:1,1024:2:1,2048:2:1,2048:2:2",
         help="--scale runs: streams:client processes:server processes, comma-separated",
     )
+    parser.add_argument("--client-cpus", type=_cpu_list, help="--scale: the client's cores, e.g. 8-15 (taskset's form)")
+    parser.add_argument("--server-cpus", type=_cpu_list, help="--scale: the mock server's cores, e.g. 0-7")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/client_performance.json"))
     args = parser.parse_args()
 
@@ -680,7 +745,10 @@ def main() -> int:
         results["scale"] = []
         levels = [tuple(int(n) for n in level.split(":")) for level in args.scale_levels.split(",")]
         for streams, processes, server_shards in levels:
-            row = scale_check(streams, processes, 128, 0.02, 0.03, server_shards)
+            row = scale_check(
+                streams, processes, 128, 0.02, 0.03, server_shards,
+                client_cpus=args.client_cpus, server_cpus=args.server_cpus,
+            )  # fmt: skip
             row["server_shards"], row["load_average"] = server_shards, os.getloadavg()
             print(json.dumps({k: v for k, v in row.items() if k != "shards"}), flush=True)
             results["scale"].append(row)
