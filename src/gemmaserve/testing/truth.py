@@ -44,9 +44,10 @@ def ttft_splits(outcomes: Iterable[Outcome], records: Iterable[Mapping[str, Any]
         by_key[key] = record
     splits = []
     for outcome in outcomes:
-        record = by_key.get(prompt_key(outcome.request.prompt))
-        if record is None or not outcome.success or outcome.metrics is None or outcome.metrics.ttft_s is None:
+        found = by_key.get(prompt_key(outcome.request.prompt))
+        if found is None or not outcome.success or outcome.metrics is None or outcome.metrics.ttft_s is None:
             continue
+        record = found
         first_read_s = outcome.sent_s + outcome.metrics.ttft_s
         first_written_s = record["token_times_s"][0]
         splits.append(
