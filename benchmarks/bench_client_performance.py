@@ -673,6 +673,7 @@ def scale_check(
         "ttft_error_vs_server_s": ttft - truth["ttft_p50_s"],
         "itl_error_vs_server_s": itl - truth["itl_p50_s"],
         "joined_requests": len(splits),
+        "ttft_error_per_request_p50_s": stats.median([s.client_ttft_s - s.server_ttft_s for s in splits]),
         "to_server_p50_s": stats.median(to_server),
         "to_server_p90_s": quantile(to_server, 0.9),
         "to_client_p50_s": stats.median(to_client),
