@@ -99,6 +99,25 @@ def test_a_burst_that_lags_while_the_first_tokens_arrive_is_caught_though_the_ru
     )
 
 
+def test_first_tokens_that_wait_out_one_busy_stretch_are_caught_though_most_ticks_are_calm() -> None:
+    """As measured on the 2-core machine (one process, 512 streams on a core of its own, the
+    server's records joined request by request): the first tokens were read 13.8 ms after the
+    server wrote them (median), while the probe ticks due before the last of them were 0.25 ms
+    late (median). The loop idles through the server's TTFT, ticking on time, then the first
+    tokens all arrive in one busy stretch, which only one or two ticks span. Judged tick by
+    tick the stretch is outvoted; judged first token by first token it is what they all saw."""
+    calm = [(0.005 * t, 0.0001) for t in range(1, 20)]  # the server's TTFT: nothing to read
+    busy = [(0.100, 0.015)]  # due at 100 ms, fired at 115 ms: the loop was reading the burst
+    after = [(0.120 + 0.005 * t, 0.0001) for t in range(400)]  # the calm decode
+    ticks = calm + busy + after
+    outcomes = [_outcome(0.0, 0.1001 + 0.0149 * i / 63) for i in range(64)]  # stamped 100.1-115 ms
+    window = [lateness for due, lateness in ticks if due <= 0.115]
+    assert quantile(window, 0.5) < 0.001  # what the guard judged before
+    early = first_token_lags(ticks, outcomes)
+    assert len(early) == 64 and quantile(early, 0.5) == pytest.approx(0.015)
+    assert lag_over_budget((0.0001, 0.0001), (quantile(early, 0.5), quantile(early, 0.9)), 0.005) is not None
+
+
 def test_no_first_token_means_no_window() -> None:
     failed = Outcome("r", ChatRequest("x", 1), 0.0, 1.0, None, reason="http_500")
     assert first_token_lags([(0.005, 0.2)], [failed]) == []
