@@ -46,6 +46,7 @@ def test_the_first_error_in_order_is_raised_and_later_work_is_not_started() -> N
 
 def test_asking_for_numba_without_it_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(grid, "_import_kernels", lambda: None)
+    monkeypatch.setattr(grid, "_load_native", lambda: None)  # without numba nothing builds the cached object
     monkeypatch.setenv(grid.KERNEL_ENV, "numba")
     with pytest.raises(MissingExtra) as info:
         grid.kernels()

@@ -8,9 +8,11 @@ the scale dtype (plus one ulp either side), and accepted only if every value of
 the group reconstructs exactly as dtype(q * step). No I/O here.
 
 For bf16 tensors the hot loops run in compiled kernels (``kernels.py``, numba) when
-numba is installed; the numpy code here is the reference implementation, the
+numba is installed; the one-pass ones load from a cached object through llvmlite
+alone when they can (``native.py``: a run then never imports numba), numba's
+dispatchers otherwise. The numpy code here is the reference implementation, the
 fallback, and what the tests hold the kernels to (GEMMASERVE_CHECKPOINT_KERNEL=numpy
-forces it).
+forces it; =numba-dispatch skips the cached object).
 """
 
 from __future__ import annotations
@@ -20,12 +22,18 @@ import threading
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
 from gemmaserve.errors import MissingExtra
 
-KERNEL_ENV = "GEMMASERVE_CHECKPOINT_KERNEL"  # "auto" (default), "numba" or "numpy"
+if TYPE_CHECKING:
+    from gemmaserve.checkpoint.native import NativeKernels
+
+# "auto" (default), "numba" (compiled, or fail), "numba-dispatch" (numba's dispatchers only) or "numpy"
+KERNEL_ENV = "GEMMASERVE_CHECKPOINT_KERNEL"
+Kernels: TypeAlias = "ModuleType | NativeKernels"  # the same kernel functions, loaded either way
 
 
 @cache
@@ -37,7 +45,26 @@ def _import_kernels() -> ModuleType | None:
     return kernels
 
 
-def kernels() -> ModuleType | None:
+native_failure: list[str] = []  # why the cached object was not used, when it was not (for a benchmark or a bug report)
+
+
+@cache
+def _load_native() -> NativeKernels | None:
+    """The one-pass kernels from the cached object (built by numba on first use), or None if that fails in any way."""
+    from importlib.util import find_spec
+
+    if find_spec("numba") is None:  # nothing could build it, nor fall back: the numpy path
+        return None
+    try:
+        from gemmaserve.checkpoint.native import load_kernels
+
+        return load_kernels()
+    except Exception as exc:  # fail closed: numba's dispatchers give the same results, only later
+        native_failure.append(f"{type(exc).__name__}: {exc}")
+        return None
+
+
+def kernels() -> Kernels | None:
     """The compiled kernels, or None for the numpy path (numba missing, or GEMMASERVE_CHECKPOINT_KERNEL=numpy).
 
     Raises:
@@ -46,9 +73,11 @@ def kernels() -> ModuleType | None:
     choice = os.environ.get(KERNEL_ENV, "auto")
     if choice == "numpy":
         return None
+    if choice != "numba-dispatch" and (native := _load_native()) is not None:
+        return native
     found = _import_kernels()
-    if found is None and choice == "numba":
-        raise MissingExtra("numba", "numba", f"{KERNEL_ENV}=numba (the compiled checkpoint kernels)")
+    if found is None and choice in ("numba", "numba-dispatch"):
+        raise MissingExtra("numba", "numba", f"{KERNEL_ENV}={choice} (the compiled checkpoint kernels)")
     return found
 
 
@@ -98,7 +127,8 @@ def decode_values(raw: np.ndarray, dtype: str, *, scratch: str | None = None) ->
         fast = kernels()
         if fast is not None and raw.ndim == 2 and raw.flags.c_contiguous:
             out = _scratch(scratch, raw.size, np.float32) if scratch else np.empty(raw.size, np.float32)
-            return fast.decode_bf16(raw, out.reshape(raw.shape))  # type: ignore[no-any-return]
+            fast.decode_bf16(raw.reshape(-1), out)
+            return out.reshape(raw.shape)
         return bf16_bits_to_f32(raw)
     if dtype in ("F16", "F32"):
         return raw.astype(np.float32)
@@ -271,7 +301,7 @@ def _recover_block_numpy(values: np.ndarray, model_dtype: str, scale_dtype: str,
     )
 
 
-def _recover_block_compiled(fast: ModuleType, values: np.ndarray, group_size: int, *, scratch: bool) -> GridFit:
+def _recover_block_compiled(fast: Kernels, values: np.ndarray, group_size: int, *, scratch: bool) -> GridFit:
     """The compiled peak-at--8 pass, then the same numpy step search for the groups it leaves off the grid."""
     values = np.ascontiguousarray(values, dtype=np.float32)
     rows, cols = values.shape
@@ -282,7 +312,7 @@ def _recover_block_compiled(fast: ModuleType, values: np.ndarray, group_size: in
 
     levels, same = array("levels", n, np.int8), array("same", n, np.bool_)
     steps, ok, peaks = array("steps", ng, np.float32), array("ok", ng, np.bool_), array("peaks", ng, np.float32)
-    fast.fit_bf16(values, group_size, levels, same, steps, ok, peaks)
+    fast.fit_bf16(values.reshape(-1), group_size, levels, same, steps, ok, peaks, *_fit_scratch(fast, group_size))
     levels, same = levels.reshape(rows, cols), same.reshape(rows, cols)
     steps, ok, peaks = steps.reshape(rows, -1), ok.reshape(rows, -1), peaks.reshape(rows, -1)
     peak_elsewhere = np.zeros_like(ok)
@@ -318,7 +348,11 @@ def _search_steps(
     if fast is not None and model_dtype == scale_dtype == "BF16":  # the same search, compiled (group by group)
         sub_steps, sub_levels, sub_same = steps[todo], levels[todo], same[todo]
         found = np.zeros(len(todo), dtype=bool)
-        fast.search_bf16(_f32(groups[todo]), _f32(peaks[todo]), sub_steps, sub_levels, found, sub_same)
+        g = groups.shape[1]
+        fast.search_bf16(
+            _f32(groups[todo]), _f32(peaks[todo]), sub_steps, sub_levels, found, sub_same,
+            _scratch("trial levels", g, np.int8), _scratch("trial same", g, np.bool_),
+        )  # fmt: skip
         steps[todo], levels[todo], same[todo] = sub_steps, sub_levels, sub_same
         ok[todo] = found
         peak_elsewhere[todo] = found
@@ -350,7 +384,7 @@ def _search_steps(
 # --- fused passes on bf16 bits (compiled only) ----------------------------------------
 
 
-def fused_bf16(model_dtype: str, scale_dtype: str) -> ModuleType | None:
+def fused_bf16(model_dtype: str, scale_dtype: str) -> Kernels | None:
     """The compiled kernels when the one-pass paths apply (bf16 values, bf16 steps), else None."""
     fast = kernels()
     return fast if fast is not None and model_dtype == scale_dtype == "BF16" else None
@@ -367,7 +401,7 @@ class PackedBlock:
     off_grid: np.ndarray
 
 
-def pack_block_bf16(fast: ModuleType, bits: np.ndarray, packed: np.ndarray, scales: np.ndarray) -> PackedBlock:
+def pack_block_bf16(fast: Kernels, bits: np.ndarray, packed: np.ndarray, scales: np.ndarray) -> PackedBlock:
     """``recover_grid`` (groups of 32) + ``pack_int4`` + ``encode_values`` of bf16 ``bits`` [rows, cols] in one pass.
 
     Writes ``packed`` uint8 (the int32 words' little-endian bytes, rows*cols/2) and ``scales`` uint16 (the
@@ -377,7 +411,7 @@ def pack_block_bf16(fast: ModuleType, bits: np.ndarray, packed: np.ndarray, scal
     flat = np.ascontiguousarray(bits).reshape(-1)
     ng = flat.size // GROUP_SIZE
     ok, peaks = _scratch("ok", ng, np.bool_), _scratch("peaks", ng, np.float32)
-    bit_exact = int(fast.repack_bf16(flat, packed, scales, ok, peaks, _kernel_scratch()))
+    bit_exact = int(fast.repack_bf16(flat, packed, scales, ok, peaks, *_kernel_scratch(fast)))
     todo = np.flatnonzero(~ok)
     if not len(todo):
         return PackedBlock(bit_exact, ng, 0, todo)
@@ -389,7 +423,7 @@ def pack_block_bf16(fast: ModuleType, bits: np.ndarray, packed: np.ndarray, scal
 
 
 def compare_packed_block_bf16(
-    fast: ModuleType, bits: np.ndarray, group_size: int, packed: np.ndarray, scales: np.ndarray, build_group_size: int
+    fast: Kernels, bits: np.ndarray, group_size: int, packed: np.ndarray, scales: np.ndarray, build_group_size: int
 ) -> tuple[GridComparison, int, int]:
     """Recover the reference's grid and compare a pack-quantized build with it in one pass (``recover_grid`` then
     ``GridComparison.add_packed``): the counts, the groups on the grid and those whose step is not peak/-8.
@@ -406,10 +440,10 @@ def compare_packed_block_bf16(
     packed_bytes = np.ascontiguousarray(packed).reshape(-1).view(np.uint8)
     fast.check_packed_bf16(
         flat, group_size, packed_bytes, np.ascontiguousarray(scales).reshape(-1), build_group_size, steps, ok, peaks,
-        _kernel_scratch(), out,
+        *_kernel_scratch(fast), _scratch("sums", 8, np.float64), _scratch("tops", 32, np.int32), out,
     )  # fmt: skip
     counts = GridComparison()
-    counts._add_counts(fast._totals(out), (rows, cols), group_size)
+    counts._add_counts(_totals(out), (rows, cols), group_size)
     todo = np.flatnonzero(~ok)
     if not len(todo):
         return counts, ng, 0
@@ -442,10 +476,28 @@ def _search_groups(bits: np.ndarray, peaks: np.ndarray) -> tuple[np.ndarray, np.
     return found, levels, steps, same
 
 
-def _kernel_scratch() -> np.ndarray:
-    from gemmaserve.checkpoint.kernels import _CHUNK_GROUPS
+def _kernel_scratch(fast: Kernels) -> tuple[np.ndarray, np.ndarray]:
+    """This thread's scratch for the one-pass kernels: float32 [3, chunk] and the peak keys uint16 [chunk]."""
+    chunk = int(fast._CHUNK_GROUPS)
+    return _scratch("kernel", 3 * chunk, np.float32).reshape(3, chunk), _scratch("keys", chunk, np.uint16)
 
-    return _scratch("kernel", 3 * _CHUNK_GROUPS, np.float32).reshape(3, _CHUNK_GROUPS)
+
+def _fit_scratch(fast: Kernels, group: int) -> tuple[np.ndarray, ...]:
+    """This thread's scratch for ``fit_bf16``: the transposed tiles (values, products), levels, flags, lane values."""
+    lanes = int(fast._LANES)
+    return (
+        _scratch("fit tiles", 2 * group * lanes, np.float32).reshape(2, group, lanes),
+        _scratch("fit levels", group * lanes, np.int8).reshape(group, lanes),
+        _scratch("fit same", group * lanes, np.bool_).reshape(group, lanes),
+        _scratch("fit lanes", 5 * lanes, np.float32).reshape(5, lanes),
+        _scratch("fit ok", lanes, np.bool_),
+    )
+
+
+def _totals(out: np.ndarray) -> tuple[int, int, int, float, float]:
+    """A one-pass comparison's float64 [5] as ``GridComparison._add_counts`` takes it (the max |diff| kept as bits)."""
+    max_diff = np.array([int(out[3])], np.int32).view(np.float32)[0]
+    return int(out[0]), int(out[1]), int(out[2]), float(max_diff), float(out[4])
 
 
 # --- which grid a reference sits on --------------------------------------------------

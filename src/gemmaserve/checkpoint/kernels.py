@@ -1,7 +1,7 @@
 """Compiled (numba) versions of the grid's hot loops, for bf16 checkpoints.
 
-Optional: imported only through ``grid.kernels()`` when numba is installed
-(``pip install "gemmaserve[numba]"``). Each kernel does, value by value, the same
+Optional: imported only by ``grid.kernels()`` (numba's dispatchers) or ``native_build.py`` when
+numba is installed (``pip install "gemmaserve[numba]"``). Each kernel does, value by value, the same
 float32 operations in the same order as the numpy code in ``grid.py`` (which stays the
 reference implementation and the fallback), so levels, steps and counts are
 identical; only the float64 sum of |diff| is added in another order. Kernels
@@ -11,6 +11,12 @@ release the GIL, so row blocks run on several threads. No I/O here.
 packed build, or to the comparison's counts); the per-stage kernels above them serve the other
 formats and group sizes. One module on purpose: numba's on-disk cache is keyed on this file
 alone, so vector helpers kept elsewhere would leave stale compiled kernels after an edit.
+
+The kernels the one-pass paths and their group-size detection call (``decode_bf16``, ``fit_bf16``,
+``search_bf16``, ``repack_bf16``, ``check_packed_bf16``) are also built into a cached object that
+later runs load without numba (``native.py``): they allocate nothing (scratch comes from the
+caller), so the object needs nothing from numba's runtime. Keep it so: an allocation here makes
+the build refuse the object, and every run falls back to numba's dispatchers.
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _jit(fn: F) -> F:
-    return cast(F, njit(nogil=True, cache=True, boundscheck=False)(fn))
+    # error_model="numpy": no zero-division checks (every division here has a nonzero divisor by construction),
+    # so the compiled code has no exception paths that would reach for Python's error handling.
+    return cast(F, njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")(fn))
 
 
 def intrinsic(fn: Callable[..., Any]) -> Any:
@@ -38,7 +46,7 @@ def intrinsic(fn: Callable[..., Any]) -> Any:
 
 def _jit_sum(fn: F) -> F:
     """For the comparison only: lets the float64 sum of |diff| be vectorized (added in another order than numpy's)."""
-    return cast(F, njit(nogil=True, cache=True, boundscheck=False, fastmath={"reassoc"})(fn))
+    return cast(F, njit(nogil=True, cache=True, boundscheck=False, error_model="numpy", fastmath={"reassoc"})(fn))
 
 
 _ABS = 0x7FFFFFFF
@@ -59,27 +67,28 @@ def _bf16_round_bits(u: Any) -> Any:
 
 
 @_jit
-def decode_bf16(bits: Any, out: Any) -> Any:
-    """uint16 bf16 bits [rows, cols] -> float32 values, into ``out`` (same shape).
+def decode_bf16(bits: Any, out: Any) -> None:
+    """uint16 bf16 bits -> float32 values, into ``out`` (both flat: numba's reshape calls its runtime).
 
     Outputs come from the caller, here and below: arrays allocated inside a kernel come
     from fresh pages on every call (a page fault per 4 KiB, as much system time as the work).
     """
-    o = out.reshape(-1).view(np.uint32)
-    b = bits.reshape(-1)
-    for i in range(b.size):
-        o[i] = np.uint32(b[i]) << 16
-    return out
+    o = out.view(np.uint32)
+    for i in range(bits.size):
+        o[i] = np.uint32(bits[i]) << 16
 
 
 _LANES = 64  # groups per tile in fit_bf16
 
 
 @_jit
-def fit_bf16(values: Any, group: int, levels: Any, same: Any, steps: Any, ok: Any, peaks: Any) -> None:
+def fit_bf16(
+    values: Any, group: int, levels: Any, same: Any, steps: Any, ok: Any, peaks: Any, tiles: Any, ltile: Any,
+    stile: Any, lanes: Any, ok_l: Any,
+) -> None:  # fmt: skip
     """The peak-at-level--8 pass of ``grid._recover_block`` for a bf16 model and bf16 scales.
 
-    Writes levels int8 and same (bitwise) bool, one per value, and steps float32, ok bool
+    ``values`` float32, flat. Writes levels int8 and same (bitwise) bool, one per value, and steps float32, ok bool
     and peaks float32 (for the step search), one per group (1-D arrays). Groups are taken ``_LANES`` at a time and
     transposed, so that each SIMD lane carries one group: max, min, level and compare
     run down the lanes with no per-group horizontal reduction (measured 20% faster than
@@ -87,22 +96,22 @@ def fit_bf16(values: Any, group: int, levels: Any, same: Any, steps: Any, ok: An
     float bits (integer reductions vectorize; float ones do not without fast-math): they
     pick the same values as numpy's max and min, except which zero when the peak is
     zero, and such a group is all zeros, with step 0 either way.
+
+    Scratch from the caller (nothing is allocated here: see ``native.py``): ``tiles`` float32 [2, group,
+    _LANES], ``ltile`` int8 and ``stile`` bool [group, _LANES], ``lanes`` float32 [5, _LANES], ``ok_l`` bool
+    [_LANES].
     """
-    flat = values.reshape(-1)
+    flat = values
     n = flat.size
     ng = n // group
-    tile = np.empty((group, _LANES), np.float32)
+    tile, ptile = tiles[0], tiles[1]
     tbits = tile.view(np.int32)
-    ptile = np.empty((group, _LANES), np.float32)
     pbits = ptile.view(np.int32)
-    ltile = np.empty((group, _LANES), np.int8)
-    stile = np.empty((group, _LANES), np.bool_)
-    top = np.empty(_LANES, np.int32)
-    bottom = np.empty(_LANES, np.int32)
-    step_l = np.empty(_LANES, np.float32)
-    inv_l = np.empty(_LANES, np.float32)
-    ok_l = np.empty(_LANES, np.bool_)
-    scratch = np.empty(2, np.float32)
+    top = lanes[0].view(np.int32)
+    bottom = lanes[1].view(np.int32)
+    step_l = lanes[2]
+    inv_l = lanes[3]
+    scratch = lanes[4]
     sbits = scratch.view(np.int32)
     for g0 in range(0, ng, _LANES):
         m = min(_LANES, ng - g0)
@@ -485,16 +494,16 @@ _CHUNK_GROUPS = 512  # groups per pass of _steps_from_keys (its arrays stay in L
 
 
 @_jit
-def repack_bf16(bits: Any, packed: Any, scales: Any, ok: Any, peaks: Any, scratch: Any) -> int:
+def repack_bf16(bits: Any, packed: Any, scales: Any, ok: Any, peaks: Any, scratch: Any, keys: Any) -> int:
     """One pass of ``recover_grid`` + ``pack_int4`` + ``encode_values`` for groups of 32 bf16 values.
 
     ``bits`` uint16 (all values, flat); writes ``packed`` uint8 (the int32 words' bytes, n/2), ``scales``
     uint16 (the steps' bf16 bits) and, per group, ``ok`` (on the grid with its peak at level -8, or all zero)
     and ``peaks`` float32 (for the step search of the others, whose packed bytes and scales the caller
-    rewrites). ``scratch``: float32 [3, _CHUNK_GROUPS]. Returns the values reconstructed bit for bit in ok groups.
+    rewrites). Scratch: ``scratch`` float32 [3, _CHUNK_GROUPS], ``keys`` uint16 [_CHUNK_GROUPS]. Returns the
+    values reconstructed bit for bit in ok groups.
     """
     ng = bits.size // 32
-    keys = np.empty(_CHUNK_GROUPS, np.uint16)
     step, inv = scratch[0], scratch[1]
     step_bits = step.view(np.uint32)
     hits = 0
@@ -515,7 +524,7 @@ def repack_bf16(bits: Any, packed: Any, scales: Any, ok: Any, peaks: Any, scratc
 @_jit_sum
 def check_packed_bf16(
     bits: Any, group: int, packed: Any, scales: Any, build_group: int, steps: Any, ok: Any, peaks: Any,
-    scratch: Any, out: Any,
+    scratch: Any, keys: Any, sums: Any, tops: Any, out: Any,
 ) -> None:  # fmt: skip
     """Grid-check of a pack-quantized build (bf16 scales) against bf16 reference values, in one pass.
 
@@ -523,15 +532,17 @@ def check_packed_bf16(
     bytes), ``scales`` uint16 (bf16 bits) per ``build_group`` values; both sizes multiples of 32 dividing the
     row. Writes per reference group ``steps`` (peak/-8), ``ok`` and ``peaks`` as ``repack_bf16``; adds to
     ``out`` float64 [bit-identical, groups bit-identical, off by a level in ok groups (the caller counts the
-    others with their searched step), max |diff| bits, sum |diff|]. ``scratch``: float32 [3, _CHUNK_GROUPS].
+    others with their searched step), max |diff| bits, sum |diff|]. Scratch: ``scratch`` float32 [3,
+    _CHUNK_GROUPS], ``keys`` uint16 [_CHUNK_GROUPS], ``sums`` float64 [8], ``tops`` int32 [32].
     """
     chunks, build_chunks = group // 32, build_group // 32
     ng = bits.size // group
-    keys = np.empty(_CHUNK_GROUPS, np.uint16)
     step, inv, scale = scratch[0], scratch[1], scratch[2]
     scale_bits = scale.view(np.uint32)
-    sums = np.zeros(8, np.float64)
-    tops = np.zeros(32, np.int32)
+    for lane in range(8):
+        sums[lane] = 0.0
+    for lane in range(32):
+        tops[lane] = 0
     tiny = np.float32(1e-45)
     identical = groups_identical = off = 0
     scale_index, scale_left = 0, build_chunks
@@ -573,7 +584,10 @@ def check_packed_bf16(
     out[0] += identical
     out[1] += groups_identical
     out[2] += off
-    out[3] = max(out[3], tops.max())
+    top = np.int32(0)
+    for lane in range(32):  # not tops.max(): its empty-array check is an exception path
+        top = max(top, tops[lane])
+    out[3] = max(out[3], top)
     out[4] += sums.sum()
 
 
@@ -582,20 +596,36 @@ def check_packed_bf16(
 _PEAK_LEVELS = np.array((7, -7, 6, -6, 5, -5, 4, -4, 3, -3, 2, -2, 1, -1), np.float64)  # grid._PEAK_LEVELS
 
 
+@intrinsic
+def _f32_bits(typingctx: Any, value: Any) -> Any:
+    """The bits of a float32, as a uint32 (a bit cast: no array to view, no allocation)."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], _I32)
+
+    return types.uint32(types.float32), codegen
+
+
+@intrinsic
+def _f32_of_bits(typingctx: Any, bits: Any) -> Any:
+    """The float32 whose bits are the uint32 ``bits``."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], _F32)
+
+    return types.float32(types.uint32), codegen
+
+
 @_jit
 def _bf16_value(bits: Any) -> Any:
     """bf16 bits (an int 0..0xFFFF) as a float32 value."""
-    out = np.empty(1, np.uint32)
-    out[0] = np.uint32(bits) << np.uint32(16)
-    return out.view(np.float32)[0]
+    return _f32_of_bits(np.uint32(bits) << np.uint32(16))
 
 
 @_jit
 def _bf16_bits_of(value: Any) -> int:
     """``grid.f32_to_bf16_bits`` of one float32 value (NaN quieted)."""
-    box = np.empty(1, np.float32)
-    box[0] = value
-    return int(_bf16_round_bits(box.view(np.uint32)[0]) >> np.uint32(16))
+    return int(_bf16_round_bits(_f32_bits(np.float32(value))) >> np.uint32(16))
 
 
 @_jit
@@ -603,8 +633,6 @@ def _fits(x: Any, step: Any, levels: Any, same: Any, write: bool) -> bool:
     """``grid._fit`` of one group at one bf16 step: whether every value reconstructs as a number; with
     ``write``, its levels and bit-for-bit flags. Stops at the first value that does not (unless writing)."""
     safe = np.float32(1) if step == np.float32(0) else step
-    box = np.empty(2, np.float32)
-    bits = box.view(np.uint32)
     ok = True
     for j in range(x.size):
         q = np.rint(x[j] / safe)
@@ -612,13 +640,11 @@ def _fits(x: Any, step: Any, levels: Any, same: Any, write: bool) -> bool:
         finite = np.isfinite(q)
         q = q if finite else np.float32(0)
         clipped = min(max(q, np.float32(-8)), np.float32(7)) + np.float32(0)
-        box[0] = clipped * step
-        bits[0] = _bf16_round_bits(bits[0])
-        box[1] = x[j]
-        good = (q == clipped) and finite and (box[0] == box[1])
+        recon_bits = _bf16_round_bits(_f32_bits(np.float32(clipped * step)))
+        good = (q == clipped) and finite and (_f32_of_bits(recon_bits) == x[j])
         if write:
             levels[j] = np.int8(clipped)
-            same[j] = bits[0] == bits[1]
+            same[j] = recon_bits == _f32_bits(x[j])
         elif not good:
             return False
         ok &= good
@@ -626,15 +652,15 @@ def _fits(x: Any, step: Any, levels: Any, same: Any, write: bool) -> bool:
 
 
 @_jit
-def search_bf16(values: Any, peaks: Any, steps: Any, levels: Any, found: Any, same: Any) -> None:
+def search_bf16(
+    values: Any, peaks: Any, steps: Any, levels: Any, found: Any, same: Any, trial_levels: Any, trial_same: Any
+) -> None:
     """``grid._search_steps`` for bf16 values and steps, group by group: values float32 [k, group], peaks
     float32 [k]; for a group on a grid, writes its step, levels, bit-for-bit flags and found=True (the others
     are left as they are). Candidates in the same order (peak/m for m in _PEAK_LEVELS, then one bf16 ulp
     below and above); the first that reconstructs every value as a number is kept until one reconstructs
-    them bit for bit."""
+    them bit for bit. Scratch: ``trial_levels`` int8 and ``trial_same`` bool [group]."""
     group = values.shape[1]
-    trial_levels = np.empty(group, np.int8)
-    trial_same = np.empty(group, np.bool_)
     for i in range(values.shape[0]):
         x = values[i]
         numeric = False
@@ -646,11 +672,14 @@ def search_bf16(values: Any, peaks: Any, steps: Any, levels: Any, found: Any, sa
                 if not _fits(x, step, trial_levels, trial_same, False):
                     continue
                 _fits(x, step, trial_levels, trial_same, True)
-                exact = bool(trial_same.all())
+                exact = True
+                for j in range(group):
+                    exact &= trial_same[j]
                 if exact or not numeric:
                     steps[i] = step
-                    levels[i] = trial_levels
-                    same[i] = trial_same
+                    for j in range(group):  # element by element: an array assignment may copy (allocate)
+                        levels[i, j] = trial_levels[j]
+                        same[i, j] = trial_same[j]
                     numeric = True
                 if exact:
                     break
