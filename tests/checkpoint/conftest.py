@@ -1,4 +1,5 @@
-"""Checkpoint fixtures: a generated -qat-q4_0-unquantized directory and a fake hub on 127.0.0.1.
+"""Checkpoint fixtures: a generated -qat-q4_0-unquantized directory, a fake hub on 127.0.0.1, and a private
+cache directory for the kernels' object code (built once per test session, never in the user's cache).
 
 The fake hub serves real files under /{repo}/resolve/{revision}/{path} with
 HTTP Range support and counts the bytes it sends per file, so tests can assert
@@ -15,7 +16,19 @@ from pathlib import Path
 
 import pytest
 
+from gemmaserve.checkpoint import grid
 from tests.checkpoint.builders import write_unquantized
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kernel_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """XDG_CACHE_HOME for the session: the first test that needs the compiled kernels builds their object there."""
+    home = tmp_path_factory.mktemp("xdg-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(home))
+        grid._load_native.cache_clear()
+        yield home / "gemmaserve" / "kernels"
+    grid._load_native.cache_clear()
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,11 @@
 """The compiled kernels (numba) give what the numpy reference path gives: same levels, steps, flags and
-counts, bit for bit (the float64 sum of |diff| only to rounding), same repacked files, same reports."""
+counts, bit for bit (the float64 sum of |diff| only to rounding), same repacked files, same reports;
+loaded either way: from the cached object through llvmlite (``native``) and through numba's dispatchers."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import numpy as np
@@ -11,17 +13,27 @@ import pytest
 
 from gemmaserve.checkpoint import grid, grid_check, repack_checkpoint
 from gemmaserve.checkpoint.gridcheck import GridCheckReport
+from gemmaserve.checkpoint.native import NativeKernels
 from gemmaserve.errors import OffGrid
 from tests.checkpoint.builders import write_awq_build, write_grid_reference, write_requantized_build
 
 pytest.importorskip("numba")
 
 
+@pytest.fixture(params=["numba", "numba-dispatch"], ids=["native", "dispatch"], autouse=True)
+def compiled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs twice: with the kernels loaded from the cached object, and with numba's dispatchers."""
+    monkeypatch.setenv(grid.KERNEL_ENV, request.param)
+    assert isinstance(grid.kernels(), NativeKernels) == (request.param == "numba"), grid.native_failure
+    return str(request.param)
+
+
 def _both(monkeypatch: pytest.MonkeyPatch, fn):  # type: ignore[no-untyped-def]
+    compiled = os.environ[grid.KERNEL_ENV]
     monkeypatch.setenv(grid.KERNEL_ENV, "numpy")
     assert grid.kernel_name() == "numpy"
     slow = fn()
-    monkeypatch.setenv(grid.KERNEL_ENV, "numba")
+    monkeypatch.setenv(grid.KERNEL_ENV, compiled)
     assert grid.kernel_name() == "numba"
     return slow, fn()
 
@@ -167,7 +179,7 @@ def _awkward_bits(group: int, cols: int) -> np.ndarray:
     return grid.f32_to_bf16_bits(rows).reshape(rows.shape)
 
 
-def test_one_pass_packing_matches_the_numpy_path(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_pass_packing_matches_the_numpy_path(monkeypatch: pytest.MonkeyPatch, compiled: str) -> None:
     """pack_block_bf16 writes the packed words and scales the numpy path writes, group by group, and finds the
     same groups on the grid, off it, and with their peak elsewhere."""
     bits = _awkward_bits(32, 256)
@@ -175,7 +187,7 @@ def test_one_pass_packing_matches_the_numpy_path(monkeypatch: pytest.MonkeyPatch
     fit = grid.recover_grid(grid.decode_values(bits, "BF16"), model_dtype="BF16")
     words = grid.pack_int4(fit.levels).view(np.uint8).reshape(-1, 16)
     scale_bits = grid.encode_values(fit.steps, "BF16").reshape(-1)
-    monkeypatch.setenv(grid.KERNEL_ENV, "numba")
+    monkeypatch.setenv(grid.KERNEL_ENV, compiled)
     packed, scales = np.empty(bits.size // 2, np.uint8), np.empty(bits.size // 32, np.uint16)
     block = grid.pack_block_bf16(grid.kernels(), bits, packed, scales)
     on_grid = fit.on_grid.reshape(-1)
@@ -188,7 +200,7 @@ def test_one_pass_packing_matches_the_numpy_path(monkeypatch: pytest.MonkeyPatch
 
 @pytest.mark.parametrize(("ref_group", "build_group"), [(32, 32), (32, 128), (64, 32), (128, 256), (256, 64)])
 def test_one_pass_comparison_matches_the_numpy_path(
-    monkeypatch: pytest.MonkeyPatch, ref_group: int, build_group: int
+    monkeypatch: pytest.MonkeyPatch, compiled: str, ref_group: int, build_group: int
 ) -> None:
     """compare_packed_block_bf16 counts what recover_grid + GridComparison.add_packed count on the numpy path."""
     bits = _awkward_bits(ref_group, 256)
@@ -213,7 +225,7 @@ def test_one_pass_comparison_matches_the_numpy_path(
     with np.errstate(all="ignore"):  # inf and NaN scales: the numpy path warns, the counts are what matter
         slow.add_packed(packed, scales, build_group_size=build_group, scale_dtype="BF16",
                         reference=reference, reference_steps=fit.steps, group_size=ref_group)  # fmt: skip
-    monkeypatch.setenv(grid.KERNEL_ENV, "numba")
+    monkeypatch.setenv(grid.KERNEL_ENV, compiled)
     fast, on_grid, peak_elsewhere = grid.compare_packed_block_bf16(
         grid.kernels(), bits, ref_group, packed, grid.encode_values(scales, "BF16"), build_group
     )
