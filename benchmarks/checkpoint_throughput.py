@@ -8,12 +8,15 @@ grid-check over a (loopback) hub with the bytes it fetched; and the bytes `check
 Writes a -qat-q4_0-unquantized-style checkpoint (bf16 values on the q4_0 grid) under --workdir. Each
 measurement runs in a fresh child interpreter (so VmHWM is that phase's peak RSS), and rounds
 interleave every implementation (the machine is shared: compare within a round, quote medians):
-``before`` is --before REV's src/ (git archive), ``numpy`` and ``numba`` are this tree with
-GEMMASERVE_CHECKPOINT_KERNEL set. Every repack's files must hash the same and every grid-check
-must report the same counts, else the run fails. Each round also runs every implementation on a
-one-tensor (32 MiB) checkpoint: a run's fixed cost (interpreter work, loading the kernels), so that
-``marginal_gb_per_s`` (the GB beyond that tensor over the seconds beyond it) is what a 50 GB checkpoint
-sees. ``--impls numba --no-hub`` for quick runs. Prints one JSON document.
+``before`` is --before REV's src/ (git archive), ``numpy``, ``numba`` and ``numba-dispatch`` are this
+tree with GEMMASERVE_CHECKPOINT_KERNEL set (``numba``: the one-pass kernels loaded from their cached
+object through llvmlite, no numba import; ``numba-dispatch``: through numba's dispatchers, as before).
+Every repack's files must hash the same and every grid-check must report the same counts, else the run
+fails; every ``numba`` run must have loaded the cached object and not imported numba. Each round also
+runs every implementation on a one-tensor (32 MiB) checkpoint: a run's fixed cost (interpreter work,
+loading the kernels), so that ``marginal_gb_per_s`` (the GB beyond that tensor over the seconds beyond it)
+is what a 50 GB checkpoint sees; ``process_s`` is the child's whole life (interpreter start and imports
+included). ``--impls numba --no-hub`` for quick runs. Prints one JSON document.
 """
 
 from __future__ import annotations
@@ -87,24 +90,29 @@ def run_phase(code: str, *, pythonpath: str | None = None, env: dict[str, str] |
         "u0 = resource.getrusage(resource.RUSAGE_SELF); t0 = time.perf_counter()\n"
     )
     epilogue = (
-        "\nu1 = resource.getrusage(resource.RUSAGE_SELF)\n"
-        "print(json.dumps({'work_s': time.perf_counter() - t0,"
+        "\nu1 = resource.getrusage(resource.RUSAGE_SELF); t1 = time.perf_counter(); import sys\n"
+        "from gemmaserve.checkpoint import grid as _grid\n"
+        "print(json.dumps({'work_s': t1 - t0,"
         " 'cpu_s': (u1.ru_utime - u0.ru_utime) + (u1.ru_stime - u0.ru_stime),"
-        " 'module': gemmaserve.__file__,"
+        " 'module': gemmaserve.__file__, 'numba_imported': 'numba' in sys.modules,"
+        " 'loader': type(_grid.kernels()).__name__,"
         " 'peak_rss_mib': int([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]) / 1024}))"
     )
     child_env = dict(os.environ, **(env or {}))
     if pythonpath:
         child_env["PYTHONPATH"] = pythonpath
+    started = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-c", prelude + code + epilogue], check=True, capture_output=True, text=True, env=child_env
     ).stdout
+    process_s = time.perf_counter() - started
     lines = out.strip().splitlines()
     result = json.loads(lines[0])
     measured = json.loads(lines[-1])
     result.update(
-        wall_s=round(measured["work_s"], 3), cpu_s=round(measured["cpu_s"], 3),
+        wall_s=round(measured["work_s"], 3), cpu_s=round(measured["cpu_s"], 3), process_s=round(process_s, 3),
         peak_rss_mib=round(measured["peak_rss_mib"], 1), module=measured["module"],
+        numba_imported=measured["numba_imported"], loader=measured["loader"],
     )  # fmt: skip
     return result
 
@@ -213,7 +221,9 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="reuse a checkpoint already generated under --workdir")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument(
-        "--impls", default="before,numpy,numba", help="which of before, numpy, numba to measure (comma-separated)"
+        "--impls",
+        default="before,numpy,numba-dispatch,numba",
+        help="which of before, numpy, numba-dispatch, numba to measure (comma-separated)",
     )
     parser.add_argument("--no-hub", action="store_true", help="skip the loopback hub and inspect measurements")
     args = parser.parse_args()
@@ -229,6 +239,8 @@ def main() -> None:
         impls["before"] = (str(export_tree(args.before, args.workdir / "before")), {})
     if "numpy" in wanted:
         impls["numpy"] = (here, {"GEMMASERVE_CHECKPOINT_KERNEL": "numpy"})
+    if "numba-dispatch" in wanted:
+        impls["numba-dispatch"] = (here, {"GEMMASERVE_CHECKPOINT_KERNEL": "numba-dispatch"})
     numba = (here, {"GEMMASERVE_CHECKPOINT_KERNEL": "numba"})
     if "numba" in wanted:
         impls["numba"] = numba
@@ -257,6 +269,7 @@ def main() -> None:
     build_bytes = sum(f.stat().st_size for f in out_files)
     cat_seconds(src_files + out_files)  # warm the page cache
     walls: dict[str, list[float]] = {}
+    processes: dict[str, list[float]] = {}
     cpus: dict[str, list[float]] = {}
     rss: dict[str, float] = {}
     answers: dict[str, set[str]] = {"repack": set(), "grid_check": set()}
@@ -283,7 +296,10 @@ def main() -> None:
                 (f"repack_{name}", r), (f"grid_check_{name}", c),
                 (f"repack_{name}_one_tensor", r1), (f"grid_check_{name}_one_tensor", c1),
             ):  # fmt: skip
+                if name == "numba" and (m["numba_imported"] or m["loader"] != "NativeKernels"):
+                    raise SystemExit(f"{phase} did not run on the cached object: {m}")
                 walls.setdefault(phase, []).append(m["wall_s"])
+                processes.setdefault(phase, []).append(m["process_s"])
                 cpus.setdefault(phase, []).append(m["cpu_s"])
                 rss[phase] = max(rss.get(phase, 0.0), m["peak_rss_mib"])
         # Last in the round (it drains the disk's write allowance): writing the build's bytes durably.
@@ -301,6 +317,8 @@ def main() -> None:
             "wall_s": [round(w, 3) for w in ws],
             "gb_per_s": round(gb / statistics.median(ws), 3),
         }
+        if phase in processes:
+            entry["process_s_median"] = _median(processes[phase])
         if phase in cpus:
             entry.update(cpu_s_median=_median(cpus[phase]), cpu_s_per_gb=round(statistics.median(cpus[phase]) / gb, 3),
                          peak_rss_mib=rss[phase])  # fmt: skip
