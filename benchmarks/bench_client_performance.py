@@ -21,7 +21,7 @@ loop-lag guard on; a saturated client stops with ClientSaturated. Each server pr
 also answers on a port of its own, so the server's records are read from all of them.
 Each request's TTFT is split at the server's two stamps (``gemmaserve.testing.truth``): the
 trip to the server's handler, the server's TTFT, the trip back to the client's read.
-``--client-cpus``/``--server-cpus`` keep the two sides on separate cores.
+``--client-cpus``/``--server-cpus`` keep the two sides on separate cores (--scale and --side-by-side).
 
     python benchmarks/bench_client_performance.py [--quick] [--guidellm /tmp/gl] [--vllm /tmp/vl] \
         [--side-by-side] [--scale] [--scale-levels 2048:8:8] [--client-cpus 8-15 --server-cpus 0-7] \
@@ -479,13 +479,24 @@ def _vllm_dist_alias(venv: Path) -> None:
 
 
 def side_by_side(
-    tool: str, venv: Path | None, streams: int, tokens: int, itl_s: float, ttft_s: float, processes: int
+    tool: str,
+    venv: Path | None,
+    streams: int,
+    tokens: int,
+    itl_s: float,
+    ttft_s: float,
+    processes: int,
+    *,
+    client_cpus: set[int] | None = None,
+    server_cpus: set[int] | None = None,
 ) -> dict[str, Any]:
     requests = streams if streams >= 16 else 5
     out = Path(f"/tmp/gemmaserve-sbs-{tool}-{streams}.json")
     out.unlink(missing_ok=True)
     env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "VLLM_NO_USAGE_STATS": "1", "TRANSFORMERS_OFFLINE": "1"}
-    with start_mock_process(MockConfig(ttft_s=ttft_s, itl_s=itl_s, record=True)) as server:
+    with _on_cpus(server_cpus):
+        server = start_mock_process(MockConfig(ttft_s=ttft_s, itl_s=itl_s, record=True))
+    with server, _on_cpus(client_cpus):
         if tool == "gemmaserve":
             command = _client_command_gemmaserve(server.url, streams, requests, tokens, out, processes)
             env = {**os.environ}
@@ -710,8 +721,8 @@ def main() -> int:
         default="256:1:1,512:1:1,512:2:1,1024:2:1,2048:2:1,2048:2:2",
         help="--scale runs: streams:client processes:server processes, comma-separated",
     )
-    parser.add_argument("--client-cpus", type=_cpu_list, help="--scale: the client's cores, e.g. 8-15 (taskset's form)")
-    parser.add_argument("--server-cpus", type=_cpu_list, help="--scale: the mock server's cores, e.g. 0-7")
+    parser.add_argument("--client-cpus", type=_cpu_list, help="the client's cores, e.g. 8-15 (taskset's form)")
+    parser.add_argument("--server-cpus", type=_cpu_list, help="the mock server's cores, e.g. 0-7")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/client_performance.json"))
     args = parser.parse_args()
 
@@ -738,7 +749,10 @@ def main() -> int:
             for tool, venv in tools:
                 if tool != "gemmaserve" and venv is None:
                     continue
-                row = side_by_side(tool, venv, streams, 128, 0.02, 0.03, min(args.processes, streams))
+                row = side_by_side(
+                    tool, venv, streams, 128, 0.02, 0.03, min(args.processes, streams),
+                    client_cpus=args.client_cpus, server_cpus=args.server_cpus,
+                )  # fmt: skip
                 row["load_average"] = os.getloadavg()
                 print(json.dumps(row)[:1500], flush=True)
                 results["side_by_side"].append(row)
