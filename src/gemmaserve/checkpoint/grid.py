@@ -9,8 +9,8 @@ the group reconstructs exactly as dtype(q * step). No I/O here.
 
 For bf16 tensors the hot loops run in compiled kernels (``kernels.py``, numba) when
 numba is installed; the one-pass ones load from a cached object through llvmlite
-alone when they can (``native.py``: a run then never imports numba), numba's
-dispatchers otherwise. The numpy code here is the reference implementation, the
+alone when they can (``native.py``: a bf16 repack or grid-check then never imports
+numba), numba's dispatchers otherwise. The numpy code here is the reference implementation, the
 fallback, and what the tests hold the kernels to (GEMMASERVE_CHECKPOINT_KERNEL=numpy
 forces it; =numba-dispatch skips the cached object).
 """
@@ -67,8 +67,12 @@ def _load_native() -> NativeKernels | None:
 def kernels() -> Kernels | None:
     """The compiled kernels, or None for the numpy path (numba missing, or GEMMASERVE_CHECKPOINT_KERNEL=numpy).
 
+    The cached object's (``native.NativeKernels``: no numba import, ~0.05 s) unless it cannot be built or loaded or
+    GEMMASERVE_CHECKPOINT_KERNEL=numba-dispatch, else ``kernels.py`` through numba's dispatchers (~0.5 s to import
+    numba and load the first kernel). Same functions, same results either way.
+
     Raises:
-        MissingExtra: GEMMASERVE_CHECKPOINT_KERNEL=numba without numba installed.
+        MissingExtra: GEMMASERVE_CHECKPOINT_KERNEL=numba (or numba-dispatch) without numba installed.
     """
     choice = os.environ.get(KERNEL_ENV, "auto")
     if choice == "numpy":
