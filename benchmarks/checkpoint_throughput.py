@@ -203,9 +203,10 @@ def serve(repos: dict[str, Path]) -> tuple[ThreadingHTTPServer, dict[str, int]]:
             self.send_header("Content-Length", str(len(body)))
             if status == 206:
                 self.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
+            # Counted before sending: the client may read the counter as soon as it has the body.
+            sent[f"{repo}/{name}"] = sent.get(f"{repo}/{name}", 0) + len(body)
             self.end_headers()
             self.wfile.write(body)
-            sent[f"{repo}/{name}"] = sent.get(f"{repo}/{name}", 0) + len(body)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
