@@ -183,3 +183,11 @@ def test_a_wrong_array_is_refused_not_read(warm_object: Path) -> None:
         kernels.decode_bf16(np.zeros(128, np.uint16)[::2], np.zeros(64, np.float32))
     with pytest.raises(ValueError, match="not groups of 32"):
         kernels.repack_bf16(np.zeros(40, np.uint16), *[np.zeros(1)] * 6)
+
+
+def test_the_cache_lives_under_xdg_cache_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert native.default_cache_dir() == tmp_path / "gemmaserve" / "kernels"
+    for ignored in ("", "relative/dir"):  # the XDG spec: unset, empty or relative means ~/.cache
+        monkeypatch.setenv("XDG_CACHE_HOME", ignored)
+        assert native.default_cache_dir() == Path.home() / ".cache" / "gemmaserve" / "kernels"

@@ -53,7 +53,9 @@ def entry_symbol(name: str) -> str:
 
 
 def default_cache_dir() -> Path:
-    home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    home = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(home):  # the XDG spec: a relative value is to be ignored
+        home = str(Path.home() / ".cache")
     return Path(home) / "gemmaserve" / "kernels"
 
 
@@ -143,11 +145,13 @@ def _decode(data: bytes, key: str) -> _Cached | None:
     size = int.from_bytes(payload[:8], "little")
     try:
         header = json.loads(payload[8 : 8 + size])
-    except ValueError:
+        symbols = {str(name): str(header["symbols"][name]) for name in ENTRIES}
+        constants = {name: int(header["constants"][name]) for name in ("lanes", "chunk_groups")}
+    except (ValueError, TypeError, KeyError):
         return None
-    if header.get("key") != key or set(header.get("symbols", {})) != set(ENTRIES):
+    if header.get("key") != key:
         return None
-    return _Cached(payload[8 + size :], header["symbols"], header["constants"])
+    return _Cached(payload[8 + size :], symbols, constants)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
