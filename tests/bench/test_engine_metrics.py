@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 from collections.abc import AsyncIterator
 
@@ -173,3 +174,37 @@ def test_batch_bounds_concurrency_and_keeps_order(concurrency: int) -> None:
 def test_batch_rejects_zero_concurrency() -> None:
     with pytest.raises(ValueError):
         asyncio.run(run_batch(_Counting(), [], concurrency=0, clock=lambda: 0.0, timeout_s=1))
+
+
+class _FreezeWatching(_Counting):
+    """Notes how many objects the collector holds frozen while each request streams."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.frozen: list[int] = []
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Chunk]:
+        self.frozen.append(gc.get_freeze_count())
+        async for chunk in super().stream(request):
+            yield chunk
+
+
+def test_a_batch_runs_with_the_heap_before_it_frozen_and_leaves_the_collector_as_it_was() -> None:
+    """A full collection walks every object of the process: 17-31 ms for `bench measure`'s heap
+    here, and a send stalled 18.7 ms inside a 16-stream burst on the GPU host. Collected and
+    frozen before the clock starts, the objects alive before the batch are not walked during it."""
+    import time
+
+    assert gc.get_freeze_count() == 0
+    transport = _FreezeWatching()
+    requests = [(f"r{i}", ChatRequest(f"p{i}", 1)) for i in range(6)]
+
+    async def two_overlapping_batches() -> None:
+        await asyncio.gather(
+            run_batch(transport, requests[:3], concurrency=3, clock=time.perf_counter, timeout_s=5),
+            run_batch(transport, requests[3:], concurrency=3, clock=time.perf_counter, timeout_s=5),
+        )
+
+    asyncio.run(two_overlapping_batches())
+    assert len(transport.frozen) == 6 and min(transport.frozen) > 0
+    assert gc.get_freeze_count() == 0  # unfrozen once the last overlapping batch ended

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
+import gc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -196,6 +198,32 @@ async def run_request(
     )
 
 
+_batches_in_flight = 0
+
+
+@contextlib.contextmanager
+def _heap_frozen() -> Iterator[None]:
+    """Collect now, then freeze what is alive until the last overlapping batch ends.
+
+    A full collection walks every object of the process (17-31 ms for ``bench measure``'s
+    heap), stalling the loop wherever it falls: a send waited 18.7 ms inside a 16-stream burst.
+    Frozen objects are skipped by later collections (vLLM freezes its heap after warm-up for
+    the same reason: ``freeze_gc_heap`` in vllm/utils/gc_utils.py). Unfrozen afterwards, so a
+    long-lived process keeps collecting them.
+    """
+    global _batches_in_flight
+    if _batches_in_flight == 0:
+        gc.collect()
+        gc.freeze()
+    _batches_in_flight += 1
+    try:
+        yield
+    finally:
+        _batches_in_flight -= 1
+        if _batches_in_flight == 0:
+            gc.unfreeze()
+
+
 async def run_batch(
     transport: Transport,
     requests: Sequence[tuple[str, ChatRequest]],
@@ -233,16 +261,17 @@ async def run_batch(
             await asyncio.sleep(LAG_PROBE_INTERVAL_S)
             ticks.append((due, max(0.0, time.perf_counter() - due)))
 
-    probe_task = asyncio.create_task(probe()) if probe_lag else None
-    cpu_started = cpu_clock()
-    started_s = clock()
-    try:
-        outcomes = await asyncio.gather(*(one(request_id, request) for request_id, request in requests))
-    finally:
-        running = False
-        if probe_task is not None:
-            probe_task.cancel()
-    finished_s = clock()
+    with _heap_frozen():
+        probe_task = asyncio.create_task(probe()) if probe_lag else None
+        cpu_started = cpu_clock()
+        started_s = clock()
+        try:
+            outcomes = await asyncio.gather(*(one(request_id, request) for request_id, request in requests))
+        finally:
+            running = False
+            if probe_task is not None:
+                probe_task.cancel()
+        finished_s = clock()
     lags = [lateness for _, lateness in ticks]
     # The probe reads time.perf_counter; outcomes use ``clock``: only the same clock has a window.
     early = first_token_lags(ticks, outcomes) if clock is time.perf_counter else []
