@@ -424,7 +424,10 @@ def main(argv: list[str] | None = None) -> int:
         help="Skip steps 5 and 6 (warm the engine with other prompts instead) and run step 7 alone.",
     )
     parser.add_argument(
-        "--prompt-tokens", type=int, default=609, help="vllm bench serve's prompt length with --truth-only"
+        "--prompt-tokens",
+        type=int,
+        default=609,
+        help="vllm bench serve's prompt length with --truth-only when the warm-up's cannot be read",
     )
     parser.add_argument(
         "--truth-seed",
@@ -694,7 +697,6 @@ def main(argv: list[str] | None = None) -> int:
             ]
 
         if args.truth_only:  # the comparison of steps 5 and 6 is skipped; step 7 needs a warm engine
-            prompt_tokens = args.prompt_tokens
             run.command(
                 "warm_up",
                 bench_measure(
@@ -703,6 +705,11 @@ def main(argv: list[str] | None = None) -> int:
                 timeout_s=max(60.0, run.left_s() - 60),
                 env=env,
             )
+            # vllm bench serve's prompts as long as bench measure's, as the engine counted them
+            warm_up = run.raw / "warm-up" / "warm-up.json"
+            measured_tokens = mean_prompt_tokens(json.loads(warm_up.read_text())) if warm_up.exists() else None
+            prompt_tokens = measured_tokens or args.prompt_tokens
+            run.record["prompt_tokens"] = prompt_tokens
         else:
             decode = profile["decode"]
             measure_dir = run.raw / "gemmaserve-bench"
@@ -812,8 +819,8 @@ def main(argv: list[str] | None = None) -> int:
             label = f"vllm-c{level}"
             argv = [
                 *vllm_common,
-                "--seed",
-                seed,
+                "--seed",  # its random prompts depend on the seed alone: a seed per level, none cached
+                str(args.truth_seed * 10_000 + level),
                 "--save-detailed",
                 "--max-concurrency",
                 str(level),
