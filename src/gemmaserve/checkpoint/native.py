@@ -18,7 +18,6 @@ import os
 import platform
 import struct
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from gemmaserve.fileio import write_atomic
 
 if TYPE_CHECKING:
     from gemmaserve.checkpoint.native_build import BuiltKernels
@@ -154,21 +155,6 @@ def _decode(data: bytes, key: str) -> _Cached | None:
     return _Cached(payload[8 + size :], symbols, constants)
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Another run reading the file sees the old one or the new one whole, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def cache_path(cache_dir: Path, key: str) -> Path:
     return cache_dir / f"{key[:32]}.kernels"
 
@@ -208,7 +194,8 @@ def load_kernels(
             raise NativeKernelsUnavailable(f"building the kernels' object code failed: {exc}") from exc
         cached = _Cached(built.object_code, built.symbols, built.constants)
         try:
-            _write_atomically(path, _encode(key, cached))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, _encode(key, cached))  # another run sees the old file or the new one whole
         except OSError:
             pass  # a read-only cache dir: use the object now, build again next run
     with _link_lock:
