@@ -35,19 +35,18 @@ def ttft_splits(outcomes: Iterable[Outcome], records: Iterable[Mapping[str, Any]
     Raises ValueError when two records share a prompt: the join would be a guess.
     """
     by_key: dict[str, Mapping[str, Any]] = {}
-    for record in records:
-        key = record.get("prompt_key")
-        if key is None or not record["token_times_s"]:
+    for entry in records:
+        key = entry.get("prompt_key")
+        if key is None or not entry["token_times_s"]:
             continue
         if key in by_key:
             raise ValueError(f"two server records of the same prompt (key {key}): give every request its own prompt")
-        by_key[key] = record
+        by_key[key] = entry
     splits = []
     for outcome in outcomes:
-        found = by_key.get(prompt_key(outcome.request.prompt))
-        if found is None or not outcome.success or outcome.metrics is None or outcome.metrics.ttft_s is None:
+        record = by_key.get(prompt_key(outcome.request.prompt))
+        if record is None or not outcome.success or outcome.metrics is None or outcome.metrics.ttft_s is None:
             continue
-        record = found
         first_read_s = outcome.sent_s + outcome.metrics.ttft_s
         first_written_s = record["token_times_s"][0]
         splits.append(
