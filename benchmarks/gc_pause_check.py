@@ -3,8 +3,7 @@
 CPython's collector walks every tracked object of the process in a full (generation 2) collection:
 17-31 ms for ``bench measure``'s heap on the 2-core machine. When one falls inside a burst, the
 event loop stands still and the requests behind it leave late (a 16-stream burst on the GPU host
-had one send wait 18.7 ms). ``run_batch`` therefore collects and freezes the heap before its clock
-starts. This script makes a full collection due at the start of each burst (long-lived objects
+had one send wait 18.7 ms). ``run_batch`` therefore freezes the heap before its clock starts. This script makes a full collection due at the start of each burst (long-lived objects
 made, generation-1 collections counted up to the threshold, as a long-running client accumulates
 them) and runs the same 16-stream burst against the mock server with ``run_batch`` as shipped and
 with the freeze taken out, alternating, on this process's real heap (the CLI imported). Per burst:

@@ -191,8 +191,8 @@ class _FreezeWatching(_Counting):
 
 def test_a_batch_runs_with_the_heap_before_it_frozen_and_leaves_the_collector_as_it_was() -> None:
     """A full collection walks every object of the process: 17-31 ms for `bench measure`'s heap
-    here, and a send stalled 18.7 ms inside a 16-stream burst on the GPU host. Collected and
-    frozen before the clock starts, the objects alive before the batch are not walked during it."""
+    here, and a send stalled 18.7 ms inside a 16-stream burst on the GPU host. Frozen before the
+    clock starts, the objects alive before the batch are not walked during it."""
     import time
 
     assert gc.get_freeze_count() == 0
@@ -208,3 +208,26 @@ def test_a_batch_runs_with_the_heap_before_it_frozen_and_leaves_the_collector_as
     asyncio.run(two_overlapping_batches())
     assert len(transport.frozen) == 6 and min(transport.frozen) > 0
     assert gc.get_freeze_count() == 0  # unfrozen once the last overlapping batch ended
+
+
+def test_a_batch_never_walks_the_callers_heap_itself() -> None:
+    """Freezing is enough; a full collection of its own per batch costs a walk of the whole heap:
+    seconds in a long-lived process with a large one (the MCP server, this test process)."""
+    import time
+
+    full_collections: list[str] = []
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] == 2 and phase == "start":
+            full_collections.append(phase)
+
+    thresholds = gc.get_threshold()
+    gc.set_threshold(10**6, 10**6, 10**6)  # no automatic collection: any full one is the batch's own
+    gc.callbacks.append(watch)
+    try:
+        requests = [(f"r{i}", ChatRequest(f"p{i}", 1)) for i in range(4)]
+        asyncio.run(run_batch(_Counting(), requests, concurrency=4, clock=time.perf_counter, timeout_s=5))
+    finally:
+        gc.callbacks.remove(watch)
+        gc.set_threshold(*thresholds)
+    assert full_collections == []
