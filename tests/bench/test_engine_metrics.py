@@ -211,8 +211,8 @@ def test_a_batch_runs_with_the_heap_before_it_frozen_and_leaves_the_collector_as
 
 
 def test_a_batch_never_walks_the_callers_heap_itself() -> None:
-    """Freezing is enough; a full collection of its own per batch costs a walk of the whole heap:
-    seconds in a long-lived process with a large one (the MCP server, this test process)."""
+    """Freezing is enough; a full collection of its own per batch walks the whole heap, which
+    grows with a long-lived process (the MCP server, this test process)."""
     import time
 
     full_collections: list[str] = []

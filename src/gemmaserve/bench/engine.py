@@ -210,9 +210,9 @@ def _heap_frozen() -> Iterator[None]:
     Frozen objects are skipped by later collections, so one that falls inside the batch walks
     only what the batch made (vLLM freezes its heap after warm-up for the same reason:
     ``freeze_gc_heap`` in vllm/utils/gc_utils.py). No collection first: freezing is a list
-    splice, while collecting would cost a full walk per batch (seconds in a process with a
-    large heap, such as the MCP server after a long session), and the garbage frozen with the
-    rest is collected once the heap is unfrozen afterwards.
+    splice, while collecting would cost a full walk of the heap per batch (it grows with the
+    process: the MCP server after a long session, a test process), and the garbage frozen with
+    the rest is collected once the heap is unfrozen afterwards.
     """
     global _batches_in_flight
     if _batches_in_flight == 0:
