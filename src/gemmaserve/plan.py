@@ -18,7 +18,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
-from gemmaserve.capacity import GIB, kv_capacity, longest_context_that_fits
+from gemmaserve.capacity import GIB, in_flight_tokens, kv_capacity, longest_context_that_fits
 from gemmaserve.catalog import (
     Checkpoint,
     Gpu,
@@ -30,7 +30,14 @@ from gemmaserve.catalog import (
     resolve_model,
 )
 from gemmaserve.cost import usd_per_million_tokens
-from gemmaserve.engine_memory import EngineMemory, engine_memory
+from gemmaserve.engine_memory import (
+    LARGE_GPU_MIN_GIB,
+    SMALL_GPU_BATCHED,
+    TOWER_PARTS,
+    EngineMemory,
+    default_batch,
+    engine_memory,
+)
 from gemmaserve.request_model import ActionRequest, ServingSettings
 from gemmaserve.vllm_releases import (
     DEFAULT_SERIES,
@@ -214,6 +221,21 @@ def plan_deployment(
         )
     if memory.batched_tokens_raised_for_video:
         notes.append(f"vLLM raises --max-num-batched-tokens to {batched:,} to fit one video")
+    large_default = max_num_batched_tokens is None and default_batch(gpu_obj, release)[0] > SMALL_GPU_BATCHED
+    if large_default and capacity.kv_cache_tokens:
+        small = kv_capacity(
+            max(0.0, budget_gib) * GIB,
+            geometry,
+            max_model_len=max_model_len,
+            max_num_batched_tokens=SMALL_GPU_BATCHED,
+            release=release,
+        )
+        notes.append(
+            f"vLLM's defaults for a GPU of {LARGE_GPU_MIN_GIB:g} GiB or more: {seqs:,} sequences and {batched:,} "
+            f"batched tokens, so each request's sliding layers reserve {in_flight_tokens(release, batched):,} "
+            f"in-flight tokens; --max-num-batched-tokens {SMALL_GPU_BATCHED} gives about "
+            f"{small.kv_cache_tokens:,} KV tokens"
+        )
     if memory.estimated_terms:
         notes.append("estimated: " + "; ".join(memory.estimated_terms))
     if release.sizing == "after-warmup":
@@ -237,8 +259,6 @@ def plan_deployment(
             f"GPU memory: weights {memory.weights_gib:.2f} GiB + engine {overhead_gib:.2f} GiB exceed "
             f"{gpu_memory_utilization:g} × {gpu_obj.visible_memory_gib} GiB"
         )
-        if not language_model_only and any(p in checkpoint.parts_bytes for p in ("audio_tower", "vision_tower")):
-            binding += "; --language-model-only leaves the towers out"
     elif not capacity.fits_one_request:
         verdict = "does-not-fit"
         longest = longest_context_that_fits(
@@ -249,7 +269,24 @@ def plan_deployment(
             binding += f"; lower --max-model-len to {longest:,}"
         else:
             binding += "; no context fits: a smaller model, encoding or --max-num-batched-tokens"
-    elif swap_needed:
+    if (
+        verdict == "does-not-fit"
+        and binding
+        and _text_only_rescues(
+            model_obj,
+            checkpoint,
+            gpu_obj,
+            language_model_only=language_model_only,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            vllm_version=release.series,
+            first_start=first_start,
+        )
+    ):
+        binding += "; --language-model-only (no vision/audio towers) makes it fit"
+    if verdict == "fits" and swap_needed:
         verdict = "fits-with-swap"
         binding = (
             f"host RAM: loading needs {host_needed:.1f} GiB, the host has {host_ram:g} GiB; "
@@ -318,6 +355,37 @@ def plan_deployment(
         usd_per_million_output_tokens=round(usd_per_m, 3) if usd_per_m is not None else None,
         vllm_args=args,
     )
+
+
+def _text_only_rescues(
+    model: Model,
+    checkpoint: Checkpoint,
+    gpu: Gpu,
+    *,
+    language_model_only: bool,
+    max_model_len: int,
+    gpu_memory_utilization: float,
+    max_num_seqs: int | None,
+    max_num_batched_tokens: int | None,
+    vllm_version: str,
+    first_start: bool,
+) -> bool:
+    """Whether leaving the towers out turns a row that does not fit into one that does."""
+    if language_model_only or not any(part in checkpoint.parts_bytes for part in TOWER_PARTS):
+        return False
+    text_only = plan_deployment(
+        model,
+        checkpoint,
+        gpu,
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        language_model_only=True,
+        vllm_version=vllm_version,
+        first_start=first_start,
+    )
+    return text_only.fits
 
 
 _VERDICT_ORDER = {"fits": 0, "fits-with-swap": 1, "does-not-fit": 2, "not-servable": 3}

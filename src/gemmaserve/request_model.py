@@ -13,10 +13,11 @@ kept for scripts) ride along as a :class:`Cli` marker in the field's ``Annotated
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
 from pydantic.fields import FieldInfo
 
 from gemmaserve.errors import UsageError
@@ -104,9 +105,66 @@ def usage_error(model: type[BaseModel], exc: ValidationError) -> UsageError:
     return UsageError(first, hint=hint, problems=problems)
 
 
+@dataclass(frozen=True)
+class TokenCountMarker:
+    """Marks a field whose value may be written as vLLM writes token counts (``32k``, ``32K``)."""
+
+
+_TOKEN_SUFFIX_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_TOKEN_SUFFIX_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+TOKEN_COUNT_HELP = "Also 32k (32,000) or 32K (32,768), as vllm serve reads them."
+
+
+def parse_token_count(value: object) -> object:
+    """A token count as ``vllm serve`` reads one (``utils/argparse_utils.py:29`` ``human_readable_int``,
+    vLLM 0.30.0): a lower-case suffix is decimal (``25.6k`` = 25,600), an upper-case one binary
+    (``32K`` = 32,768, no decimals). Anything else is left for pydantic to judge (and refuse)."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text)
+    if match is None:
+        return int(text) if re.fullmatch(r"[+-]?\d+", text) else text
+    number, suffix = match.groups()
+    if suffix in _TOKEN_SUFFIX_DECIMAL:
+        return int(float(number) * _TOKEN_SUFFIX_DECIMAL[suffix])
+    if "." in number:
+        raise ValueError(f"decimals are not allowed with the binary suffix {suffix}: did you mean {text.lower()}?")
+    return int(number) * _TOKEN_SUFFIX_BINARY[suffix]
+
+
+def token_count(*, optional: bool = False, **constraints: Any) -> tuple[Any, ...]:
+    """The metadata of a token-count field: its bounds and help, ``32k``/``32K`` accepted from both front ends."""
+    description = constraints.pop("description")
+    minimum = constraints.get("ge", 1)
+    nothing: list[dict[str, str]] = [{"type": "null"}] if optional else []
+    if optional:
+        constraints = {}  # the bounds sit on the inner int (pydantic applies them to the whole union otherwise)
+    return (
+        TokenCountMarker(),
+        BeforeValidator(parse_token_count),
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {
+                        "type": "integer",
+                        "minimum": minimum,
+                        **({"maximum": constraints["le"]} if "le" in constraints else {}),
+                    },
+                    {"type": "string", "pattern": r"^\s*\d+(\.\d+)?[kmgt]\s*$|^\s*\d+[KMGT]\s*$"},
+                    *nothing,
+                ]
+            }
+        ),
+        Field(description=f"{description} {TOKEN_COUNT_HELP}", **constraints),
+    )
+
+
 # The serving terms that plan, doctor, serve start, preflight and deploy all take: one declaration, so a
 # flag has the same name, default and range everywhere (and the plan they describe is the same plan).
-MaxModelLen = Annotated[int, Field(ge=16, description="vLLM's --max-model-len: the context one request may use.")]
+MaxModelLen = Annotated[
+    int, *token_count(ge=16, description="vLLM's --max-model-len: the context one request may use.")
+]
 GpuMemoryUtilization = Annotated[
     float,
     Field(ge=0.05, le=0.99, description="vLLM's --gpu-memory-utilization: the share of GPU memory it may take."),
@@ -116,8 +174,12 @@ MaxNumSeqs = Annotated[
     Field(ge=1, description="vLLM's --max-num-seqs (default: vLLM's, 256 below 70 GiB, else 1,024)."),
 ]
 MaxNumBatchedTokens = Annotated[
-    int | None,
-    Field(ge=16, description="vLLM's --max-num-batched-tokens (default: vLLM's, 2,048 below 70 GiB, else 8,192)."),
+    Annotated[int, Field(ge=16)] | None,
+    *token_count(
+        optional=True,
+        ge=16,
+        description="vLLM's --max-num-batched-tokens (default: vLLM's, 2,048 below 70 GiB, else 8,192).",
+    ),
 ]
 LanguageModelOnly = Annotated[
     bool, Field(description="vLLM's --language-model-only: text only, no vision/audio towers loaded or profiled.")

@@ -14,7 +14,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from gemmaserve.bench.schema import ClientSettings, HardwareInfo, Percentiles
-from gemmaserve.request_model import ActionRequest, Cli
+from gemmaserve.request_model import ActionRequest, Cli, token_count
 
 LABEL_PATTERN = re.compile(r"[A-Za-z0-9._-]+")
 
@@ -75,17 +75,17 @@ class MeasureRequest(ActionRequest):
     out: Annotated[str, Cli(metavar="DIR"), Field(min_length=1, description="Directory for <label>.json files.")]
     label: Annotated[list[str] | None, _per_target("Short name (file name, tables)")] = None
     decode_calls: Annotated[int, Field(ge=0, description="Calls at each decode length (0 skips).")] = 5
-    decode_short: Annotated[int, Field(ge=1, description="Output tokens of the short decode calls.")] = 16
-    decode_long: Annotated[int, Field(ge=2, description="Output tokens of the long decode calls.")] = 512
+    decode_short: Annotated[int, *token_count(ge=1, description="Output tokens of the short decode calls.")] = 16
+    decode_long: Annotated[int, *token_count(ge=2, description="Output tokens of the long decode calls.")] = 512
     concurrency: Concurrency = [1, 4, 16]  # noqa: RUF012 - pydantic copies a default per instance
     repeats: Annotated[int, Field(ge=0, description="Repeats per load level (0 skips load).")] = 3
-    input_tokens: Annotated[int, Field(ge=1, description="Prompt words per load request.")] = 128
-    output_tokens: Annotated[int, Field(ge=1, description="Output tokens per load request.")] = 256
+    input_tokens: Annotated[int, *token_count(ge=1, description="Prompt words per load request.")] = 128
+    output_tokens: Annotated[int, *token_count(ge=1, description="Output tokens per load request.")] = 256
     requests_per_stream: Annotated[
         int, Field(ge=1, description="Load requests per concurrent stream in each repeat.")
     ] = 1
     quality_set: Annotated[str, Field(description="Question set, or 'none' to skip.")] = "published-40"
-    quality_max_tokens: Annotated[int, Field(ge=1, description="Output token limit of a quality answer.")] = 2048
+    quality_max_tokens: Annotated[int, *token_count(ge=1, description="Output token limit of a quality answer.")] = 2048
     quality_concurrency: Annotated[int, Field(ge=1, description="Quality questions in flight at once.")] = 8
     temperature: Annotated[float, Field(ge=0, description="Sampling temperature of every call.")] = 0.0
     ignore_eos: Annotated[bool, Field(description="Ask vLLM for exactly max_tokens on decode and load calls.")] = True

@@ -23,7 +23,7 @@ import click
 from pydantic.fields import FieldInfo
 
 from gemmaserve.errors import ConfirmationRequired
-from gemmaserve.request_model import ActionRequest, cli_marker, ordered_fields
+from gemmaserve.request_model import ActionRequest, TokenCountMarker, cli_marker, ordered_fields, parse_token_count
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -57,8 +57,29 @@ def _bounds(field: FieldInfo) -> dict[str, Any]:
     return bounds
 
 
+class TokenCountType(click.ParamType):  # type: ignore[type-arg]
+    """A token count as ``vllm serve`` reads one (``8192``, ``32k``, ``32K``); the request model checks its range."""
+
+    name = "tokens"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            parsed = parse_token_count(value)
+            return parsed if isinstance(parsed, int) else int(str(parsed))
+        except ValueError as exc:
+            self.fail(
+                f"{value!r} is not a token count ({exc})"
+                if "suffix" in str(exc)
+                else f"{value!r} is not a token count: write 8192, 32k (32,000) or 32K (32,768)",
+                param,
+                ctx,
+            )
+
+
 def click_type(field: FieldInfo) -> Any:
     """The click parameter type for one field (one element's type for a list field)."""
+    if any(isinstance(item, TokenCountMarker) for item in field.metadata):
+        return TokenCountType()
     annotation = _unwrap_optional(field.annotation)
     if is_list_field(field):
         annotation = _unwrap_optional(typing.get_args(annotation)[0])

@@ -137,10 +137,18 @@ def _render(table: PlanTable, *, wide: bool = False) -> None:
             width=width,
         )
         _say(out, f"  {table.next_command}", width=None)
+    elif any(row.fits for row in table.rows):
+        unpriced = sorted({row.gpu for row in table.rows if row.fits})
+        _say(
+            out,
+            f"{', '.join(unpriced)} fits, but has no listed price here: name an --instance or --platform "
+            "that carries it to rank by cost.",
+            width=width,
+        )
     else:
         _say(
             out,
-            "Nothing listed fits: try --language-model-only, a 4-bit encoding, a larger GPU or a shorter "
-            "--max-model-len.",
+            "Nothing listed fits: try a 4-bit encoding, a larger GPU, a shorter --max-model-len or, for "
+            "text alone, --language-model-only.",
             width=width,
         )

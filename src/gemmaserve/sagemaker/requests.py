@@ -16,7 +16,7 @@ from typing import Annotated, Any, ClassVar, Self, TypeVar
 from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from gemmaserve.errors import UsageError
-from gemmaserve.request_model import ActionRequest, Cli, DryRun, ServingSettings
+from gemmaserve.request_model import ActionRequest, Cli, DryRun, ServingSettings, token_count
 from gemmaserve.sagemaker.container import DEFAULT_AMI
 
 # A dry run plans the calls without a role; this ARN only fills the CreateModel it shows.
@@ -422,7 +422,7 @@ class InvokeRequest(StatusRequest):
 
     endpoint_name: EndpointName  # first: the positional arguments are ENDPOINT_NAME PROMPT
     prompt: Annotated[str, Cli(argument=True), Field(min_length=1, description="The user message.")]
-    max_tokens: Annotated[int, Field(ge=1, le=32768, description="Most tokens to generate.")] = 256
+    max_tokens: Annotated[int, *token_count(ge=1, le=32768, description="Most tokens to generate.")] = 256
     temperature: Annotated[float, Field(ge=0, description="Sampling temperature (0: greedy).")] = 0.0
     stream: Annotated[
         bool,

@@ -1,0 +1,148 @@
+"""What the plan table says around its rows: token counts as vLLM spells them, hints only where they help,
+"nothing fits" only when nothing does, and why vLLM's own defaults change a row."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from gemmaserve.cli import app
+from gemmaserve.errors import UsageError
+from gemmaserve.plan import PlanRequest, PlanRow, PlanTable, plan_deployment
+from gemmaserve.request_model import parse_token_count
+from tests.engine.conftest import engine_python
+from tests.mcp.conftest import call_tool
+
+# vLLM's own spellings (utils/argparse_utils.py human_readable_int): lower case decimal, upper case binary.
+TOKEN_SPELLINGS = {
+    "8192": 8192,
+    "32k": 32_000,
+    "32K": 32_768,
+    "25.6k": 25_600,
+    "1m": 1_000_000,
+    "2M": 2_097_152,
+    " 4k ": 4000,
+}
+
+
+@pytest.mark.parametrize(("text", "value"), TOKEN_SPELLINGS.items())
+def test_token_counts_read_as_vllm_reads_them(text: str, value: int) -> None:
+    assert parse_token_count(text) == value
+
+
+def test_a_decimal_with_a_binary_suffix_is_refused_as_vllm_refuses_it() -> None:
+    with pytest.raises(ValueError, match=r"did you mean 32\.5k"):
+        parse_token_count("32.5K")
+
+
+@pytest.mark.engine
+def test_our_reading_matches_the_real_vllm_parser() -> None:
+    python = engine_python()
+    if python is None:
+        pytest.skip("needs the engine venv (GEMMASERVE_ENGINE_PYTHON): vLLM's own human_readable_int")
+    code = (
+        "import json, sys\n"
+        "from vllm.utils.argparse_utils import human_readable_int\n"
+        "print(json.dumps({t: human_readable_int(t) for t in json.loads(sys.argv[1])}))"
+    )
+    done = subprocess.run(
+        [python, "-c", code, json.dumps(list(TOKEN_SPELLINGS))], capture_output=True, text=True, timeout=300, check=True
+    )
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == TOKEN_SPELLINGS
+
+
+def test_cli_plan_takes_32k_and_the_json_says_the_number() -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["plan", "--model", "e2b", "--gpu", "l4", "--max-model-len", "32K", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)["rows"]
+    assert {row["max_model_len"] for row in rows} == {32_768}
+    batched = runner.invoke(app, ["plan", "--model", "e2b", "--gpu", "l4", "--max-num-batched-tokens", "4k", "--json"])
+    assert {row["max_num_batched_tokens"] for row in json.loads(batched.output)["rows"]} == {4000}
+
+
+@pytest.mark.parametrize("bad", ["32.5K", "lots", "8", "-1k"])
+def test_cli_refuses_a_bad_token_count_with_exit_2(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from gemmaserve.cli.errors import run_with_error_mapping
+
+    assert run_with_error_mapping(app, ["plan", "--model", "e2b", "--max-model-len", bad], debug=False) == 2
+    err = capsys.readouterr().err
+    assert "max-model-len" in err and "Traceback" not in err
+
+
+def test_mcp_plan_takes_32k_and_refuses_junk() -> None:
+    from gemmaserve.mcp_server import build_server
+
+    server = build_server()
+    result = call_tool(server, "plan", {"model": ["e2b"], "gpu": ["l4"], "max_model_len": "32k"})
+    assert not result.is_error, result
+    assert result.structured_content is not None
+    assert {row["max_model_len"] for row in result.structured_content["rows"]} == {32_000}
+    bad = call_tool(server, "plan", {"model": ["e2b"], "gpu": ["l4"], "max_model_len": "32 thousand"})
+    assert bad.is_error
+
+
+def test_every_token_count_field_takes_the_short_spelling() -> None:
+    from gemmaserve.bench.requests import MeasureRequest
+    from gemmaserve.sagemaker.requests import InvokeRequest
+
+    assert (
+        MeasureRequest.parse({"targets": ["http://127.0.0.1:1"], "out": "x", "output_tokens": "1k"}).output_tokens
+        == 1000
+    )
+    assert InvokeRequest.parse({"endpoint_name": "e", "prompt": "p", "max_tokens": "2K"}).max_tokens == 2048
+    with pytest.raises(UsageError):
+        InvokeRequest.parse({"endpoint_name": "e", "prompt": "p", "max_tokens": "64K"})  # over its 32,768 limit
+    assert PlanRequest.parse({"max_num_batched_tokens": "2K"}).max_num_batched_tokens == 2048
+    assert PlanRequest.parse({}).max_num_batched_tokens is None
+
+
+def test_the_text_only_hint_appears_only_where_it_rescues_the_row() -> None:
+    rescued = plan_deployment("12b", "qat-w4a16", "t4", vllm_version="0.26")
+    assert not rescued.fits and rescued.binding_term is not None
+    assert "--language-model-only" in rescued.binding_term
+    assert plan_deployment("12b", "qat-w4a16", "t4", vllm_version="0.26", language_model_only=True).fits
+    hopeless = plan_deployment("31b", "bf16", "t4")
+    assert not hopeless.fits and hopeless.binding_term is not None
+    assert "--language-model-only" not in hopeless.binding_term
+    text_only = plan_deployment("e4b", "bf16", "t4", language_model_only=True)
+    assert not text_only.fits and "--language-model-only" not in (text_only.binding_term or "")
+
+
+def _render(table: PlanTable, capsys: pytest.CaptureFixture[str]) -> str:
+    from gemmaserve.cli.plan import _render as render
+
+    render(table)
+    return capsys.readouterr().out
+
+
+def _row(**changes: object) -> PlanRow:
+    return plan_deployment("e2b", "qat-w4a16", "l4").model_copy(update=changes)
+
+
+def test_nothing_fits_is_said_only_when_nothing_fits(capsys: pytest.CaptureFixture[str]) -> None:
+    unpriced = _row(instance=None, price_usd_per_hour=None, price_source=None, usd_per_million_output_tokens=None)
+    text = _render(PlanTable(rows=[unpriced], price_date="2025-06-01"), capsys)
+    assert "Nothing listed fits" not in text
+    assert "fits, but has no listed price" in text
+    misfit = _row(verdict="does-not-fit", fits=False, binding_term="GPU memory: too small")
+    text = _render(PlanTable(rows=[misfit], price_date="2025-06-01"), capsys)
+    assert "Nothing listed fits" in text
+
+
+def test_large_gpu_defaults_are_named_on_the_row_they_change() -> None:
+    h200 = plan_deployment("31b", "bf16", "h200", max_model_len=32768)
+    note = next(note for note in h200.notes if note.startswith("vLLM's defaults for a GPU of 70 GiB"))
+    assert "1,024 sequences and 8,192 batched tokens" in note and "16,384 in-flight tokens" in note
+    smaller = int(note.rsplit("gives about ", 1)[1].split()[0].replace(",", ""))
+    assert smaller > h200.kv_cache_tokens  # the smaller batch reserves less per request
+    for small in (
+        plan_deployment("31b", "bf16", "a100-80gb", max_model_len=32768),
+        plan_deployment("e2b", "bf16", "l4"),
+    ):
+        assert not any(note.startswith("vLLM's defaults for a GPU") for note in small.notes)
+    explicit = plan_deployment("31b", "bf16", "h200", max_model_len=32768, max_num_batched_tokens=8192)
+    assert not any(note.startswith("vLLM's defaults for a GPU") for note in explicit.notes)
