@@ -172,6 +172,34 @@ class Catalog(_Frozen):
         return self
 
 
+class SpeedRun(_Frozen):
+    """A measured decode run (``catalog/speed.toml``): the speed model's constants come from these."""
+
+    model: str
+    encoding: str
+    gpu: str
+    role: Literal["calibration", "check"]
+    vllm_version: str
+    platform: str
+    prompt_tokens: int
+    output_tokens: int
+    decode_tokens_per_s: float = Field(gt=0)
+    output_tokens_per_s: dict[int, float]
+    source: str
+
+
+class PlatformTerm(_Frozen):
+    """The fixed cost of one request on a platform, outside the engine (a SageMaker invoke, loopback)."""
+
+    call_s: float = Field(ge=0)
+    source: str
+
+
+class SpeedData(_Frozen):
+    runs: list[SpeedRun]
+    platforms: dict[str, PlatformTerm]
+
+
 def _read(name: str) -> dict[str, object]:
     text = resources.files("gemmaserve").joinpath("catalog", name).read_text(encoding="utf-8")
     return tomllib.loads(text)
@@ -214,6 +242,19 @@ def load_catalog() -> Catalog:
     except (KeyError, TypeError, ValueError, AssertionError, tomllib.TOMLDecodeError) as exc:
         raise CatalogError(
             f"The built-in catalog is inconsistent: {exc}",
+            hint="Reinstall gemmaserve; if it persists, report it with `gemmaserve env`.",
+        ) from exc
+
+
+@cache
+def load_speed_data() -> SpeedData:
+    """The measured decode runs and platform terms of ``catalog/speed.toml``, parsed once per process."""
+    try:
+        data = _read("speed.toml")
+        return SpeedData(runs=data["run"], platforms=data["platform"])  # type: ignore[arg-type]
+    except (KeyError, TypeError, ValueError, tomllib.TOMLDecodeError) as exc:
+        raise CatalogError(
+            f"The built-in speed data is inconsistent: {exc}",
             hint="Reinstall gemmaserve; if it persists, report it with `gemmaserve env`.",
         ) from exc
 

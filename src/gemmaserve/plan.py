@@ -16,8 +16,10 @@ from __future__ import annotations
 import math
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
+from gemmaserve.bench.schema import ClientSettings
+from gemmaserve.bench.speeds import MeasuredSpeed
 from gemmaserve.capacity import GIB, in_flight_tokens, kv_capacity, longest_context_that_fits
 from gemmaserve.catalog import (
     Checkpoint,
@@ -25,6 +27,7 @@ from gemmaserve.catalog import (
     Instance,
     Model,
     load_catalog,
+    load_speed_data,
     resolve_encoding,
     resolve_gpu,
     resolve_model,
@@ -38,7 +41,15 @@ from gemmaserve.engine_memory import (
     default_batch,
     engine_memory,
 )
-from gemmaserve.request_model import ActionRequest, ServingSettings
+from gemmaserve.request_model import ActionRequest, Cli, ServingSettings, token_count
+from gemmaserve.speed import (
+    CONCURRENCY_LEVELS,
+    SpeedPrediction,
+    Workload,
+    kv_stream_limit,
+    predict,
+    predict_from_measured,
+)
 from gemmaserve.vllm_releases import (
     DEFAULT_SERIES,
     resolve_release,
@@ -54,6 +65,11 @@ HOST_OS_RESERVE_GIB = 0.5
 INSTALL_DISK_GIB = 12.0
 COMPILE_CACHE_DISK_GIB = 1.0
 MIN_MAX_MODEL_LEN = 16
+
+# The workload speeds and $/M are predicted for: bench measure's load defaults, 16 streams.
+DEFAULT_CONCURRENCY = 16
+DEFAULT_INPUT_TOKENS = ClientSettings.model_fields["load_input_tokens"].default
+DEFAULT_OUTPUT_TOKENS = ClientSettings.model_fields["load_output_tokens"].default
 
 Verdict = Literal["fits", "fits-with-swap", "does-not-fit", "not-servable"]
 SortKey = Literal["cost", "fit"]
@@ -98,10 +114,20 @@ class PlanRow(BaseModel):
     decode_tokens_per_s: float | None
     usd_per_million_output_tokens: float | None
     vllm_args: list[str]
+    concurrency: int = DEFAULT_CONCURRENCY
+    output_tokens_per_s: float | None = None  # at ``concurrency`` streams
+    usd_per_million_low: float | None = None
+    usd_per_million_high: float | None = None
+    speed_source: str | None = None  # "predicted", or "measured: <where>"
+    speed: SpeedPrediction | None = None
 
 
 class PlanTable(BaseModel):
     rows: list[PlanRow]
+    concurrency: int = DEFAULT_CONCURRENCY
+    input_tokens: int = DEFAULT_INPUT_TOKENS
+    output_tokens: int = DEFAULT_OUTPUT_TOKENS
+    bench_files_unused: list[str] = []
     price_date: str
     vllm_version: str = DEFAULT_SERIES
     sort: SortKey = "fit"
@@ -135,7 +161,6 @@ def plan_deployment(
     gpu_memory_utilization: float = 0.9,
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
-    decode_tokens_per_s: float | None = None,
     language_model_only: bool = False,
     vllm_version: str | None = None,
     first_start: bool = True,
@@ -294,9 +319,6 @@ def plan_deployment(
         )
 
     price = instance.price if instance else None
-    usd_per_m = None
-    if price and decode_tokens_per_s:
-        usd_per_m = usd_per_million_tokens(price.usd_per_hour, decode_tokens_per_s)
     if price and price.estimated:
         notes.append(f"{instance.key if instance else ''} price is an estimate, not a recorded list price")
 
@@ -351,8 +373,8 @@ def plan_deployment(
         disk_gib=round(checkpoint_gib + INSTALL_DISK_GIB + COMPILE_CACHE_DISK_GIB, 1),
         price_usd_per_hour=price.usd_per_hour if price else None,
         price_source=f"{price.source} ({price.date})" if price else None,
-        decode_tokens_per_s=decode_tokens_per_s,
-        usd_per_million_output_tokens=round(usd_per_m, 3) if usd_per_m is not None else None,
+        decode_tokens_per_s=None,
+        usd_per_million_output_tokens=None,
         vllm_args=args,
     )
 
@@ -440,95 +462,104 @@ class PlanRequest(ServingSettings, ActionRequest):
     sort: Annotated[
         SortKey, Field(description="Fitting rows first (then $/h), or by $/M output tokens (then $/h).")
     ] = "fit"
+    concurrency: Annotated[int, Field(ge=1, description="Streams in flight that speeds and $/M are predicted for.")] = (
+        DEFAULT_CONCURRENCY
+    )
+    input_tokens: Annotated[int, *token_count(ge=1, description="Prompt tokens of a request, for speeds and $/M.")] = (
+        DEFAULT_INPUT_TOKENS
+    )
+    output_tokens: Annotated[int, *token_count(ge=1, description="Output tokens of a request, for speeds and $/M.")] = (
+        DEFAULT_OUTPUT_TOKENS
+    )
     decode_rate: Annotated[
-        float | None, Field(gt=0, description="A measured decode rate (output tokens/s) to price $/M output tokens.")
+        float | None,
+        Field(
+            gt=0,
+            description="A measured one-stream decode rate (tokens/s) of the one model, encoding and GPU asked "
+            "for: it replaces that row's predicted rate.",
+        ),
     ] = None
+    from_bench: Annotated[
+        str | None,
+        Cli(metavar="DIR"),
+        Field(
+            description="A `bench measure --out` folder: each result that names its --model, --encoding and --gpu "
+            "replaces the prediction for that row."
+        ),
+    ] = None
+
+    @model_validator(mode="after")
+    def _one_row_for_a_measured_rate(self) -> PlanRequest:
+        if self.decode_rate is None:
+            return self
+        one_gpu = self.instance is not None or len(self.gpu or []) == 1
+        if len(self.model or []) != 1 or len(self.encoding or []) != 1 or not one_gpu:
+            raise ValueError(
+                "a measured rate belongs to one model, encoding and GPU: name exactly one --model, --encoding "
+                "and --gpu (or --instance), or use --from-bench DIR for several"
+            )
+        return self
 
 
 def plan(request: PlanRequest) -> PlanTable:
-    """The plan table a :class:`PlanRequest` asks for."""
-    return plan_all(
-        models=request.model,
-        encodings=request.encoding,
-        gpus=request.gpu,
-        instance=request.instance,
-        platform=request.platform,
-        max_model_len=request.max_model_len,
-        gpu_memory_utilization=request.gpu_memory_utilization,
-        max_num_seqs=request.max_num_seqs,
-        max_num_batched_tokens=request.max_num_batched_tokens,
-        decode_tokens_per_s=request.decode_rate,
-        language_model_only=request.language_model_only,
-        vllm_version=request.vllm,
-        sort=request.sort,
-        first_start=not request.warm,
-    )
+    """Every model × encoding × GPU the request asks for (all of the catalog by default), sorted.
 
+    Without ``instance`` each GPU is planned on the cheapest single-GPU instance of ``platform``
+    that carries it, so host RAM and price are real terms of every row. Each fitting row gets its
+    predicted speeds (:mod:`gemmaserve.speed`), or measured ones from ``decode_rate`` /
+    ``from_bench``, and $/M output tokens at ``concurrency``. ``sort="cost"`` orders by that $/M.
 
-def plan_all(
-    *,
-    models: list[str] | None = None,
-    encodings: list[str] | None = None,
-    gpus: list[str] | None = None,
-    instance: str | None = None,
-    platform: Literal["ec2", "sagemaker"] = "ec2",
-    max_model_len: int = 8192,
-    gpu_memory_utilization: float = 0.9,
-    max_num_seqs: int | None = None,
-    max_num_batched_tokens: int | None = None,
-    decode_tokens_per_s: float | None = None,
-    language_model_only: bool = False,
-    vllm_version: str | None = None,
-    sort: SortKey = "fit",
-    first_start: bool = True,
-) -> PlanTable:
-    """Every model × encoding × GPU asked for (all of the catalog by default), sorted.
-
-    Without ``instance`` each GPU is planned on the cheapest single-GPU instance of
-    ``platform`` that carries it, so host RAM and price are real terms of every row.
-    ``sort="cost"`` orders by $/M output tokens (then $/h), ``"fit"`` fitting rows first.
+    Raises:
+        UnknownName: for names not in the catalog.
+        UsageError: for an unsupported vLLM version, or a ``from_bench`` that is no result folder.
     """
+    from gemmaserve.bench.speeds import BenchSpeeds, read_bench_speeds
     from gemmaserve.catalog import resolve_instance
 
     catalog = load_catalog()
+    vllm_version = request.vllm
     if vllm_version is not None:
         resolve_release(vllm_version)  # bad versions fail before any row
-    elif platform == "sagemaker" or (instance or "").strip().lower().startswith("ml."):
+    elif request.platform == "sagemaker" or (request.instance or "").strip().lower().startswith("ml."):
         vllm_version = sagemaker_image_series()
-    chosen_models = [resolve_model(name) for name in models] if models else list(catalog.models.values())
+    bench = read_bench_speeds(request.from_bench) if request.from_bench else BenchSpeeds()
+    chosen_models = [resolve_model(name) for name in request.model] if request.model else list(catalog.models.values())
     targets: list[tuple[Gpu, Instance | None]]
-    if instance is not None:
-        inst = resolve_instance(instance)
+    if request.instance is not None:
+        inst = resolve_instance(request.instance)
         targets = [(resolve_gpu(inst.gpu), inst)]
     else:
-        chosen_gpus = [resolve_gpu(name) for name in gpus] if gpus else list(catalog.gpus.values())
-        targets = [(gpu, smallest_instance(gpu, platform)) for gpu in chosen_gpus]
+        chosen_gpus = [resolve_gpu(name) for name in request.gpu] if request.gpu else list(catalog.gpus.values())
+        targets = [(gpu, smallest_instance(gpu, request.platform)) for gpu in chosen_gpus]
     rows: list[PlanRow] = []
     for model in chosen_models:
         checkpoints = (
-            [resolve_encoding(model, name) for name in encodings] if encodings else list(model.encodings.values())
+            [resolve_encoding(model, name) for name in request.encoding]
+            if request.encoding
+            else list(model.encodings.values())
         )
         for checkpoint in checkpoints:
             for gpu, target_instance in targets:
-                if max_model_len > model.geometry.max_position_embeddings:
+                if request.max_model_len > model.geometry.max_position_embeddings:
                     continue
-                rows.append(
-                    plan_deployment(
-                        model,
-                        checkpoint,
-                        gpu,
-                        instance=target_instance,
-                        max_model_len=max_model_len,
-                        gpu_memory_utilization=gpu_memory_utilization,
-                        max_num_seqs=max_num_seqs,
-                        max_num_batched_tokens=max_num_batched_tokens,
-                        decode_tokens_per_s=decode_tokens_per_s,
-                        language_model_only=language_model_only,
-                        vllm_version=vllm_version,
-                        first_start=first_start,
-                    )
+                row = plan_deployment(
+                    model,
+                    checkpoint,
+                    gpu,
+                    instance=target_instance,
+                    max_model_len=request.max_model_len,
+                    gpu_memory_utilization=request.gpu_memory_utilization,
+                    max_num_seqs=request.max_num_seqs,
+                    max_num_batched_tokens=request.max_num_batched_tokens,
+                    language_model_only=request.language_model_only,
+                    vllm_version=vllm_version,
+                    first_start=not request.warm,
                 )
-    rows.sort(key=lambda row: _sort_key(row, sort))
+                measured = bench.by_row.get((model.key, checkpoint.key, gpu.key))
+                if request.decode_rate is not None:
+                    measured = MeasuredSpeed(request.decode_rate, {}, "measured: --decode-rate")
+                rows.append(with_speed(row, request, measured))
+    rows.sort(key=lambda row: _sort_key(row, request.sort))
     fitting = [i for i, row in enumerate(rows) if row.fits and row.price_usd_per_hour is not None]
     cheapest = min(fitting, key=lambda i: _sort_key(rows[i], "cost"), default=None)
     series = {row.vllm_version for row in rows}
@@ -536,7 +567,85 @@ def plan_all(
         rows=rows,
         price_date=catalog.price_date,
         vllm_version=series.pop() if len(series) == 1 else resolve_release(vllm_version).series,
-        sort=sort,
+        sort=request.sort,
         cheapest_fit=cheapest,
         next_command=next_command(rows[cheapest]) if cheapest is not None else None,
+        concurrency=request.concurrency,
+        input_tokens=request.input_tokens,
+        output_tokens=request.output_tokens,
+        bench_files_unused=bench.unused,
+    )
+
+
+def with_speed(row: PlanRow, request: PlanRequest, measured: MeasuredSpeed | None) -> PlanRow:
+    """``row`` with its speeds and $/M at the request's concurrency: predicted, or from ``measured``.
+    Rows that do not fit get neither."""
+    if not row.fits:
+        return row
+    catalog = load_catalog()
+    model = catalog.models[row.model]
+    checkpoint = model.encodings[row.encoding]
+    gpu = catalog.gpus[row.gpu]
+    data = load_speed_data()
+    platform = "sagemaker" if (row.instance or "").startswith("ml.") else "vm"
+    workload = Workload(request.input_tokens, request.output_tokens, data.platforms[platform].call_s)
+    pool = kv_capacity(
+        row.kv_budget_gib * GIB,
+        model.geometry,
+        max_model_len=min(row.max_model_len, request.input_tokens + request.output_tokens),
+        max_num_batched_tokens=row.max_num_batched_tokens,
+        release=resolve_release(row.vllm_version),
+    )
+    limit = kv_stream_limit(pool.max_concurrency, row.max_num_seqs)
+    levels = sorted({*CONCURRENCY_LEVELS, request.concurrency})
+    if measured is None:
+        speed = predict(
+            model.geometry,
+            checkpoint,
+            gpu,
+            data,
+            catalog.gpus,
+            workload=workload,
+            concurrency=levels,
+            stream_limit=limit,
+        )
+    else:
+        speed = predict_from_measured(
+            model.geometry,
+            checkpoint,
+            gpu,
+            data,
+            catalog.gpus,
+            decode_tokens_per_s=measured.decode_tokens_per_s,
+            measured_levels=measured.output_tokens_per_s,
+            source=measured.source,
+            workload=workload,
+            concurrency=levels,
+            stream_limit=limit,
+        )
+    rate = speed.output_tokens_per_s[request.concurrency]
+    price = row.price_usd_per_hour
+
+    def per_million(tokens_per_s: float) -> float | None:
+        return round(usd_per_million_tokens(price, tokens_per_s), 3) if price and tokens_per_s > 0 else None
+
+    notes = list(row.notes)
+    if speed.effective_concurrency[request.concurrency] < request.concurrency:
+        notes.append(
+            f"at most {speed.effective_concurrency[request.concurrency]} of {request.concurrency} streams run at once "
+            f"(--max-num-seqs {row.max_num_seqs}, or the KV pool at {request.input_tokens + request.output_tokens:,} "
+            "tokens a request): the rest wait"
+        )
+    return row.model_copy(
+        update={
+            "concurrency": request.concurrency,
+            "decode_tokens_per_s": speed.decode_tokens_per_s,
+            "output_tokens_per_s": rate,
+            "usd_per_million_output_tokens": per_million(rate),
+            "usd_per_million_low": per_million(speed.output_high[request.concurrency]),
+            "usd_per_million_high": per_million(speed.output_low[request.concurrency]),
+            "speed_source": speed.source,
+            "speed": speed,
+            "notes": notes,
+        }
     )

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from gemmaserve.catalog import load_catalog, resolve_instance
 from gemmaserve.cli import app
 from gemmaserve.errors import UnknownName, UsageError
-from gemmaserve.plan import plan_all, plan_deployment
+from gemmaserve.plan import PlanRequest, plan, plan_deployment
 
 
 def test_turing_serves_fp16_and_needs_the_clamp() -> None:
@@ -54,19 +54,23 @@ def test_a_context_the_pool_cannot_hold_binds_on_kv_and_names_one_that_fits() ->
     assert not over.fits
 
 
-def test_price_per_million_tokens_needs_a_measured_rate() -> None:
+def test_a_measured_decode_rate_prices_its_own_row_and_needs_exactly_one() -> None:
+    one = {"model": ["e2b"], "encoding": ["qat-w4a16"], "instance": "ml.g4dn.xlarge"}
+    predicted = plan(PlanRequest.parse(one)).rows[0]
+    assert predicted.speed_source == "predicted" and predicted.usd_per_million_output_tokens is not None
+    measured = plan(PlanRequest.parse({**one, "decode_rate": 50.0})).rows[0]
+    assert measured.speed_source == "measured: --decode-rate" and measured.decode_tokens_per_s == 50.0
     instance = resolve_instance("ml.g4dn.xlarge")
-    unpriced = plan_deployment("e2b", "qat-w4a16", instance=instance)
-    assert unpriced.usd_per_million_output_tokens is None
-    priced = plan_deployment("e2b", "qat-w4a16", instance=instance, decode_tokens_per_s=50.0)
-    assert instance.price_usd_per_hour is not None
-    expected = instance.price_usd_per_hour / (50.0 * 3600) * 1e6
-    assert priced.usd_per_million_output_tokens == pytest.approx(expected, abs=1e-3)
+    assert instance.price_usd_per_hour is not None and measured.output_tokens_per_s is not None
+    expected = instance.price_usd_per_hour / (measured.output_tokens_per_s * 3600) * 1e6
+    assert measured.usd_per_million_output_tokens == pytest.approx(expected, abs=1e-3)
+    with pytest.raises(UsageError, match="one model, encoding and GPU"):
+        PlanRequest.parse({"model": ["e2b"], "decode_rate": 50.0})  # one rate for every GPU was the old mistake
 
 
 def test_the_full_table_covers_every_model_encoding_and_gpu() -> None:
     catalog = load_catalog()
-    table = plan_all()
+    table = plan(PlanRequest())
     expected = sum(len(m.encodings) for m in catalog.models.values()) * len(catalog.gpus)
     assert len(table.rows) == expected
     for row in table.rows:
@@ -140,7 +144,9 @@ def test_language_model_only_and_vllm_version_are_keyword_options() -> None:
     with pytest.raises(UsageError) as excinfo:
         plan_deployment("e2b", "bf16", "l4", vllm_version="0.12.0")
     assert excinfo.value.hint is not None and "--vllm" in excinfo.value.hint
-    rows = plan_all(models=["e2b"], encodings=["bf16"], gpus=["l4"], language_model_only=True).rows
+    rows = plan(
+        PlanRequest.parse({"model": ["e2b"], "encoding": ["bf16"], "gpu": ["l4"], "language_model_only": True})
+    ).rows
     assert rows and all(row.language_model_only for row in rows)
 
 
@@ -166,8 +172,10 @@ def test_the_last_line_names_the_cheapest_fitting_row_and_the_next_command() -> 
     table = json.loads(result.output)
     best = table["rows"][table["cheapest_fit"]]
     assert best["fits"]
-    fitting_prices = [r["price_usd_per_hour"] for r in table["rows"] if r["fits"] and r["price_usd_per_hour"]]
-    assert best["price_usd_per_hour"] == min(fitting_prices)
+    fitting_prices = [
+        r["usd_per_million_output_tokens"] for r in table["rows"] if r["fits"] and r["usd_per_million_output_tokens"]
+    ]
+    assert best["usd_per_million_output_tokens"] == min(fitting_prices)
     text = runner.invoke(app, ["plan", "--model", "e2b", "--gpu", "t4", "--gpu", "l4"]).output.splitlines()
     assert text[-2].startswith(f"Cheapest that fits: e2b {best['encoding']} on {best['gpu']}")
     assert text[-1].strip() == table["next_command"]
@@ -180,12 +188,13 @@ def test_the_last_line_names_the_cheapest_fitting_row_and_the_next_command() -> 
 
 
 def test_rows_sort_by_fit_or_by_cost() -> None:
-    by_fit = plan_all(models=["e2b", "31b"], gpus=["t4", "l4", "h100"]).rows
+    by_fit = plan(PlanRequest.parse({"model": ["e2b", "31b"], "gpu": ["t4", "l4", "h100"]})).rows
     ranks = [0 if row.verdict == "fits" else 1 if row.verdict == "fits-with-swap" else 2 for row in by_fit]
     assert ranks == sorted(ranks)
-    by_cost = plan_all(models=["e2b"], gpus=["t4", "l4", "h100"], sort="cost", decode_tokens_per_s=30.0).rows
+    by_cost = plan(PlanRequest.parse({"model": ["e2b"], "gpu": ["t4", "l4", "l40s"], "sort": "cost"})).rows
     prices = [row.usd_per_million_output_tokens for row in by_cost if row.usd_per_million_output_tokens is not None]
-    assert prices == sorted(prices)
+    assert len(prices) >= 3 and prices == sorted(prices)
+    assert all(row.usd_per_million_output_tokens is None for row in by_cost if not row.fits)
 
 
 def test_cli_vllm_and_text_only_options() -> None:

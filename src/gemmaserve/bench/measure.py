@@ -124,7 +124,14 @@ class _TargetRun:
             if self.repeats_done.get(f"load:{level}")
         ]
         return ResultFile(
-            target=TargetInfo(url=self.spec.url, kind=TargetKind(self.spec.kind), label=self.label, model=self.model),
+            target=TargetInfo(
+                url=self.spec.url,
+                kind=TargetKind(self.spec.kind),
+                label=self.label,
+                model=self.model,
+                catalog_model=self.options.served[0],
+                encoding=self.options.served[1],
+            ),
             hardware=self.options.hardware,
             run=self.info,
             client=settings.model_copy(update={"transport": self.transport.description if self.transport else None}),

@@ -14,6 +14,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from gemmaserve.bench.schema import ClientSettings, HardwareInfo, Percentiles
+from gemmaserve.errors import UsageError
 from gemmaserve.request_model import ActionRequest, Cli, token_count
 
 LABEL_PATTERN = re.compile(r"[A-Za-z0-9._-]+")
@@ -111,9 +112,13 @@ class MeasureRequest(ActionRequest):
     log: Annotated[list[str] | None, Cli(metavar="FILE"), _per_target("vLLM log file")] = None
     instance: Annotated[list[str] | None, _per_target("Catalog instance (price, GPU)")] = None
     gpu: Annotated[list[str] | None, _per_target("Catalog GPU")] = None
+    model: Annotated[list[str] | None, _per_target("Catalog model served (e2b, 31b, …), for `plan --from-bench`")] = (
+        None
+    )
+    encoding: Annotated[list[str] | None, _per_target("Catalog encoding served (bf16, qat-w4a16, …)")] = None
     price_usd_per_hour: Annotated[list[float] | None, _per_target("Hourly price (overrides the catalog's)")] = None
 
-    @field_validator("label", "log", "instance", "gpu", "price_usd_per_hour")
+    @field_validator("label", "log", "instance", "gpu", "model", "encoding", "price_usd_per_hour")
     @classmethod
     def _one_per_target(cls, values: list[Any] | None, info: ValidationInfo) -> list[Any] | None:
         targets = info.data.get("targets")
@@ -188,13 +193,18 @@ class MeasureRequest(ActionRequest):
 
         return [
             TargetOptions(
-                label=label, log_path=log, hardware=hardware_info(instance=instance, gpu=gpu, price_usd_per_hour=price)
+                label=label,
+                log_path=log,
+                hardware=hardware_info(instance=instance, gpu=gpu, price_usd_per_hour=price),
+                served=served_checkpoint(model, encoding),
             )
-            for label, log, instance, gpu, price in zip(
+            for label, log, instance, gpu, model, encoding, price in zip(
                 padded(self.label),
                 padded(self.log),
                 padded(self.instance),
                 padded(self.gpu),
+                padded(self.model),
+                padded(self.encoding),
                 padded(self.price_usd_per_hour),
                 strict=True,
             )
@@ -265,11 +275,29 @@ EXIT_CODES = {RunStatus.SUCCESS: 0, RunStatus.PARTIAL: 1, RunStatus.FAILED: 1, R
 
 
 class TargetOptions(BaseModel):
-    """Per-target extras: a label for tables and file names, a vLLM log, hardware and price."""
+    """Per-target extras: a label for tables and file names, a vLLM log, hardware and price, what it serves."""
 
     label: str | None = None
     log_path: str | None = None
     hardware: HardwareInfo = Field(default_factory=HardwareInfo)
+    served: tuple[str | None, str | None] = (None, None)  # catalog model and encoding keys
+
+
+def served_checkpoint(model: str | None, encoding: str | None) -> tuple[str | None, str | None]:
+    """The catalog keys of what a target serves (both or neither, so a result never names half a row).
+
+    Raises:
+        UnknownName: a model or encoding the catalog does not know (exit 2).
+        UsageError: one given without the other.
+    """
+    from gemmaserve.catalog import resolve_encoding, resolve_model
+
+    if model is None and encoding is None:
+        return None, None
+    if model is None or encoding is None:
+        raise UsageError("--model and --encoding go together (per target): name both or neither")
+    entry = resolve_model(model)
+    return entry.key, resolve_encoding(entry, encoding).key
 
 
 class LatencyRow(BaseModel):

@@ -31,15 +31,15 @@ def emit(result: Any, *, as_json: bool, render: Callable[[Any], None]) -> None:
         render(result)
 
 
-def console() -> Any:
-    """A rich console on stdout (imported lazily: rich costs ~50 ms)."""
+def console(min_width: int = 200) -> Any:
+    """A rich console on stdout (imported lazily: rich costs ~50 ms); off a terminal at least ``min_width`` wide."""
     import shutil
     import sys
 
     from rich.console import Console
 
     # Piped output is read by people too: do not squeeze tables into 80 columns.
-    width = None if sys.stdout.isatty() else max(shutil.get_terminal_size((200, 24)).columns, 200)
+    width = None if sys.stdout.isatty() else max(shutil.get_terminal_size((min_width, 24)).columns, min_width)
     return Console(soft_wrap=False, width=width)
 
 

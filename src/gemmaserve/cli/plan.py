@@ -27,7 +27,9 @@ def cli(request: PlanRequest, wide: bool, as_json: bool) -> None:
     Examples:
       gemmaserve plan --model e2b --gpu t4
       gemmaserve plan --instance ml.g4dn.xlarge --max-model-len 4096 --wide
-      gemmaserve plan --sort cost --decode-rate 38.5 --json
+      gemmaserve plan --model e4b --concurrency 16 --sort cost
+      gemmaserve plan --model e2b --encoding qat-w4a16 --gpu t4 --decode-rate 38.5 --json
+      gemmaserve plan --sort cost --from-bench results/
     """
     table = plan(request)
     emit(table, as_json=as_json, render=lambda result: _render(result, wide=wide))
@@ -61,11 +63,20 @@ def _cells(row: PlanRow, marker: str, wide: bool) -> list[str]:
         ]
     else:
         cells += [kv, conc]
+    predicted = "~" if row.speed_source == "predicted" else ""
+    rate = "—" if row.output_tokens_per_s is None else f"{predicted}{row.output_tokens_per_s:,.0f}"
+    per_million = _money(row.usd_per_million_output_tokens, 2)
+    if wide:
+        cells.append("—" if row.decode_tokens_per_s is None else f"{predicted}{row.decode_tokens_per_s:,.1f}")
     cells += [
+        rate,
         _money(row.price_usd_per_hour, 3),
-        _money(row.usd_per_million_output_tokens, 2),
-        f"[{style}]{verdict}[/{style}]{marker}",
+        per_million,
     ]
+    if wide:
+        low, high = row.usd_per_million_low, row.usd_per_million_high
+        cells.append("" if low is None or high is None or low == high else f"{low:.2f}–{high:.2f}")
+    cells.append(f"[{style}]{verdict}[/{style}]{marker}")
     return cells
 
 
@@ -81,7 +92,7 @@ def _render(table: PlanTable, *, wide: bool = False) -> None:
     from rich import box
     from rich.table import Table
 
-    out = console()
+    out = console(min_width=320 if wide else 200)
     columns = [("model", "left"), ("encoding", "left"), ("gpu", "left")]
     if wide:
         columns += [
@@ -99,8 +110,13 @@ def _render(table: PlanTable, *, wide: bool = False) -> None:
         ]
     else:
         columns += [("KV tokens", "right"), ("conc.", "right")]
-    columns += [("$/h", "right"), ("$/M out", "right"), ("fits", "left")]
-    grid = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, header_style="bold")
+    if wide:
+        columns.append(("decode", "right"))
+    columns += [("tok/s", "right"), ("$/h", "right"), ("$/M", "right")]
+    if wide:
+        columns.append(("$/M range", "right"))
+    columns.append(("fits", "left"))
+    grid = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True, header_style="bold")
     for name, justify in columns:
         grid.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     footnotes: list[str] = []
@@ -120,21 +136,31 @@ def _render(table: PlanTable, *, wide: bool = False) -> None:
     notes = sorted({note for row in table.rows for note in row.notes if note.startswith(("a first start", "vLLM"))})
     for note in notes[:2]:
         _say(out, f"note: {note}", style="dim", width=width)
+    for unused in table.bench_files_unused:
+        _say(out, f"not used from --from-bench: {unused}", style="yellow", width=width)
     _say(
         out,
-        f"KV tokens and conc. are what vLLM logs (GPU KV cache size, Maximum concurrency). Prices: list "
-        f"prices of {table.price_date}, us-east-1; $/M needs a measured rate (--decode-rate). --wide: every "
-        "column; --json: every term.",
+        f"KV tokens and conc. are what vLLM logs (GPU KV cache size, Maximum concurrency). tok/s: output "
+        f"tokens/s with {table.concurrency} streams of {table.input_tokens:,}→"
+        f"{table.output_tokens:,}-token requests; ~ predicted (docs/plan.md: how, and how far off it has been), "
+        f"else measured. $/M: per million output tokens at that rate, list prices of {table.price_date}, us-east-1. --wide: every "
+        "column and the $/M range; --json: every term.",
         style="dim",
         width=width,
     )
     if table.cheapest_fit is not None and table.next_command:
         best = table.rows[table.cheapest_fit]
+        cost = (
+            f"{'~' if best.speed_source == 'predicted' else ''}${best.usd_per_million_output_tokens:.2f}/M out at "
+            f"{table.concurrency} streams"
+            if best.usd_per_million_output_tokens is not None
+            else f"{best.kv_cache_tokens:,} KV tokens"
+        )
         _say(
             out,
             f"Cheapest that fits: {best.model.removeprefix('gemma-4-')} {best.encoding} on {best.gpu} "
-            f"({best.instance}, ${best.price_usd_per_hour:.3f}/h, {best.kv_cache_tokens:,} KV tokens). Next:",
-            width=width,
+            f"({best.instance} ${best.price_usd_per_hour:.3f}/h: {cost}). Next:",
+            width=None,
         )
         _say(out, f"  {table.next_command}", width=None)
     elif any(row.fits for row in table.rows):
