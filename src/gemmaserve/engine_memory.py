@@ -123,7 +123,7 @@ def resolve_batch(
     if max_num_batched_tokens is None:
         batched = default_batched
         if (
-            not language_model_only
+            (not language_model_only or not release.language_model_only_clears_prefix_lm)
             and geometry.use_bidirectional_attention == "vision"
             and VIDEO_TOKENS_PER_ITEM > batched
         ):
@@ -200,6 +200,14 @@ def encoder_peak_bytes(geometry: Geometry, max_num_batched_tokens: int) -> int:
     return items * patches * per_patch * BF16
 
 
+def embeddings_in_compiled_graph(checkpoint: Checkpoint, *, language_model_only: bool) -> bool:
+    """Whether the compiled ``Gemma4Model`` looks up the token and per-layer embeddings itself: yes for
+    ``Gemma4ForCausalLM`` (text-only exports: no towers) and under ``--language-model-only``; no for
+    Google's multimodal ``Gemma4ForConditionalGeneration``, whose ``embed_input_ids`` runs them eagerly
+    before the graph (rule ``embeddings_outside_graph`` in :mod:`gemmaserve.vllm_releases`)."""
+    return language_model_only or not tower_bytes(checkpoint)
+
+
 def compile_peak_bytes(geometry: Geometry, tokens: int, release: VllmRelease) -> int:
     """The peak a start that compiles counts in vLLM 0.26 (measured on an H200): a copy of the
     largest embedding table the compiled graph reads (E2B/E4B: the per-layer-embedding table;
@@ -250,14 +258,17 @@ def engine_memory(
     workspace = moe_workspace_bytes(geometry, batched) / GIB
     forward = forward_peak_bytes(geometry, batched) / GIB
     sampler = sampler_peak_bytes(geometry, min(seqs, batched), runner) / GIB
-    encoder = 0.0 if language_model_only else encoder_peak_bytes(geometry, batched) / GIB
+    profiles_encoder = runner == "v1" or release.v2_profiles_encoder
+    encoder = 0.0 if language_model_only or not profiles_encoder else encoder_peak_bytes(geometry, batched) / GIB
     if encoder:
         estimated.append("encoder profile (vision tower activations on a 32-frame video)")
     warm_peak = workspace + max(forward, sampler, encoder)
-    compile_peak = compile_peak_bytes(geometry, batched, release) / GIB
+    compile_peak = 0.0
+    if embeddings_in_compiled_graph(checkpoint, language_model_only=language_model_only):
+        compile_peak = compile_peak_bytes(geometry, batched, release) / GIB
     cold_peak = max(warm_peak, compile_peak)
     peak = cold_peak if first_start else warm_peak
-    if first_start and release.series == "0.26":
+    if first_start and compile_peak:
         estimated.append("compile peak (measured on an H200 only)")
     counted = release.sizing == "after-warmup" or (release.v2_profiles_cudagraphs if runner == "v2" else True)
     graphs = cudagraph_bytes(geometry) / GIB

@@ -34,6 +34,8 @@ class VllmRelease:
     v2_profiles_cudagraphs: bool  # V2's profile_cudagraph_memory is real (before: returns 0)
     large_gpu_batched_tokens: int
     huge_gpu_gib: float | None  # 0.28+: 160 GiB and up get 16,384 batched tokens
+    language_model_only_clears_prefix_lm: bool  # --language-model-only lifts the multimodal batch floor
+    v2_profiles_encoder: bool  # Model Runner V2's profile_run runs the encoder on a dummy item
     sources: dict[str, str]
 
 
@@ -58,11 +60,21 @@ RULES: dict[str, str] = {
     "cudagraph_estimate": "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1",
     "null_block": "the fit check plans against num_blocks - 1 (BlockPool's null block)",
     "extensible": "extensible KV cache sized after warmup and graph capture (default on CUDA)",
+    "lmo_prefix_lm": "the arch config is converted with supports_multimodal (False under --language-model-only), "
+    "so is_mm_prefix_lm and the batch floor go away (0.26: converted without it, the floor stays)",
+    "v2_encoder_profile": "Model Runner V2's profile_run calls encoder_runner.profile_encoder_cache on the largest "
+    "item (0.26: profile_run has no encoder pass)",
+    "embeddings_outside_graph": "Gemma4ForConditionalGeneration.embed_input_ids looks up the token and per-layer "
+    "embeddings eagerly, outside the compiled Gemma4Model; Gemma4ForCausalLM and --language-model-only look them "
+    "up inside it",
 }
 
 # file:line of each rule in each release's wheel, found by reading its unpacked source.
 _LINES: dict[str, dict[str, str]] = {
     "0.26.0": {
+        "lmo_prefix_lm": "config/model.py:773",
+        "v2_encoder_profile": "v1/worker/gpu/model_runner.py:673",
+        "embeddings_outside_graph": "model_executor/models/gemma4_mm.py:1525",
         "sliding_reservation": "v1/kv_cache_interface.py:584",
         "in_flight": "config/vllm.py:512",
         "page_unification": "v1/core/kv_cache_utils.py:1067",
@@ -83,6 +95,9 @@ _LINES: dict[str, dict[str, str]] = {
         "cudagraph_estimate": "envs.py:1986",
     },
     "0.27.1": {
+        "lmo_prefix_lm": "config/model.py:857",
+        "v2_encoder_profile": "v1/worker/gpu/model_runner.py:715",
+        "embeddings_outside_graph": "model_executor/models/gemma4_mm.py:1948",
         "sliding_reservation": "v1/kv_cache_interface.py:604",
         "in_flight": "config/vllm.py:540",
         "page_unification": "v1/core/kv_cache_utils.py:1070",
@@ -103,6 +118,9 @@ _LINES: dict[str, dict[str, str]] = {
         "cudagraph_estimate": "envs.py:2018",
     },
     "0.28.0": {
+        "lmo_prefix_lm": "config/model.py:892",
+        "v2_encoder_profile": "v1/worker/gpu/model_runner.py:803",
+        "embeddings_outside_graph": "model_executor/models/gemma4_mm.py:2014",
         "sliding_reservation": "v1/kv_cache_interface.py:566",
         "in_flight": "config/vllm.py:550",
         "page_unification": "v1/core/kv_cache_utils.py:1036",
@@ -123,6 +141,9 @@ _LINES: dict[str, dict[str, str]] = {
         "cudagraph_estimate": "envs.py:2093",
     },
     "0.29.0": {
+        "lmo_prefix_lm": "config/model.py:904",
+        "v2_encoder_profile": "v1/worker/gpu/model_runner.py:864",
+        "embeddings_outside_graph": "model_executor/models/gemma4_mm.py:2041",
         "sliding_reservation": "v1/kv_cache_interface.py:724",
         "in_flight": "config/vllm.py:559",
         "page_unification": "v1/core/kv_cache_utils.py:1135",
@@ -144,6 +165,9 @@ _LINES: dict[str, dict[str, str]] = {
         "null_block": "v1/core/kv_cache_utils.py:2316",
     },
     "0.30.0": {
+        "lmo_prefix_lm": "config/model.py:917",
+        "v2_encoder_profile": "v1/worker/gpu/model_runner.py:951",
+        "embeddings_outside_graph": "model_executor/models/gemma4_mm.py:2068",
         "sliding_reservation": "v1/kv_cache_interface.py:836",
         "in_flight": "config/vllm.py:589",
         "page_unification": "v1/core/kv_cache_utils.py:1365",
@@ -165,6 +189,9 @@ _LINES: dict[str, dict[str, str]] = {
         "null_block": "v1/core/kv_cache_utils.py:2722",
     },
     "0.31.0": {
+        "lmo_prefix_lm": "config/model.py:992",
+        "v2_encoder_profile": "v1/worker/gpu/model_runner.py:969",
+        "embeddings_outside_graph": "model_executor/models/gemma4_mm.py:2053",
         "sliding_reservation": "v1/kv_cache_interface.py:860",
         "in_flight": "config/vllm.py:592",
         "page_unification": "v1/core/kv_cache_utils.py:1383",
@@ -186,6 +213,9 @@ _LINES: dict[str, dict[str, str]] = {
         "null_block": "v1/core/kv_cache_utils.py:2780",
     },
     "0.32.0": {
+        "lmo_prefix_lm": "config/model.py:1026",
+        "v2_encoder_profile": "v1/worker/gpu/model_runner.py:999",
+        "embeddings_outside_graph": "model_executor/models/gemma4_mm.py:2051",
         "sliding_reservation": "v1/kv_cache_interface.py:879",
         "in_flight": "config/vllm.py:577",
         "page_unification": "v1/core/kv_cache_utils.py:1292",
@@ -207,6 +237,9 @@ _LINES: dict[str, dict[str, str]] = {
         "null_block": "v1/core/kv_cache_utils.py:2627",
     },
     "0.33.0": {
+        "lmo_prefix_lm": "config/model.py:1039",
+        "v2_encoder_profile": "v1/worker/gpu/model_runner.py:1030",
+        "embeddings_outside_graph": "model_executor/models/gemma4_mm.py:2098",
         "sliding_reservation": "v1/kv_cache_interface.py:938",
         "in_flight": "config/vllm.py:588",
         "page_unification": "v1/core/kv_cache_planning.py:346",
@@ -228,6 +261,9 @@ _LINES: dict[str, dict[str, str]] = {
         "null_block": "v1/core/kv_cache_planning.py:1533",
     },
     "0.34.0": {
+        "lmo_prefix_lm": "config/model.py:1059",
+        "v2_encoder_profile": "v1/worker/gpu/model_runner.py:1082",
+        "embeddings_outside_graph": "model_executor/models/gemma4_mm.py:2285",
         "sliding_reservation": "v1/kv_cache_interface.py:952",
         "in_flight": "config/vllm.py:560",
         "page_unification": "v1/core/kv_cache_planning.py:392",
@@ -269,6 +305,8 @@ def _release(version: str, **overrides: object) -> VllmRelease:
         "v2_profiles_cudagraphs": False,
         "large_gpu_batched_tokens": 8192,
         "huge_gpu_gib": None,
+        "language_model_only_clears_prefix_lm": True,
+        "v2_profiles_encoder": True,
         "sources": _sources(version),
     }
     base.update(overrides)
@@ -277,7 +315,7 @@ def _release(version: str, **overrides: object) -> VllmRelease:
 
 _V2_EVERYWHERE: dict[str, object] = {"v2_runner_for_moe": True, "v2_profiles_cudagraphs": True}
 RELEASES: dict[str, VllmRelease] = {
-    "0.26": _release("0.26.0"),
+    "0.26": _release("0.26.0", language_model_only_clears_prefix_lm=False, v2_profiles_encoder=False),
     "0.27": _release("0.27.1"),
     "0.28": _release("0.28.0", huge_gpu_gib=160.0),
     "0.29": _release("0.29.0", huge_gpu_gib=160.0, null_block_in_fit_check=True, **_V2_EVERYWHERE),

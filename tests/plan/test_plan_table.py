@@ -101,10 +101,13 @@ def test_every_token_count_field_takes_the_short_spelling() -> None:
 
 
 def test_the_text_only_hint_appears_only_where_it_rescues_the_row() -> None:
-    rescued = plan_deployment("12b", "qat-w4a16", "t4", vllm_version="0.26")
+    rescued = plan_deployment("e4b", "qat-w4a16", "t4", vllm_version="0.30", max_model_len=32768)
     assert not rescued.fits and rescued.binding_term is not None
     assert "--language-model-only" in rescued.binding_term
-    assert plan_deployment("12b", "qat-w4a16", "t4", vllm_version="0.26", language_model_only=True).fits
+    text_only_fits = plan_deployment(
+        "e4b", "qat-w4a16", "t4", vllm_version="0.30", max_model_len=32768, language_model_only=True
+    )
+    assert text_only_fits.fits
     hopeless = plan_deployment("31b", "bf16", "t4")
     assert not hopeless.fits and hopeless.binding_term is not None
     assert "--language-model-only" not in hopeless.binding_term
@@ -146,3 +149,38 @@ def test_large_gpu_defaults_are_named_on_the_row_they_change() -> None:
         assert not any(note.startswith("vLLM's defaults for a GPU") for note in small.notes)
     explicit = plan_deployment("31b", "bf16", "h200", max_model_len=32768, max_num_batched_tokens=8192)
     assert not any(note.startswith("vLLM's defaults for a GPU") for note in explicit.notes)
+
+
+def test_the_compile_peak_follows_the_model_class_not_only_the_release() -> None:
+    # Google's multimodal checkpoints look their embeddings up outside the compiled graph (gemma4_mm.py
+    # embed_input_ids); text-only exports and --language-model-only inside it, where 0.26 counts the copy.
+    multimodal = plan_deployment("e2b", "bf16", "l4", vllm_version="0.26")
+    text_only = plan_deployment("e2b", "bf16", "l4", vllm_version="0.26", language_model_only=True)
+    assert multimodal.memory is not None and text_only.memory is not None
+    assert multimodal.memory.compile_peak_gib == 0 and text_only.memory.compile_peak_gib > 4
+    later = plan_deployment("e2b", "bf16", "l4", vllm_version="0.30", language_model_only=True)
+    assert later.memory is not None and later.memory.compile_peak_gib == 0
+
+
+def test_text_only_keeps_the_video_floor_in_026_and_drops_it_after() -> None:
+    assert (
+        plan_deployment(
+            "26b-a4b", "qat-w4a16", "l40s", vllm_version="0.26", language_model_only=True
+        ).max_num_batched_tokens
+        == 2496
+    )
+    assert (
+        plan_deployment(
+            "26b-a4b", "qat-w4a16", "l40s", vllm_version="0.27", language_model_only=True
+        ).max_num_batched_tokens
+        == 2048
+    )
+
+
+def test_the_encoder_is_profiled_where_the_runner_does_it() -> None:
+    dense_026 = plan_deployment("e2b", "bf16", "l4", vllm_version="0.26")
+    dense_027 = plan_deployment("e2b", "bf16", "l4", vllm_version="0.27")
+    moe_026 = plan_deployment("26b-a4b", "qat-w4a16", "l40s", vllm_version="0.26")  # Model Runner V1 profiles it
+    assert dense_026.memory is not None and dense_027.memory is not None and moe_026.memory is not None
+    assert dense_026.memory.encoder_peak_gib == 0 < dense_027.memory.encoder_peak_gib
+    assert moe_026.memory.runner == "v1" and moe_026.memory.encoder_peak_gib > 0
