@@ -244,3 +244,12 @@ def test_bench_measure_names_model_and_encoding_together_from_the_catalog() -> N
         "gemma-4-e2b",
         "qat-w4a16",
     )
+
+
+def test_docs_hold_the_current_speed_table() -> None:
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "plan_speed_table.py"
+    done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout
