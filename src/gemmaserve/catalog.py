@@ -292,7 +292,9 @@ def resolve_model(name: str) -> Model:
 
 
 def resolve_encoding(model: Model, name: str) -> Checkpoint:
+    # Keys keep their own spelling (qat-q4_0-unquantized): compare normalised forms on both sides.
+    by_spelling = {_normalise(key): checkpoint for key, checkpoint in model.encodings.items()}
     key = _normalise(name)
-    if key in model.encodings:
-        return model.encodings[key]
-    raise UnknownName(f"encoding of {model.key}", name, sorted(model.encodings))
+    if key in by_spelling:
+        return by_spelling[key]
+    raise UnknownName("encoding", name, sorted(model.encodings), of=model.key)

@@ -79,13 +79,14 @@ class UsageError(GemmaserveError, ValueError):
 class UnknownName(UsageError):
     """A name that is not in the catalog: the message lists the valid ones once; the hint names the nearest."""
 
-    def __init__(self, kind: str, name: str, valid: list[str]) -> None:
+    def __init__(self, kind: str, name: str, valid: list[str], *, of: str | None = None) -> None:
         import difflib
 
         near = difflib.get_close_matches(name.strip().lower(), [v.lower() for v in valid], n=1, cutoff=0.8)
         suggestion = next((v for v in valid if near and v.lower() == near[0]), None)
+        owner = f" of {of}" if of else ""
         super().__init__(
-            f"Unknown {kind} {name!r}. Valid {kind}s: {', '.join(valid)}",
+            f"Unknown {kind}{owner} {name!r}. Valid {kind}s{owner}: {', '.join(valid)}",
             hint=f"Did you mean {suggestion!r}?" if suggestion else "Pick one of the names listed.",
             kind=kind,
             name=name,

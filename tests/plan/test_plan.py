@@ -261,12 +261,12 @@ def test_text_only_leaves_the_towers_out_of_weights_and_profiling() -> None:
 
 
 def test_prefix_lm_models_raise_the_default_batch_to_one_video_unless_text_only() -> None:
-    row = plan_deployment("26b-a4b", "qat-w4a16", "l40s")
+    row = plan_deployment("26b-a4b", "bf16", "l40s")
     assert row.max_num_batched_tokens == 2496
     assert any("2,496" in note for note in row.notes)
-    text = plan_deployment("26b-a4b", "qat-w4a16", "l40s", language_model_only=True)
+    text = plan_deployment("26b-a4b", "bf16", "l40s", language_model_only=True)
     assert text.max_num_batched_tokens == 2048
-    explicit = plan_deployment("26b-a4b", "qat-w4a16", "l40s", max_num_batched_tokens=1024)
+    explicit = plan_deployment("26b-a4b", "bf16", "l40s", max_num_batched_tokens=1024)
     assert explicit.max_num_batched_tokens == 1024
 
 
@@ -296,3 +296,15 @@ def test_an_unknown_name_lists_the_valid_ones_once_and_suggests_the_nearest() ->
     with pytest.raises(UnknownName) as far:
         resolve_gpu("quadro")
     assert far.value.hint == "Pick one of the names listed." and far.value.fields["suggestion"] is None
+
+
+def test_every_encoding_resolves_by_its_own_key_and_by_other_spellings() -> None:
+    from gemmaserve.catalog import resolve_encoding, resolve_model
+
+    for model in load_catalog().models.values():
+        for key in model.encodings:
+            assert resolve_encoding(model, key).key == key
+            assert resolve_encoding(model, key.upper().replace("-", "_")).key == key
+    with pytest.raises(UnknownName) as excinfo:
+        resolve_encoding(resolve_model("e2b"), "fp8")
+    assert str(excinfo.value).startswith("Unknown encoding of gemma-4-e2b 'fp8'. Valid encodings of gemma-4-e2b: ")

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from gemmaserve.cli import app
 from gemmaserve.errors import UsageError
-from gemmaserve.plan import PlanRequest, PlanRow, PlanTable, plan_deployment
+from gemmaserve.plan import PlanRequest, PlanRow, PlanTable, plan, plan_deployment
 from gemmaserve.request_model import parse_token_count
 from tests.engine.conftest import engine_python
 from tests.mcp.conftest import call_tool
@@ -100,19 +100,21 @@ def test_every_token_count_field_takes_the_short_spelling() -> None:
     assert PlanRequest.parse({}).max_num_batched_tokens is None
 
 
-def test_the_text_only_hint_appears_only_where_it_rescues_the_row() -> None:
-    rescued = plan_deployment("e4b", "qat-w4a16", "t4", vllm_version="0.30", max_model_len=32768)
-    assert not rescued.fits and rescued.binding_term is not None
-    assert "--language-model-only" in rescued.binding_term
-    text_only_fits = plan_deployment(
-        "e4b", "qat-w4a16", "t4", vllm_version="0.30", max_model_len=32768, language_model_only=True
-    )
-    assert text_only_fits.fits
-    hopeless = plan_deployment("31b", "bf16", "t4")
-    assert not hopeless.fits and hopeless.binding_term is not None
-    assert "--language-model-only" not in hopeless.binding_term
-    text_only = plan_deployment("e4b", "bf16", "t4", language_model_only=True)
-    assert not text_only.fits and "--language-model-only" not in (text_only.binding_term or "")
+@pytest.mark.parametrize(("vllm", "max_model_len"), [("0.30", 32768), ("0.34", 131072), ("0.26", 8192)])
+def test_the_text_only_hint_appears_exactly_where_it_rescues_the_row(vllm: str, max_model_len: int) -> None:
+    table = plan(PlanRequest.parse({"vllm": vllm, "max_model_len": max_model_len}))
+    hinted = 0
+    for row in table.rows:
+        if row.fits or row.verdict == "not-servable":
+            continue
+        rescued = plan_deployment(
+            row.model, row.encoding, row.gpu, max_model_len=max_model_len, vllm_version=vllm, language_model_only=True
+        ).fits
+        has_hint = "--language-model-only" in (row.binding_term or "")
+        assert has_hint == rescued, (row.model, row.encoding, row.gpu, row.binding_term)
+        hinted += has_hint
+    if vllm != "0.26":
+        assert hinted, "these settings have rows that only text-only serving saves"
 
 
 def _render(table: PlanTable, capsys: pytest.CaptureFixture[str]) -> str:
@@ -164,15 +166,11 @@ def test_the_compile_peak_follows_the_model_class_not_only_the_release() -> None
 
 def test_text_only_keeps_the_video_floor_in_026_and_drops_it_after() -> None:
     assert (
-        plan_deployment(
-            "26b-a4b", "qat-w4a16", "l40s", vllm_version="0.26", language_model_only=True
-        ).max_num_batched_tokens
+        plan_deployment("26b-a4b", "bf16", "l40s", vllm_version="0.26", language_model_only=True).max_num_batched_tokens
         == 2496
     )
     assert (
-        plan_deployment(
-            "26b-a4b", "qat-w4a16", "l40s", vllm_version="0.27", language_model_only=True
-        ).max_num_batched_tokens
+        plan_deployment("26b-a4b", "bf16", "l40s", vllm_version="0.27", language_model_only=True).max_num_batched_tokens
         == 2048
     )
 
@@ -180,7 +178,7 @@ def test_text_only_keeps_the_video_floor_in_026_and_drops_it_after() -> None:
 def test_the_encoder_is_profiled_where_the_runner_does_it() -> None:
     dense_026 = plan_deployment("e2b", "bf16", "l4", vllm_version="0.26")
     dense_027 = plan_deployment("e2b", "bf16", "l4", vllm_version="0.27")
-    moe_026 = plan_deployment("26b-a4b", "qat-w4a16", "l40s", vllm_version="0.26")  # Model Runner V1 profiles it
+    moe_026 = plan_deployment("26b-a4b", "bf16", "l40s", vllm_version="0.26")  # Model Runner V1 profiles it
     assert dense_026.memory is not None and dense_027.memory is not None and moe_026.memory is not None
     assert dense_026.memory.encoder_peak_gib == 0 < dense_027.memory.encoder_peak_gib
     assert moe_026.memory.runner == "v1" and moe_026.memory.encoder_peak_gib > 0
