@@ -222,6 +222,24 @@ def compile_peak_bytes(geometry: Geometry, tokens: int, release: VllmRelease) ->
     return table + lookups
 
 
+CUDAGRAPH_MAX_CAPTURE = 512  # the cap on every GPU in the catalog (1,024 only on SM100 from 0.28)
+
+
+def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, release: VllmRelease) -> list[int]:
+    """The batch sizes vLLM captures CUDA graphs for when none are set (``config/vllm.py``
+    ``_set_cudagraph_sizes``, rule ``capture_sizes``): 1, 2, 4, then every 8 up to 248 and every 16
+    from 256, up to ``min(2 × max_num_seqs, 512, max_num_batched_tokens)``; plus the batched-token
+    count when it is within that, and from 0.31 ``max_num_seqs`` itself when it falls between steps."""
+    largest = min(max_num_seqs * 2, CUDAGRAPH_MAX_CAPTURE, max_num_batched_tokens)
+    sizes = [size for size in (1, 2, 4) if size <= largest]
+    sizes += list(range(8, min(largest + 1, 256), 8)) + list(range(256, largest + 1, 16))
+    if max_num_batched_tokens <= largest and max_num_batched_tokens not in sizes:
+        sizes.append(max_num_batched_tokens)
+    if release.capture_max_num_seqs and max_num_seqs <= sizes[-1] and max_num_seqs not in sizes:
+        sizes.append(max_num_seqs)
+    return sorted(sizes)
+
+
 def cudagraph_bytes(geometry: Geometry) -> int:
     """CUDA-graph pool memory, from the E2B measurement scaled by layer count (one graph piece per layer)."""
     return int(E2B_CUDAGRAPH_GIB * GIB * geometry.num_hidden_layers / E2B_LAYERS)

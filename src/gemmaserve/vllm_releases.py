@@ -36,6 +36,7 @@ class VllmRelease:
     huge_gpu_gib: float | None  # 0.28+: 160 GiB and up get 16,384 batched tokens
     language_model_only_clears_prefix_lm: bool  # --language-model-only lifts the multimodal batch floor
     v2_profiles_encoder: bool  # Model Runner V2's profile_run runs the encoder on a dummy item
+    capture_max_num_seqs: bool  # 0.31+: max_num_seqs joins the capture sizes when it falls between steps
     sources: dict[str, str]
 
 
@@ -64,6 +65,8 @@ RULES: dict[str, str] = {
     "so is_mm_prefix_lm and the batch floor go away (0.26: converted without it, the floor stays)",
     "v2_encoder_profile": "Model Runner V2's profile_run calls encoder_runner.profile_encoder_cache on the largest "
     "item (0.26: profile_run has no encoder pass)",
+    "capture_sizes": "_set_cudagraph_sizes: min(2 x max_num_seqs, 512, max_num_batched_tokens); 1, 2, 4, every 8 to "
+    "248, every 16 from 256 (0.31+: max_num_seqs added between steps)",
     "embeddings_outside_graph": "Gemma4ForConditionalGeneration.embed_input_ids looks up the token and per-layer "
     "embeddings eagerly, outside the compiled Gemma4Model; Gemma4ForCausalLM and --language-model-only look them "
     "up inside it",
@@ -72,6 +75,7 @@ RULES: dict[str, str] = {
 # file:line of each rule in each release's wheel, found by reading its unpacked source.
 _LINES: dict[str, dict[str, str]] = {
     "0.26.0": {
+        "capture_sizes": "config/vllm.py:1795",
         "lmo_prefix_lm": "config/model.py:773",
         "v2_encoder_profile": "v1/worker/gpu/model_runner.py:673",
         "embeddings_outside_graph": "model_executor/models/gemma4_mm.py:1525",
@@ -95,6 +99,7 @@ _LINES: dict[str, dict[str, str]] = {
         "cudagraph_estimate": "envs.py:1986",
     },
     "0.27.1": {
+        "capture_sizes": "config/vllm.py:1834",
         "lmo_prefix_lm": "config/model.py:857",
         "v2_encoder_profile": "v1/worker/gpu/model_runner.py:715",
         "embeddings_outside_graph": "model_executor/models/gemma4_mm.py:1948",
@@ -118,6 +123,7 @@ _LINES: dict[str, dict[str, str]] = {
         "cudagraph_estimate": "envs.py:2018",
     },
     "0.28.0": {
+        "capture_sizes": "config/vllm.py:1941",
         "lmo_prefix_lm": "config/model.py:892",
         "v2_encoder_profile": "v1/worker/gpu/model_runner.py:803",
         "embeddings_outside_graph": "model_executor/models/gemma4_mm.py:2014",
@@ -141,6 +147,7 @@ _LINES: dict[str, dict[str, str]] = {
         "cudagraph_estimate": "envs.py:2093",
     },
     "0.29.0": {
+        "capture_sizes": "config/vllm.py:2012",
         "lmo_prefix_lm": "config/model.py:904",
         "v2_encoder_profile": "v1/worker/gpu/model_runner.py:864",
         "embeddings_outside_graph": "model_executor/models/gemma4_mm.py:2041",
@@ -165,6 +172,7 @@ _LINES: dict[str, dict[str, str]] = {
         "null_block": "v1/core/kv_cache_utils.py:2316",
     },
     "0.30.0": {
+        "capture_sizes": "config/vllm.py:2223",
         "lmo_prefix_lm": "config/model.py:917",
         "v2_encoder_profile": "v1/worker/gpu/model_runner.py:951",
         "embeddings_outside_graph": "model_executor/models/gemma4_mm.py:2068",
@@ -189,6 +197,7 @@ _LINES: dict[str, dict[str, str]] = {
         "null_block": "v1/core/kv_cache_utils.py:2722",
     },
     "0.31.0": {
+        "capture_sizes": "config/vllm.py:2459",
         "lmo_prefix_lm": "config/model.py:992",
         "v2_encoder_profile": "v1/worker/gpu/model_runner.py:969",
         "embeddings_outside_graph": "model_executor/models/gemma4_mm.py:2053",
@@ -213,6 +222,7 @@ _LINES: dict[str, dict[str, str]] = {
         "null_block": "v1/core/kv_cache_utils.py:2780",
     },
     "0.32.0": {
+        "capture_sizes": "config/vllm.py:2363",
         "lmo_prefix_lm": "config/model.py:1026",
         "v2_encoder_profile": "v1/worker/gpu/model_runner.py:999",
         "embeddings_outside_graph": "model_executor/models/gemma4_mm.py:2051",
@@ -237,6 +247,7 @@ _LINES: dict[str, dict[str, str]] = {
         "null_block": "v1/core/kv_cache_utils.py:2627",
     },
     "0.33.0": {
+        "capture_sizes": "config/vllm.py:2469",
         "lmo_prefix_lm": "config/model.py:1039",
         "v2_encoder_profile": "v1/worker/gpu/model_runner.py:1030",
         "embeddings_outside_graph": "model_executor/models/gemma4_mm.py:2098",
@@ -261,6 +272,7 @@ _LINES: dict[str, dict[str, str]] = {
         "null_block": "v1/core/kv_cache_planning.py:1533",
     },
     "0.34.0": {
+        "capture_sizes": "config/vllm.py:2407",
         "lmo_prefix_lm": "config/model.py:1059",
         "v2_encoder_profile": "v1/worker/gpu/model_runner.py:1082",
         "embeddings_outside_graph": "model_executor/models/gemma4_mm.py:2285",
@@ -307,6 +319,7 @@ def _release(version: str, **overrides: object) -> VllmRelease:
         "huge_gpu_gib": None,
         "language_model_only_clears_prefix_lm": True,
         "v2_profiles_encoder": True,
+        "capture_max_num_seqs": version >= "0.31",
         "sources": _sources(version),
     }
     base.update(overrides)

@@ -209,3 +209,25 @@ def test_every_rule_names_the_source_it_was_read_from() -> None:
         ):
             assert release.sources[key].startswith(f"vllm {release.version}: "), (release.series, key)
             assert ".py:" in release.sources[key], (release.series, key)
+
+
+@pytest.mark.parametrize(
+    ("seqs", "batched", "series", "count", "largest"),
+    [
+        (1024, 8192, "0.26", 51, 512),  # H100/H200 defaults
+        (256, 2048, "0.30", 51, 512),
+        (128, 2048, "0.30", 35, 256),
+        (100, 2048, "0.30", 28, 200),
+        (100, 2048, "0.31", 29, 200),  # 0.31 adds max_num_seqs between steps
+        (4, 2048, "0.30", 4, 8),
+        (64, 100, "0.30", 16, 100),  # the batched tokens cap it and join the list
+    ],
+)
+def test_cuda_graph_capture_sizes_follow_vllms_rule(
+    seqs: int, batched: int, series: str, count: int, largest: int
+) -> None:
+    from gemmaserve.engine_memory import cudagraph_capture_sizes
+    from gemmaserve.vllm_releases import RELEASES
+
+    sizes = cudagraph_capture_sizes(seqs, batched, RELEASES[series])
+    assert len(sizes) == count and sizes[-1] == largest and sizes == sorted(set(sizes))
