@@ -86,6 +86,7 @@ class EngineMemory(BaseModel):
     peak_activation_warm_gib: float
     cudagraph_gib: float
     cudagraph_counted: bool
+    headroom_withheld_gib: float = 0.0  # 0.34: what its free-memory margin keeps back beyond the request
     kv_budget_gib: float
     kv_budget_warm_gib: float
     estimated_terms: list[str]
@@ -245,6 +246,22 @@ def cudagraph_bytes(geometry: Geometry) -> int:
     return int(E2B_CUDAGRAPH_GIB * GIB * geometry.num_hidden_layers / E2B_LAYERS)
 
 
+EXTENSIBLE_MARGIN_FLOOR_GIB = 1.0  # v1/worker/extensible_kv_cache.py:64 (KV_CACHE_MARGIN_FLOOR_BYTES on CUDA)
+EXTENSIBLE_MARGIN_FRACTION = 0.75  # :65 (KV_CACHE_MARGIN_FRACTION)
+
+
+def withheld_by_headroom_margin(gpu: Gpu, release: VllmRelease, requested_gib: float, peak_gib: float) -> float:
+    """vLLM 0.34's extensible KV cache takes the smaller of the request and the free memory less a margin
+    of ``max(1 GiB, 0.75 × transient peak)`` (``extensible_kv_cache.py:613-617``), before it takes the peak
+    itself: near a utilisation of 1 (and when left unset, which means all of it) the margin binds. Returns
+    how much the margin keeps back beyond the request (0 where the request binds). The CUDA context, which
+    also stands outside the free memory, is not counted."""
+    if release.sizing != "after-warmup":
+        return 0.0
+    margin = max(EXTENSIBLE_MARGIN_FLOOR_GIB, EXTENSIBLE_MARGIN_FRACTION * peak_gib)
+    return max(0.0, requested_gib - (gpu.visible_memory_gib - margin))
+
+
 def engine_memory(
     geometry: Geometry,
     checkpoint: Checkpoint,
@@ -294,6 +311,8 @@ def engine_memory(
         estimated.append("CUDA-graph memory (E2B's measured pool scaled by layer count)")
     requested = gpu.visible_memory_gib * gpu_memory_utilization
     fixed = weights + NON_TORCH_GIB + (graphs if counted else 0.0)
+    withheld = withheld_by_headroom_margin(gpu, release, requested, peak)
+    withheld_warm = withheld_by_headroom_margin(gpu, release, requested, warm_peak)
     return EngineMemory(
         vllm_series=release.series,
         runner=runner,
@@ -313,7 +332,8 @@ def engine_memory(
         peak_activation_warm_gib=warm_peak,
         cudagraph_gib=graphs,
         cudagraph_counted=counted,
-        kv_budget_gib=requested - fixed - peak,
-        kv_budget_warm_gib=requested - fixed - warm_peak,
+        headroom_withheld_gib=withheld,
+        kv_budget_gib=requested - fixed - peak - withheld,
+        kv_budget_warm_gib=requested - fixed - warm_peak - withheld_warm,
         estimated_terms=estimated,
     )

@@ -248,7 +248,7 @@ def test_json_keeps_the_old_field_names() -> None:
     memory = row["memory"]
     assert memory["weights_gib"] + memory["non_torch_gib"] + memory["peak_activation_gib"] + (
         memory["cudagraph_gib"] if memory["cudagraph_counted"] else 0
-    ) + memory["kv_budget_gib"] == pytest.approx(memory["requested_gib"])
+    ) + memory["headroom_withheld_gib"] + memory["kv_budget_gib"] == pytest.approx(memory["requested_gib"])
 
 
 def test_text_only_leaves_the_towers_out_of_weights_and_profiling() -> None:

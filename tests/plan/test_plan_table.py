@@ -182,3 +182,14 @@ def test_the_encoder_is_profiled_where_the_runner_does_it() -> None:
     assert dense_026.memory is not None and dense_027.memory is not None and moe_026.memory is not None
     assert dense_026.memory.encoder_peak_gib == 0 < dense_027.memory.encoder_peak_gib
     assert moe_026.memory.runner == "v1" and moe_026.memory.encoder_peak_gib > 0
+
+
+def test_vllm_034_keeps_its_free_memory_margin_near_full_utilisation() -> None:
+    # extensible_kv_cache.py: min(request, free − max(1 GiB, 0.75 × peak)) − peak
+    near_full = plan_deployment("e2b", "qat-w4a16", "l4", vllm_version="0.34", gpu_memory_utilization=0.99)
+    usual = plan_deployment("e2b", "qat-w4a16", "l4", vllm_version="0.34", gpu_memory_utilization=0.9)
+    older = plan_deployment("e2b", "qat-w4a16", "l4", vllm_version="0.33", gpu_memory_utilization=0.99)
+    assert near_full.memory is not None and usual.memory is not None and older.memory is not None
+    assert usual.memory.headroom_withheld_gib == 0 and older.memory.headroom_withheld_gib == 0
+    margin = max(1.0, 0.75 * near_full.memory.peak_activation_gib)
+    assert near_full.memory.headroom_withheld_gib == pytest.approx(0.99 * 22.05 - (22.05 - margin))
