@@ -7,8 +7,10 @@ network) with a Gemma-style chat template. The geometry is a catalog :class:`Geo
 :data:`TINY_GEOMETRY` (4 layers, sliding 256-wide and full-attention 512-wide heads, KV
 sharing, per-layer inputs) or a catalog model's real one with ``weights=False`` (serve it
 with ``--load-format dummy``). Needs numpy only; never reaches the network.
+``--multimodal`` writes a ``Gemma4ForConditionalGeneration`` with vision and audio towers and
+the processor files instead (:mod:`gemmaserve.testing.tiny_gemma4_mm`).
 
-    python -m gemmaserve.testing.tiny_gemma4 OUT_DIR [--geometry tiny|gemma-4-e2b] [--no-weights]
+    python -m gemmaserve.testing.tiny_gemma4 OUT_DIR [--geometry tiny|gemma-4-e2b] [--no-weights] [--multimodal]
 """
 
 from __future__ import annotations
@@ -387,9 +389,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--geometry", default="tiny", help="'tiny' or a catalog model key (e.g. gemma-4-e2b)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-weights", action="store_true", help="config and tokenizer only (--load-format dummy)")
+    parser.add_argument(
+        "--multimodal",
+        action="store_true",
+        help="Gemma4ForConditionalGeneration with vision and audio towers and the processor files "
+        "(gemmaserve.testing.tiny_gemma4_mm): tiny towers for 'tiny', the E2B/E4B towers otherwise",
+    )
     args = parser.parse_args(argv)
-    geometry = TINY_GEOMETRY if args.geometry == "tiny" else resolve_model(args.geometry).geometry
-    result = write_tiny_gemma4(args.out, geometry, seed=args.seed, weights=not args.no_weights)
+    result: BaseModel
+    if args.multimodal:
+        from gemmaserve.testing.tiny_gemma4_mm import TINY_MM_GEOMETRY, write_tiny_gemma4_mm
+
+        geometry = TINY_MM_GEOMETRY if args.geometry == "tiny" else resolve_model(args.geometry).geometry
+        result = write_tiny_gemma4_mm(args.out, geometry, seed=args.seed, weights=not args.no_weights)
+    else:
+        geometry = TINY_GEOMETRY if args.geometry == "tiny" else resolve_model(args.geometry).geometry
+        result = write_tiny_gemma4(args.out, geometry, seed=args.seed, weights=not args.no_weights)
     sys.stdout.write(result.model_dump_json() + "\n")
     return 0
 
