@@ -158,7 +158,12 @@ def run_one(args: argparse.Namespace, root: Path, run: SpeedRun, out: Path) -> d
         model_dir = root / "models" / f"{run.model}-multimodal"
         write = [sys.executable, "-m", "gemmaserve.testing.tiny_gemma4", str(model_dir), "--multimodal"]
         write += ["--geometry", "tiny"] if args.tiny else ["--geometry", run.model, "--no-weights"]
-        subprocess.run(write, check=True, timeout=300)
+        subprocess.run(write, check=True, timeout=300, stdout=subprocess.DEVNULL)
+        # The published E2B config soft-caps its final logits at 30 (the sampler's peak holds two copies).
+        config_path = model_dir / "config.json"
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+        config["text_config"]["final_logit_softcapping"] = 30.0
+        config_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
     else:
         model_dir = root / "models" / run.model
         memory.write_model_dir(model_dir, memory.text_config(geometry))
