@@ -56,10 +56,15 @@ VIDEO_SOFT_TOKENS_PER_FRAME = 70
 VIDEO_TOKENS_PER_ITEM = VIDEO_FRAMES * (VIDEO_SOFT_TOKENS_PER_FRAME + 2 + 6)
 VISION_POOLING = 3  # gemma4_vision pooling_kernel_size: 3 × 3 patches per soft token
 
-# Measured on a real vLLM 0.26.0 (H200, E2B text-only, ../shared/gpu-vllm-kit/README.md, four
-# starts): non-torch memory 0.22 GiB every time; CUDA graphs 0.53 GiB for E2B (35 layers).
+# Measured on a real vLLM 0.26.0 (H200): non-torch memory 0.22 GiB in every start. The CUDA-graph
+# pool of E2B (35 layers) at 4, 64, 256 and 1,024 sequences (4, 19, 51, 51 capture sizes; 3, 11, 35, 51
+# of them full decode graphs) logged 0.09, 0.23, 0.53 and 0.59 GiB
+# (benchmarks/results/plan_gpu_h200_2026-12-03/graphs and speed): a fixed part and a part per captured
+# graph, solved by least squares (each start within 0.004 GiB). Held out: E4B, 0.64 GiB logged.
 NON_TORCH_GIB = 0.22
-E2B_CUDAGRAPH_GIB = 0.53
+GRAPH_POOL_FIXED_GIB = 0.0548
+GRAPH_PER_PIECEWISE_SIZE_GIB = 0.00690
+GRAPH_PER_FULL_SIZE_GIB = 0.00358
 E2B_LAYERS = 35
 
 Runner = Literal["v1", "v2"]
@@ -241,9 +246,13 @@ def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, rele
     return sorted(sizes)
 
 
-def cudagraph_bytes(geometry: Geometry) -> int:
-    """CUDA-graph pool memory, from the E2B measurement scaled by layer count (one graph piece per layer)."""
-    return int(E2B_CUDAGRAPH_GIB * GIB * geometry.num_hidden_layers / E2B_LAYERS)
+def cudagraph_bytes(geometry: Geometry, sizes: list[int], max_num_seqs: int) -> int:
+    """The CUDA-graph pool for the capture ``sizes``: a fixed part, one piecewise graph set per size and
+    one full decode graph per size up to ``max_num_seqs`` (FULL_AND_PIECEWISE, the default mode), the
+    per-size parts scaled by layer count (one piece per attention layer)."""
+    full = sum(1 for size in sizes if size <= max_num_seqs)
+    per_size = GRAPH_PER_PIECEWISE_SIZE_GIB * len(sizes) + GRAPH_PER_FULL_SIZE_GIB * full
+    return int((GRAPH_POOL_FIXED_GIB + per_size * geometry.num_hidden_layers / E2B_LAYERS) * GIB)
 
 
 EXTENSIBLE_MARGIN_FLOOR_GIB = 1.0  # v1/worker/extensible_kv_cache.py:64 (KV_CACHE_MARGIN_FLOOR_BYTES on CUDA)
@@ -306,9 +315,10 @@ def engine_memory(
     if first_start and compile_peak:
         estimated.append("compile peak (measured on an H200 only)")
     counted = release.sizing == "after-warmup" or (release.v2_profiles_cudagraphs if runner == "v2" else True)
-    graphs = cudagraph_bytes(geometry) / GIB
+    sizes = cudagraph_capture_sizes(seqs, batched, release)
+    graphs = cudagraph_bytes(geometry, sizes, seqs) / GIB
     if counted and geometry.num_hidden_layers != E2B_LAYERS:
-        estimated.append("CUDA-graph memory (E2B's measured pool scaled by layer count)")
+        estimated.append("CUDA-graph memory (E2B's measured pool per captured size, scaled by layer count)")
     requested = gpu.visible_memory_gib * gpu_memory_utilization
     fixed = weights + NON_TORCH_GIB + (graphs if counted else 0.0)
     withheld = withheld_by_headroom_margin(gpu, release, requested, peak)

@@ -1,0 +1,66 @@
+"""The plan against real vLLM 0.26.0 starts on an H200 that no constant was solved from, and the CUDA-graph pool
+against the starts it was solved from (``benchmarks/results/plan_gpu_h200_2026-12-03``, written by
+``benchmarks/plan_gpu_speed.py``): Google's multimodal class with and without --language-model-only at an
+L4's budget, text-only starts at 0.9, and the graph pool by --max-num-seqs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gemmaserve.catalog import resolve_gpu
+from gemmaserve.plan import plan_deployment
+
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "plan_gpu_h200_2026-12-03"
+RUNS = [run for path in sorted(RESULTS.glob("*/plan_gpu_speed.json")) for run in json.loads(path.read_text())["runs"]]
+GRAPH_SOLVED_FROM = {"e2b-graphs-seqs4", "e2b-graphs-seqs64", "e2b-mm-l4", "e2b-speed"}  # 4/64/256/1,024 sequences
+
+
+def _replay(run: dict[str, Any]) -> Any:
+    settings, figures = run["settings"], run["figures"]
+    gpu = resolve_gpu("h200").model_copy(update={"visible_memory_gib": figures["total_gib"]})
+    return plan_deployment(
+        settings["model"],
+        "bf16",
+        gpu,
+        max_model_len=settings["max_model_len"],
+        gpu_memory_utilization=settings["gpu_memory_utilization"],
+        max_num_seqs=settings["max_num_seqs"],
+        max_num_batched_tokens=settings["max_num_batched_tokens"],
+        language_model_only=settings["text_only"],
+        vllm_version="0.26",
+    )
+
+
+def test_the_results_hold_every_kind_of_start() -> None:
+    names = {run["name"] for run in RUNS}
+    assert {"e2b-mm-l4", "e2b-mm-l4-text-only", "e2b-speed", "e4b-speed", "e2b-graphs-seqs4"} <= names
+    assert all(run["status"] == "ok" for run in RUNS)
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[run["name"] for run in RUNS])
+def test_kv_tokens_within_three_percent_of_the_engines(run: dict[str, Any]) -> None:
+    row = _replay(run)
+    assert row.fits
+    assert row.kv_cache_tokens == pytest.approx(run["figures"]["kv_cache_tokens"], rel=0.03)
+
+
+def test_the_multimodal_class_counts_no_compile_peak_and_text_only_does() -> None:
+    # The engine's own breakdown: 0.29 GiB peak with the towers (sampler), 4.55 GiB text-only (the compile peak).
+    by_name = {run["name"]: run for run in RUNS}
+    multimodal, text_only = by_name["e2b-mm-l4"], by_name["e2b-mm-l4-text-only"]
+    assert multimodal["figures"]["peak_activation_gib"] < 1 < text_only["figures"]["peak_activation_gib"]
+    for run in (multimodal, text_only):
+        memory = _replay(run).memory
+        assert memory.peak_activation_gib == pytest.approx(run["figures"]["peak_activation_gib"], abs=0.15)
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[run["name"] for run in RUNS])
+def test_the_graph_pool_follows_the_capture_sizes(run: dict[str, Any]) -> None:
+    memory = _replay(run).memory
+    logged = run["figures"]["graph_capture_gib"]
+    tolerance = 0.01 if run["name"] in GRAPH_SOLVED_FROM or run["settings"]["model"] == "gemma-4-e2b" else 0.15 * logged
+    assert memory.cudagraph_gib == pytest.approx(logged, abs=tolerance)
