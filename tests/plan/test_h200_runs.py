@@ -64,3 +64,12 @@ def test_the_graph_pool_follows_the_capture_sizes(run: dict[str, Any]) -> None:
     logged = run["figures"]["graph_capture_gib"]
     tolerance = 0.01 if run["name"] in GRAPH_SOLVED_FROM or run["settings"]["model"] == "gemma-4-e2b" else 0.15 * logged
     assert memory.cudagraph_gib == pytest.approx(logged, abs=tolerance)
+
+
+def test_docs_hold_the_table_of_every_start() -> None:
+    import subprocess
+    import sys
+
+    script = RESULTS.parents[1] / "plan_runs_table.py"
+    done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout
