@@ -6,9 +6,11 @@ the GPU, what vLLM subtracts before its KV pool (:mod:`gemmaserve.engine_memory`
 KV pool and concurrency it will log (:mod:`gemmaserve.capacity`), host RAM and swap
 needed while loading, disk, dtype, whether the Turing clamp is needed, and the first
 term that binds, in words. Figures are those of a first start (a fresh container
-compiles); the warm figure is given beside it where it differs. ``plan_all`` builds the
-full table. No I/O beyond the packaged catalog; ``docs/plan.md`` compares the plan with
-recorded and published engine runs.
+compiles); the warm figure is given beside it where it differs. ``plan`` builds the full
+table for a :class:`PlanRequest` and prices each fitting row from its speeds
+(:mod:`gemmaserve.speed`: predicted, or measured with ``--decode-rate`` / ``--from-bench``,
+the only I/O besides the packaged catalog). ``docs/plan.md`` compares the plan with recorded
+and published engine runs.
 """
 
 from __future__ import annotations
