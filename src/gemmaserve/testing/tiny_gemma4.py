@@ -310,6 +310,41 @@ def write_safetensors_bf16(path: Path, tensors: list[tuple[str, tuple[int, ...],
     return offset
 
 
+def write_text_files(
+    out: Path,
+    config: dict[str, object],
+    tokenizer: dict[str, object],
+    tokenizer_settings: dict[str, object],
+    chat_template: str,
+    extra_specials: tuple[str, ...] = (),
+) -> None:
+    """config.json, generation config, tokenizer files and chat template: what every checkpoint here carries."""
+    out.mkdir(parents=True, exist_ok=True)
+
+    def dump(name: str, value: object) -> None:
+        write_atomic(out / name, json.dumps(value, indent=2) + "\n")
+
+    dump("config.json", config)
+    dump(
+        "generation_config.json",
+        {"bos_token_id": BOS_ID, "eos_token_id": [EOS_ID, END_OF_TURN_ID], "pad_token_id": PAD_ID},
+    )
+    dump("tokenizer.json", tokenizer)
+    dump("tokenizer_config.json", tokenizer_settings)
+    dump(
+        "special_tokens_map.json",
+        {
+            "bos_token": "<bos>",
+            "eos_token": "<eos>",
+            "pad_token": "<pad>",
+            "unk_token": "<unk>",
+            "mask_token": "<mask>",
+            "additional_special_tokens": ["<start_of_turn>", "<end_of_turn>", *extra_specials],
+        },
+    )
+    write_atomic(out / "chat_template.jinja", chat_template)
+
+
 def write_tiny_gemma4(
     out_dir: str | Path, geometry: Geometry = TINY_GEOMETRY, *, seed: int = 0, weights: bool = True
 ) -> TinyCheckpoint:
@@ -322,30 +357,7 @@ def write_tiny_gemma4(
         raise ValueError(f"vocab_size {geometry.vocab_size} is below the tokenizer's {TOKENIZER_SIZE} tokens")
     config = model_config(geometry)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-
-    def dump(name: str, value: object) -> None:
-        write_atomic(out / name, json.dumps(value, indent=2) + "\n")
-
-    dump("config.json", config)
-    dump(
-        "generation_config.json",
-        {"bos_token_id": BOS_ID, "eos_token_id": [EOS_ID, END_OF_TURN_ID], "pad_token_id": PAD_ID},
-    )
-    dump("tokenizer.json", tokenizer_json())
-    dump("tokenizer_config.json", tokenizer_config())
-    dump(
-        "special_tokens_map.json",
-        {
-            "bos_token": "<bos>",
-            "eos_token": "<eos>",
-            "pad_token": "<pad>",
-            "unk_token": "<unk>",
-            "mask_token": "<mask>",
-            "additional_special_tokens": ["<start_of_turn>", "<end_of_turn>"],
-        },
-    )
-    write_atomic(out / "chat_template.jinja", CHAT_TEMPLATE)
+    write_text_files(out, config, tokenizer_json(), tokenizer_config(), CHAT_TEMPLATE)
     shapes = list(tensor_shapes(geometry))
     weight_bytes = 0
     if weights:

@@ -79,6 +79,7 @@ from gemmaserve.testing.tiny_gemma4 import (
     tokenizer_config,
     tokenizer_json,
     write_safetensors_bf16,
+    write_text_files,
 )
 
 # The published Gemma 4 tokenizer's multimodal tokens, appended after the text tokenizer's.
@@ -513,31 +514,10 @@ def write_tiny_gemma4_mm(
             )
     config = mm_model_config(geometry, towers)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-
-    def dump(name: str, value: object) -> None:
-        write_atomic(out / name, json.dumps(value, indent=2) + "\n")
-
-    dump("config.json", config)
-    dump(
-        "generation_config.json",
-        {"bos_token_id": BOS_ID, "eos_token_id": [EOS_ID, END_OF_TURN_ID], "pad_token_id": PAD_ID},
+    write_text_files(
+        out, config, mm_tokenizer_json(), mm_tokenizer_config(), MM_CHAT_TEMPLATE, (MM_TOKENS["video_token"],)
     )
-    dump("tokenizer.json", mm_tokenizer_json())
-    dump("tokenizer_config.json", mm_tokenizer_config())
-    dump(
-        "special_tokens_map.json",
-        {
-            "bos_token": "<bos>",
-            "eos_token": "<eos>",
-            "pad_token": "<pad>",
-            "unk_token": "<unk>",
-            "mask_token": "<mask>",
-            "additional_special_tokens": ["<start_of_turn>", "<end_of_turn>", MM_TOKENS["video_token"]],
-        },
-    )
-    dump("processor_config.json", processor_config(towers))
-    write_atomic(out / "chat_template.jinja", MM_CHAT_TEMPLATE)
+    write_atomic(out / "processor_config.json", json.dumps(processor_config(towers), indent=2) + "\n")
     shapes = list(mm_tensor_shapes(geometry, towers))
     weight_bytes = 0
     if weights:
