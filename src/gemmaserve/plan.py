@@ -296,22 +296,18 @@ def plan_deployment(
             binding += f"; lower --max-model-len to {longest:,}"
         else:
             binding += "; no context fits: a smaller model, encoding or --max-num-batched-tokens"
-    if (
-        verdict == "does-not-fit"
-        and binding
-        and _text_only_rescues(
-            model_obj,
-            checkpoint,
-            gpu_obj,
-            language_model_only=language_model_only,
-            max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens,
-            vllm_version=release.series,
-            first_start=first_start,
-        )
-    ):
+    has_towers = any(part in checkpoint.parts_bytes for part in TOWER_PARTS)
+    if verdict == "does-not-fit" and binding and has_towers and not language_model_only:
+        text_only = plan_deployment(
+            model_obj, checkpoint, gpu_obj, max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens, language_model_only=True,
+            vllm_version=release.series, first_start=first_start,
+        )  # fmt: skip
+        rescued = text_only.fits
+    else:
+        rescued = False
+    if rescued and binding:
         binding += "; --language-model-only (no vision/audio towers) makes it fit"
     if verdict == "fits" and swap_needed:
         verdict = "fits-with-swap"
@@ -379,37 +375,6 @@ def plan_deployment(
         usd_per_million_output_tokens=None,
         vllm_args=args,
     )
-
-
-def _text_only_rescues(
-    model: Model,
-    checkpoint: Checkpoint,
-    gpu: Gpu,
-    *,
-    language_model_only: bool,
-    max_model_len: int,
-    gpu_memory_utilization: float,
-    max_num_seqs: int | None,
-    max_num_batched_tokens: int | None,
-    vllm_version: str,
-    first_start: bool,
-) -> bool:
-    """Whether leaving the towers out turns a row that does not fit into one that does."""
-    if language_model_only or not any(part in checkpoint.parts_bytes for part in TOWER_PARTS):
-        return False
-    text_only = plan_deployment(
-        model,
-        checkpoint,
-        gpu,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        language_model_only=True,
-        vllm_version=vllm_version,
-        first_start=first_start,
-    )
-    return text_only.fits
 
 
 _VERDICT_ORDER = {"fits": 0, "fits-with-swap": 1, "does-not-fit": 2, "not-servable": 3}
