@@ -21,7 +21,6 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from gemmaserve.bench.schema import ClientSettings
-from gemmaserve.bench.speeds import MeasuredSpeed
 from gemmaserve.capacity import GIB, in_flight_tokens, kv_capacity, longest_context_that_fits
 from gemmaserve.catalog import (
     Checkpoint,
@@ -46,7 +45,9 @@ from gemmaserve.engine_memory import (
 from gemmaserve.request_model import ActionRequest, Cli, ServingSettings, token_count
 from gemmaserve.speed import (
     CONCURRENCY_LEVELS,
+    MeasuredSpeed,
     SpeedPrediction,
+    SpeedQuestion,
     Workload,
     kv_stream_limit,
     predict,
@@ -564,32 +565,12 @@ def with_speed(row: PlanRow, request: PlanRequest, measured: MeasuredSpeed | Non
         release=resolve_release(row.vllm_version),
     )
     limit = kv_stream_limit(pool.max_concurrency, row.max_num_seqs)
-    levels = sorted({*CONCURRENCY_LEVELS, request.concurrency})
+    levels = tuple(sorted({*CONCURRENCY_LEVELS, request.concurrency}))
+    question = SpeedQuestion(model.geometry, checkpoint, gpu, workload, levels, limit)
     if measured is None:
-        speed = predict(
-            model.geometry,
-            checkpoint,
-            gpu,
-            data,
-            catalog.gpus,
-            workload=workload,
-            concurrency=levels,
-            stream_limit=limit,
-        )
+        speed = predict(question, data, catalog.gpus)
     else:
-        speed = predict_from_measured(
-            model.geometry,
-            checkpoint,
-            gpu,
-            data,
-            catalog.gpus,
-            decode_tokens_per_s=measured.decode_tokens_per_s,
-            measured_levels=measured.output_tokens_per_s,
-            source=measured.source,
-            workload=workload,
-            concurrency=levels,
-            stream_limit=limit,
-        )
+        speed = predict_from_measured(question, data, catalog.gpus, measured)
     rate = speed.output_tokens_per_s[request.concurrency]
     price = row.price_usd_per_hour
 

@@ -59,6 +59,41 @@ class Workload:
     call_s: float  # the platform's cost of one request outside the engine
 
 
+@dataclass(frozen=True, slots=True)
+class SpeedQuestion:
+    """What one row's speeds are asked for: a checkpoint on a GPU, a workload, the stream counts asked about
+    and the most streams that run at once (``max_num_seqs`` or the KV pool)."""
+
+    geometry: Geometry
+    checkpoint: Checkpoint
+    gpu: Gpu
+    workload: Workload
+    concurrency: tuple[int, ...]
+    stream_limit: int
+
+    @property
+    def context(self) -> int:
+        return self.workload.prompt_tokens + self.workload.output_tokens // 2
+
+    def effective(self) -> dict[int, int]:
+        return {c: max(1, min(c, self.stream_limit)) for c in self.concurrency}
+
+    def decode_rate(self, costs: StepCosts) -> float:
+        return 1.0 / step_seconds(self.geometry, self.checkpoint, self.gpu, costs, batch=1, context=self.context)
+
+    def rate(self, costs: StepCosts, streams: int) -> float:
+        return output_tokens_per_s(self.geometry, self.checkpoint, self.gpu, costs, self.workload, streams)
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredSpeed:
+    """A row's measured speeds: one stream's decode rate and output tok/s by streams, and where they came from."""
+
+    decode_tokens_per_s: float
+    output_tokens_per_s: dict[int, float]
+    source: str
+
+
 class SpeedPrediction(BaseModel):
     """Predicted speeds of one row; low/high bound the interval the model's own checks support."""
 
@@ -318,49 +353,31 @@ def mean_call_seconds(data: SpeedData, gpus: dict[str, Gpu], platform: str) -> f
     return sum(seconds) / len(seconds)
 
 
-def predict(
-    geometry: Geometry,
-    checkpoint: Checkpoint,
-    gpu: Gpu,
-    data: SpeedData,
-    gpus: dict[str, Gpu],
-    *,
-    workload: Workload,
-    concurrency: Sequence[int],
-    stream_limit: int,
-) -> SpeedPrediction:
-    """Predicted decode rate and output tok/s at each of ``concurrency`` (at most ``stream_limit`` in flight)."""
-    central, slow, fast = costs_for(gpu, data, gpus)
+def predict(question: SpeedQuestion, data: SpeedData, gpus: dict[str, Gpu]) -> SpeedPrediction:
+    """Predicted decode rate and output tok/s at each stream count asked about."""
+    central, slow, fast = costs_for(question.gpu, data, gpus)
     error = check_error(data, gpus)
-    context = workload.prompt_tokens + workload.output_tokens // 2
-
-    def decode(costs: StepCosts) -> float:
-        return 1.0 / step_seconds(geometry, checkpoint, gpu, costs, batch=1, context=context)
-
-    effective = {c: max(1, min(c, stream_limit)) for c in concurrency}
-    rates = {c: output_tokens_per_s(geometry, checkpoint, gpu, central, workload, n) for c, n in effective.items()}
-    lows = {c: output_tokens_per_s(geometry, checkpoint, gpu, slow, workload, n) for c, n in effective.items()}
-    highs = {c: output_tokens_per_s(geometry, checkpoint, gpu, fast, workload, n) for c, n in effective.items()}
+    effective = question.effective()
     unmeasured = [
         f"compute efficiency {COMPUTE_EFFICIENCY:g} of the tensor-core peak (binds only at large batches or long prompts)"
     ]
-    if gpu.key not in central.measured_on:
+    if question.gpu.key not in central.measured_on:
         unmeasured.append(
-            f"{gpu.key}: no runs of its own; constants from {', '.join(central.measured_on)}, bandwidth efficiency "
-            f"allowed down to {UNMEASURED_GPU_EFFICIENCY_FLOOR:g}× theirs"
+            f"{question.gpu.key}: no runs of its own; constants from {', '.join(central.measured_on)}, bandwidth "
+            f"efficiency allowed down to {UNMEASURED_GPU_EFFICIENCY_FLOOR:g}× theirs"
         )
-    if geometry.num_experts:
+    if question.geometry.num_experts:
         unmeasured.append("experts read per step assume uniform routing (real routing reads fewer)")
     return SpeedPrediction(
         source="predicted",
-        decode_tokens_per_s=round(decode(central), 1),
-        decode_low=round(decode(slow) * (1 - error), 1),
-        decode_high=round(decode(fast) * (1 + error), 1),
-        output_tokens_per_s={c: round(r, 1) for c, r in rates.items()},
-        output_low={c: round(r * (1 - error), 1) for c, r in lows.items()},
-        output_high={c: round(r * (1 + error), 1) for c, r in highs.items()},
+        decode_tokens_per_s=round(question.decode_rate(central), 1),
+        decode_low=round(question.decode_rate(slow) * (1 - error), 1),
+        decode_high=round(question.decode_rate(fast) * (1 + error), 1),
+        output_tokens_per_s={c: round(question.rate(central, n), 1) for c, n in effective.items()},
+        output_low={c: round(question.rate(slow, n) * (1 - error), 1) for c, n in effective.items()},
+        output_high={c: round(question.rate(fast, n) * (1 + error), 1) for c, n in effective.items()},
         effective_concurrency=effective,
-        bytes_per_step_gb=round(weight_bytes_per_step(geometry, checkpoint, 1) / 1e9, 3),
+        bytes_per_step_gb=round(weight_bytes_per_step(question.geometry, question.checkpoint, 1) / 1e9, 3),
         constants_from=list(central.measured_on),
         unmeasured=unmeasured,
     )
@@ -372,54 +389,43 @@ def kv_stream_limit(max_concurrency_at_length: float, max_num_seqs: int) -> int:
 
 
 def predict_from_measured(
-    geometry: Geometry,
-    checkpoint: Checkpoint,
-    gpu: Gpu,
-    data: SpeedData,
-    gpus: dict[str, Gpu],
-    *,
-    workload: Workload,
-    concurrency: Sequence[int],
-    stream_limit: int,
-    decode_tokens_per_s: float,
-    measured_levels: dict[int, float],
-    source: str,
+    question: SpeedQuestion, data: SpeedData, gpus: dict[str, Gpu], measured: MeasuredSpeed
 ) -> SpeedPrediction:
     """The same row from a measurement: the measured decode rate sets the one-stream step (the model adds
     only what more streams cost), and a measured stream level is used as it is."""
-    central, _, _ = costs_for(gpu, data, gpus)
-    context = workload.prompt_tokens + workload.output_tokens // 2
-    shift = 1.0 / decode_tokens_per_s - step_seconds(geometry, checkpoint, gpu, central, batch=1, context=context)
-    measured = StepCosts(
+    central, _, _ = costs_for(question.gpu, data, gpus)
+    shift = 1.0 / measured.decode_tokens_per_s - 1.0 / question.decode_rate(central)
+    costs = StepCosts(
         central.bandwidth_efficiency, central.fixed_s + shift, central.per_sequence_s, central.measured_on
     )
     error = check_error(data, gpus)
-    effective = {c: max(1, min(c, stream_limit)) for c in concurrency}
+    effective = question.effective()
     rates: dict[int, float] = {}
     lows: dict[int, float] = {}
     highs: dict[int, float] = {}
     for asked, streams in effective.items():
-        if streams in measured_levels:
-            rates[asked] = lows[asked] = highs[asked] = round(measured_levels[streams], 1)
+        if streams in measured.output_tokens_per_s:
+            rates[asked] = lows[asked] = highs[asked] = round(measured.output_tokens_per_s[streams], 1)
             continue
-        rate = output_tokens_per_s(geometry, checkpoint, gpu, measured, workload, streams)
+        rate = question.rate(costs, streams)
         rates[asked], lows[asked], highs[asked] = (
             round(rate, 1),
             round(rate * (1 - error), 1),
             round(rate * (1 + error), 1),
         )
+    decode = round(measured.decode_tokens_per_s, 1)
     return SpeedPrediction(
-        source=source,
-        decode_tokens_per_s=round(decode_tokens_per_s, 1),
-        decode_low=round(decode_tokens_per_s, 1),
-        decode_high=round(decode_tokens_per_s, 1),
+        source=measured.source,
+        decode_tokens_per_s=decode,
+        decode_low=decode,
+        decode_high=decode,
         output_tokens_per_s=rates,
         output_low=lows,
         output_high=highs,
         effective_concurrency=effective,
-        bytes_per_step_gb=round(weight_bytes_per_step(geometry, checkpoint, 1) / 1e9, 3),
+        bytes_per_step_gb=round(weight_bytes_per_step(question.geometry, question.checkpoint, 1) / 1e9, 3),
         constants_from=list(central.measured_on),
         unmeasured=[]
-        if all(n in measured_levels for n in effective.values())
+        if all(n in measured.output_tokens_per_s for n in effective.values())
         else ["stream levels not measured are the model's, from the measured decode rate"],
     )

@@ -17,6 +17,7 @@ from gemmaserve.cli import app
 from gemmaserve.errors import UnknownName, UsageError
 from gemmaserve.plan import PlanRequest, plan
 from gemmaserve.speed import (
+    SpeedQuestion,
     StepCosts,
     Workload,
     _resolve,
@@ -123,10 +124,8 @@ def test_the_interval_holds_the_check_error_and_widens_for_a_gpu_with_no_runs() 
     assert 0 < error < 0.15
     workload = Workload(128, 256, 0.001)
     checkpoint = E2B.encodings["qat-w4a16"]
-    measured = predict(E2B.geometry, checkpoint, L4, DATA, GPUS, workload=workload, concurrency=[16], stream_limit=256)
-    borrowed = predict(
-        E2B.geometry, checkpoint, GPUS["t4"], DATA, GPUS, workload=workload, concurrency=[16], stream_limit=256
-    )
+    measured = predict(SpeedQuestion(E2B.geometry, checkpoint, L4, workload, (16,), 256), DATA, GPUS)
+    borrowed = predict(SpeedQuestion(E2B.geometry, checkpoint, GPUS["t4"], workload, (16,), 256), DATA, GPUS)
     width = lambda p: (p.output_high[16] - p.output_low[16]) / p.output_tokens_per_s[16]  # noqa: E731
     assert width(borrowed) > width(measured) > 0
     assert any("t4: no runs of its own" in term for term in borrowed.unmeasured)

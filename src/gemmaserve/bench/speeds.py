@@ -8,13 +8,7 @@ from pathlib import Path
 
 from gemmaserve.bench.schema import load_result
 from gemmaserve.errors import ResultFileInvalid, UsageError
-
-
-@dataclass(frozen=True, slots=True)
-class MeasuredSpeed:
-    decode_tokens_per_s: float
-    output_tokens_per_s: dict[int, float]
-    source: str
+from gemmaserve.speed import MeasuredSpeed
 
 
 @dataclass
