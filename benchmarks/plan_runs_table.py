@@ -13,10 +13,11 @@ logs in the catalog (``calibration`` entries). Each is replayed by a test (``tes
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from doc_table import print_or_check
 
 from gemmaserve.catalog import load_catalog, resolve_gpu
 from gemmaserve.plan import PlanRow, plan_deployment
@@ -94,14 +95,7 @@ def table() -> str:
 
 
 def main() -> int:
-    text = table()
-    if "--check" in sys.argv[1:]:
-        if text not in DOC.read_text(encoding="utf-8"):
-            print("docs/plan.md does not hold the current runs table: run python benchmarks/plan_runs_table.py")
-            return 1
-        return 0
-    sys.stdout.write(text)
-    return 0
+    return print_or_check(table(), DOC, "benchmarks/plan_runs_table.py")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,9 @@ stream levels, as ``tests/plan/test_speed.py`` does.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
+
+from doc_table import print_or_check
 
 from gemmaserve.catalog import load_catalog, load_speed_data
 from gemmaserve.speed import Workload, _resolve, call_seconds_of, costs_for, output_tokens_per_s, step_seconds
@@ -52,14 +53,7 @@ def table() -> str:
 
 
 def main() -> int:
-    text = table()
-    if "--check" in sys.argv[1:]:
-        if text not in DOC.read_text(encoding="utf-8"):
-            print("docs/plan.md does not hold the current speed table: run python benchmarks/plan_speed_table.py")
-            return 1
-        return 0
-    sys.stdout.write(text)
-    return 0
+    return print_or_check(table(), DOC, "benchmarks/plan_speed_table.py")
 
 
 if __name__ == "__main__":
