@@ -101,6 +101,10 @@ class Geometry(_Frozen):
     use_bidirectional_attention: Literal["vision"] | None = None
     vision_hidden_size: int = 0
     vision_intermediate_size: int = 0
+    vision_patch_dim: int = Field(
+        default=0,
+        description="12B's encoder-free vision embedder: pixels per projected patch (model_patch_size² × 3)",
+    )
     source: str
 
     @model_validator(mode="after")

@@ -38,6 +38,11 @@ from gemmaserve.vllm_releases import VllmRelease
 
 GIB = 1024**3
 TOWER_PARTS = ("audio_tower", "vision_tower")
+# 12B (``Gemma4UnifiedForConditionalGeneration``) has no towers: linear embedders project raw patches
+# and waveform frames, built whatever --language-model-only says (models/gemma4_unified.py:263-288 in
+# 0.26.0, :271-288 in 0.34.0: no _mark_tower_model), so they are never left out of the weights.
+EMBEDDER_PARTS = ("audio_embedder", "vision_embedder")
+MULTIMODAL_PARTS = TOWER_PARTS + EMBEDDER_PARTS
 LM_HEAD_PART = "lm_head"
 BF16 = 2
 
@@ -146,6 +151,11 @@ def tower_bytes(checkpoint: Checkpoint) -> int:
     return sum(size for name, size in checkpoint.parts_bytes.items() if name in TOWER_PARTS)
 
 
+def is_multimodal(checkpoint: Checkpoint) -> bool:
+    """Whether the checkpoint loads as one of Google's multimodal classes (towers or embedders)."""
+    return any(part in checkpoint.parts_bytes for part in MULTIMODAL_PARTS)
+
+
 def rotary_cache_bytes(geometry: Geometry, dtype_bytes: int = BF16) -> int:
     """cos/sin caches for every position (rotary_embedding/base.py:59-63, in the model dtype);
     Gemma 4's full layers rotate over the whole head (gemma4_rope.py:44-50)."""
@@ -197,21 +207,29 @@ def sampler_peak_bytes(geometry: Geometry, rows: int, runner: Runner) -> int:
 
 
 def encoder_peak_bytes(geometry: Geometry, max_num_batched_tokens: int) -> int:
-    """The encoder profile on the largest item (a 32-frame video) through the vision tower."""
-    if not geometry.vision_hidden_size:
-        return 0
+    """The encoder profile on the largest item (a 32-frame video).
+
+    Through a vision tower, every patch of every item is in flight at once. 12B's encoder-free
+    embedder runs one frame at a time (``gemma4_unified.py`` ``_process_video_input``), so what the
+    profile holds is the items' pixels (one projected patch per soft token) and their embeddings,
+    kept per frame and then concatenated."""
     items = max(1, max_num_batched_tokens // VIDEO_TOKENS_PER_ITEM)
-    patches = VIDEO_FRAMES * VIDEO_SOFT_TOKENS_PER_FRAME * VISION_POOLING**2
-    per_patch = 5 * geometry.vision_hidden_size + 2 * geometry.vision_intermediate_size
-    return items * patches * per_patch * BF16
+    soft_tokens = VIDEO_FRAMES * VIDEO_SOFT_TOKENS_PER_FRAME
+    if geometry.vision_hidden_size:
+        per_patch = 5 * geometry.vision_hidden_size + 2 * geometry.vision_intermediate_size
+        return items * soft_tokens * VISION_POOLING**2 * per_patch * BF16
+    if geometry.vision_patch_dim:
+        return items * soft_tokens * (geometry.vision_patch_dim + 2 * geometry.hidden_size) * BF16
+    return 0
 
 
 def embeddings_in_compiled_graph(checkpoint: Checkpoint, *, language_model_only: bool) -> bool:
     """Whether the compiled ``Gemma4Model`` looks up the token and per-layer embeddings itself: yes for
     ``Gemma4ForCausalLM`` (text-only exports: no towers) and under ``--language-model-only``; no for
     Google's multimodal ``Gemma4ForConditionalGeneration``, whose ``embed_input_ids`` runs them eagerly
-    before the graph (rule ``embeddings_outside_graph`` in :mod:`gemmaserve.vllm_releases`)."""
-    return language_model_only or not tower_bytes(checkpoint)
+    before the graph (rule ``embeddings_outside_graph`` in :mod:`gemmaserve.vllm_releases`), nor for
+    12B's ``Gemma4UnifiedForConditionalGeneration``, which inherits that path."""
+    return language_model_only or not is_multimodal(checkpoint)
 
 
 def compile_peak_bytes(geometry: Geometry, tokens: int, release: VllmRelease) -> int:
@@ -305,7 +323,11 @@ def engine_memory(
     profiles_encoder = runner == "v1" or release.v2_profiles_encoder
     encoder = 0.0 if language_model_only or not profiles_encoder else encoder_peak_bytes(geometry, batched) / GIB
     if encoder:
-        estimated.append("encoder profile (vision tower activations on a 32-frame video)")
+        estimated.append(
+            "encoder profile (vision tower activations on a 32-frame video)"
+            if geometry.vision_hidden_size
+            else "encoder profile (the embedder's pixels and embeddings for a 32-frame video)"
+        )
     warm_peak = workspace + max(forward, sampler, encoder)
     compile_peak = 0.0
     if embeddings_in_compiled_graph(checkpoint, language_model_only=language_model_only):

@@ -37,10 +37,10 @@ from gemmaserve.cost import usd_per_million_tokens
 from gemmaserve.engine_memory import (
     LARGE_GPU_MIN_GIB,
     SMALL_GPU_BATCHED,
-    TOWER_PARTS,
     EngineMemory,
     default_batch,
     engine_memory,
+    is_multimodal,
 )
 from gemmaserve.request_model import ActionRequest, Cli, ServingSettings, token_count
 from gemmaserve.speed import (
@@ -297,8 +297,7 @@ def plan_deployment(
             binding += f"; lower --max-model-len to {longest:,}"
         else:
             binding += "; no context fits: a smaller model, encoding or --max-num-batched-tokens"
-    has_towers = any(part in checkpoint.parts_bytes for part in TOWER_PARTS)
-    if verdict == "does-not-fit" and binding and has_towers and not language_model_only:
+    if verdict == "does-not-fit" and binding and is_multimodal(checkpoint) and not language_model_only:
         text_only = plan_deployment(
             model_obj, checkpoint, gpu_obj, max_model_len=max_model_len,
             gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,

@@ -308,3 +308,52 @@ def test_every_encoding_resolves_by_its_own_key_and_by_other_spellings() -> None
     with pytest.raises(UnknownName) as excinfo:
         resolve_encoding(resolve_model("e2b"), "fp8")
     assert str(excinfo.value).startswith("Unknown encoding of gemma-4-e2b 'fp8'. Valid encodings of gemma-4-e2b: ")
+
+
+def test_12b_has_no_towers_only_embedders_that_stay_loaded_without_the_towers() -> None:
+    """12B is ``Gemma4UnifiedForConditionalGeneration``: no vision or audio tower, linear embedders
+    built whatever ``--language-model-only`` says (``gemma4_unified.py`` builds them outside any
+    ``_mark_tower_model``), so text-only drops the encoder profile but no weights."""
+    catalog = load_catalog()
+    for key, checkpoint in catalog.models["gemma-4-12b"].encodings.items():
+        assert not {"vision_tower", "audio_tower"} & set(checkpoint.parts_bytes), key
+        assert {"vision_embedder", "audio_embedder"} <= set(checkpoint.parts_bytes), key
+    full = plan_deployment("12b", "bf16", "l40s", vllm_version="0.30")
+    text = plan_deployment("12b", "bf16", "l40s", vllm_version="0.30", language_model_only=True)
+    assert full.memory is not None and text.memory is not None
+    assert full.weights_gib == pytest.approx(text.weights_gib)
+    assert full.memory.encoder_peak_gib > 0 and text.memory.encoder_peak_gib == 0
+    assert any("embedder" in term for term in full.memory.estimated_terms)
+
+
+def test_12b_parts_add_up_to_the_published_total_and_the_body_matches_the_geometry() -> None:
+    checkpoint = load_catalog().models["gemma-4-12b"].encodings["bf16"]
+    geometry = load_catalog().models["gemma-4-12b"].geometry
+    assert sum(checkpoint.parts_bytes.values()) == 23_919_460_448
+    hidden, width = geometry.hidden_size, geometry.intermediate_size
+    sliding = sum(t == "sliding" for t in geometry.layer_types())
+    full = geometry.num_hidden_layers - sliding
+    heads = geometry.num_attention_heads
+    per_sliding = hidden * geometry.sliding_head_dim * (2 * heads + 2 * geometry.sliding_kv_heads)
+    per_full = hidden * geometry.full_head_dim * (2 * heads + geometry.full_kv_heads)  # k = v
+    body = 2 * (geometry.num_hidden_layers * 3 * hidden * width + sliding * per_sliding + full * per_full)
+    assert checkpoint.parts_bytes["transformer_body"] == pytest.approx(body, rel=0.002)
+
+
+def test_the_encoder_free_profile_is_smaller_than_a_towers_on_the_same_batch() -> None:
+    from gemmaserve.engine_memory import encoder_peak_bytes
+
+    models = load_catalog().models
+    unified = encoder_peak_bytes(models["gemma-4-12b"].geometry, 8192)
+    tower = encoder_peak_bytes(models["gemma-4-26b-a4b"].geometry, 8192)
+    assert 0 < unified < tower / 4
+    # three 2,496-token videos of 32 × 70 soft tokens, each a 6,912-pixel patch and two 3,840-wide rows
+    assert unified == 3 * 32 * 70 * (6912 + 2 * 3840) * 2
+
+
+def test_12b_multimodal_looks_its_embeddings_up_outside_the_compiled_graph() -> None:
+    from gemmaserve.engine_memory import embeddings_in_compiled_graph
+
+    checkpoint = load_catalog().models["gemma-4-12b"].encodings["bf16"]
+    assert not embeddings_in_compiled_graph(checkpoint, language_model_only=False)
+    assert embeddings_in_compiled_graph(checkpoint, language_model_only=True)

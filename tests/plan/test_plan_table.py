@@ -100,7 +100,7 @@ def test_every_token_count_field_takes_the_short_spelling() -> None:
     assert PlanRequest.parse({}).max_num_batched_tokens is None
 
 
-@pytest.mark.parametrize(("vllm", "max_model_len"), [("0.30", 32768), ("0.34", 131072), ("0.26", 8192)])
+@pytest.mark.parametrize(("vllm", "max_model_len"), [("0.30", 65536), ("0.34", 131072), ("0.26", 8192)])
 def test_the_text_only_hint_appears_exactly_where_it_rescues_the_row(vllm: str, max_model_len: int) -> None:
     table = plan(PlanRequest.parse({"vllm": vllm, "max_model_len": max_model_len}))
     hinted = 0
