@@ -37,6 +37,7 @@ from gemmaserve.cost import usd_per_million_tokens
 from gemmaserve.engine_memory import (
     LARGE_GPU_MIN_GIB,
     SMALL_GPU_BATCHED,
+    UNEXPLAINED_GIB,
     EngineMemory,
     default_batch,
     engine_memory,
@@ -105,6 +106,8 @@ class PlanRow(BaseModel):
     max_concurrency: float
     kv_cache_tokens_warm: int = 0
     max_concurrency_warm: float = 0.0
+    kv_cache_tokens_low: int = 0  # with the largest remainder real starts held beyond the plan
+    max_concurrency_low: float = 0.0
     max_model_len_that_fits: int | None = None
     memory: EngineMemory | None = None
     checkpoint_gib: float
@@ -240,6 +243,13 @@ def plan_deployment(
         max_num_batched_tokens=batched,
         release=release,
     )
+    low = kv_capacity(
+        max(0.0, budget_gib - UNEXPLAINED_GIB) * GIB,
+        geometry,
+        max_model_len=max_model_len,
+        max_num_batched_tokens=batched,
+        release=release,
+    )
     overhead_gib = memory.requested_gib - memory.weights_gib - budget_gib
     if memory.compile_peak_gib > memory.peak_activation_warm_gib:
         notes.append(
@@ -309,6 +319,11 @@ def plan_deployment(
         rescued = False
     if rescued and binding:
         binding += "; --language-model-only (no vision/audio towers) makes it fit"
+    if verdict == "fits" and not low.fits_one_request:
+        notes.append(
+            f"close to the edge: with {UNEXPLAINED_GIB} GiB less for the cache (the most real starts held "
+            f"beyond the plan), {low.kv_cache_tokens:,} KV tokens cannot hold one {max_model_len:,}-token request"
+        )
     if verdict == "fits" and swap_needed:
         verdict = "fits-with-swap"
         binding = (
@@ -362,6 +377,8 @@ def plan_deployment(
         max_concurrency=round(capacity.max_concurrency, 2),
         kv_cache_tokens_warm=warm.kv_cache_tokens,
         max_concurrency_warm=round(warm.max_concurrency, 2),
+        kv_cache_tokens_low=low.kv_cache_tokens,
+        max_concurrency_low=round(low.max_concurrency, 2),
         max_model_len_that_fits=longest,
         memory=memory,
         checkpoint_gib=round(checkpoint_gib, 2),

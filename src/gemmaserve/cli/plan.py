@@ -48,12 +48,14 @@ def _cells(row: PlanRow, marker: str, wide: bool) -> list[str]:
     if wide:
         weights = f"{row.weights_gib:.2f}" + ("" if row.weights_source == "published" else "*")
         warm = f"{row.kv_cache_tokens_warm:,}" if row.fits and row.kv_cache_tokens_warm != row.kv_cache_tokens else ""
+        low = f"{row.kv_cache_tokens_low:,}" if row.fits else ""
         cells += [
             row.instance or "—",
             "fp16" if row.dtype == "float16" else "bf16",
             weights,
             f"{row.engine_overhead_gib:.2f}",
             kv,
+            low,
             warm,
             conc,
             f"{row.host_ram_needed_gib:.1f}",
@@ -101,6 +103,7 @@ def _render(table: PlanTable, *, wide: bool = False) -> None:
             ("weights GiB", "right"),
             ("engine GiB", "right"),
             ("KV tokens", "right"),
+            ("KV low", "right"),
             ("KV warm", "right"),
             ("conc.", "right"),
             ("host RAM", "right"),
@@ -144,7 +147,7 @@ def _render(table: PlanTable, *, wide: bool = False) -> None:
         f"tokens/s with {table.concurrency} streams of {table.input_tokens:,}→"
         f"{table.output_tokens:,}-token requests; ~ predicted (docs/plan.md: how, and how far off it has been), "
         f"else measured. $/M: per million output tokens at that rate, list prices of {table.price_date}, us-east-1. --wide: every "
-        "column and the $/M range; --json: every term.",
+        "column, KV low (with the most memory real starts held beyond the plan) and the $/M range; --json: every term.",
         style="dim",
         width=width,
     )
