@@ -48,14 +48,14 @@ def _cells(row: PlanRow, marker: str, wide: bool) -> list[str]:
     if wide:
         weights = f"{row.weights_gib:.2f}" + ("" if row.weights_source == "published" else "*")
         warm = f"{row.kv_cache_tokens_warm:,}" if row.fits and row.kv_cache_tokens_warm != row.kv_cache_tokens else ""
-        low = f"{row.kv_cache_tokens_low:,}" if row.fits else ""
+        kv_low = f"{row.kv_cache_tokens_low:,}" if row.fits else ""
         cells += [
             row.instance or "—",
             "fp16" if row.dtype == "float16" else "bf16",
             weights,
             f"{row.engine_overhead_gib:.2f}",
             kv,
-            low,
+            kv_low,
             warm,
             conc,
             f"{row.host_ram_needed_gib:.1f}",
