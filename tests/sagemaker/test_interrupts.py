@@ -251,3 +251,83 @@ def test_cancel_during_a_failures_teardown_does_not_cut_it_short(moto_factory: A
     assert _leftovers(sm) == {"endpoints": [], "configs": [], "models": []}
     assert caught.value.fields["teardown"]["remaining"] == []
     assert progress[-1].startswith(f"Teardown in {REGION}: deleted ")
+
+
+# -- The Create race: SageMaker accepts a Create after the client gave up on its answer ----------------------------
+
+
+@pytest.fixture
+def proxied(moto_server_url: str, moto_factory: Any) -> Any:
+    """moto behind :class:`SageMakerProxy`, and a client factory that goes through the proxy."""
+    from gemmaserve.sagemaker.aws import Boto3ClientFactory
+    from tests.sagemaker.moto_proxy import sagemaker_proxy
+
+    with sagemaker_proxy(moto_server_url) as proxy:
+        factory = Boto3ClientFactory(endpoint_url=proxy.url)
+        try:
+            yield proxy, factory
+        finally:
+            factory.close()
+
+
+def _ctrl_c_once_held(held: Any) -> None:
+    """Send SIGINT to this process once the held request reached the proxy (the client is then blocked on it)."""
+    import threading
+
+    def deliver() -> None:
+        if held.arrived.wait(timeout=30):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=deliver, daemon=True).start()
+
+
+def _release_on_describe(proxy: Any, held: Any, operation: str, describe: str, nth: int) -> None:
+    """Let the held Create reach moto just before the ``nth`` Describe of its resource (it becomes visible late)."""
+
+    def hook(name: str, _payload: dict[str, Any]) -> None:
+        if name == describe and proxy.count(describe) == nth and not held.release.is_set():
+            held.release.set()
+            held.forwarded.wait(timeout=30)
+
+    proxy.hooks.append(hook)
+    _ = operation
+
+
+@pytest.mark.parametrize(
+    ("operation", "describe", "label"),
+    [
+        ("CreateEndpoint", "DescribeEndpoint", "endpoint:intr-e2b"),
+        ("CreateModel", "DescribeModel", "model:intr-e2b-model"),
+    ],
+)
+def test_a_create_the_service_accepts_after_the_interrupt_is_found_and_deleted(
+    proxied: Any, moto_factory: Any, operation: str, describe: str, label: str
+) -> None:
+    proxy, factory = proxied
+    held = proxy.hold(operation)
+    _ctrl_c_once_held(held)
+    # not visible at the first two looks after the interrupt; then it is there, billing
+    before = proxy.count(describe)
+    _release_on_describe(proxy, held, operation, describe, before + 3)
+    progress = Lines()
+    with pytest.raises(DeployInterrupted) as caught:
+        _deploy(factory, progress)
+    assert _leftovers(moto_factory("sagemaker", REGION)) == {"endpoints": [], "configs": [], "models": []}
+    assert label in caught.value.fields["deleted"]
+    assert caught.value.fields["remaining"] == []
+
+
+def test_a_create_that_never_shows_within_the_window_is_reported_unconfirmed_not_absent(
+    proxied: Any, moto_factory: Any
+) -> None:
+    proxy, factory = proxied
+    held = proxy.hold("CreateEndpoint")
+    _ctrl_c_once_held(held)
+    progress = Lines()
+    with pytest.raises(DeployInterrupted) as caught:
+        _deploy(factory, progress)
+    error = caught.value
+    assert "endpoint:intr-e2b" not in error.fields["deleted"]
+    assert any("endpoint:intr-e2b" in item for item in error.fields["unconfirmed"])
+    assert "still there: nothing seen." in error.message and "not seen within 90 s" in error.message
+    assert "gemmaserve sagemaker cleanup --journal --region us-east-1 --yes" in error.fields["commands"]

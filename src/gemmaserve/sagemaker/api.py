@@ -273,6 +273,7 @@ def deploy(
         progress=progress,
         cancel=cancel,
         price_lookup=prepared.price_lookup,
+        sleep=sleep,
     )
     return DeployOutcome(
         dry_run=False, plan=outcome.result.plan, preflight=report, result=outcome.result, attempts=outcome.attempts

@@ -61,6 +61,12 @@ if TYPE_CHECKING:
 
 MAX_POOL_TYPES = 5
 MAX_TIMEOUT_S = 3600
+# A Create whose answer never came may still take effect: the service acts on a request it received even
+# when the client stopped waiting. The client waits up to its read timeout (70 s, aws.py) for an answer, so a
+# request the service had not acted on by then would have timed out for a waiting client too; after the
+# interrupt the teardown looks for the resource by name for that long plus a margin before it says "not seen".
+IN_FLIGHT_WINDOW_S = 90.0
+IN_FLIGHT_POLL_S = 5.0
 
 
 class DeploySpec(BaseModel):
@@ -435,12 +441,13 @@ def _after_failure(
     if interrupted:
         raise DeployInterrupted(
             f"Deploy of {plan.endpoint_name!r} in {region} stopped by {signal_name(exc)}. " + teardown_summary(outcome),
-            hint=("Finish the cleanup with: " + "; ".join(outcome.commands)) if outcome.remaining else None,
+            hint=("Finish the cleanup with: " + "; ".join(outcome.commands)) if outcome.commands else None,
             endpoint_name=plan.endpoint_name,
             region=region,
             signal=signal_name(exc),
             deleted=outcome.deleted,
             remaining=outcome.remaining,
+            unconfirmed=outcome.unconfirmed,
             commands=outcome.commands,
         ) from exc
     if cancelled:
@@ -457,9 +464,14 @@ def teardown_summary(report: DeleteReport) -> str:
     """One truthful line: what was deleted, what is still there, in which region, and how to finish."""
     text = (
         f"Teardown in {report.region}: deleted {', '.join(report.deleted) or 'nothing'}; "
-        f"still there: {', '.join(report.remaining) or 'nothing'}."
+        f"still there: {', '.join(report.remaining) or ('nothing seen' if report.unconfirmed else 'nothing')}."
     )
-    if report.remaining:
+    if report.unconfirmed:
+        text += (
+            f" Sent but not seen within {IN_FLIGHT_WINDOW_S:.0f} s (SageMaker may still make it, and bill): "
+            f"{', '.join(report.unconfirmed)}; the journal keeps it."
+        )
+    if report.remaining or report.unconfirmed:
         text += " Finish with: " + "; ".join(report.commands)
     return text
 
@@ -513,14 +525,22 @@ def teardown(
     say = _teller(progress)
     try:
         with shielded_teardown(say, finish_hint=finish):
-            for label in [label for label in uncertain or [] if label in created]:
-                verdict = _made_by_this_run(sm, plan, label)
+            in_flight = [label for label in uncertain or [] if label in created]
+            if in_flight:
+                say(
+                    "Looking for what was being created when the run stopped (SageMaker may still act on a "
+                    f"request it received), for up to {IN_FLIGHT_WINDOW_S:.0f} s: "
+                    + ", ".join(f"{label}:{_name_of(plan, label)}" for label in in_flight)
+                )
+            for label in in_flight:
+                verdict = _settle_in_flight(sm, plan, label, now=now, sleep=sleep)
                 if verdict is not True:
                     created.remove(label)
                     key = f"{label}:{_name_of(plan, label)}"
-                    (report.absent if verdict is None else report.skipped).append(
-                        key if verdict is None else f"{key} (not tagged by this run: left alone)"
-                    )
+                    if verdict is None:
+                        report.unconfirmed.append(key)
+                    else:
+                        report.skipped.append(f"{key} (not tagged by this run: left alone)")
             delete_resources(
                 sm,
                 region=region,
@@ -554,7 +574,29 @@ def teardown(
         report.remaining.append(key)
     if report.remaining:
         report.commands = [finish]
+    if report.unconfirmed:
+        report.commands.append(f"gemmaserve sagemaker cleanup --journal --region {region} --yes")
     return report
+
+
+def _settle_in_flight(
+    sm: Any,
+    plan: DeployPlan,
+    label: str,
+    *,
+    now: Callable[[], datetime],
+    sleep: Callable[[float], None] | None,
+) -> bool | None:
+    """:func:`_made_by_this_run`, looked for by name until it shows or :data:`IN_FLIGHT_WINDOW_S` has passed."""
+    import time
+
+    pause = sleep if sleep is not None else time.sleep
+    started = now()
+    while True:
+        verdict = _made_by_this_run(sm, plan, label)
+        if verdict is not None or (now() - started).total_seconds() >= IN_FLIGHT_WINDOW_S:
+            return verdict
+        pause(IN_FLIGHT_POLL_S)
 
 
 def _made_by_this_run(sm: Any, plan: DeployPlan, label: str) -> bool | None:

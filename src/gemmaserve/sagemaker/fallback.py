@@ -55,6 +55,7 @@ def deploy_across_regions(
     cancel: CancelToken | None = None,
     price_lookup: PriceLookup = catalog_price,
     execute: Callable[..., DeployResult] = execute_deploy,
+    sleep: Callable[[float], None] | None = None,
 ) -> FallbackResult:
     """Deploy in the first region that has quota and capacity (``cancel`` is checked before each region)."""
     attempts: list[RegionAttempt] = []
@@ -71,7 +72,14 @@ def deploy_across_regions(
         waiter: Callable[[], EndpointState] | None = (lambda r=region: wait(r)) if wait is not None else None
         try:
             result = execute(
-                factory("sagemaker", region), plan, now=now, keep=keep, wait=waiter, progress=progress, cancel=cancel
+                factory("sagemaker", region),
+                plan,
+                now=now,
+                keep=keep,
+                wait=waiter,
+                progress=progress,
+                cancel=cancel,
+                sleep=sleep,
             )
         except QuotaExceeded as error:
             attempts.append(RegionAttempt(region=region, outcome="quota-exceeded", detail=error.message))
