@@ -357,3 +357,20 @@ def test_12b_multimodal_looks_its_embeddings_up_outside_the_compiled_graph() -> 
     checkpoint = load_catalog().models["gemma-4-12b"].encodings["bf16"]
     assert not embeddings_in_compiled_graph(checkpoint, language_model_only=False)
     assert embeddings_in_compiled_graph(checkpoint, language_model_only=True)
+
+
+@pytest.mark.parametrize(
+    ("model", "encoding", "published"),
+    [
+        ("gemma-4-12b", "bf16", 23_919_549_408 - 8 - 88_952),  # model.safetensors less its header
+        ("gemma-4-12b", "qat-w4a16", 10_264_229_896),  # the file, header included
+        ("gemma-4-26b-a4b", "bf16", 51_611_872_412),  # index total_size
+        ("gemma-4-31b", "bf16", 62_546_177_752),
+        ("gemma-4-31b", "qat-q4_0-unquantized", 49_784_788_364 + 12_761_549_884 - 160_496),  # shards less headers
+        ("gemma-4-31b", "qat-w4a16", 23_265_352_448),
+    ],
+)
+def test_checkpoint_parts_add_up_to_the_published_bytes(model: str, encoding: str, published: int) -> None:
+    checkpoint = load_catalog().models[model].encodings[encoding]
+    assert sum(checkpoint.parts_bytes.values()) == published
+    assert f"{published:,}" in checkpoint.source or "less" in checkpoint.source or "shards" in checkpoint.source
