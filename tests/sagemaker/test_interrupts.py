@@ -330,4 +330,14 @@ def test_a_create_that_never_shows_within_the_window_is_reported_unconfirmed_not
     assert "endpoint:intr-e2b" not in error.fields["deleted"]
     assert any("endpoint:intr-e2b" in item for item in error.fields["unconfirmed"])
     assert "still there: nothing seen." in error.message and "not seen within 90 s" in error.message
-    assert "gemmaserve sagemaker cleanup --journal --region us-east-1 --yes" in error.fields["commands"]
+    assert error.fields["commands"] == [
+        f"gemmaserve sagemaker list --region {REGION}",
+        f"gemmaserve sagemaker delete {NAME} --region {REGION} --yes",
+    ]
+    # when it shows after all, the command it names finishes the job
+    held.release.set()
+    held.forwarded.wait(timeout=30)
+    sm = moto_factory("sagemaker", REGION)
+    if _leftovers(sm)["endpoints"]:
+        api.delete(DeleteRequest(endpoint_name=NAME, region=REGION), factory=moto_factory)
+    assert _leftovers(sm) == {"endpoints": [], "configs": [], "models": []}

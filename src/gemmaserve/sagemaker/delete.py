@@ -30,7 +30,7 @@ class DeleteReport(BaseModel):
     remaining: list[str] = []  # still there after this run (abandoned, refused, or a failed call)
     skipped: list[str] = []  # left alone on purpose: not ours, or used by another endpoint
     # A Create sent when the run stopped whose resource did not show within the in-flight window: neither
-    # deleted nor known absent (SageMaker may still have made it); the journal keeps it for cleanup --journal.
+    # deleted nor known absent (SageMaker may still have made it): the report's commands look again and delete it.
     unconfirmed: list[str] = []
     commands: list[str] = []  # what finishes the job when ``remaining`` is not empty
     waited_s: float = 0.0

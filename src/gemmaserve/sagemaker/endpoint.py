@@ -469,7 +469,7 @@ def teardown_summary(report: DeleteReport) -> str:
     if report.unconfirmed:
         text += (
             f" Sent but not seen within {IN_FLIGHT_WINDOW_S:.0f} s (SageMaker may still make it, and bill): "
-            f"{', '.join(report.unconfirmed)}; the journal keeps it."
+            f"{', '.join(report.unconfirmed)}; look again later, and delete what shows."
         )
     if report.remaining or report.unconfirmed:
         text += " Finish with: " + "; ".join(report.commands)
@@ -575,7 +575,7 @@ def teardown(
     if report.remaining:
         report.commands = [finish]
     if report.unconfirmed:
-        report.commands.append(f"gemmaserve sagemaker cleanup --journal --region {region} --yes")
+        report.commands = [f"gemmaserve sagemaker list --region {region}", finish]
     return report
 
 
