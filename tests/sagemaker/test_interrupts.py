@@ -116,6 +116,19 @@ def test_sigterm_and_sighup_tear_down_like_ctrl_c(moto_factory: Any, signum: int
     assert signal.getsignal(signum) is before  # the handler is put back
 
 
+def test_sighup_ignored_at_start_as_under_nohup_leaves_the_deploy_alone(moto_factory: Any) -> None:
+    sm = moto_factory("sagemaker", REGION)
+    fired = _interrupt_at(sm, "after-call.sagemaker.CreateEndpoint", _send(signal.SIGHUP))
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # what nohup does before it starts the program
+    try:
+        outcome = _deploy(moto_factory, Lines())
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    assert fired and outcome.result is not None and outcome.result.created[-1] == "endpoint"
+    assert _leftovers(sm)["endpoints"] == [NAME]
+
+
 def test_signal_while_waiting_for_in_service_deletes_the_endpoint(moto_factory: Any) -> None:
     sm = moto_factory("sagemaker", REGION)
     _interrupt_at(sm, "after-call.sagemaker.DescribeEndpoint", _send(signal.SIGTERM), skip=1)
@@ -225,6 +238,18 @@ def test_cancel_while_waiting_for_in_service_deletes_the_endpoint(moto_factory: 
     _interrupt_at(sm, "after-call.sagemaker.CreateEndpoint", token.cancel)
     with pytest.raises(Cancelled) as caught:
         _deploy(moto_factory, Lines(), wait=True, cancel=token)
+    assert _leftovers(sm) == {"endpoints": [], "configs": [], "models": []}
+    assert "endpoint:intr-e2b" in str(caught.value)
+
+
+def test_a_cancel_during_the_last_status_read_still_tears_down(moto_factory: Any) -> None:
+    """The read that found InService was in flight when the cancel came: the caller no longer takes the endpoint."""
+    sm = moto_factory("sagemaker", REGION)
+    token = CancelToken()
+    fired = _interrupt_at(sm, "before-send.sagemaker.DescribeEndpoint", token.cancel, skip=1)  # skip _refuse_existing
+    with pytest.raises(Cancelled) as caught:
+        _deploy(moto_factory, Lines(), wait=True, cancel=token)
+    assert fired
     assert _leftovers(sm) == {"endpoints": [], "configs": [], "models": []}
     assert "endpoint:intr-e2b" in str(caught.value)
 

@@ -1,7 +1,8 @@
 """``gemmaserve mcp``: run the MCP server on stdio, for agents.
 
 stdout carries the protocol and nothing else: this command prints nothing itself,
-and the SDK points file descriptor 1 at stderr while it serves.
+and the SDK points file descriptor 1 at stderr while it serves. When the session ends (stdin
+closed, SIGTERM, SIGHUP) every tool call in flight is cleaned up first: see :mod:`gemmaserve.mcp_server.stdio`.
 """
 
 from __future__ import annotations
@@ -16,5 +17,6 @@ def cli() -> None:
     Every tool wraps the same library function as the matching CLI command; see docs/mcp.md.
     """
     from gemmaserve.mcp_server import build_server
+    from gemmaserve.mcp_server.stdio import serve
 
-    build_server().run("stdio")
+    raise SystemExit(serve(build_server()))

@@ -9,6 +9,7 @@ JSON. Nothing here prints: on stdio, stdout belongs to the protocol.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
 import json
@@ -26,7 +27,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gemmaserve.errors import ConfirmationRequired, GemmaserveError
-from gemmaserve.progress import CancelToken, ProgressCallback, ProgressEvent
+from gemmaserve.progress import Cancelled, CancelToken, ProgressCallback, ProgressEvent
 from gemmaserve.request_model import ActionRequest, mcp_fields
 
 P = ParamSpec("P")
@@ -100,6 +101,8 @@ def translate_errors(fn: Callable[P, T]) -> Callable[P, T]:
                 raise tool_error(exc) from exc
             except OSError as exc:
                 raise os_error(exc) from exc
+            except Cancelled as exc:  # stopped by the server itself (the client did not cancel): say what was done
+                raise ToolError(str(exc)) from exc
 
         return async_wrapper  # type: ignore[return-value]
 
@@ -111,6 +114,8 @@ def translate_errors(fn: Callable[P, T]) -> Callable[P, T]:
             raise tool_error(exc) from exc
         except OSError as exc:
             raise os_error(exc) from exc
+        except Cancelled as exc:
+            raise ToolError(str(exc)) from exc
 
     return wrapper
 
@@ -149,14 +154,91 @@ def relay(report: ProgressSink) -> ProgressCallback:
     return progress
 
 
-async def run_blocking(ctx: Context, work: Callable[[CancelToken, ProgressSink], T]) -> T:
+@dataclasses.dataclass
+class Work:
+    """One tool call running in a worker thread: what it is, how to stop it, and how it ended."""
+
+    label: str
+    cancel: CancelToken = dataclasses.field(default_factory=CancelToken)
+    finished: threading.Event = dataclasses.field(default_factory=threading.Event)
+    ending: str = "still running"
+
+
+class ServerStopping(GemmaserveError):
+    """A tool call that arrived after the server began to stop."""
+
+
+class WorkInFlight:
+    """Every tool call running in a worker thread, so the server can stop them all before it exits.
+
+    A deploy in flight when the session ends or the process is told to stop must tear down what it
+    created: :meth:`stop_all` cancels each (the same :class:`CancelToken` an MCP cancellation sets),
+    and the caller waits on ``finished`` and reports ``ending``. Process-wide, as signals and stdio are.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._works: list[Work] = []
+        self.stopping = False
+
+    def start(self, label: str) -> Work:
+        with self._lock:
+            if self.stopping:
+                raise ServerStopping(
+                    f"Refused to start {label}: the server is stopping.", hint="Start gemmaserve mcp again."
+                )
+            work = Work(label)
+            self._works.append(work)
+            return work
+
+    def finish(self, work: Work, ending: str) -> None:
+        work.ending = ending
+        with self._lock:
+            if work in self._works:
+                self._works.remove(work)
+        work.finished.set()
+
+    def stop_all(self) -> list[Work]:
+        """Refuse new work, cancel what runs, and return it (wait on each ``finished``)."""
+        with self._lock:
+            self.stopping = True
+            works = list(self._works)
+        for work in works:
+            work.cancel.cancel()
+        return works
+
+    def running(self) -> list[Work]:
+        with self._lock:
+            return list(self._works)
+
+
+IN_FLIGHT = WorkInFlight()
+
+
+def _ending(error: BaseException | None) -> str:
+    if error is None:
+        return "finished"
+    message = error.message if isinstance(error, GemmaserveError) else str(error)
+    return message or type(error).__name__
+
+
+async def run_blocking(
+    ctx: Context,
+    work: Callable[[CancelToken, ProgressSink], T],
+    *,
+    label: str = "a tool call",
+    describe: Callable[[T], str] | None = None,
+) -> T:
     """Run sync ``work`` in a thread, relaying its progress; on cancellation let it clean up first.
 
     When the request is cancelled the :class:`~gemmaserve.progress.CancelToken` is set and this waits (shielded) for
-    ``work`` to return or raise, so a deploy's teardown finishes before the cancellation propagates.
+    ``work`` to return or raise, so a deploy's teardown finishes before the cancellation propagates. The work is
+    registered in :data:`IN_FLIGHT` under ``label``, so a server that stops (its session closed, a stop signal)
+    cancels it and waits for it the same way; ``describe`` says what a call that finished anyway produced (a
+    deploy that reached InService as the session closed: nobody else will hear of it).
     """
     token = anyio.lowlevel.current_token()
-    cancellation = CancelToken()
+    running = IN_FLIGHT.start(label)
     finished = anyio.Event()
     outcome: dict[str, Any] = {}
 
@@ -167,10 +249,14 @@ async def run_blocking(ctx: Context, work: Callable[[CancelToken, ProgressSink],
 
     def target() -> None:
         try:
-            outcome["value"] = work(cancellation, report)
+            outcome["value"] = work(running.cancel, report)
         except BaseException as exc:
             outcome["error"] = exc
         finally:
+            if "value" in outcome and describe is not None:
+                IN_FLIGHT.finish(running, describe(outcome["value"]))
+            else:
+                IN_FLIGHT.finish(running, _ending(outcome.get("error")))
             try:
                 anyio.from_thread.run_sync(finished.set, token=token)
             except RuntimeError:  # the event loop is gone: nobody is waiting
@@ -180,7 +266,7 @@ async def run_blocking(ctx: Context, work: Callable[[CancelToken, ProgressSink],
     try:
         await finished.wait()
     except anyio.get_cancelled_exc_class():
-        cancellation.cancel()
+        running.cancel.cancel()
         with anyio.CancelScope(shield=True):
             await finished.wait()
         raise

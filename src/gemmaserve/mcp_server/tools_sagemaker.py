@@ -120,7 +120,9 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
                 sleep=deps.sleep,  # None: real time; a test's scripted sleep, the library checks the token around it
             )
 
-        outcome = await run_blocking(ctx, work)
+        outcome = await run_blocking(
+            ctx, work, label=f"sagemaker_deploy {request.endpoint_name or request.model}", describe=summarise_deploy
+        )
         return typed_result(outcome, summarise_deploy(outcome))
 
     @tools.action(StatusRequest, title="Endpoint status", annotations=READ_ONLY_REMOTE, result=EndpointState)
@@ -149,7 +151,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
                 sleep=deps.sleep,
             )
 
-        state = await run_blocking(ctx, work)
+        state = await run_blocking(ctx, work, label=f"sagemaker_wait {request.endpoint_name}", describe=summarise_state)
         return typed_result(state, summarise_state(state))
 
     @tools.action(LogsRequest, title="Endpoint log and engine facts", annotations=READ_ONLY_REMOTE, result=EndpointLogs)

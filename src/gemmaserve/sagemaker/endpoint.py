@@ -303,6 +303,9 @@ def execute_deploy(
                 created.append(label)
                 report(progress, ProgressEvent("create", f"Created {label} for {plan.endpoint_name} in {region}"))
             state = wait() if wait is not None else None
+            # A cancel that arrived while the last status read was in flight: the caller no longer takes the
+            # endpoint (an MCP session that closed cannot), so it is torn down like any other cancellation.
+            check(cancel)
     except BaseException as exc:
         _after_failure(
             sm,

@@ -1,7 +1,8 @@
 """Signals during a deploy: SIGTERM and SIGHUP stop it like Ctrl-C, and a teardown is not dropped by one more press.
 
-A closed terminal (SIGHUP), a dropped SSH session or a supervisor's SIGTERM would kill
-the process with a billing endpoint behind it; here they raise :class:`SignalInterrupt`
+A closed terminal (SIGHUP, unless the process was started with it ignored, as ``nohup`` does), a
+dropped SSH session or a supervisor's SIGTERM would kill the process with a billing endpoint
+behind it; here they raise :class:`SignalInterrupt`
 (a ``KeyboardInterrupt``) so the deploy's own cleanup runs. During a teardown the first
 further signal only says the teardown goes on; the next one abandons it, and the caller
 reports what is left. Handlers are installed only on the main thread (Python's rule);
@@ -36,6 +37,15 @@ class TeardownAbandoned(KeyboardInterrupt):
         self.signal_name = signal_name
 
 
+def live_stop_signals() -> tuple[int, ...]:
+    """The stop signals this process reacts to: not those it was started with ignored.
+
+    ``nohup`` starts a program with SIGHUP ignored so that it outlives its terminal, and a shell's
+    ``&`` does the same to SIGINT; catching them anyway would turn that promise into a teardown.
+    """
+    return tuple(number for number in _STOP_SIGNALS if signal.getsignal(number) is not signal.SIG_IGN)
+
+
 def signal_name(exc: BaseException) -> str:
     """``SIGTERM`` for a signal interrupt, ``SIGINT`` (Ctrl-C) for a plain KeyboardInterrupt."""
     return getattr(exc, "signal_name", "SIGINT")
@@ -68,7 +78,7 @@ def stop_signals_interrupt() -> Iterator[None]:
     def handler(number: int, _frame: FrameType | None) -> None:
         raise SignalInterrupt(signal.Signals(number).name)
 
-    signals = tuple(number for number in _STOP_SIGNALS if number != signal.SIGINT)
+    signals = tuple(number for number in live_stop_signals() if number != signal.SIGINT)
     with _handlers(handler, signals):
         yield
 
@@ -89,5 +99,5 @@ def shielded_teardown(notify: Callable[[str], None], *, finish_hint: str) -> Ite
             return
         raise TeardownAbandoned(name)
 
-    with _handlers(handler, _STOP_SIGNALS):
+    with _handlers(handler, live_stop_signals()):
         yield
