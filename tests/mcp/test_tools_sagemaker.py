@@ -3,6 +3,7 @@ confirmation, progress, and a cancelled deploy that deletes what it created."""
 
 from __future__ import annotations
 
+import getpass
 import json
 import urllib.request
 from typing import Any
@@ -13,6 +14,7 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
 from gemmaserve.mcp_server import ServerDeps, build_server
+from gemmaserve.sagemaker.inputs import tag_safe
 from gemmaserve.sagemaker.preflight import Reachability
 from tests.mcp.conftest import (
     REGION,
@@ -192,11 +194,14 @@ def test_deploy_status_logs_invoke_list_delete_agree_with_the_cli(
     )
     assert cleanup.structured_content == {
         "dry_run": True,
+        "owner": tag_safe(getpass.getuser()),  # the owner deploy tags with by default
         "expired": [],
         "orphans": [],
         "deleted": [],
+        "items": [],
         "errors": [],
         "complete": True,
+        "ok": True,
     }
 
     refused = call_tool(server, "sagemaker_delete", {"endpoint_name": "mcp-t4ok", "region": REGION, "confirm": False})

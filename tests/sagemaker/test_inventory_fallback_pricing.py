@@ -46,10 +46,12 @@ def test_list_finds_ours_across_regions_and_cleanup_deletes_only_the_expired(mot
     assert inventory.total_usd_per_hour == pytest.approx(3 * 0.75)
     assert all(item.instance_type == "ml.g4dn.xlarge" for item in inventory.endpoints)
 
-    dry = cleanup_expired(moto_factory, ["us-east-1", "us-west-2"], now=later, dry_run=True, price_lookup=fixed_price)
+    dry = cleanup_expired(
+        moto_factory, ["us-east-1", "us-west-2"], now=later, dry_run=True, owner="ana", price_lookup=fixed_price
+    )
     assert [item.endpoint_name for item in dry.expired] == ["short-lived"] and dry.deleted == []
     report = cleanup_expired(
-        moto_factory, ["us-east-1", "us-west-2"], now=later, dry_run=False, price_lookup=fixed_price
+        moto_factory, ["us-east-1", "us-west-2"], now=later, dry_run=False, owner="ana", price_lookup=fixed_price
     )
     assert [d.endpoint_name for d in report.deleted] == ["short-lived"]
     left = {e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]}

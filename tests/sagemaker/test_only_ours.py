@@ -101,13 +101,13 @@ def test_orphans_are_listed_block_a_redeploy_with_a_hint_and_cleanup_removes_the
         deploy(moto_factory, "debris")
     assert "gemmaserve sagemaker delete debris" in (caught.value.hint or "")
     dry = api.cleanup(
-        CleanupRequest(regions=[REGION], expired=False, orphans=True, dry_run=True, list_prices=True),
+        CleanupRequest(regions=[REGION], expired=False, orphans=True, dry_run=True, list_prices=True, owner="ana"),
         factory=moto_factory,
         now=lambda: later,
     )
     assert len(dry.orphans) == 2 and names(sm)["models"] == {"debris-model"}
     api.cleanup(
-        CleanupRequest(regions=[REGION], expired=False, orphans=True, list_prices=True),
+        CleanupRequest(regions=[REGION], expired=False, orphans=True, list_prices=True, owner="ana"),
         factory=moto_factory,
         now=lambda: later,
     )
@@ -285,3 +285,55 @@ def test_deploy_dry_run_shows_the_pool_and_its_price_range(capsys: pytest.Captur
     head = out.splitlines()[0]
     assert code == 0 and "an instance pool of ml.g6.xlarge > ml.g6.2xlarge" in head
     assert "–" in head and "depending on the type SageMaker places" in head
+
+
+def test_cleanup_goes_on_past_a_refusal_reports_each_verdict_and_exits_1(
+    aws_env: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sm = aws_env("sagemaker", REGION)
+    for name in ("exp-a", "exp-b", "exp-c"):
+        deploy(aws_env, name)  # owner ana, one-hour TTL, created at START
+    deploy(aws_env, "exp-bo", owner="bo")
+    # exp-a's model lost gemmaserve's tag: delete refuses the whole endpoint (it may not be ours)
+    arn = sm.describe_model(ModelName="exp-a-model")["ModelArn"]
+    sm.delete_tags(ResourceArn=arn, TagKeys=["gemmaserve:tool"])
+    monkeypatch.setattr("gemmaserve.sagemaker.api._now", lambda: START + timedelta(hours=2))
+    code, out, err = run(
+        ["sagemaker", "cleanup", "--expired", "--region", REGION, "--owner", "ana", "--yes", "--list-prices", "--json"],
+        capsys,
+    )
+    report = json.loads(out)
+    verdicts = {(item["name"], item["verdict"]) for item in report["items"]}
+    assert verdicts == {
+        ("exp-a", "refused"),
+        ("exp-b", "deleted"),
+        ("exp-c", "deleted"),
+        ("exp-bo", "other owner"),
+    }
+    assert code == 1 and report["ok"] is False and "endpoint:exp-a (refused)" in err
+    assert names(sm)["endpoints"] == {"exp-a", "exp-bo"}
+    refused = next(item for item in report["items"] if item["verdict"] == "refused")
+    assert "gemmaserve did not create" in refused["detail"]
+
+
+def test_cleanup_takes_only_your_owner_unless_any_owner(
+    aws_env: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sm = aws_env("sagemaker", REGION)
+    deploy(aws_env, "mine", owner="ana")
+    deploy(aws_env, "theirs", owner="bo")
+    monkeypatch.setattr("gemmaserve.sagemaker.api._now", lambda: START + timedelta(hours=2))
+    monkeypatch.setattr("gemmaserve.sagemaker.api._user", lambda: "ana")
+    code, out, _ = run(["sagemaker", "cleanup", "--expired", "--region", REGION, "--yes", "--list-prices"], capsys)
+    assert code == 0, out
+    assert "deleted       endpoint:mine (us-east-1, ana)" in out
+    assert "other owner   endpoint:theirs (us-east-1, bo) (left alone: add --any-owner to include it)" in out
+    assert names(sm)["endpoints"] == {"theirs"}
+    code, out, _ = run(["sagemaker", "list", "--region", REGION, "--list-prices"], capsys)
+    assert code == 0 and out.splitlines()[0].split()[:4] == ["ENDPOINT", "REGION", "OWNER", "STATUS"]
+    assert out.splitlines()[1].split()[:3] == ["theirs", REGION, "bo"]
+    code, out, _ = run(
+        ["sagemaker", "cleanup", "--expired", "--region", REGION, "--any-owner", "--yes", "--list-prices"], capsys
+    )
+    assert code == 0 and "deleted       endpoint:theirs (us-east-1, bo)" in out
+    assert names(sm) == {"endpoints": set(), "configs": set(), "models": set()}

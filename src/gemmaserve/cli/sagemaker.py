@@ -349,7 +349,9 @@ def _fail_if_incomplete(errors: list[Any]) -> None:
 
 
 def _render_inventory(inventory: Any) -> None:
-    click.echo(f"{'ENDPOINT':<32} {'REGION':<14} {'STATUS':<12} {'INSTANCE':<16} {'AGE':>7} {'$/H':>7} EXPIRES")
+    click.echo(
+        f"{'ENDPOINT':<32} {'REGION':<14} {'OWNER':<12} {'STATUS':<12} {'INSTANCE':<16} {'AGE':>7} {'$/H':>7} EXPIRES"
+    )
     for item in inventory.endpoints:
         age = f"{item.age_s / 3600:.1f}h" if item.age_s is not None else "?"
         usd = f"{item.usd_per_hour:.3f}" if item.usd_per_hour is not None else "unknown"
@@ -360,7 +362,7 @@ def _render_inventory(inventory: Any) -> None:
         if item.expired:
             expires += " EXPIRED"
         click.echo(
-            f"{item.endpoint_name:<32} {item.region:<14} {item.status.value:<12} "
+            f"{item.endpoint_name:<32} {item.region:<14} {item.owner or '?':<12} {item.status.value:<12} "
             f"{shown_type:<16} {age:>7} {usd:>7} {expires}"
         )
     bound = "at least " if inventory.total_is_lower_bound else ""
@@ -376,16 +378,19 @@ def _render_inventory(inventory: Any) -> None:
     if inventory.orphans:
         click.echo("Leftovers with no endpoint (delete: gemmaserve sagemaker cleanup --orphans):")
         for orphan in inventory.orphans:
-            click.echo(f"  {orphan.kind}:{orphan.name} ({orphan.region})")
+            click.echo(f"  {orphan.kind}:{orphan.name} ({orphan.region}, owner {orphan.owner or '?'})")
 
 
 @cli.command()
 @request_options(CleanupRequest)
 @json_option
 def cleanup(request: CleanupRequest, as_json: bool) -> None:
-    """Delete every endpoint of ours whose TTL has passed (--expired) and our leftovers (--orphans).
+    """Delete every endpoint of yours whose TTL has passed (--expired) and your leftovers (--orphans).
 
-    Asks first (--yes off a terminal). Exits 1 when a region could not be read.
+    Yours: tagged with your owner (as deploy tags it, or --owner); others' are listed and left alone
+    unless --any-owner. One refusal does not stop the sweep: each resource is shown with its verdict.
+    Asks first (--yes off a terminal). Exits 1 when a region could not be read or anything chosen
+    was refused, failed or left.
 
     \b
     Examples:
@@ -397,25 +402,32 @@ def cleanup(request: CleanupRequest, as_json: bool) -> None:
     report = api.cleanup(request)
     emit(report, as_json=as_json, render=_render_cleanup)
     _fail_if_incomplete(report.errors)
+    _fail_if_anything_left(report)
 
 
 def _render_cleanup(report: Any) -> None:
-    click.echo(
-        ("Would delete" if report.dry_run else "Expired")
-        + ": "
-        + (", ".join(f"{e.endpoint_name} ({e.region})" for e in report.expired) or "none")
-    )
-    if report.orphans:
+    whose = "any owner" if report.owner is None else f"owner {report.owner}"
+    if not report.items:
+        click.echo(f"Nothing to delete ({whose}).")
+    for item in report.items:
+        owner = item.owner or "no owner tag"
+        detail = f": {item.detail}" if item.detail else ""
+        if item.verdict == "other owner":
+            detail = " (left alone: add --any-owner to include it)"
+        click.echo(f"{item.verdict:<13} {item.kind}:{item.name} ({item.region}, {owner}){detail}")
+        if item.fix:
+            click.echo(f"{'':<13} fix: {item.fix}")
+
+
+def _fail_if_anything_left(report: Any) -> None:
+    bad = [item for item in report.items if item.verdict in ("refused", "failed", "left")]
+    if bad:
         click.echo(
-            ("Would delete" if report.dry_run else "Orphans")
-            + ": "
-            + ", ".join(f"{o.kind}:{o.name} ({o.region})" for o in report.orphans)
+            f"Not done: {len(bad)} resource(s) refused, failed or left: "
+            + ", ".join(f"{item.kind}:{item.name} ({item.verdict})" for item in bad),
+            err=True,
         )
-    for deleted in report.deleted:
-        click.echo(
-            f"Deleted {', '.join(deleted.deleted) or 'nothing'}"
-            + (f"; left in place: {', '.join(deleted.skipped)}" if deleted.skipped else "")
-        )
+        raise click.exceptions.Exit(1)
 
 
 @cli.command()

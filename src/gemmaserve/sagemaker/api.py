@@ -430,6 +430,7 @@ def cleanup(request: CleanupRequest, *, factory: ClientFactory | None = None, no
         regions,
         now=now(),
         dry_run=request.dry_run,
+        owner=None if request.any_owner else request.owner or tag_safe(_user()),
         price_lookup=lookup,
         expired=request.expired,
         orphans=request.orphans,

@@ -10,13 +10,15 @@ the total a lower bound; neither is ever shown as $0.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, computed_field
 
 from gemmaserve.cost import PriceLookup, PriceRange, catalog_price, cost_so_far_usd, price_range
-from gemmaserve.errors import AwsError
+from gemmaserve.errors import AwsError, GemmaserveError, UsageError
 from gemmaserve.sagemaker.aws import ClientFactory, call, is_not_found, paginate
 from gemmaserve.sagemaker.delete import DeleteReport, delete_deployment, usage_by_other_endpoints
 from gemmaserve.sagemaker.status import EndpointStatus, describe_endpoint_state
@@ -80,17 +82,49 @@ class Inventory(BaseModel):
         return bool(self.errors or self.unpriced)
 
 
+class CleanupVerdict(StrEnum):
+    WOULD_DELETE = "would delete"
+    DELETED = "deleted"
+    REFUSED = "refused"  # delete refused it (something in it is not gemmaserve's): nothing of it was deleted
+    FAILED = "failed"  # an AWS error part-way: what is left is in the detail
+    LEFT = "left"  # deleted in part; the detail names what is still there
+    OTHER_OWNER = "other owner"  # another owner's: left alone without --any-owner
+
+
+class CleanupItem(BaseModel):
+    """One resource cleanup chose or passed over, and what became of it."""
+
+    kind: str  # endpoint, endpoint-config or model
+    name: str
+    region: str
+    owner: str | None
+    verdict: CleanupVerdict
+    detail: str = ""
+    fix: str | None = None
+
+
+BAD_VERDICTS = frozenset({CleanupVerdict.REFUSED, CleanupVerdict.FAILED, CleanupVerdict.LEFT})
+
+
 class CleanupReport(BaseModel):
     dry_run: bool
+    owner: str | None = None  # whose resources were chosen; None: any owner's
     expired: list[DeploymentSummary]
     orphans: list[OrphanResource] = []
     deleted: list[DeleteReport]
+    items: list[CleanupItem] = []
     errors: list[RegionError]
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def complete(self) -> bool:
         return not self.errors
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ok(self) -> bool:
+        """Every region was read and every chosen resource is gone (or, in a dry run, could be)."""
+        return self.complete and not any(item.verdict in BAD_VERDICTS for item in self.items)
 
 
 def list_deployments(
@@ -237,29 +271,79 @@ def cleanup_expired(
     *,
     now: datetime,
     dry_run: bool,
+    owner: str | None,
     delete: Callable[[Any, str, str], DeleteReport] | None = None,
     price_lookup: PriceLookup = catalog_price,
     expired: bool = True,
     orphans: bool = False,
 ) -> CleanupReport:
-    """Delete every endpoint of ours past its TTL, and (``orphans``) our unused models and configs."""
+    """Delete every endpoint of ``owner``'s (None: anyone's) past its TTL, and (``orphans``) their unused models
+    and configs.
+
+    One refusal or failure does not stop the sweep: each resource gets its verdict in ``items``, and ``ok`` is
+    false at the end if any was refused, failed or left in part.
+    """
     inventory = list_deployments(factory, regions, now=now, price_lookup=price_lookup, orphans=orphans)
-    chosen = [item for item in inventory.endpoints if item.expired] if expired else []
+    candidates = [item for item in inventory.endpoints if item.expired] if expired else []
+    chosen = [item for item in candidates if owner is None or item.owner == owner]
+    chosen_orphans = [item for item in inventory.orphans if owner is None or item.owner == owner]
     report = CleanupReport(
-        dry_run=dry_run, expired=chosen, orphans=inventory.orphans, deleted=[], errors=list(inventory.errors)
+        dry_run=dry_run,
+        owner=owner,
+        expired=chosen,
+        orphans=chosen_orphans,
+        deleted=[],
+        errors=list(inventory.errors),
     )
+    for endpoint in [item for item in candidates if item not in chosen]:
+        report.items.append(_item("endpoint", endpoint.endpoint_name, endpoint, CleanupVerdict.OTHER_OWNER))
+    for orphan in [item for item in inventory.orphans if item not in chosen_orphans]:
+        report.items.append(_item(orphan.kind, orphan.name, orphan, CleanupVerdict.OTHER_OWNER))
     if dry_run:
+        report.items[:0] = [_item("endpoint", e.endpoint_name, e, CleanupVerdict.WOULD_DELETE) for e in chosen] + [
+            _item(o.kind, o.name, o, CleanupVerdict.WOULD_DELETE) for o in chosen_orphans
+        ]
         return report
     remove = delete or (lambda sm, name, region: delete_deployment(sm, name, region=region))
-    for item in chosen:
-        try:
-            report.deleted.append(remove(factory("sagemaker", item.region), item.endpoint_name, item.region))
-        except AwsError as error:
-            report.errors.append(RegionError(region=item.region, error=type(error).__name__, message=error.message))
+    done: list[CleanupItem] = []
+    for endpoint in chosen:
+        sm = factory("sagemaker", endpoint.region)
+        done.append(_attempt(report, "endpoint", endpoint.endpoint_name, endpoint, partial(
+            remove, sm, endpoint.endpoint_name, endpoint.region
+        )))  # fmt: skip
     # configs before models: a config names its model, and a model in use is not an orphan
-    for orphan in sorted(inventory.orphans, key=lambda o: o.kind != "endpoint-config"):
-        try:
-            report.deleted.append(delete_orphan(factory("sagemaker", orphan.region), orphan))
-        except AwsError as error:
-            report.errors.append(RegionError(region=orphan.region, error=type(error).__name__, message=error.message))
+    for orphan in sorted(chosen_orphans, key=lambda o: o.kind != "endpoint-config"):
+        sm = factory("sagemaker", orphan.region)
+        done.append(_attempt(report, orphan.kind, orphan.name, orphan, partial(delete_orphan, sm, orphan)))
+    report.items[:0] = done
     return report
+
+
+def _item(kind: str, name: str, source: DeploymentSummary | OrphanResource, verdict: CleanupVerdict) -> CleanupItem:
+    return CleanupItem(kind=kind, name=name, region=source.region, owner=source.owner, verdict=verdict)
+
+
+def _attempt(
+    report: CleanupReport,
+    kind: str,
+    name: str,
+    source: DeploymentSummary | OrphanResource,
+    delete: Callable[[], DeleteReport],
+) -> CleanupItem:
+    """Delete one chosen resource; its verdict, never an exception that would end the sweep."""
+    item = _item(kind, name, source, CleanupVerdict.DELETED)
+    try:
+        outcome = delete()
+    except UsageError as refusal:  # delete's own refusal: something in it is not gemmaserve's
+        item.verdict, item.detail, item.fix = CleanupVerdict.REFUSED, refusal.message, refusal.hint
+        return item
+    except GemmaserveError as error:
+        item.verdict, item.detail, item.fix = CleanupVerdict.FAILED, error.message, error.hint
+        return item
+    report.deleted.append(outcome)
+    if outcome.remaining:
+        item.verdict = CleanupVerdict.LEFT
+        item.detail = "still there: " + ", ".join(outcome.remaining)
+    elif outcome.skipped:
+        item.detail = "left in place: " + ", ".join(outcome.skipped)
+    return item

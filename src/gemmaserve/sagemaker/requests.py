@@ -470,12 +470,21 @@ class CleanupRequest(ListRequest):
         False
     )
     orphans: Annotated[bool, Field(description="Delete our models and endpoint configs that no endpoint uses.")] = False
+    owner: Annotated[
+        str | None,
+        Field(description="Whose to delete, by the gemmaserve:owner tag (default: your user name, as deploy tags it)."),
+    ] = None
+    any_owner: Annotated[
+        bool, Field(description="Delete every owner's, not only yours (others' are otherwise listed and left alone).")
+    ] = False
     dry_run: DryRun = False
 
     @model_validator(mode="after")
     def _something_to_clean(self) -> Self:
         if not self.expired and not self.orphans:
             raise refuse("cleanup needs --expired, --orphans or both.", hint="gemmaserve sagemaker cleanup --expired")
+        if self.any_owner and self.owner is not None:
+            raise refuse("--owner and --any-owner contradict each other.", hint="Give one of them.")
         return self
 
     def describe_change(self) -> str:
@@ -487,7 +496,8 @@ class CleanupRequest(ListRequest):
             if self.all_regions
             else ", ".join(self.regions or [self.region or "the default region"])
         )
-        return f"delete every {what} of gemmaserve in {where}"  # fmt: skip
+        whose = "for any owner, not only you" if self.any_owner else f"for {self.owner}" if self.owner else "for you"
+        return f"delete every {what} gemmaserve made {whose} in {where}"  # fmt: skip
 
 
 class AutoscaleRequest(StatusRequest):
