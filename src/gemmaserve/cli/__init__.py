@@ -64,7 +64,9 @@ def app() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the CLI and map expected errors to exit codes."""
+    from gemmaserve.cli import redaction
     from gemmaserve.cli.errors import run_with_error_mapping
 
+    redaction.install()
     code = run_with_error_mapping(app, argv, debug=os.environ.get("GEMMASERVE_DEBUG") == "1")
     sys.exit(code)

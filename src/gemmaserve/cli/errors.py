@@ -20,7 +20,14 @@ EXIT_INTERRUPTED = 130
 
 
 def run_with_error_mapping(app: click.Group, argv: list[str] | None, *, debug: bool) -> int:
-    """Run ``app``; return the process exit code."""
+    """Run ``app`` with every output redacted (:mod:`gemmaserve.cli.redaction`); return the process exit code."""
+    from gemmaserve.cli.redaction import redacted_output
+
+    with redacted_output():
+        return _run(app, argv, debug=debug)
+
+
+def _run(app: click.Group, argv: list[str] | None, *, debug: bool) -> int:
     want_json = "--json" in (argv if argv is not None else sys.argv[1:])
     try:
         result = app.main(args=argv, prog_name="gemmaserve", standalone_mode=False)

@@ -16,7 +16,10 @@ def cli() -> None:
 
     Every tool wraps the same library function as the matching CLI command; see docs/mcp.md.
     """
+    from gemmaserve.cli.redaction import unwrapped
     from gemmaserve.mcp_server import build_server
     from gemmaserve.mcp_server.stdio import serve
 
-    raise SystemExit(serve(build_server()))
+    with unwrapped():  # the server redacts its replies, progress and stderr itself
+        code = serve(build_server())
+    raise SystemExit(code)

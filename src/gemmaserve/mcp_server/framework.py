@@ -14,7 +14,7 @@ import functools
 import inspect
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 import anyio
@@ -23,11 +23,13 @@ import anyio.lowlevel
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
+from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gemmaserve.errors import ConfirmationRequired, GemmaserveError
 from gemmaserve.progress import Cancelled, CancelToken, ProgressCallback, ProgressEvent
+from gemmaserve.redact import redact, redact_data
 from gemmaserve.request_model import ActionRequest, mcp_fields
 
 P = ParamSpec("P")
@@ -142,14 +144,40 @@ def require_confirmation(confirm: bool, action: str, *, has_dry_run: bool = True
 ProgressSink = Callable[[float, float | None, str | None], None]
 
 
+class RedactReplies:
+    """Server middleware: every tool call's reply, result or error, leaves through :func:`redact_data`.
+
+    One place for all tools: a secret in an error's text, a quoted container log line, echoed bad input
+    or structured content is hidden however the tool produced it. The reply is serialised exactly as the
+    SDK's runner does (by alias, JSON mode, no nulls), then redacted.
+    """
+
+    async def __call__(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        try:
+            result = await call_next(ctx)
+        except MCPError as error:
+            error.error.message = redact(error.error.message)
+            error.error.data = redact_data(error.error.data)
+            raise
+        if ctx.method != "tools/call" or result is None:
+            return result
+        if isinstance(result, BaseModel):
+            result = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return redact_data(result)
+
+
 def relay(report: ProgressSink) -> ProgressCallback:
-    """The library's :class:`ProgressEvent` as MCP progress: counted work as is, else a running count."""
+    """The library's :class:`ProgressEvent` as MCP progress: counted work as is, else a running count.
+
+    The message is redacted: progress leaves the process as replies do (:class:`RedactReplies`).
+    """
     count = 0
 
     def progress(event: ProgressEvent) -> None:
         nonlocal count
         count += 1
-        report(event.done if event.done is not None else count, event.total, event.message)
+        message = redact(event.message) if event.message else event.message
+        report(event.done if event.done is not None else count, event.total, message)
 
     return progress
 
@@ -388,7 +416,8 @@ def strict_arguments(tool: Tool) -> Tool:
         (loose,),
         {
             "__module__": loose.__module__,
-            "model_config": ConfigDict(**{**loose.model_config, "extra": "forbid"}),
+            # hide_input_in_errors: a validation error must not quote the arguments (they may hold a token)
+            "model_config": ConfigDict(**{**loose.model_config, "extra": "forbid", "hide_input_in_errors": True}),
             "_reject_unknown": model_validator(mode="before")(classmethod(reject_unknown)),  # type: ignore[arg-type]
         },
     )

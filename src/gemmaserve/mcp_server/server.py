@@ -20,7 +20,7 @@ from gemmaserve.mcp_server import (
     tools_turing,
 )
 from gemmaserve.mcp_server.deps import ServerDeps
-from gemmaserve.mcp_server.framework import ToolSet
+from gemmaserve.mcp_server.framework import RedactReplies, ToolSet
 
 SERVER_NAME = "gemmaserve"
 
@@ -66,4 +66,5 @@ def build_server(deps: ServerDeps | None = None) -> MCPServer:
         version=__version__,
         log_level="WARNING",
         tools=tools.tools,
+        middleware=[RedactReplies()],
     )

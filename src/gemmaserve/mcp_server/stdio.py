@@ -29,6 +29,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 
 from gemmaserve.mcp_server.framework import IN_FLIGHT, Work
+from gemmaserve.redact import redact
 from gemmaserve.sagemaker.interrupts import live_stop_signals
 
 # After the cleanup, how long the protocol's own shutdown may take before the process exits anyway
@@ -41,7 +42,7 @@ SIGNALS_TO_ABANDON = 3
 def say(line: str) -> None:
     """One line on stderr, never failing (the terminal may be gone after SIGHUP)."""
     try:
-        print(f"gemmaserve mcp: {line}", file=sys.stderr, flush=True)
+        print(f"gemmaserve mcp: {redact(line)}", file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass
 

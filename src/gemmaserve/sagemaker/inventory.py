@@ -10,9 +10,9 @@ the total a lower bound; neither is ever shown as $0.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from datetime import datetime, timedelta
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, computed_field

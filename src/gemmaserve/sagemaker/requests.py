@@ -114,12 +114,18 @@ def _env_checked(value: list[str] | None) -> list[str] | None:
 
     if value is None:
         return None
+    from gemmaserve.redact import remember_secret_settings
+
     env: dict[str, str] = {}
-    for pair in value:
+    for number, pair in enumerate(value, start=1):
         key, sep, item = pair.partition("=")
         if not sep or not key:
-            raise refuse(f"--env {pair!r} is not KEY=VALUE.", hint="For example: --env HF_TOKEN=hf_…")
+            # Never echo the pair: `HF_TOKEN hf_…` holds the token. Its first word names it well enough.
+            first = pair.split(maxsplit=1)[0][:40] if pair.strip() else ""
+            shown = f"{first!r}, …" if first and first != pair else "(empty)" if not first else repr(first)
+            raise refuse(f"item {number} ({shown}) is not KEY=VALUE.", hint="For example: --env HF_TOKEN=hf_…")
         env[key] = item
+    remember_secret_settings(env)
     validate_environment_limits(env)
     return [f"{key}={item}" for key, item in env.items()] or None
 

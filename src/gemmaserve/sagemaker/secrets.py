@@ -1,23 +1,28 @@
 """Which container variables hold secrets, and the masked copies that every output shows instead (pure).
 
 A name is secret when it contains TOKEN (not the plural TOKENS of counts such as
-``SM_VLLM_MAX_NUM_BATCHED_TOKENS``), KEY, SECRET, PASSWORD/PASSWD or CREDENTIAL, in any
-case: ``HF_TOKEN``, ``SM_VLLM_API_KEY``, ``AWS_SECRET_ACCESS_KEY``. Values are still sent to
-CreateModel as given; only what is printed, returned as JSON or given to an MCP client is masked.
+``SM_VLLM_MAX_NUM_BATCHED_TOKENS``, nor TOKENIZER), KEY, SECRET, PASSWORD/PASSWD or CREDENTIAL, in
+any case: ``HF_TOKEN``, ``SM_VLLM_API_KEY``, ``AWS_SECRET_ACCESS_KEY`` (the rule of
+:mod:`gemmaserve.redact`, which also hides these values from every other output). Values are still
+sent to CreateModel as given; only what is printed, returned as JSON or given to an MCP client is masked.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-MASK = "***"
-_SECRET_NAME = re.compile(r"TOKEN(?!S)|KEY|SECRET|PASSW(?:OR)?D|CREDENTIAL", re.IGNORECASE)
+from gemmaserve.redact import MASK, is_secret_name
 
-
-def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_NAME.search(name))
+__all__ = [
+    "MASK",
+    "is_secret_name",
+    "mask_call_params",
+    "mask_environment",
+    "mask_serve_args",
+    "scrub",
+    "secret_values",
+]
 
 
 def mask_environment(env: Mapping[str, str]) -> dict[str, str]:
