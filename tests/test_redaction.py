@@ -186,8 +186,8 @@ def test_no_tool_replies_with_a_secret_it_was_given(
     parameter: str,
     secrets: dict[str, str],
     tmp_path: Path,
-    aws_env: Any,
-    monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+    aws_env: Any,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(tmp_path)
     server = build_server(ServerDeps(aws_clients=aws_env, sleep=lambda s: None))

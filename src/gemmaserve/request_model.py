@@ -47,7 +47,7 @@ class Cli:
 
 
 class ActionRequest(BaseModel):
-    """The base of every action's request: immutable, unknown fields rejected.
+    """The base of every action's request: immutable, unknown fields rejected, no infinite or NaN number.
 
     ``action`` is the command path (``"sagemaker deploy"``); the MCP tool is the same words joined by
     ``_``. ``confirmation`` is true for actions that change or delete something a person should agree to
@@ -55,7 +55,9 @@ class ActionRequest(BaseModel):
     needs ``--yes``) and the MCP tool needs ``confirm=true``, except when the request is a dry run.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # inf and nan are never a setting: a timeout of inf hangs, a TTL of inf has no expiry date, a NaN
+    # compares false with every limit that should have stopped it.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     action: ClassVar[str]
     confirmation: ClassVar[bool] = False

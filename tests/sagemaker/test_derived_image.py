@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -305,3 +306,15 @@ def test_preflight_on_another_host_reads_the_record_the_build_wrote(moto_factory
         if s["Sid"] == "WriteBuildRecord"
     )
     assert policy_record["Resource"] == f"arn:aws:s3:::{bucket}/{key}"
+
+
+def test_image_build_dry_run_shows_the_role_and_its_policy(aws_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.sagemaker.helpers import run
+
+    args = ["sagemaker", "image", "build", "--dry-run", "--region", REGION, "--requirement", "gemmaserve==0.1.0"]
+    code, out, err = run(args, capsys)
+    assert code == 0, err
+    assert f"Build role: gemmaserve-turing-image-{REGION} (would be created), trusted by codebuild.amazonaws.com" in out
+    policy = json.loads(out.split("Its inline policy gemmaserve-image-build:\n", 1)[1].split("\nBuild:", 1)[0])
+    assert {statement["Sid"] for statement in policy["Statement"]} >= {"PullBase", "PushTarget", "BuildLogs"}
+    assert aws_env("iam", REGION).list_roles()["Roles"] == []  # a dry run creates nothing

@@ -75,3 +75,26 @@ def test_trust_policy_names_the_account_and_an_old_role_is_brought_up_to_date(
 def test_a_role_not_made_by_gemmaserve_is_a_warning_not_a_pass(moto_factory: Any) -> None:
     role = make_role(moto_factory("iam", "us-east-1"))
     assert findings(moto_factory, role, ["us-east-1"]) == {"execution-role": "ok", "role-regions": "warn"}
+
+
+def test_the_role_fix_for_a_custom_image_works_when_followed(aws_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """The fix names --image: a role re-made without it would still not pull the custom image."""
+    import shlex
+
+    image = f"{ACCOUNT}.dkr.ecr.{{region}}.amazonaws.com/team/gemma:v1"
+    code, out, _ = run(["sagemaker", "role", "create", "--yes", "--region", "us-east-1", "--json"], capsys)
+    arn = json.loads(out)["role_arn"]
+    request = PreflightRequest(
+        model="gemma-4-e2b", instance=["ml.g6.xlarge"], regions=["us-east-1"], role_arn=arn, image=image
+    )
+    failed = [
+        f for f in api.preflight(request, check_model=None, factory=aws_env).findings if f.check.startswith("role")
+    ]
+    fix = next(f.fix for f in failed if f.status.value == "fail")
+    assert fix is not None and f"--image {image}" in fix
+    command = shlex.split(fix.split(": ", 1)[1])
+    assert command[:3] == ["gemmaserve", "sagemaker", "role"]
+    code, _, err = run([*command[1:], "--yes"], capsys)
+    assert code == 0, err
+    again = api.preflight(request, check_model=None, factory=aws_env).findings
+    assert {f.check: f.status.value for f in again if f.check.startswith("role")} == {"role-regions": "ok"}

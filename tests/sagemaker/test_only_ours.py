@@ -337,3 +337,18 @@ def test_cleanup_takes_only_your_owner_unless_any_owner(
     )
     assert code == 0 and "deleted       endpoint:theirs (us-east-1, bo)" in out
     assert names(sm) == {"endpoints": set(), "configs": set(), "models": set()}
+
+
+def test_delete_dry_run_names_what_does_not_exist(aws_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    deploy(aws_env, "half")
+    sm = aws_env("sagemaker", REGION)
+    sm.delete_endpoint(EndpointName="half")
+    sm.delete_endpoint_config(EndpointConfigName="half-config")  # only the model is left
+    code, out, err = run(["sagemaker", "delete", "half", "--region", REGION, "--dry-run", "--json"], capsys)
+    report = json.loads(out)
+    assert code == 0, err
+    assert report["deleted"] == ["model:half-model"]
+    assert sorted(report["absent"]) == ["endpoint-config:half-config", "endpoint:half"]
+    code, out, _ = run(["sagemaker", "delete", "nothing-here", "--region", REGION, "--dry-run", "--json"], capsys)
+    report = json.loads(out)
+    assert report["deleted"] == [] and len(report["absent"]) == 3

@@ -160,6 +160,7 @@ def test_an_unknown_finding_blocks_the_deploy_and_creates_nothing(
     reasons = refused.value.fields["reasons"]
     assert [(r["check"], r["status"], r["where"]) for r in reasons] == [(unknown, "unknown", where)]
     assert "Preflight found problems" in refused.value.message
+    assert "--accept-unknown" in (refused.value.hint or "")  # the person's way past a check they made themselves
     assert moto_factory("sagemaker", REGION).list_models()["Models"] == []
 
 

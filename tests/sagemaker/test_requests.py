@@ -75,7 +75,9 @@ def test_vllm_describes_a_custom_image_and_cannot_change_the_pinned_one() -> Non
     assert DeployRequest.parse({**DEPLOY, "vllm": pinned}).vllm == pinned
     with pytest.raises(UsageError, match="cannot change the vLLM inside an image"):
         DeployRequest.parse({**DEPLOY, "vllm": other})
-    assert DeployRequest.parse({**DEPLOY, "vllm": other, "image": "1.dkr.ecr.{region}.amazonaws.com/v:1"}).vllm
+    assert DeployRequest.parse(
+        {**DEPLOY, "vllm": other, "image": "123456789012.dkr.ecr.{region}.amazonaws.com/v:1"}
+    ).vllm
 
 
 def test_max_num_batched_tokens_reaches_the_container(capsys: pytest.CaptureFixture[str]) -> None:
@@ -215,3 +217,65 @@ def test_the_package_exports_its_actions_without_loading_boto3() -> None:
         "assert not shadowed, shadowed"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- every input checked where it is parsed: one line, exit 2, no traceback --------------------------------
+
+DEPLOY_CLI = ["sagemaker", "deploy", "--model", "gemma-4-e2b", "--instance", "ml.g4dn.xlarge", "--dry-run"]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ([*DEPLOY_CLI, "--ttl-hours", "inf"], "--ttl-hours"),
+        ([*DEPLOY_CLI, "--ttl-hours", "nan"], "--ttl-hours"),
+        ([*DEPLOY_CLI, "--ttl-hours", "1e9"], "--ttl-hours"),
+        ([*DEPLOY_CLI, "--ttl-hours", "1e300"], "--ttl-hours"),
+        (["sagemaker", "logs", "x", "--region", "us-east-1", "--since-min", "inf"], "--since-min"),
+        (["sagemaker", "logs", "x", "--region", "us-east-1", "--since-min", "1e300"], "--since-min"),
+        ([*DEPLOY_CLI, "--image", "not a uri"], "--image"),
+        ([*DEPLOY_CLI, "--image", "vllm/vllm-openai:v0.26.0"], "ECR"),
+        (["sagemaker", "preflight", "--model", "gemma-4-e2b", "--instance", "ml.g4dn.xlarge", "--image", "x"], "ECR"),
+        (["sagemaker", "image", "render", "--base-image", "junk"], "--base-image"),
+        (["sagemaker", "image", "render", "--base-image", "UPPER/case:tag"], "--base-image"),
+        (["sagemaker", "image", "build", "--base-image", "junk", "--dry-run"], "--base-image"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(args, capsys)
+    assert code == 2, err
+    assert says in err and "Traceback" not in err, err
+
+
+def test_a_wheel_must_be_a_gemmaserve_wheel(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    import zipfile
+
+    text = tmp_path / "notes.txt"
+    text.write_text("not a wheel")
+    named = tmp_path / "gemmaserve-0.1.0-py3-none-any.whl"
+    named.write_text("not a zip")
+    other = tmp_path / "requests-2.0-py3-none-any.whl"
+    with zipfile.ZipFile(other, "w") as archive:
+        archive.writestr("requests-2.0.dist-info/METADATA", "Name: requests\n")
+    good = tmp_path / "gemmaserve-0.1.0-py3-none-any.whl.ok" / "gemmaserve-0.1.0-py3-none-any.whl"
+    good.parent.mkdir()
+    with zipfile.ZipFile(good, "w") as archive:
+        archive.writestr("gemmaserve-0.1.0.dist-info/METADATA", "Name: gemmaserve\n")
+    for wheel, says in ((text, "not a wheel"), (named, "not a wheel"), (other, "not a gemmaserve wheel")):
+        code, _, err = run(["sagemaker", "image", "build", "--wheel", str(wheel), "--dry-run"], capsys)
+        assert code == 2 and says in err, err
+    from gemmaserve.sagemaker.requests import ImageBuildRequest
+
+    assert ImageBuildRequest(wheel=good, dry_run=True).wheel == good
+
+
+def test_real_image_references_pass() -> None:
+    from gemmaserve.sagemaker.requests import DeployRequest, ImageRenderRequest
+
+    ecr = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:server-sagemaker-cuda-v2.3"
+    digest = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/gemma@sha256:" + "a" * 64
+    for image in (ecr, digest):
+        DeployRequest(model="gemma-4-e2b", instance=["ml.g4dn.xlarge"], image=image, dry_run=True)
+    for base in (ecr, "public.ecr.aws/deep-learning-containers/vllm:0.11-gpu", "docker.io/vllm/vllm-openai:v0.26.0"):
+        assert ImageRenderRequest(base_image=base).base_image == base
+    assert DeployRequest(model="gemma-4-e2b", instance=["ml.g4dn.xlarge"], ttl_hours=24 * 365, dry_run=True)

@@ -116,7 +116,9 @@ class MeasureRequest(ActionRequest):
         None
     )
     encoding: Annotated[list[str] | None, _per_target("Catalog encoding served (bf16, qat-w4a16, …)")] = None
-    price_usd_per_hour: Annotated[list[float] | None, _per_target("Hourly price (overrides the catalog's)")] = None
+    price_usd_per_hour: Annotated[
+        list[Annotated[float, Field(ge=0)]] | None, _per_target("Hourly price (overrides the catalog's)")
+    ] = None
 
     @field_validator("label", "log", "instance", "gpu", "model", "encoding", "price_usd_per_hour")
     @classmethod

@@ -7,6 +7,7 @@ a terminal; dry runs need neither. Progress goes to stderr.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -574,6 +575,14 @@ def image_build(request: ImageBuildRequest, as_json: bool) -> None:
         )
         click.echo(f"gemmaserve from: {r.plan.gemmaserve_source}")
         click.echo(f"Target image: {r.plan.target_image}")
+        if r.role is not None:
+            principals = sorted(
+                {s.get("Principal", {}).get("Service", "?") for s in r.role.trust_policy.get("Statement", [])}
+            )
+            verb = ("would be created" if r.role.created else "would be updated") if r.role.dry_run else "in use"
+            click.echo(f"Build role: {r.role.role_name} ({verb}), trusted by {', '.join(principals)}")
+            click.echo(f"Its inline policy {r.role.policy_name}:")
+            click.echo(json.dumps(r.role.policy, indent=2))
         click.echo(f"Build: {r.build_id or '(dry run)'} {r.status or ''}")
         if r.image_uri:
             click.echo(f"Deploy with: gemmaserve sagemaker deploy --image {r.image_uri} …")

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from gemmaserve.cost import PriceLookup
 from gemmaserve.errors import InterlockRefused
+from gemmaserve.findings import Status
 from gemmaserve.progress import CancelToken, ProgressCallback, ProgressEvent, utc_now
 from gemmaserve.sagemaker.autoscale import AutoscaleResult
 from gemmaserve.sagemaker.aws import Boto3ClientFactory, ClientFactory
@@ -233,10 +234,17 @@ def deploy(
         region_blind = [f for f in report.failures(accept_unknown=accept_unknown) if f.where is None]
         if region_blind or all(_region_blocked(report, region, accept_unknown) for region in regions):
             failures = report.failures(accept_unknown=accept_unknown)
+            hint = " ".join(f.fix for f in failures if f.fix) or "Run: gemmaserve sagemaker preflight …"
+            unchecked = [f.check for f in failures if f.status is Status.UNKNOWN]
+            if unchecked:
+                hint += (
+                    f" {', '.join(unchecked)} could not be checked; once you have checked "
+                    f"{'it' if len(unchecked) == 1 else 'them'} yourself, a person may deploy with --accept-unknown."
+                )
             raise InterlockRefused(
                 "Preflight found problems; nothing was created: "
                 + "; ".join(f"{f.check}: {f.detail}" for f in failures),
-                hint=" ".join(f.fix for f in failures if f.fix) or "Run: gemmaserve sagemaker preflight …",
+                hint=hint,
                 reasons=[f.model_dump(mode="json") for f in failures],
             )
 

@@ -95,6 +95,11 @@ def delete_deployment(
     for model in [m for m in models if m in used_models]:
         models.remove(model)
         report.skipped.append(f"model:{model} (used by endpoint {used_models[model]})")
+    if dry_run:  # a preview names only what is there; the rest is already absent
+        for kind, names in (("endpoint-config", configs), ("model", models)):
+            for name in [name for name in names if name not in arns[kind]]:
+                names.remove(name)
+                report.absent.append(f"{kind}:{name}")
     delete_resources(
         sm,
         region=region,

@@ -184,3 +184,40 @@ def validate_tag_value(value: str, *, what: str) -> str:
             value=value,
         )
     return value
+
+
+# SageMaker hosting pulls a model's image from a private ECR repository (CreateModel's
+# PrimaryContainer.Image: "the Amazon EC2 Container Registry (Amazon ECR) path where inference code is
+# stored"; a registry in your VPC needs RepositoryAccessMode=Vpc, which gemmaserve does not set).
+# ``{region}`` stands for the region a deploy lands in (fallback regions).
+_ECR_IMAGE = re.compile(
+    r"[0-9]{12}\.dkr\.ecr(?:-fips)?\.(?:\{region\}|[a-z]{2}(?:-[a-z]+)+-[0-9])\.amazonaws\.com(?:\.cn)?"
+    r"/[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})"
+)
+# A full Docker image reference with its registry (a host with a dot or a port) and a tag or digest:
+# CodeBuild pulls the base by exactly this name.
+_IMAGE_REFERENCE = re.compile(
+    r"[a-z0-9-]+(?:\.[a-z0-9-]+)+(?::[0-9]+)?"
+    r"/[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})"
+)
+
+
+def validate_ecr_image(uri: str, *, option: str) -> str:
+    if not _ECR_IMAGE.fullmatch(uri):
+        raise UsageError(
+            f"{option} {uri!r} is not an ECR image URI: SageMaker pulls a model's image only from ECR.",
+            hint="Give it as ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPOSITORY:TAG (or @sha256:DIGEST); a derived "
+            "T4 image comes from: gemmaserve sagemaker image build",
+        )
+    return uri
+
+
+def validate_image_reference(reference: str, *, option: str) -> str:
+    if not _IMAGE_REFERENCE.fullmatch(reference):
+        raise UsageError(
+            f"{option} {reference!r} is not a full image reference (REGISTRY/REPOSITORY:TAG or @sha256:DIGEST, "
+            "lower case).",
+            hint="For example the default: 763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:<tag>; leave it out "
+            "for the pinned AWS vLLM image.",
+        )
+    return reference

@@ -382,7 +382,9 @@ def role_findings(
         statement_resources,
     )
 
-    fix = "Create a least-privilege one: gemmaserve sagemaker role create --regions " + ",".join(regions)
+    # a custom image must be named, or the role made by following the fix would still not pull it
+    image_option = f" --image {image_uri}" if image_uri else ""
+    fix = "Create a least-privilege one: gemmaserve sagemaker role create --regions " + ",".join(regions) + image_option
     if not role_arn:
         return [Finding(check="execution-role", status=Status.FAIL, detail="No execution role given.", fix=fix)]
     region = regions[0]
@@ -473,7 +475,7 @@ def role_findings(
             status=Status.FAIL,
             where=candidate,
             fix=f"Make the role usable there too (earlier regions are kept): gemmaserve sagemaker role create "
-            f"--name {name} --regions {','.join(regions)}",
+            f"--name {name} --regions {','.join(regions)}{image_option}",
             detail=f"{name} cannot pull the image or write endpoint logs in {candidate}: a deploy there would fail.",
         )
         for candidate in missing

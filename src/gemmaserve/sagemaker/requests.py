@@ -9,6 +9,7 @@ botocore's bundled service data only, never a profile. No boto3 client is built 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Self, TypeVar
@@ -101,6 +102,41 @@ def _owner(value: str | None) -> str | None:
     return None if value is None else validate_tag_value(value, what="The owner")
 
 
+@_rule
+def _image(value: str | list[str] | None) -> str | list[str] | None:
+    from gemmaserve.sagemaker.inputs import validate_ecr_image
+
+    if isinstance(value, list):
+        return [validate_ecr_image(item, option="--image") for item in value]
+    return None if value is None else validate_ecr_image(value, option="--image")
+
+
+@_rule
+def _base_image(value: str | None) -> str | None:
+    from gemmaserve.sagemaker.inputs import validate_image_reference
+
+    return None if value is None else validate_image_reference(value, option="--base-image")
+
+
+@_rule
+def _wheel(value: Path | None) -> Path | None:
+    """A file named as a wheel, a zip inside, with gemmaserve's own .dist-info."""
+    import zipfile
+
+    if value is None:
+        return None
+    hint = "Build one from the checkout: python -m pip wheel --no-deps -w dist ."
+    if not value.is_file():
+        raise UsageError(f"--wheel {value} is not a file.", hint=hint)
+    if value.suffix != ".whl" or not zipfile.is_zipfile(value):
+        raise UsageError(f"--wheel {value} is not a wheel (a .whl zip archive).", hint=hint)
+    with zipfile.ZipFile(value) as archive:
+        names = archive.namelist()
+    if not any(re.fullmatch(r"gemmaserve-[^/]+\.dist-info/METADATA", name) for name in names):
+        raise UsageError(f"--wheel {value} is not a gemmaserve wheel (no gemmaserve-*.dist-info inside).", hint=hint)
+    return value
+
+
 def _env_pairs(value: Any) -> Any:
     """A mapping (MCP, Python) or ``KEY=VALUE`` strings (the CLI's ``--env``) → ``KEY=VALUE`` strings."""
     if isinstance(value, dict):
@@ -137,6 +173,12 @@ def _s3_uri(value: str | None) -> str | None:
     return value
 
 
+# An expiry tag must be a date (and 10 years is no expiry in practice: --keep says that); CloudWatch keeps
+# nothing older than its longest retention, 10 years either.
+MAX_TTL_HOURS = 24 * 365 * 10
+MAX_SINCE_MIN = 60 * 24 * 365 * 10
+
+
 # The field checks of every request, by field name. They run as the model's own validators (not in the
 # field types), so both front ends report them the same way: a UsageError naming the option.
 FIELD_RULES: dict[str, Callable[[Any], Any]] = {
@@ -149,6 +191,9 @@ FIELD_RULES: dict[str, Callable[[Any], Any]] = {
     "env": _env_checked,
     "role_name": _role_name,
     "model_s3": _s3_uri,
+    "image": _image,
+    "base_image": _base_image,
+    "wheel": _wheel,
 }
 
 
@@ -298,7 +343,15 @@ class DeployOptions(InputRules):
         Cli(aliases=("--name",)),
         Field(description="Endpoint name (default: <model>-<gpu>)."),
     ] = None
-    ttl_hours: Annotated[float, Field(gt=0, description="After this, `cleanup --expired` deletes it.")] = 4.0
+    ttl_hours: Annotated[
+        float,
+        Field(
+            gt=0,
+            le=MAX_TTL_HOURS,
+            allow_inf_nan=False,
+            description="After this, `cleanup --expired` deletes it (at most 10 years: --keep never expires).",
+        ),
+    ] = 4.0
     keep: Annotated[
         bool, Field(description="Never expire, and keep what was created if the deploy is interrupted.")
     ] = False
@@ -400,7 +453,9 @@ class LogsRequest(StatusRequest):
 
     action: ClassVar[str] = "sagemaker logs"
 
-    since_min: Annotated[float, Field(gt=0, description="How far back to read, in minutes.")] = 180.0
+    since_min: Annotated[
+        float, Field(gt=0, le=MAX_SINCE_MIN, allow_inf_nan=False, description="How far back to read, in minutes.")
+    ] = 180.0
     contains: Annotated[str | None, Field(description="Only lines containing this text.")] = None
     grep: Annotated[
         str | None,
@@ -635,8 +690,6 @@ class ImageBuildRequest(InputRules, ActionRequest):
     def _one_source(self) -> Self:
         if self.wheel is not None and self.requirement is not None:
             raise refuse("Give --wheel or --requirement, not both.")
-        if self.wheel is not None and not self.wheel.is_file():
-            raise refuse(f"--wheel {self.wheel} is not a file.", hint="Build one: python -m build --wheel")
         return self
 
     def chosen_region(self) -> str:
