@@ -359,6 +359,10 @@ def test_a_create_that_never_shows_within_the_window_is_reported_unconfirmed_not
         f"gemmaserve sagemaker list --region {REGION}",
         f"gemmaserve sagemaker delete {NAME} --region {REGION} --yes",
     ]
+    from gemmaserve.sagemaker.journal import Journal
+
+    # the journal keeps it open: `list` shows it and `cleanup --journal` settles it once it shows (or never does)
+    assert [(e.key, e.state.value) for e in Journal().open_entries()] == [(f"endpoint:{NAME}", "unconfirmed")]
     # when it shows after all, the command it names finishes the job
     held.release.set()
     held.forwarded.wait(timeout=30)

@@ -112,7 +112,7 @@ def test_the_plan_is_computed_once_per_instance_type(
 
 
 def test_cross_field_rules_of_cleanup_autoscale_and_role() -> None:
-    with pytest.raises(UsageError, match="--expired, --orphans or both"):
+    with pytest.raises(UsageError, match="--expired, --orphans, --journal or several"):
         CleanupRequest.parse({})
     with pytest.raises(UsageError, match="--min-instances 4 is above --max-instances 3"):
         AutoscaleRequest.parse(

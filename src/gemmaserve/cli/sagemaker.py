@@ -376,6 +376,14 @@ def _render_inventory(inventory: Any) -> None:
         click.echo(f"Total: unknown (no region could be read: {', '.join(inventory.regions)})")
     else:
         click.echo(f"Total: {bound}${inventory.total_usd_per_hour:.3f}/hour" + (f" ({'; '.join(why)})" if why else ""))
+    if inventory.journal:
+        click.echo("Sent by a run that ended without settling them (settle: gemmaserve sagemaker cleanup --journal):")
+        for entry in inventory.journal:
+            state = "its process is gone" if entry.state == "sent" else entry.state
+            click.echo(
+                f"  {entry.kind}:{entry.name} ({entry.region}, {entry.owner or '?'}, sent {entry.sent_at:%Y-%m-%d %H:%M}Z"
+                f" by pid {entry.pid}; {state})"
+            )
     if inventory.orphans:
         click.echo("Leftovers with no endpoint (delete: gemmaserve sagemaker cleanup --orphans):")
         for orphan in inventory.orphans:

@@ -41,7 +41,9 @@ from gemmaserve.sagemaker.inventory import (
     Inventory,
     cleanup_expired,
     list_deployments,
+    settle_journal,
 )
+from gemmaserve.sagemaker.journal import Journal
 from gemmaserve.sagemaker.jumpstart import JumpStartListing
 from gemmaserve.sagemaker.logs import EndpointLogs, read_endpoint_logs
 from gemmaserve.sagemaker.preflight import (
@@ -425,15 +427,18 @@ def list_endpoints(
     regions = request.chosen_regions()
     clients = _factory(factory)
     lookup = make_price_lookup(None if request.list_prices else clients, today=date.today())
-    return list_deployments(clients, regions, now=now(), price_lookup=lookup, orphans=orphans)
+    inventory = list_deployments(clients, regions, now=now(), price_lookup=lookup, orphans=orphans)
+    inventory.journal = [entry for entry in Journal().open_entries() if entry.region in regions]
+    return inventory
 
 
 def cleanup(request: CleanupRequest, *, factory: ClientFactory | None = None, now: Clock = _now) -> CleanupReport:
-    """Delete our expired endpoints and (``orphans``) our unused models/configs; ``complete`` says all was read."""
+    """Delete our expired endpoints, (``orphans``) our unused models/configs and (``journal``) what runs that
+    ended unsettled left in the deploy journal; ``complete`` says all was read, ``ok`` that all chosen is gone."""
     regions = request.chosen_regions()
     clients = _factory(factory)
     lookup = make_price_lookup(None if request.list_prices else clients, today=date.today())
-    return cleanup_expired(
+    report = cleanup_expired(
         clients,
         regions,
         now=now(),
@@ -443,6 +448,9 @@ def cleanup(request: CleanupRequest, *, factory: ClientFactory | None = None, no
         expired=request.expired,
         orphans=request.orphans,
     )
+    if request.journal:
+        settle_journal(clients, regions, journal=Journal(), dry_run=request.dry_run, report=report)
+    return report
 
 
 def autoscale(request: AutoscaleRequest, *, factory: ClientFactory | None = None) -> AutoscaleResult:

@@ -42,6 +42,7 @@ from gemmaserve.sagemaker.interrupts import (
     signal_name,
     stop_signals_interrupt,
 )
+from gemmaserve.sagemaker.journal import EntryState, Journal
 from gemmaserve.sagemaker.names import (
     VARIANT_NAME,
     config_name_for,
@@ -54,7 +55,7 @@ from gemmaserve.sagemaker.status import (
     EndpointStatus,
     describe_endpoint_state,
 )
-from gemmaserve.sagemaker.tags import build_tags
+from gemmaserve.sagemaker.tags import CREATED_KEY, OWNER_KEY, build_tags, tags_to_dict
 
 if TYPE_CHECKING:
     from gemmaserve.plan import PlanRow
@@ -285,11 +286,38 @@ def execute_deploy(
         "CreateEndpointConfig": sm.create_endpoint_config,
         "CreateEndpoint": sm.create_endpoint,
     }
+    journal = Journal()
+    written: dict[str, str] = {}  # label → journal entry, written before its Create is sent
+
+    def settle(outcome: DeleteReport) -> None:
+        """Mark each journal entry with what the teardown (or --keep) did to its resource."""
+        for label, entry in written.items():
+            key = f"{label}:{_name_of(plan, label)}"
+            if keep and key in outcome.remaining:  # kept on purpose: the user's now
+                state = EntryState.DONE
+            elif key in outcome.deleted:
+                state = EntryState.DELETED
+            elif key in outcome.remaining:
+                state = EntryState.LEFT
+            elif key in outcome.unconfirmed:
+                state = EntryState.UNCONFIRMED
+            else:  # absent, or not this run's (a refused Create, another's resource): nothing of ours there
+                state = EntryState.ABSENT
+            journal.mark(entry, state)
+
     try:
         with stop_signals_interrupt():
             for planned in plan.calls:
                 check(cancel)
                 label = RESOURCE_LABELS[planned.operation]
+                tags = tags_to_dict(planned.params.get("Tags", []))
+                written[label] = journal.sending(
+                    region=region,
+                    kind=label,
+                    name=_name_of(plan, label),
+                    owner=tags.get(OWNER_KEY),
+                    created_tag=tags.get(CREATED_KEY),
+                )
                 attempted.append(label)
                 try:
                     call(region, methods[planned.operation], **planned.params)
@@ -318,7 +346,11 @@ def execute_deploy(
             sleep=sleep,
             progress=progress,
             uncertain=[label for label in attempted if label not in created],
+            settle=settle,
         )
+    for entry in written.values():
+        journal.mark(entry, EntryState.DONE)
+    journal.prune()
     return DeployResult(plan=plan, created=created, state=state)
 
 
@@ -402,6 +434,7 @@ def _after_failure(
     sleep: Callable[[float], None] | None,
     progress: ProgressCallback | None,
     uncertain: list[str] | None = None,
+    settle: Callable[[DeleteReport], None] | None = None,
 ) -> NoReturn:
     """Tear down (or keep) what this run made, say exactly what is left and where, then raise.
 
@@ -441,6 +474,11 @@ def _after_failure(
         )
         if not interrupted:  # an interrupt's error message carries the same line
             say(teardown_summary(outcome))
+    if settle is not None:
+        try:
+            settle(outcome)
+        except Exception as error:  # the journal must not hide the teardown's own report
+            say(f"Could not update the deploy journal: {error}")
     if interrupted:
         raise DeployInterrupted(
             f"Deploy of {plan.endpoint_name!r} in {region} stopped by {signal_name(exc)}. " + teardown_summary(outcome),
@@ -604,7 +642,7 @@ def _settle_in_flight(
 
 def _made_by_this_run(sm: Any, plan: DeployPlan, label: str) -> bool | None:
     """For a Create whose answer never came: None if the resource is absent, else whether its tags are this run's."""
-    from gemmaserve.sagemaker.tags import CREATED_KEY, is_ours, tags_to_dict
+    from gemmaserve.sagemaker.tags import is_ours
 
     name = _name_of(plan, label)
     method, param, arn_key = {

@@ -21,6 +21,7 @@ from gemmaserve.cost import PriceLookup, PriceRange, catalog_price, cost_so_far_
 from gemmaserve.errors import AwsError, GemmaserveError, UsageError
 from gemmaserve.sagemaker.aws import ClientFactory, call, is_not_found, paginate
 from gemmaserve.sagemaker.delete import DeleteReport, delete_deployment, usage_by_other_endpoints
+from gemmaserve.sagemaker.journal import EntryState, Journal, JournalEntry
 from gemmaserve.sagemaker.status import EndpointStatus, describe_endpoint_state
 from gemmaserve.sagemaker.tags import is_expired, parse_tags, tags_to_dict
 
@@ -66,6 +67,8 @@ class Inventory(BaseModel):
     regions: list[str]
     endpoints: list[DeploymentSummary]
     orphans: list[OrphanResource] = []
+    # Creates a run sent and never settled (it died, or its teardown left or never saw them): cleanup --journal
+    journal: list[JournalEntry] = []
     errors: list[RegionError]
     total_usd_per_hour: float  # a lower bound when total_is_lower_bound
     unpriced: list[str] = []  # endpoints billing at an unknown price
@@ -89,6 +92,8 @@ class CleanupVerdict(StrEnum):
     FAILED = "failed"  # an AWS error part-way: what is left is in the detail
     LEFT = "left"  # deleted in part; the detail names what is still there
     OTHER_OWNER = "other owner"  # another owner's: left alone without --any-owner
+    ABSENT = "already absent"  # a journal entry whose resource SageMaker says is not there
+    ANOTHER_RUN = "another run's"  # a journal entry's name, now on a resource a later run made: left alone
 
 
 class CleanupItem(BaseModel):
@@ -347,3 +352,66 @@ def _attempt(
     elif outcome.skipped:
         item.detail = "left in place: " + ", ".join(outcome.skipped)
     return item
+
+
+def settle_journal(
+    factory: ClientFactory, regions: list[str], *, journal: Journal, dry_run: bool, report: CleanupReport
+) -> None:
+    """Settle the journal's open entries in ``regions``: delete each resource that is there with its run's tags,
+    close the entries SageMaker says are absent; each gets its verdict in ``report.items``."""
+    from gemmaserve.sagemaker.delete import delete_resources
+    from gemmaserve.sagemaker.tags import CREATED_KEY, is_ours
+
+    order = {"endpoint": 0, "endpoint-config": 1, "model": 2}
+    entries = sorted(
+        (entry for entry in journal.open_entries() if entry.region in regions), key=lambda e: order.get(e.kind, 3)
+    )
+    for entry in entries:
+        item = CleanupItem(
+            kind=entry.kind, name=entry.name, region=entry.region, owner=entry.owner, verdict=CleanupVerdict.DELETED
+        )
+        report.items.append(item)
+        sm = factory("sagemaker", entry.region)
+        try:
+            arn = _arn_by_name(sm, entry)
+            if arn is None:
+                item.verdict = CleanupVerdict.ABSENT
+                if not dry_run:
+                    journal.mark(entry.id, EntryState.ABSENT)
+                continue
+            tags = tags_to_dict(call(entry.region, sm.list_tags, ResourceArn=arn).get("Tags", []))
+            if not is_ours(tags) or tags.get(CREATED_KEY) != entry.created_tag:
+                item.verdict = CleanupVerdict.ANOTHER_RUN
+                item.detail = f"{entry.key} now carries created-at {tags.get(CREATED_KEY)}, not this entry's"
+                if not dry_run:
+                    journal.mark(entry.id, EntryState.ABSENT)  # the journaled one is gone; this one is not its
+                continue
+            if dry_run:
+                item.verdict = CleanupVerdict.WOULD_DELETE
+                continue
+            outcome = delete_resources(
+                sm,
+                region=entry.region,
+                endpoint=entry.name if entry.kind == "endpoint" else None,
+                configs=[entry.name] if entry.kind == "endpoint-config" else [],
+                models=[entry.name] if entry.kind == "model" else [],
+                report=DeleteReport(endpoint_name=entry.name if entry.kind == "endpoint" else "", region=entry.region),
+            )
+            report.deleted.append(outcome)
+            journal.mark(entry.id, EntryState.DELETED)
+        except GemmaserveError as error:
+            item.verdict, item.detail, item.fix = CleanupVerdict.FAILED, error.message, error.hint
+
+
+def _arn_by_name(sm: Any, entry: JournalEntry) -> str | None:
+    method, param, key = {
+        "model": (sm.describe_model, "ModelName", "ModelArn"),
+        "endpoint-config": (sm.describe_endpoint_config, "EndpointConfigName", "EndpointConfigArn"),
+        "endpoint": (sm.describe_endpoint, "EndpointName", "EndpointArn"),
+    }[entry.kind]
+    try:
+        return str(call(entry.region, method, **{param: entry.name})[key])
+    except AwsError as error:
+        if is_not_found(error):
+            return None
+        raise

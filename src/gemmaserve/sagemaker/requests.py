@@ -531,6 +531,13 @@ class CleanupRequest(ListRequest):
         False
     )
     orphans: Annotated[bool, Field(description="Delete our models and endpoint configs that no endpoint uses.")] = False
+    journal: Annotated[
+        bool,
+        Field(
+            description="Settle the deploy journal: delete what runs that ended without cleaning up sent (matched "
+            "by their tags), close what SageMaker says is gone."
+        ),
+    ] = False
     owner: Annotated[
         str | None,
         Field(description="Whose to delete, by the gemmaserve:owner tag (default: your user name, as deploy tags it)."),
@@ -542,15 +549,24 @@ class CleanupRequest(ListRequest):
 
     @model_validator(mode="after")
     def _something_to_clean(self) -> Self:
-        if not self.expired and not self.orphans:
-            raise refuse("cleanup needs --expired, --orphans or both.", hint="gemmaserve sagemaker cleanup --expired")
+        if not (self.expired or self.orphans or self.journal):
+            raise refuse(
+                "cleanup needs --expired, --orphans, --journal or several.",
+                hint="gemmaserve sagemaker cleanup --expired",
+            )
         if self.any_owner and self.owner is not None:
             raise refuse("--owner and --any-owner contradict each other.", hint="Give one of them.")
         return self
 
     def describe_change(self) -> str:
         what = " and ".join(
-            x for x, on in (("expired endpoint", self.expired), ("orphaned model/config", self.orphans)) if on
+            x
+            for x, on in (
+                ("expired endpoint", self.expired),
+                ("orphaned model/config", self.orphans),
+                ("resource left in the deploy journal", self.journal),
+            )
+            if on
         )
         where = (
             "every SageMaker region"
