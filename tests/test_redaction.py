@@ -256,3 +256,57 @@ def test_real_outputs_pass_unchanged(capsys: pytest.CaptureFixture[str]) -> None
 
         output = CliRunner().invoke(app, args, catch_exceptions=False).stdout
         assert redact(output) == output, args
+
+
+def test_a_container_log_line_quoted_in_a_deploys_error_shows_no_token(
+    moto_server_url: str,  # noqa: F811
+    moto_factory: Any,  # noqa: F811
+    secrets: dict[str, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The container crashes printing its settings; the deploy's error quotes the line, and nothing leaks."""
+    import time
+
+    from tests.sagemaker.helpers import make_role
+    from tests.sagemaker.moto_proxy import sagemaker_proxy
+
+    name = "leaky-e2b"
+    given = "k" + _random(string.ascii_letters + string.digits, 20)  # no known shape: hidden because it was given
+    logs = moto_factory("logs", REGION)
+    group = f"/aws/sagemaker/Endpoints/{name}"
+    logs.create_log_group(logGroupName=group)
+    logs.create_log_stream(logGroupName=group, logStreamName="AllTraffic/i-1")
+    lines = [
+        f"INFO settings: HF_TOKEN={secrets['hf']} MY_API_KEY={given}",
+        f"RuntimeError: Engine core initialization failed: 401 for token {secrets['hf']} (key {given})",
+    ]
+    now_ms = int(time.time() * 1000)
+    logs.put_log_events(
+        logGroupName=group,
+        logStreamName="AllTraffic/i-1",
+        logEvents=[{"timestamp": now_ms + i, "message": line} for i, line in enumerate(lines)],
+    )
+    role = make_role(moto_factory("iam", REGION))
+    with sagemaker_proxy(moto_server_url) as proxy:
+        proxy.creating(name)  # the wait's first read finds it Creating, with the crash in its log
+        reads_before = [0]
+
+        def come_up(operation: str, _: dict[str, Any]) -> None:
+            if operation == "DescribeEndpoint" and proxy.count("DescribeEndpoint") - reads_before[0] >= 3:
+                proxy.finish_creating(name)  # the teardown's reads: it may delete it now
+
+        proxy.hooks.append(come_up)
+        monkeypatch.setenv("GEMMASERVE_AWS_ENDPOINT_URL", proxy.url)
+        args = ["sagemaker", "deploy", "--model", "gemma-4-e2b", "--instance", "ml.g4dn.xlarge", "--role-arn", role,
+                "--name", name, "--region", REGION, "--skip-preflight", "--list-prices", "--env",
+                f"HF_TOKEN={secrets['hf']}", "--env", f"MY_API_KEY={given}", "--yes"]  # fmt: skip
+        for extra in ([], ["--json"]):
+            reads_before[0] = proxy.count("DescribeEndpoint")
+            code = run_with_error_mapping(app, [*args, *extra], debug=False)
+            out, err = capsys.readouterr()
+            assert code == 1 and "the container log shows a crash" in out + err, (out, err)
+            assert "Engine core initialization failed" in out + err  # the line is quoted ...
+            assert not _leaks(out + err, {**secrets, "given": given}), (out, err)  # ... without the secrets
+            assert moto_factory("sagemaker", REGION).list_endpoints()["Endpoints"] == []
+            proxy.creating(name)
