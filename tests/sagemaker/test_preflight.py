@@ -212,3 +212,21 @@ def test_default_image_is_regional() -> None:
     assert (
         default_image_uri("eu-west-1") == "763104351884.dkr.ecr.eu-west-1.amazonaws.com/vllm:server-sagemaker-cuda-v2.3"
     )
+
+
+def test_the_preflight_command_a_refusal_names_runs_as_given(capsys: pytest.CaptureFixture[str]) -> None:
+    import shlex
+
+    from gemmaserve.sagemaker.api import _preflight_command
+    from tests.sagemaker.helpers import run
+
+    image = "123456789012.dkr.ecr.{region}.amazonaws.com/team/gemma:v1"
+    request = DeployRequest(
+        model="gemma-4-e4b", encoding="bf16", instance=["ml.g6.xlarge"], image=image, dry_run=True,
+        role_arn="arn:aws:iam::123456789012:role/gemmaserve-endpoint",
+    )  # fmt: skip
+    command = _preflight_command(request, [REGION, "us-west-2"])
+    words = shlex.split(command)
+    assert words[words.index("--image") + 1] == image and "--role-arn" in words
+    code, _, err = run(words[1:], capsys)
+    assert code != 2, err  # every option exists and every value parses (no credentials here: exit 1)

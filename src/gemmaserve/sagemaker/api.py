@@ -236,7 +236,7 @@ def deploy(
         region_blind = [f for f in report.failures(accept_unknown=accept_unknown) if f.where is None]
         if region_blind or all(_region_blocked(report, region, accept_unknown) for region in regions):
             failures = report.failures(accept_unknown=accept_unknown)
-            hint = " ".join(f.fix for f in failures if f.fix) or "Run: gemmaserve sagemaker preflight …"
+            hint = " ".join(f.fix for f in failures if f.fix) or "See each check: " + _preflight_command(request, regions)
             unchecked = [f.check for f in failures if f.status is Status.UNKNOWN]
             if unchecked:
                 hint += (
@@ -288,6 +288,21 @@ def deploy(
     return DeployOutcome(
         dry_run=False, plan=outcome.result.plan, preflight=report, result=outcome.result, attempts=outcome.attempts
     )
+
+
+def _preflight_command(request: DeployRequest, regions: list[str]) -> str:
+    """The preflight of exactly this deploy, as a command that works when followed."""
+    import shlex
+
+    words = ["gemmaserve", "sagemaker", "preflight", "--model", request.model, "--encoding", request.encoding]
+    for instance in request.instance:
+        words += ["--instance", instance]
+    words += ["--regions", ",".join(regions)]
+    if request.role_arn:
+        words += ["--role-arn", request.role_arn]
+    if request.image:
+        words += ["--image", request.image]
+    return shlex.join(words)
 
 
 def _uncounted(progress: ProgressCallback | None) -> ProgressCallback | None:
