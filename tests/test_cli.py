@@ -58,3 +58,10 @@ def test_cli_reference_doc_is_current() -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_json_output_is_standard_json() -> None:
+    from gemmaserve.cli.output import standard_json
+
+    data = {"a": float("nan"), "b": [float("inf"), 1.5, -float("inf")], "c": {"d": 2}}
+    assert standard_json(data) == {"a": None, "b": [None, 1.5, None], "c": {"d": 2}}

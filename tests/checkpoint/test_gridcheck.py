@@ -45,3 +45,44 @@ def test_selection_errors_are_usage_errors(unquantized_dir: Path, tmp_path: Path
         grid_check(str(tmp_path / "ct"), str(unquantized_dir), tensor="model.nothing")
     with pytest.raises(UsageError, match="--layers"):
         grid_check(str(tmp_path / "ct"), str(unquantized_dir), layers="a-b")
+
+
+def _poison(build: Path, tensor: str, value: float) -> int:
+    """Set every element of ``tensor`` in the build's shard to ``value``; returns how many values it scales."""
+    import json
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    shard = build / json.loads((build / "model.safetensors.index.json").read_text())["weight_map"][tensor]
+    tensors = load_file(shard)
+    tensors[tensor] = torch.full_like(tensors[tensor], value)
+    save_file(tensors, shard, metadata={"format": "pt"})
+    packed = tensors[tensor.replace("weight_scale", "weight_packed")]
+    return packed.shape[0] * packed.shape[1] * 8
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_scales_make_the_verdict_invalid(
+    unquantized_dir: Path, tmp_path: Path, bad: float, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from gemmaserve.cli import app
+    from gemmaserve.cli.errors import run_with_error_mapping
+
+    build = tmp_path / "ct"
+    repack_checkpoint(unquantized_dir, build)
+    poisoned = _poison(build, f"{PREFIX}.layers.0.self_attn.q_proj.weight_scale", bad)
+    report = grid_check(str(build), str(unquantized_dir))
+    assert report.verdict == "invalid"
+    assert report.values_not_finite == poisoned
+    [named] = [t for t in report.tensors if t.values_not_finite]
+    assert named.tensor == f"{PREFIX}.layers.0.self_attn.q_proj"
+    assert report.max_abs_diff is None and named.max_abs_diff is None  # no number measured on bad values
+    code = run_with_error_mapping(app, ["checkpoint", "grid-check", str(build), "--reference", str(unquantized_dir),
+                                        "--json"], debug=False)  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "NaN" not in out and "Infinity" not in out
+    assert json.loads(out)["verdict"] == "invalid"

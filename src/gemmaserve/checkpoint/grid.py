@@ -448,6 +448,7 @@ def compare_packed_block_bf16(
     )  # fmt: skip
     counts = GridComparison()
     counts._add_counts(_totals(out), (rows, cols), group_size)
+    counts.values_not_finite = count_not_finite_bf16(bits, scales, build_group_size)
     todo = np.flatnonzero(~ok)
     if not len(todo):
         return counts, ng, 0
@@ -465,6 +466,15 @@ def compare_packed_block_bf16(
         counts.values_off_by_a_level_or_more += int(np.count_nonzero(np.where(step > 0, diff >= step, diff > 0)))
     on_grid = ng - len(todo) + int(found.sum())
     return counts, on_grid, int(found.sum())
+
+
+def count_not_finite_bf16(reference_bits: np.ndarray, scale_bits: np.ndarray, build_group_size: int) -> int:
+    """Values whose reference (bf16 bits [rows, cols]) or build scale (bf16 bits [rows, groups]) is NaN or
+    infinite: all exponent bits set."""
+    exponent = np.uint16(0x7F80)
+    bad_reference = (reference_bits & exponent) == exponent
+    bad_scale = np.repeat((scale_bits & exponent) == exponent, build_group_size, axis=1)[:, : reference_bits.shape[1]]
+    return int(np.count_nonzero(bad_reference | bad_scale))
 
 
 def _search_groups(bits: np.ndarray, peaks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -643,9 +653,13 @@ class GridComparison:
     values_off_by_a_level_or_more: int = 0
     max_abs_diff: float = 0.0
     sum_abs_diff: float = 0.0
+    # NaN or infinite in the build or the reference: every comparison with them is false, so they would
+    # otherwise pass as "not off the grid". Counted apart; any makes the verdict "invalid".
+    values_not_finite: int = 0
 
     def add(self, build: np.ndarray, reference: np.ndarray, reference_steps: np.ndarray, group_size: int) -> None:
         fast = kernels()
+        self.values_not_finite += int(np.count_nonzero(~(np.isfinite(build) & np.isfinite(reference))))
         if fast is not None and group_size % 32 == 0:
             self._add_counts(
                 fast.compare(_f32(build), _f32(reference), _f32(reference_steps), group_size),
@@ -662,6 +676,8 @@ class GridComparison:
         """``add`` for a pack-quantized build block (int32 [rows, cols/8], float32 scales), dequantized as dtype(q * scale)."""
         cols = reference.shape[1]
         fast = kernels()
+        bad_scale = np.repeat(~np.isfinite(scales), build_group_size, axis=1)[:, :cols]
+        self.values_not_finite += int(np.count_nonzero(bad_scale | ~np.isfinite(reference)))
         if fast is not None and scale_dtype == "BF16" and build_group_size % 8 == 0 and group_size % 32 == 0:
             counts = fast.compare_packed(
                 np.ascontiguousarray(packed, dtype=np.int32), _f32(scales), build_group_size,
@@ -682,6 +698,7 @@ class GridComparison:
         self.values_off_by_a_level_or_more += other.values_off_by_a_level_or_more
         self.max_abs_diff = max(self.max_abs_diff, other.max_abs_diff)
         self.sum_abs_diff += other.sum_abs_diff
+        self.values_not_finite += other.values_not_finite
 
     def _add_counts(self, counts: tuple[int, int, int, float, float], shape: tuple[int, ...], group_size: int) -> None:
         identical, groups_identical, off, max_diff, sum_diff = counts

@@ -57,8 +57,10 @@ class TensorGridResult(BaseModel):
     groups_bit_identical: int
     values_off_by_a_level_or_more: int
     share_off_by_a_level_or_more: float
-    max_abs_diff: float
-    mean_abs_diff: float
+    # None when any value is NaN or infinite (values_not_finite): no difference is measured on bad values
+    max_abs_diff: float | None
+    mean_abs_diff: float | None
+    values_not_finite: int = 0  # NaN or infinite in the build or the reference
     reference_groups_on_grid: int
     reference_groups_peak_not_at_8: int
 
@@ -78,9 +80,12 @@ class GridCheckReport(BaseModel):
     groups_bit_identical: int
     values_off_by_a_level_or_more: int
     share_off_by_a_level_or_more: float
-    max_abs_diff: float
-    mean_abs_diff: float
-    verdict: str  # "bit-identical" | "on-grid-rounding" | "off-grid"
+    max_abs_diff: float | None  # None when any value is not finite
+    mean_abs_diff: float | None
+    values_not_finite: int = 0
+    # "invalid" (a NaN or infinite value in the build or the reference: named per tensor, never a pass)
+    # | "off-grid" | "on-grid-rounding" | "bit-identical"
+    verdict: str
     build_bytes_fetched: int
     reference_bytes_fetched: int
 
@@ -444,7 +449,12 @@ def _summarize(
     values = sum(r.values for r in results)
     off = sum(r.values_off_by_a_level_or_more for r in results)
     identical = sum(r.values_bit_identical for r in results)
-    verdict = "bit-identical" if identical == values else ("off-grid" if off else "on-grid-rounding")
+    not_finite = sum(r.values_not_finite for r in results)
+    if not_finite:
+        verdict = "invalid"
+    else:
+        verdict = "bit-identical" if identical == values else ("off-grid" if off else "on-grid-rounding")
+    measured = not not_finite
     sizes = {r.reference_group_size for r in results}
     return GridCheckReport(
         build=build,
@@ -458,8 +468,11 @@ def _summarize(
         groups_bit_identical=sum(r.groups_bit_identical for r in results),
         values_off_by_a_level_or_more=off,
         share_off_by_a_level_or_more=off / values if values else 0.0,
-        max_abs_diff=max((r.max_abs_diff for r in results), default=0.0),
-        mean_abs_diff=(sum(r.mean_abs_diff * r.values for r in results) / values) if values else 0.0,
+        max_abs_diff=max((r.max_abs_diff or 0.0 for r in results), default=0.0) if measured else None,
+        mean_abs_diff=(sum((r.mean_abs_diff or 0.0) * r.values for r in results) / values if values else 0.0)
+        if measured
+        else None,
+        values_not_finite=not_finite,
         verdict=verdict,
         build_bytes_fetched=build_bytes,
         reference_bytes_fetched=reference_bytes,
@@ -534,8 +547,9 @@ def _result(
         groups_bit_identical=counts.groups_bit_identical,
         values_off_by_a_level_or_more=counts.values_off_by_a_level_or_more,
         share_off_by_a_level_or_more=counts.values_off_by_a_level_or_more / counts.values if counts.values else 0.0,
-        max_abs_diff=counts.max_abs_diff,
-        mean_abs_diff=counts.mean_abs_diff,
+        max_abs_diff=None if counts.values_not_finite else counts.max_abs_diff,
+        mean_abs_diff=None if counts.values_not_finite else counts.mean_abs_diff,
+        values_not_finite=counts.values_not_finite,
         reference_groups_on_grid=ref_grid.on_grid,
         reference_groups_peak_not_at_8=ref_grid.peak_elsewhere,
     )

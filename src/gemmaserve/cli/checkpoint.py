@@ -115,8 +115,8 @@ def grid_check_cmd(request: GridCheckRequest, as_json: bool) -> None:
     with _progress() as progress:
         report = checkpoint_grid_check(request, progress=progress)
     emit(report, as_json=as_json, render=_render_grid)
-    if report.values_off_by_a_level_or_more:
-        sys.exit(1)
+    if report.values_off_by_a_level_or_more or report.verdict == "invalid":
+        raise click.exceptions.Exit(1)
 
 
 def _render_grid(report: Any) -> None:
@@ -127,7 +127,7 @@ def _render_grid(report: Any) -> None:
     table = Table(
         title=f"{report.build} vs {report.reference} (reference grid: {grouping}, {report.reference_group_size_source})"
     )
-    columns = (
+    columns: tuple[str, ...] = (
         "tensor",
         "format",
         "groups",
@@ -138,19 +138,36 @@ def _render_grid(report: Any) -> None:
         "max |diff|",
         "mean |diff|",
     )
+    if report.values_not_finite:
+        columns = (*columns, "NaN/inf")
     for column in columns:
         table.add_column(column, justify="left" if column in ("tensor", "format") else "right")
     for t in report.tensors:
         build_groups = "-" if t.build_group_size is None else str(t.build_group_size)
-        table.add_row(t.tensor, t.build_format, f"{build_groups} / {t.reference_group_size}", f"{t.values:,}", f"{t.values_bit_identical:,}",
-                      f"{t.groups_bit_identical:,}/{t.groups:,}",
-                      f"{t.values_off_by_a_level_or_more:,} ({t.share_off_by_a_level_or_more:.1%})",
-                      f"{t.max_abs_diff:.3g}", f"{t.mean_abs_diff:.3g}")  # fmt: skip
+        cells = [t.tensor, t.build_format, f"{build_groups} / {t.reference_group_size}", f"{t.values:,}", f"{t.values_bit_identical:,}",
+                 f"{t.groups_bit_identical:,}/{t.groups:,}",
+                 f"{t.values_off_by_a_level_or_more:,} ({t.share_off_by_a_level_or_more:.1%})",
+                 _diff(t.max_abs_diff), _diff(t.mean_abs_diff)]  # fmt: skip
+        if report.values_not_finite:
+            cells.append(f"{t.values_not_finite:,}")
+        table.add_row(*cells)
     out = console()
     out.print(table)
+    if report.verdict == "invalid":
+        bad = [t for t in report.tensors if t.values_not_finite]
+        out.print(
+            f"verdict: invalid: {report.values_not_finite:,} of {report.values:,} values are NaN or infinite in the "
+            f"build or the reference, in {', '.join(f'{t.tensor} ({t.values_not_finite:,})' for t in bad)}; "
+            "nothing is measured on them"
+        )
+        return
     out.print(f"verdict: {report.verdict}: {report.values_off_by_a_level_or_more:,} of {report.values:,} values "
               f"({report.share_off_by_a_level_or_more:.1%}) off by one reference-grid level or more; "
               f"{report.values_bit_identical:,} bit-identical")  # fmt: skip
+
+
+def _diff(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
 
 
 @cli.command(name="repack")
@@ -200,7 +217,7 @@ def validate_cmd(request: ValidateRequest, as_json: bool) -> None:
     report = checkpoint_validate(request)
     emit(report, as_json=as_json, render=_render_validate)
     if not report.ok:
-        sys.exit(1)
+        raise click.exceptions.Exit(1)
 
 
 def _render_validate(report: Any) -> None:

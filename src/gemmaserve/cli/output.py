@@ -6,6 +6,7 @@ stdout carries exactly one thing; progress, warnings and hints go to stderr.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -23,10 +24,22 @@ def to_jsonable(result: BaseModel | list[BaseModel] | dict[str, Any]) -> Any:
     return result
 
 
+def standard_json(data: Any) -> Any:
+    """``data`` with every NaN or infinite float as null: standard JSON has no NaN or Infinity, and a reader
+    that takes them would take a number for what is not one. The result's own fields say why a value is null."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    if isinstance(data, dict):
+        return {key: standard_json(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [standard_json(item) for item in data]
+    return data
+
+
 def emit(result: Any, *, as_json: bool, render: Callable[[Any], None]) -> None:
-    """Print ``result`` as JSON or through ``render`` (which writes a table to stdout)."""
+    """Print ``result`` as JSON (standard JSON only) or through ``render`` (which writes a table to stdout)."""
     if as_json:
-        click.echo(json.dumps(to_jsonable(result), indent=2))
+        click.echo(json.dumps(standard_json(to_jsonable(result)), indent=2, allow_nan=False))
     else:
         render(result)
 

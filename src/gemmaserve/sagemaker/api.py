@@ -236,7 +236,9 @@ def deploy(
         region_blind = [f for f in report.failures(accept_unknown=accept_unknown) if f.where is None]
         if region_blind or all(_region_blocked(report, region, accept_unknown) for region in regions):
             failures = report.failures(accept_unknown=accept_unknown)
-            hint = " ".join(f.fix for f in failures if f.fix) or "See each check: " + _preflight_command(request, regions)
+            hint = " ".join(f.fix for f in failures if f.fix) or "See each check: " + _preflight_command(
+                request, regions
+            )
             unchecked = [f.check for f in failures if f.status is Status.UNKNOWN]
             if unchecked:
                 hint += (
