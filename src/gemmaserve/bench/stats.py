@@ -14,11 +14,11 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, WithJsonSchema, field_serializer
+from pydantic import BaseModel, WithJsonSchema, field_serializer, field_validator
 
 from gemmaserve.bench.schema import Percentiles
 
@@ -37,6 +37,12 @@ class Interval(BaseModel):
     @field_serializer("high", when_used="json")
     def _high_in_json(self, value: float) -> float | None:
         return value if math.isfinite(value) else None
+
+    @field_validator("high", mode="before")
+    @classmethod
+    def _high_from_json(cls, value: Any) -> Any:
+        """Read back what ``_high_in_json`` wrote: null stood for +inf."""
+        return math.inf if value is None else value
 
     def contains(self, value: float) -> bool:
         return self.low <= value <= self.high
