@@ -86,3 +86,22 @@ def test_non_finite_scales_make_the_verdict_invalid(
     assert code == 1
     assert "NaN" not in out and "Infinity" not in out
     assert json.loads(out)["verdict"] == "invalid"
+
+
+def test_a_narrow_terminal_folds_tensor_names_instead_of_cutting_them(
+    unquantized_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from rich.console import Console
+
+    from gemmaserve.cli import checkpoint as cli_checkpoint
+
+    repack_checkpoint(unquantized_dir, tmp_path / "ct")
+    report = grid_check(str(tmp_path / "ct"), str(unquantized_dir), layers="0")
+    screen = io.StringIO()
+    monkeypatch.setattr(cli_checkpoint, "console", lambda: Console(file=screen, width=100, soft_wrap=False))
+    cli_checkpoint._render_grid(report)
+    text = screen.getvalue()
+    assert "model.l…" not in text
+    assert "q_proj" in text and "layers.0" in text.replace("\n", "").replace("│", "").replace(" ", "")

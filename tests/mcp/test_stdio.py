@@ -76,7 +76,7 @@ def test_stdio_server_lists_calls_errors_and_reports_progress(
     assert {"plan", "env", "sagemaker_deploy", "sagemaker_delete", "bench_measure"} <= set(tools)
     for name in DESTRUCTIVE_TOOLS:
         assert tools[name].annotations.destructive_hint is True
-        assert "confirm" in tools[name].input_schema["required"]
+        assert tools[name].input_schema["properties"]["confirm"]["default"] is False
     assert tools["plan"].annotations.read_only_hint is True
     assert results["plan"].structured_content == cli_json("plan", "--model", "e2b", "--gpu", "t4")
     assert error_details(results["unknown"])["error"] == "UnknownName"

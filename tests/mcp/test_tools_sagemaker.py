@@ -93,10 +93,9 @@ def test_deploy_dry_run_equals_cli_and_needs_no_confirm() -> None:
             "model": "gemma-4-e2b",
             "instance": ["ml.g6.xlarge", "ml.g6.2xlarge"],
             "dry_run": True,
-            "confirm": False,
             "region": REGION,
         },
-    )
+    )  # no confirm at all: a dry run changes nothing
     assert not result.is_error, result
     expected = cli_json(
         "sagemaker",
@@ -245,15 +244,18 @@ def test_cancelled_deploy_deletes_what_it_created(aws_server: tuple[MCPServer, A
 
 
 def test_bad_endpoint_name_and_arguments(aws_server: tuple[MCPServer, Any, str]) -> None:
-    server, _, _ = aws_server
+    server, _, role = aws_server
     bad_name = call_tool(server, "sagemaker_status", {"endpoint_name": "bad_name", "region": REGION})
     assert error_details(bad_name)["error"] == "UsageError"
     for arguments in (
         {"model": "gemma-4-e2b", "instance": [], "confirm": True},
-        {"model": "gemma-4-e2b", "instance": ["ml.g6.xlarge"]},
         {"model": "gemma-4-e2b", "instance": ["ml.g6.xlarge"], "confirm": True, "ttl_hours": 0},
     ):
         assert "validation error" in error_text(call_tool(server, "sagemaker_deploy", arguments)), arguments
+    unconfirmed = call_tool(
+        server, "sagemaker_deploy", {"model": "gemma-4-e2b", "instance": ["ml.g6.xlarge"], "role_arn": role}
+    )
+    assert error_details(unconfirmed)["error"] == "ConfirmationRequired"  # a real deploy without confirm
 
 
 def test_preflight_equals_cli_and_unknown_is_not_ok(aws_cli_env: Any) -> None:

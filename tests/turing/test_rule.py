@@ -198,3 +198,10 @@ def test_choice_on_t4_for_both_gemma4_layer_kinds(is_3d: bool) -> None:
         **{**t4, "capability": (8, 9)},
     )  # type: ignore[arg-type]
     assert on_l4.launch.num_warps == STOCK_NUM_WARPS and not on_l4.changed
+
+
+def test_every_delivery_reads_as_words() -> None:
+    from gemmaserve.turing.status import CLAMPED_BY, Delivery
+
+    assert set(CLAMPED_BY) == set(Delivery)
+    assert CLAMPED_BY[Delivery.BOTH] == "the plugin and the file patch"  # never "clamped by the both"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import click
 
@@ -141,7 +141,9 @@ def _render_grid(report: Any) -> None:
     if report.values_not_finite:
         columns = (*columns, "NaN/inf")
     for column in columns:
-        table.add_column(column, justify="left" if column in ("tensor", "format") else "right")
+        # a narrow terminal folds the tensor name instead of cutting it to "model.l…": the layer stays readable
+        overflow: Literal["fold", "ellipsis"] = "fold" if column == "tensor" else "ellipsis"
+        table.add_column(column, justify="left" if column in ("tensor", "format") else "right", overflow=overflow)
     for t in report.tensors:
         build_groups = "-" if t.build_group_size is None else str(t.build_group_size)
         cells = [t.tensor, t.build_format, f"{build_groups} / {t.reference_group_size}", f"{t.values:,}", f"{t.values_bit_identical:,}",

@@ -382,7 +382,10 @@ def request_parameters(model: type[ActionRequest]) -> list[inspect.Parameter]:
     """The tool parameters for a request model: its fields, plus ``confirm`` when it may need one."""
     parameters = []
     if model.confirmation:
-        parameters.append(inspect.Parameter("confirm", inspect.Parameter.KEYWORD_ONLY, annotation=Confirm))
+        # not required: a dry run needs none (the tool body refuses a real change without it)
+        parameters.append(
+            inspect.Parameter("confirm", inspect.Parameter.KEYWORD_ONLY, annotation=Confirm, default=False)
+        )
     for name, field in mcp_fields(model).items():
         annotation = Annotated[(field.annotation, *field.metadata, Field(description=field.description))]  # type: ignore[name-defined]
         default = inspect.Parameter.empty if field.is_required() else field.get_default(call_default_factory=True)

@@ -54,6 +54,15 @@ class Delivery(enum.StrEnum):
     NONE = "none"
 
 
+# How a reason names the delivery: "clamped by the plugin and the file patch", never "by the both".
+CLAMPED_BY = {
+    Delivery.PLUGIN: "the plugin",
+    Delivery.FILE_PATCH: "the file patch",
+    Delivery.BOTH: "the plugin and the file patch",
+    Delivery.NONE: "nothing",
+}
+
+
 class TuringStatus(BaseModel):
     python: str
     gpu_name: str | None
@@ -139,7 +148,7 @@ def turing_status(
         and verdict not in (PatchVerdict.STALE, PatchVerdict.PATCHED_TWICE)
     )
     if would_start:
-        reasons.append("no clamp needed on sm >= 80" if not clamp_needed else f"clamped by the {delivery.value}")
+        reasons.append("no clamp needed on sm >= 80" if not clamp_needed else f"clamped by {CLAMPED_BY[delivery]}")
     return TuringStatus(
         python=interpreter,
         gpu_name=gpu_name,
