@@ -108,3 +108,15 @@ def test_existing_output_is_refused(unquantized_dir: Path, tmp_path: Path) -> No
     (tmp_path / "taken").mkdir()
     with pytest.raises(UsageError):
         repack_checkpoint(unquantized_dir, tmp_path / "taken")
+
+
+def test_the_output_directory_gets_the_users_umask(unquantized_dir: Path, tmp_path: Path) -> None:
+    import os
+    import stat
+
+    previous = os.umask(0o027)
+    try:
+        repack_checkpoint(unquantized_dir, tmp_path / "out")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "out").stat().st_mode) == 0o750

@@ -324,6 +324,8 @@ def repack_checkpoint(
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    # mkdtemp makes it 0700; the finished checkpoint is a directory like any other the user makes
+    tmp.chmod(0o777 & ~_umask())
     stats = _Stats()
     written = linked = 0
     finishing: dict[str, Future[str]] = {}  # shards written: their fsync and SHA-256, under way
@@ -436,3 +438,10 @@ def checkpoint_repack(
         int4_embeddings=request.int4_embeddings,
         progress=tensor_progress(progress, cancel, "packing"),
     )
+
+
+def _umask() -> int:
+    """The process's umask (reading it means setting it: put straight back)."""
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
