@@ -105,3 +105,14 @@ def test_a_narrow_terminal_folds_tensor_names_instead_of_cutting_them(
     text = screen.getvalue()
     assert "model.l…" not in text
     assert "q_proj" in text and "layers.0" in text.replace("\n", "").replace("│", "").replace(" ", "")
+
+
+def test_a_16_bit_build_is_checked_without_naming_a_tensor(unquantized_dir: Path, tmp_path: Path) -> None:
+    """A bf16 copy of the reference (what a dequantized build looks like) is measured layer by layer."""
+    import shutil
+
+    copy = tmp_path / "bf16-copy"
+    shutil.copytree(unquantized_dir, copy)
+    report = grid_check(str(copy), str(unquantized_dir))
+    assert report.verdict == "bit-identical" and report.values == 77824
+    assert {t.build_format for t in report.tensors} == {"16-bit"}

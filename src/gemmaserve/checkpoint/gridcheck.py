@@ -94,9 +94,14 @@ Locations = dict[str, tuple[SafetensorsHeader, TensorEntry]]
 
 
 def quantized_modules(locations: Locations) -> list[str]:
-    """Module names that the build stores in 4 bits (or 16-bit ``.weight`` when none are)."""
+    """Module names that the build stores in 4 bits, or, when none are (a 16-bit build: a dequantized copy,
+    a bf16 export), its decoder-layer Linear weights: those a 4-bit grid applies to."""
+    from gemmaserve.checkpoint.repack import is_body_linear
+
     found = sorted(name.rsplit(".", 1)[0] for name in locations if name.endswith((".weight_packed", ".qweight")))
-    return found
+    if found:
+        return found
+    return sorted(name[: -len(".weight")] for name, (_, entry) in locations.items() if is_body_linear(entry))
 
 
 def _layer_filter(spec: str) -> set[int]:
@@ -120,7 +125,10 @@ def select_modules(locations: Locations, *, tensor: str | None, layers: str | No
         wanted = _layer_filter(layers)
         modules = [m for m in modules if (hit := re.search(r"layers\.(\d+)\.", m)) and int(hit.group(1)) in wanted]
     if not modules:
-        raise UsageError("No 4-bit tensors to check were found in the build.", hint="Pass --tensor NAME.")
+        raise UsageError(
+            "No 4-bit tensors, and no 16-bit decoder-layer Linear weights, to check were found in the build.",
+            hint="Pass --tensor NAME.",
+        )
     return modules
 
 

@@ -61,7 +61,8 @@ class RepackReport(BaseModel):
     manifest: str
 
 
-def _is_body_linear(entry: TensorEntry) -> bool:
+def is_body_linear(entry: TensorEntry) -> bool:
+    """A decoder-layer Linear weight in 16 or 32 bits: what a 4-bit QAT grid applies to."""
     return (
         classify_tensor(entry.name) == "transformer_body"
         and re.search(r"(^|\.)layers\.\d+\.", entry.name) is not None
@@ -78,7 +79,7 @@ def plan_tensor(entry: TensorEntry, *, text_only: bool, int4_embeddings: bool) -
     part = classify_tensor(entry.name)
     if text_only and part in _TOWERS:
         return "drop"
-    if _is_body_linear(entry) and entry.shape[1] % grid.GROUP_SIZE == 0:
+    if is_body_linear(entry) and entry.shape[1] % grid.GROUP_SIZE == 0:
         return "quantize"
     if (
         int4_embeddings
