@@ -116,3 +116,27 @@ def test_a_16_bit_build_is_checked_without_naming_a_tensor(unquantized_dir: Path
     report = grid_check(str(copy), str(unquantized_dir))
     assert report.verdict == "bit-identical" and report.values == 77824
     assert {t.build_format for t in report.tensors} == {"16-bit"}
+
+
+def test_a_wrong_dtype_weight_packed_is_named_not_misread(
+    unquantized_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    from gemmaserve.cli import app
+    from gemmaserve.cli.errors import run_with_error_mapping
+
+    build = tmp_path / "ct"
+    repack_checkpoint(unquantized_dir, build)
+    name = f"{PREFIX}.layers.0.self_attn.q_proj.weight_packed"
+    shard_name = json.loads((build / "model.safetensors.index.json").read_text())["weight_map"][name]
+    tensors = load_file(build / shard_name)
+    tensors[name] = tensors[name].view(dtype=__import__("torch").float32)  # same bytes, another dtype
+    save_file(tensors, build / shard_name, metadata={"format": "pt"})
+    args = ["checkpoint", "grid-check", str(build), "--reference", str(unquantized_dir), "--layers", "0"]
+    code = run_with_error_mapping(app, args, debug=False)
+    err = capsys.readouterr().err
+    assert code != 0 and "Traceback" not in err
+    assert f"Build {build}" in err and shard_name in err and "is F32; it should hold packed int4 words" in err

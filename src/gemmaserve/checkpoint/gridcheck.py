@@ -263,6 +263,20 @@ def _need(locations: Locations, name: str, where: str) -> tuple[SafetensorsHeade
     return locations[name]
 
 
+def _need_dtype(
+    source: CheckpointSource, loc: tuple[SafetensorsHeader, TensorEntry], dtypes: tuple[str, ...], holds: str
+) -> None:
+    """Refuse a tensor stored in another dtype: its bytes read as these would give a verdict on garbage."""
+    header, entry = loc
+    if entry.dtype not in dtypes:
+        raise MalformedCheckpoint(
+            f"Build {source.label}, {header.file}: {entry.name} is {entry.dtype}; it should hold {holds} "
+            f"({' or '.join(dtypes)}). No verdict is given on bytes read as another type.",
+            file=header.file,
+            tensor=entry.name,
+        )
+
+
 def _build_group_size(module: str, what: str, cols: int, scale_groups: int) -> int:
     if scale_groups < 1 or cols % scale_groups:
         raise MalformedCheckpoint(
@@ -315,6 +329,8 @@ def check_module(
         if f"{module}.weight_zero_point" in build_locations:
             raise CheckpointError(f"{module}: asymmetric pack-quantized builds are not supported yet.")
         scale_shape = scale_loc[1].shape
+        _need_dtype(build, packed_loc, ("I32",), "packed int4 words")
+        _need_dtype(build, scale_loc, tuple(grid.FLOAT_DTYPES), "a float scale per group")
         if packed_loc[1].shape != (rows, cols // 8) or len(scale_shape) != 2 or scale_shape[0] != rows:
             raise MalformedCheckpoint(
                 f"{module}: packed {list(packed_loc[1].shape)} / scale {list(scale_shape)} do not match "
@@ -358,6 +374,9 @@ def check_module(
         q_loc = build_locations[f"{module}.qweight"]
         z_loc = _need(build_locations, f"{module}.qzeros", f"Build {build.label}")
         s_loc = _need(build_locations, f"{module}.scales", f"Build {build.label}")
+        _need_dtype(build, q_loc, ("I32",), "packed int4 words")
+        _need_dtype(build, z_loc, ("I32",), "packed int4 zero points")
+        _need_dtype(build, s_loc, tuple(grid.FLOAT_DTYPES), "a float scale per group")
         if q_loc[1].shape != (cols, rows // 8):
             raise MalformedCheckpoint(f"{module}: qweight {list(q_loc[1].shape)} does not match [{cols}, {rows // 8}].")
         qweight = build.read_rows(q_loc[0], q_loc[1], 0, cols)
