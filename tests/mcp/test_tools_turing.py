@@ -15,9 +15,9 @@ from tests.turing.conftest import vllm_kernel_files  # noqa: F401 - the session 
 @pytest.fixture
 def kernel_file(vllm_kernel_files: dict[str, Path], tmp_path: Path) -> Path:  # noqa: F811
     newest = max(vllm_kernel_files, key=lambda version: tuple(int(p) for p in version.split(".")[:3]))
-    target = tmp_path / "triton_unified_attention.py"
-    target.write_bytes(vllm_kernel_files[newest].read_bytes())
-    return target
+    from tests.turing.conftest import installed_copy
+
+    return installed_copy(vllm_kernel_files[newest], newest, tmp_path / "site-packages")
 
 
 def test_apply_verify_revert_agree_with_the_cli(kernel_file: Path) -> None:

@@ -70,9 +70,20 @@ def released_vllm_versions() -> list[str]:
     return done.stdout.split()
 
 
+def installed_copy(source: Path, version: str, site: Path) -> Path:
+    """``source`` where a pip install of vLLM ``version`` puts it, with the package and dist-info around it
+    (what ``turing apply --file`` reads the version from)."""
+    target = site / "vllm" / "v1" / "attention" / "ops" / "triton_unified_attention.py"
+    target.parent.mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text("")
+    dist_info = site / f"vllm-{version}.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+    target.write_bytes(source.read_bytes())
+    return target
+
+
 @pytest.fixture(params=TESTED_VLLM_VERSIONS)
 def kernel_copy(request: pytest.FixtureRequest, vllm_kernel_files: dict[str, Path], tmp_path: Path) -> Path:
-    """A writable copy of one release's real file."""
-    target = tmp_path / "triton_unified_attention.py"
-    target.write_bytes(vllm_kernel_files[request.param].read_bytes())
-    return target
+    """A writable copy of one release's real file, installed as pip installs it."""
+    return installed_copy(vllm_kernel_files[request.param], request.param, tmp_path / "site-packages")

@@ -273,7 +273,18 @@ def test_cli_refuses_unknown_file_with_exit_2(tmp_path: Path) -> None:
     path = tmp_path / "x.py"
     path.write_text("x = 1\n")
     done = subprocess.run(
-        [sys.executable, "-m", "gemmaserve", "turing", "apply", "--file", str(path), "--yes"],
+        [
+            sys.executable,
+            "-m",
+            "gemmaserve",
+            "turing",
+            "apply",
+            "--file",
+            str(path),
+            "--vllm-version",
+            "0.26.0",
+            "--yes",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -282,3 +293,30 @@ def test_cli_refuses_unknown_file_with_exit_2(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert "def _get_tile_size(" in done.stderr and "Traceback" not in done.stderr and done.stdout == ""
     assert path.read_text() == "x = 1\n"
+
+
+def test_a_bare_file_needs_its_version_and_one_outside_the_range_is_refused(
+    vllm_kernel_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No version is known from a bare file: read beside it, or given; 0.25.1 is refused either way."""
+    from gemmaserve.cli import app
+    from gemmaserve.cli.errors import run_with_error_mapping
+    from tests.turing.conftest import installed_copy
+
+    def apply(path: Path, *extra: str) -> tuple[int, str]:
+        code = run_with_error_mapping(app, ["turing", "apply", "--file", str(path), *extra, "--yes"], debug=False)
+        return code, capsys.readouterr().err
+
+    newest = max(vllm_kernel_files, key=lambda version: tuple(int(p) for p in version.split(".")[:3]))
+    stock = vllm_kernel_files[newest].read_bytes()
+    bare = tmp_path / "triton_unified_attention.py"
+    bare.write_bytes(stock)
+    code, err = apply(bare)
+    assert code == 2 and "--vllm-version" in err and bare.read_bytes() == stock
+    old = installed_copy(vllm_kernel_files[newest], "0.25.1", tmp_path / "old-site")
+    code, err = apply(old)
+    assert code != 0 and "0.25.1" in err and old.read_bytes() == stock
+    code, err = apply(bare, "--vllm-version", "0.25.1")
+    assert code != 0 and "0.25.1" in err and bare.read_bytes() == stock
+    code, err = apply(bare, "--vllm-version", newest)
+    assert code == 0, err

@@ -12,6 +12,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -115,9 +116,46 @@ def resolve_target(*, file: str | None, python: str | None) -> PatchTarget:
     return locate_kernel_file(python or sys.executable)
 
 
+def version_beside(kernel_file: str) -> str | None:
+    """The vLLM version a kernel file belongs to, read beside it: the ``vllm`` package's ``_version.py``, or the
+    ``vllm-*.dist-info/METADATA`` next to the package. None when neither is there (a copied file)."""
+    for folder in Path(kernel_file).resolve().parents:
+        if folder.name != "vllm" or not (folder / "__init__.py").is_file():
+            continue
+        version_file = folder / "_version.py"
+        if version_file.is_file():
+            found = re.search(r"""^(?:__version__|version)\s*(?::\s*str)?\s*=\s*['"]([^'"]+)['"]""",
+                              version_file.read_text(errors="replace"), re.MULTILINE)  # fmt: skip
+            if found:
+                return found.group(1)
+        for metadata in sorted(folder.parent.glob("vllm-*.dist-info/METADATA")):
+            found = re.search(r"^Version:\s*(\S+)", metadata.read_text(errors="replace"), re.MULTILINE)
+            if found:
+                return found.group(1)
+        return None
+    return None
+
+
 def apply_clamp(request: ApplyRequest) -> PatchResult:
-    """``turing apply``: :func:`apply` on the file the request names (the front ends have confirmed it)."""
-    return apply(resolve_target(file=request.file, python=request.python), dry_run=request.dry_run)
+    """``turing apply``: :func:`apply` on the file the request names (the front ends have confirmed it).
+
+    A bare ``--file`` carries no version; it is read beside the file or given with ``--vllm-version``, so a
+    vLLM outside the supported range is refused as it is when found through ``--python``.
+    """
+    target = resolve_target(file=request.file, python=request.python)
+    if request.file is not None:
+        version = request.vllm_version or version_beside(target.path)
+        if version is None and not verify(target).recognised:
+            return apply(target, dry_run=request.dry_run)  # not a kernel file gemmaserve knows: that refusal first
+        if version is None:
+            raise UsageError(
+                f"The vLLM version of {target.path} cannot be read beside it (no vllm/_version.py, no "
+                "vllm-*.dist-info), and the clamp is made for known releases only.",
+                hint="Pass --vllm-version X.Y.Z of the vLLM this file comes from, or use --python INTERPRETER.",
+                path=target.path,
+            )
+        target = PatchTarget(path=target.path, vllm_version=version, python=target.python)
+    return apply(target, dry_run=request.dry_run)
 
 
 def verify_clamp(request: VerifyRequest) -> VerifyResult:

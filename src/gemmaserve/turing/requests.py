@@ -113,6 +113,13 @@ class ApplyRequest(PatchTargetRequest):
     action: ClassVar[str] = "turing apply"
     confirmation: ClassVar[bool] = True
 
+    vllm_version: Annotated[
+        str | None,
+        Field(
+            description="The vLLM version the --file belongs to, when it cannot be read beside the file "
+            "(vllm/_version.py or the vllm-*.dist-info next to the package)."
+        ),
+    ] = None
     dry_run: PatchDryRun = False
 
     def describe_change(self) -> str:
