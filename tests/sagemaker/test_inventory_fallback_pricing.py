@@ -187,3 +187,24 @@ def test_price_lookup_falls_back_to_the_dated_catalog_price() -> None:
 
 def test_status_enum_is_spelled_like_the_api() -> None:
     assert EndpointStatus("InService") is EndpointStatus.IN_SERVICE and EndpointStatus.CREATING.busy
+
+
+def test_a_sweep_of_several_regions_reports_each_with_an_eta(moto_factory: Any) -> None:
+    from gemmaserve.progress import ProgressEvent
+
+    ticks = iter(range(0, 100, 2))  # each region takes 2 s on this clock
+    events: list[ProgressEvent] = []
+    list_deployments(
+        moto_factory,
+        ["us-east-1", "us-west-2", "eu-west-1"],
+        now=START,
+        price_lookup=fixed_price,
+        progress=events.append,
+        clock=lambda: float(next(ticks)),
+    )
+    assert [(e.done, e.total) for e in events] == [(1, 3), (2, 3), (3, 3)]
+    assert [e.message for e in events] == [
+        "Read us-east-1 (1/3 regions, about 4 s left)",
+        "Read us-west-2 (2/3 regions, about 2 s left)",
+        "Read eu-west-1 (3/3 regions)",
+    ]

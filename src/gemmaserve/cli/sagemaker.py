@@ -332,7 +332,7 @@ def list_command(request: ListRequest, as_json: bool) -> None:
     """
     from gemmaserve.sagemaker import api
 
-    inventory = api.list_endpoints(request)
+    inventory = api.list_endpoints(request, progress=_progress)
     emit(inventory, as_json=as_json, render=_render_inventory)
     _fail_if_incomplete(inventory.errors)
 

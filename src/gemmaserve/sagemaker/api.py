@@ -438,13 +438,18 @@ def delete(
 
 
 def list_endpoints(
-    request: ListRequest, *, orphans: bool = True, factory: ClientFactory | None = None, now: Clock = _now
+    request: ListRequest,
+    *,
+    orphans: bool = True,
+    factory: ClientFactory | None = None,
+    now: Clock = _now,
+    progress: ProgressCallback | None = None,
 ) -> Inventory:
     """Our endpoints and (``orphans``) our unused models/configs; check ``complete`` before trusting an absence."""
     regions = request.chosen_regions()
     clients = _factory(factory)
     lookup = make_price_lookup(None if request.list_prices else clients, today=date.today())
-    inventory = list_deployments(clients, regions, now=now(), price_lookup=lookup, orphans=orphans)
+    inventory = list_deployments(clients, regions, now=now(), price_lookup=lookup, orphans=orphans, progress=progress)
     inventory.journal = [entry for entry in Journal().open_entries() if entry.region in regions]
     return inventory
 

@@ -9,6 +9,7 @@ the total a lower bound; neither is ever shown as $0.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -19,6 +20,7 @@ from pydantic import BaseModel, computed_field
 
 from gemmaserve.cost import PriceLookup, PriceRange, catalog_price, cost_so_far_usd, price_range
 from gemmaserve.errors import AwsError, GemmaserveError, UsageError
+from gemmaserve.progress import ProgressCallback, ProgressEvent, report
 from gemmaserve.sagemaker.aws import ClientFactory, call, is_not_found, paginate
 from gemmaserve.sagemaker.delete import DeleteReport, delete_deployment, usage_by_other_endpoints
 from gemmaserve.sagemaker.journal import EntryState, Journal, JournalEntry
@@ -139,11 +141,17 @@ def list_deployments(
     now: datetime,
     price_lookup: PriceLookup = catalog_price,
     orphans: bool = True,
+    progress: ProgressCallback | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Inventory:
+    """Our endpoints and (``orphans``) leftovers in each region, read one region after another; with several
+    regions each read is reported with the regions left and an ETA from the pace so far (``--all-regions``
+    reads 30-odd regions: most of a minute)."""
     endpoints: list[DeploymentSummary] = []
     found_orphans: list[OrphanResource] = []
     errors: list[RegionError] = []
-    for region in regions:
+    started = clock()
+    for done, region in enumerate(regions, start=1):
         try:
             sm = factory("sagemaker", region)
             endpoints.extend(_region_deployments(sm, region, now, price_lookup))
@@ -151,6 +159,15 @@ def list_deployments(
                 found_orphans.extend(find_orphans(sm, region, now=now))
         except AwsError as error:
             errors.append(RegionError(region=region, error=type(error).__name__, message=error.message))
+        if len(regions) > 1:
+            left = (clock() - started) / done * (len(regions) - done)
+            eta = f", about {left:.0f} s left" if done < len(regions) and left >= 1 else ""
+            report(
+                progress,
+                ProgressEvent(
+                    "list", f"Read {region} ({done}/{len(regions)} regions{eta})", done=done, total=len(regions)
+                ),
+            )
     billing = [item for item in endpoints if item.status.billing]
     total = sum(_lower_usd(item) for item in billing)
     unpriced = [f"{item.endpoint_name} ({item.region})" for item in billing if item.usd_per_hour is None]
