@@ -3,6 +3,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from pathlib import Path
 
 import pytest
 
@@ -218,3 +219,24 @@ def test_unbounded_interval_is_null_in_json_and_its_schema_says_so() -> None:
     jsonschema.validate(document, stats.Interval.model_json_schema())
     # the MCP output schema of bench_combine is Comparison's: it must admit what the tool returns
     assert "anyOf" in json.dumps(Comparison.model_json_schema()["$defs"]["Interval"]["properties"]["high"])
+
+
+def test_load_throughput_is_what_docs_bench_schema_says() -> None:
+    """Successful requests' tokens over the repeat's first send → end of its last successful request."""
+    from gemmaserve.bench.results import load_level
+    from gemmaserve.bench.schema import ClientSettings, RequestKind, RequestRecord
+
+    def record(start: float, e2el: float | None, tokens: int, ok: bool) -> RequestRecord:
+        return RequestRecord(
+            request_id=f"r{start}", kind=RequestKind.LOAD, concurrency=3, repeat=0, requested_output_tokens=100,
+            output_tokens=tokens, success=ok, e2el_s=e2el, start_offset_s=start,
+        )  # fmt: skip
+
+    records = [record(10.0, 4.0, 100, True), record(10.5, 5.5, 100, True), record(9.0, 20.0, 7, False)]
+    level = load_level(records, concurrency=3, settings=ClientSettings(), repeats_finished=1)
+    # the failed request was sent first (9.0) and adds no tokens; the last success ends at 10.5 + 5.5 = 16.0
+    assert level.output_tokens_per_s == [pytest.approx(200 / (16.0 - 9.0))]
+    assert (
+        "the repeat's first send → the end of its last successful request"
+        in (Path(__file__).parents[2] / "docs" / "bench-schema.md").read_text()
+    )
