@@ -147,4 +147,6 @@ def test_latency_rows_are_the_result_files_percentiles(mock_server: ThreadedMock
     assert rows["decode"].ttft_s == stats.summarize([r.ttft_s for r in decode if r.ttft_s is not None])
     for row in rows.values():
         for metric in (row.ttft_s, row.itl_s, row.tpot_s):
-            assert metric.p50 is not None and metric.p99 is not None and metric.p50 <= metric.p99
+            # a figure, or (tokens 0.5 ms apart often land in one read) the reason there is none
+            measured = metric.p50 is not None and metric.p99 is not None and metric.p50 <= metric.p99
+            assert measured or (metric.not_measurable or "").startswith("not measurable: about")

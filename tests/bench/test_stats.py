@@ -240,3 +240,13 @@ def test_load_throughput_is_what_docs_bench_schema_says() -> None:
         "the repeat's first send → the end of its last successful request"
         in (Path(__file__).parents[2] / "docs" / "bench-schema.md").read_text()
     )
+
+
+def test_gaps_of_tokens_that_landed_in_one_read_are_not_a_measurement() -> None:
+    """A stream whose tokens arrive eight per network read has seven zero gaps in eight: no ITL is printed."""
+    bursty = ([0.0] * 7 + [0.04]) * 20
+    summary = stats.summarize_stream_gaps(bursty)
+    assert summary.p50 is None and summary.not_measurable == "not measurable: about 8 tokens per read"
+    steady = [0.005, 0.0051, 0.0049] * 10
+    assert stats.summarize_stream_gaps(steady).p50 == pytest.approx(0.005)
+    assert stats.summarize_stream_gaps([]).n == 0

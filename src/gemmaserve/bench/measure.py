@@ -570,8 +570,8 @@ def latency_rows(result: ResultFile) -> list[LatencyRow]:
                 phase="decode",
                 concurrency=1,
                 ttft_s=stats.summarize([r.ttft_s for r in decode if r.ttft_s is not None]),
-                itl_s=stats.summarize([gap for r in decode for gap in r.itl_s]),
-                tpot_s=stats.summarize([r.tpot_s for r in decode if r.tpot_s is not None]),
+                itl_s=stats.summarize_stream_gaps([gap for r in decode for gap in r.itl_s]),
+                tpot_s=stats.summarize_stream_gaps([r.tpot_s for r in decode if r.tpot_s is not None]),
             )
         )
     for level in result.load:

@@ -147,7 +147,10 @@ def _latency_rows(results: Sequence[ResultFile]) -> list[list[str]]:
         for level in result.load:
             cells = [result.target.label, str(level.concurrency)]
             for metric in (level.ttft_s, level.tpot_s, level.itl_s, level.e2el_s):
-                cells += [_ms(metric.p50 if metric else None), _ms(metric.p99 if metric else None)]
+                if metric is not None and metric.not_measurable:
+                    cells += [metric.not_measurable, "—"]
+                else:
+                    cells += [_ms(metric.p50 if metric else None), _ms(metric.p99 if metric else None)]
             rows.append(cells)
     return rows
 

@@ -176,6 +176,9 @@ class Percentiles(_Strict):
     p50: float | None = None
     p90: float | None = None
     p99: float | None = None
+    not_measurable: str | None = Field(
+        default=None, description="Why no figure is given (several tokens per network read), when none is"
+    )
 
 
 class LoadLevel(_Strict):
@@ -352,10 +355,10 @@ test fails when it is out of date.
 |---|---|---|
 | `client_queue_s` | request started → its last byte written to the socket (aiohttp trace hooks): the client's own queueing, kept out of `ttft_s` | no (vLLM starts its clock before the client queues) |
 | `ttft_s` | request sent → first token chunk, text or not (vLLM's role-only opening chunk does not stop the clock) | yes |
-| `itl_s` | gaps between consecutive token chunks, text or not (a chunk carrying k tokens is one gap) | yes |
+| `itl_s` | gaps between consecutive token chunks, text or not (a chunk carrying k tokens is one gap); summarised only when fewer than half are zero: otherwise several tokens landed per network read and the summary says "not measurable: about N tokens per read" (TPOT the same) | yes |
 | `e2el_s` | request sent → last token chunk (the one with `finish_reason`); the usage chunk and `[DONE]` do not move it | yes |
 | `tpot_s` | (e2el − ttft) / (output_tokens − 1): the first token excluded | yes |
-| load `output_tokens_per_s` | output tokens of all requests of a repeat / (first send → last byte) | yes ("output throughput") |
+| load `output_tokens_per_s` | output tokens of the repeat's successful requests / (the repeat's first send → the end of its last successful request: its last token chunk, as `e2el_s`); failed requests add no tokens but their time counts if one was sent first | yes ("output throughput") |
 | decode `rate_tokens_per_s` | (long − short) / (median e2el at long − median e2el at short), the published method | — |
 | decode `intercept_s` | median e2el at short − short / rate: fixed cost of one call, unless `intercept_flag` is set | — |
 | decode `stream_rate_tokens_per_s` | 1 / median `tpot_s` of the long calls (cross-check of the differencing rate) | 1 / TPOT |

@@ -104,6 +104,24 @@ def summarize(values: Sequence[float]) -> Percentiles:
     return Percentiles(n=int(array.size), mean=float(array.mean()), p50=float(p50), p90=float(p90), p99=float(p99))
 
 
+# Two chunks that landed in the same network read are timestamped together: a gap this small is the read,
+# not the server. (The client's clock resolves far below it.)
+SAME_READ_S = 1e-6
+
+
+def summarize_stream_gaps(values: Sequence[float]) -> Percentiles:
+    """:func:`summarize` for ITL or TPOT, unless most gaps are zero: then several tokens arrived per network
+    read, the client cannot see how far apart the server wrote them, and no figure is given, only why."""
+    if len(values) == 0:
+        return Percentiles(n=0)
+    same_read = sum(1 for value in values if value <= SAME_READ_S)
+    if same_read * 2 < len(values):
+        return summarize(values)
+    reads = len(values) - same_read
+    per_read = len(values) / reads if reads else float(len(values))
+    return Percentiles(n=len(values), not_measurable=f"not measurable: about {per_read:.0f} tokens per read")
+
+
 def _quantiles(samples: NDArray[np.float64], confidence: float) -> Interval:
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")

@@ -167,6 +167,8 @@ def _fixed_cost(intercept_s: float | None, flag: str | None) -> str:
 
 
 def _ms(values: Any) -> str:
+    if values is not None and values.not_measurable:
+        return str(values.not_measurable)
     if values is None or values.p50 is None or values.p99 is None:
         return "–"
     return f"{values.p50 * 1000:.1f} / {values.p99 * 1000:.1f}"
