@@ -250,3 +250,24 @@ def test_gaps_of_tokens_that_landed_in_one_read_are_not_a_measurement() -> None:
     steady = [0.005, 0.0051, 0.0049] * 10
     assert stats.summarize_stream_gaps(steady).p50 == pytest.approx(0.005)
     assert stats.summarize_stream_gaps([]).n == 0
+
+
+def test_quality_is_correct_of_answered_with_the_failed_left_out_everywhere() -> None:
+    """One rule: the table says 30/30 (10 failed, left out), as the comparison leaves the 10 out."""
+    from gemmaserve.bench.report import quality_cell
+    from gemmaserve.bench.results import answered
+    from gemmaserve.bench.schema import QualityAnswer, QualitySection
+
+    answers = [
+        QualityAnswer(question_id=f"q{i}", kind="math", prompt="p", expected="1", answer_text="1", extracted="1",
+                      correct=True)
+        for i in range(30)
+    ] + [
+        QualityAnswer(question_id=f"f{i}", kind="math", prompt="p", expected="1", answer_text=None, extracted=None,
+                      correct=False, error="timeout")
+        for i in range(10)
+    ]  # fmt: skip
+    section = QualitySection(set_name="gemma-40", max_tokens=64, answers=answers, correct=30, total=40)
+    assert answered(section) == 30
+    assert quality_cell(section.correct, answered(section), section.total) == "30/30 (10 failed, left out)"
+    assert quality_cell(30, 40, 40) == "30/40"

@@ -16,6 +16,7 @@ from typing import Any
 
 from gemmaserve.bench import stats
 from gemmaserve.bench.cost_table import cost_table, level_throughput
+from gemmaserve.bench.results import answered
 from gemmaserve.bench.schema import ResultFile
 from gemmaserve.errors import MissingExtra
 from gemmaserve.fileio import write_atomic
@@ -213,12 +214,17 @@ def _cost(pyplot: Any, results: Sequence[ResultFile], path: Path, utilisation: f
 
 
 def _quality(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str | None:
-    rows = [(r.target.label, r.quality.correct, r.quality.total) for r in results if r.quality and r.quality.total]
+    # correct of answered: a failed request is left out (bench report's one rule), named in the label
+    rows = [
+        (r.target.label, r.quality.correct, answered(r.quality), r.quality.total)
+        for r in results
+        if r.quality and answered(r.quality)
+    ]
     if not rows:
         return None
     figure, axes = pyplot.subplots(figsize=(6.4, 0.6 + 0.55 * len(rows)))
-    shares = [c / t * 100 for _, c, t in rows]
-    intervals = [stats.wilson_interval(c, t) for _, c, t in rows]
+    shares = [c / a * 100 for _, c, a, _ in rows]
+    intervals = [stats.wilson_interval(c, a) for _, c, a, _ in rows]
     axes.barh([r[0] for r in rows], shares, color="#55A868")
     _intervals(
         axes,
@@ -227,11 +233,15 @@ def _quality(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str | No
         [i.high * 100 for i in intervals],
         horizontal=True,
     )
-    for index, (_, correct, total) in enumerate(rows):
-        axes.text(1, index, f" {correct}/{total}", va="center", ha="left", fontsize=9, color="white")
+    for index, (_, correct, asked, total) in enumerate(rows):
+        label = f" {correct}/{asked}" + (f" ({total - asked} failed)" if total > asked else "")
+        # inside a long bar in white; after a short (or empty) one in black, so a 0 still reads
+        inside = shares[index] > 60
+        axes.text(1 if inside else shares[index] + 1, index, label, va="center", ha="left", fontsize=9,
+                  color="white" if inside else "black")  # fmt: skip
     axes.invert_yaxis()
     axes.set_xlim(0, 100)
-    axes.set_xlabel("answers correct (%), 95% Wilson interval")
+    axes.set_xlabel("answers correct (%) of those answered, 95% Wilson interval")
     axes.set_title("Answer quality")
     return _save(pyplot, figure, path)
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from gemmaserve.bench import stats
 from gemmaserve.bench.cost_table import cost_table, level_throughput
+from gemmaserve.bench.results import answered as answered_questions
 from gemmaserve.bench.schema import LoadLevel, QualitySection, ResultFile, load_result
 from gemmaserve.cost import BreakEven, CostTable, break_even
 from gemmaserve.errors import UsageError
@@ -71,6 +72,7 @@ class TargetSummary(BaseModel):
     load_tokens_per_s: dict[int, float]
     quality_correct: int | None
     quality_total: int | None
+    quality_answered: int | None = None  # the denominator of quality: failed requests are left out
     quality_ci: stats.Interval | None
     missing: list[str]
     failed_requests: int
@@ -136,8 +138,9 @@ def summarize_target(result: ResultFile, path: str) -> TargetSummary:
     rate, interval = _decode(result)
     quality = result.quality
     quality_ci = None
-    if quality is not None and quality.total > 0:
-        quality_ci = stats.wilson_interval(quality.correct, quality.total)
+    answered = answered_questions(quality) if quality is not None else None
+    if quality is not None and answered:
+        quality_ci = stats.wilson_interval(quality.correct, answered)
     load: dict[int, float] = {}
     for concurrency, level in _levels(result).items():
         throughput = level_throughput(level.output_tokens_per_s)
@@ -157,6 +160,7 @@ def summarize_target(result: ResultFile, path: str) -> TargetSummary:
         load_tokens_per_s=load,
         quality_correct=quality.correct if quality else None,
         quality_total=quality.total if quality else None,
+        quality_answered=answered,
         quality_ci=quality_ci,
         missing=list(result.completeness.missing),
         failed_requests=result.failures.failed,

@@ -555,6 +555,7 @@ def _summary(run: _TargetRun, result: ResultFile) -> TargetSummary:
         latency=latency_rows(result),
         quality_correct=result.quality.correct if result.quality else None,
         quality_total=result.quality.total if result.quality else None,
+        quality_answered=results.answered(result.quality) if result.quality else None,
         client_warning=result.client_overhead.warning if result.client_overhead else None,
         note=note,
     )

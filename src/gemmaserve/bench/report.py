@@ -47,6 +47,15 @@ def _fmt(value: float | None, digits: int = 1) -> str:
     return "—" if value is None else f"{value:,.{digits}f}"
 
 
+def quality_cell(correct: int | None, answered: int | None, total: int | None) -> str:
+    """Correct of answered, and how many were left out (a failed request is not a wrong answer)."""
+    if correct is None or not total:
+        return "—"
+    answered = total if answered is None else answered
+    left_out = f" ({total - answered} failed, left out)" if total > answered else ""
+    return f"{correct}/{answered}{left_out}"
+
+
 def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value * 1000:,.1f}"
 
@@ -233,14 +242,20 @@ def render_markdown(
         lines += [f"![latency]({charts_by_name['latency']})", ""]
     quality = [(s, r) for s, r in zip(summaries, results, strict=True) if r.quality]
     if quality:
-        lines += ["## Answer quality", ""]
+        lines += [
+            "## Answer quality",
+            "",
+            "Correct of the questions answered: a failed request is not a wrong answer; it is left out and "
+            "counted apart, as the comparison does.",
+            "",
+        ]
         lines += _table(
             ["target", "set", "correct", "95% CI (Wilson)"],
             [
                 [
                     s.label,
                     r.quality.set_name if r.quality else "—",
-                    f"{s.quality_correct}/{s.quality_total}",
+                    quality_cell(s.quality_correct, s.quality_answered, s.quality_total),
                     f"{s.quality_ci.low:.1%}–{s.quality_ci.high:.1%}" if s.quality_ci else "—",
                 ]
                 for s, r in quality

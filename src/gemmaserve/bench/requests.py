@@ -331,6 +331,7 @@ class TargetSummary(BaseModel):
     latency: list[LatencyRow] = []
     quality_correct: int | None
     quality_total: int | None
+    quality_answered: int | None = None  # the denominator of quality: failed requests are left out
     client_warning: str | None
     note: str | None = None
 

@@ -196,6 +196,12 @@ def quality_answer(question: Question, outcome: Outcome) -> QualityAnswer:
     )
 
 
+def answered(section: QualitySection) -> int:
+    """Questions that got an answer. The one rule for quality: correct of answered; a failed request (or a
+    question never sent) is not a wrong answer, it is left out and counted apart, as the comparison does."""
+    return sum(1 for answer in section.answers if answer.error is None)
+
+
 def quality_section(answers: Sequence[QualityAnswer], settings: ClientSettings, *, total: int) -> QualitySection:
     assert settings.quality_set is not None
     from gemmaserve.bench.questions import get_question_set

@@ -174,6 +174,12 @@ def _ms(values: Any) -> str:
     return f"{values.p50 * 1000:.1f} / {values.p99 * 1000:.1f}"
 
 
+def _quality_cell(correct: int | None, answered: int | None, total: int | None) -> str:
+    from gemmaserve.bench.report import quality_cell
+
+    return quality_cell(correct, answered, total).replace("—", "–")
+
+
 def _status(target: TargetSummary) -> str:
     return target.status.value + (" *" if target.missing or target.failures_by_reason else "")
 
@@ -204,7 +210,7 @@ def _render(report: MeasureReport) -> None:
             f"{t.decode_tokens_per_s:.1f}" if t.decode_tokens_per_s else "–",
             _fixed_cost(t.intercept_s, t.intercept_flag),
             load or "–",
-            f"{t.quality_correct}/{t.quality_total}" if t.quality_total else "–",
+            _quality_cell(t.quality_correct, t.quality_answered, t.quality_total),
             f"{t.failed}/{t.requests}",
         )
     out.print(summary, width=width)
