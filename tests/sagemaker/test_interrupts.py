@@ -322,6 +322,7 @@ def _release_on_describe(proxy: Any, held: Any, operation: str, describe: str, n
     ("operation", "describe", "label"),
     [
         ("CreateEndpoint", "DescribeEndpoint", "endpoint:intr-e2b"),
+        ("CreateEndpointConfig", "DescribeEndpointConfig", "endpoint-config:intr-e2b-config"),
         ("CreateModel", "DescribeModel", "model:intr-e2b-model"),
     ],
 )
@@ -340,6 +341,10 @@ def test_a_create_the_service_accepts_after_the_interrupt_is_found_and_deleted(
     assert _leftovers(moto_factory("sagemaker", REGION)) == {"endpoints": [], "configs": [], "models": []}
     assert label in caught.value.fields["deleted"]
     assert caught.value.fields["remaining"] == []
+    from gemmaserve.sagemaker.journal import Journal
+
+    assert Journal().open_entries() == []  # journaled before it was sent, closed as deleted
+    assert {e.key: e.state.value for e in Journal().entries()}[label] == "deleted"
 
 
 def test_a_create_that_never_shows_within_the_window_is_reported_unconfirmed_not_absent(
