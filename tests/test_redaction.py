@@ -310,3 +310,20 @@ def test_a_container_log_line_quoted_in_a_deploys_error_shows_no_token(
             assert not _leaks(out + err, {**secrets, "given": given}), (out, err)  # ... without the secrets
             assert moto_factory("sagemaker", REGION).list_endpoints()["Endpoints"] == []
             proxy.creating(name)
+
+
+def test_bytes_written_past_the_text_stream_are_redacted_too(secrets: dict[str, str]) -> None:
+    """click writes bytes to ``sys.stdout.buffer`` (shell completion): that side redacts as well."""
+    import io
+
+    import click
+
+    from gemmaserve.cli.redaction import RedactingWriter
+
+    raw = io.BytesIO()
+    text = io.TextIOWrapper(raw, encoding="utf-8")
+    writer = RedactingWriter(text)
+    writer.write("first line\n")
+    click.echo(f"token {secrets['hf']}\n".encode(), file=writer, nl=False)  # type: ignore[arg-type]
+    writer.flush()
+    assert raw.getvalue().decode() == "first line\ntoken ***\n"

@@ -20,12 +20,13 @@ from gemmaserve.redact import redact
 class RedactingWriter:
     """A text stream that writes :func:`redact`-ed lines to ``inner``.
 
-    It has no ``buffer``: click would otherwise write bytes past it.
+    Its ``buffer`` (where click writes bytes: shell completion's script) redacts too.
     """
 
     def __init__(self, inner: TextIO) -> None:
         self._inner = inner
         self._pending = ""
+        self.buffer = RedactingBuffer(self)
 
     @property
     def inner(self) -> TextIO:
@@ -109,6 +110,34 @@ def redacted_output() -> Iterator[None]:
         _flush(sys.stdout)
         _flush(sys.stderr)
         sys.stdout, sys.stderr = streams
+
+
+class RedactingBuffer:
+    """The bytes side of a :class:`RedactingWriter`: decoded, redacted, encoded, in order with its text."""
+
+    def __init__(self, text: RedactingWriter) -> None:
+        self._text = text
+
+    def write(self, data: bytes) -> int:
+        self._text.flush()
+        inner = self._text.inner
+        encoding = getattr(inner, "encoding", None) or "utf-8"
+        redacted = redact(data.decode(encoding, errors="surrogateescape")).encode(encoding, errors="surrogateescape")
+        target = getattr(inner, "buffer", None)
+        if target is not None:
+            target.write(redacted)
+        else:  # a text-only stream (a test's capture): the text is what it takes
+            inner.write(redacted.decode(encoding, errors="replace"))
+        return len(data)
+
+    def flush(self) -> None:
+        self._text.flush()
+        target = getattr(self._text.inner, "buffer", None)
+        if target is not None:
+            target.flush()
+
+    def writable(self) -> bool:
+        return True
 
 
 @contextlib.contextmanager
