@@ -16,21 +16,12 @@ import pytest
 from gemmaserve.cli import app
 from gemmaserve.cli.errors import run_with_error_mapping
 from tests.sagemaker.conftest import aws_env, moto_factory, moto_server_url  # noqa: F401 - fixtures
-from tests.test_redaction import SKIPPED, _invocation
-from tests.test_request_agreement import COMMANDS
+from tests.test_redaction import _invocation, command_parameters
 
 
 def _numeric_options() -> list[tuple[str, str]]:
-    cases = []
-    for path, command in sorted(COMMANDS.items()):
-        if path in SKIPPED:
-            continue
-        for param in command.params:
-            if isinstance(param, click.Option) and not param.is_flag:
-                kind = param.type
-                if isinstance(kind, click.types.FloatParamType | click.types.IntParamType):
-                    cases.append((path, param.name or ""))
-    return cases
+    numbers = (click.types.FloatParamType, click.types.IntParamType)
+    return command_parameters(lambda p: isinstance(p, click.Option) and not p.is_flag and isinstance(p.type, numbers))
 
 
 @pytest.mark.parametrize(("path", "param_name"), _numeric_options())

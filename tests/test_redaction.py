@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 import string
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,16 +70,20 @@ CLI_REQUIRED: dict[str, list[str]] = {
 }
 
 
+def command_parameters(keep: Callable[[click.Parameter], bool]) -> list[tuple[str, str]]:
+    """(command path, parameter name) of every command's parameters that ``keep`` accepts (``mcp`` left out)."""
+    return [
+        (path, param.name or "")
+        for path, command in sorted(COMMANDS.items())
+        if path not in SKIPPED
+        for param in command.params
+        if keep(param)
+    ]
+
+
 def _cli_cases() -> list[tuple[str, str]]:
-    cases = []
-    for path, command in sorted(COMMANDS.items()):
-        if path in SKIPPED:
-            continue
-        for param in command.params:
-            if isinstance(param, click.Option) and (param.is_flag or param.name in ("help",)):
-                continue
-            cases.append((path, param.name or ""))
-    return cases
+    """Every argument and every option that takes a value (flags and --help carry no secret)."""
+    return command_parameters(lambda p: not (isinstance(p, click.Option) and (p.is_flag or p.name == "help")))
 
 
 def _invocation(path: str, param_name: str, value: str, tmp: Path) -> list[str]:
