@@ -119,20 +119,26 @@ def delete_deployment(
     return report
 
 
-def _arns(sm: Any, region: str, kind: str, names: list[str]) -> dict[str, str]:
-    """The ARN of each of ``names`` that exists (Describe*); the missing are left out."""
+def arn_of(sm: Any, region: str, kind: str, name: str) -> str | None:
+    """The ARN of the model / endpoint-config / endpoint of this name, None when SageMaker says it does not
+    exist (a Describe call; any other error is raised)."""
     method, param, key = {
         "model": (sm.describe_model, "ModelName", "ModelArn"),
         "endpoint-config": (sm.describe_endpoint_config, "EndpointConfigName", "EndpointConfigArn"),
+        "endpoint": (sm.describe_endpoint, "EndpointName", "EndpointArn"),
     }[kind]
-    found: dict[str, str] = {}
-    for name in names:
-        try:
-            found[name] = str(call(region, method, **{param: name})[key])
-        except AwsError as error:
-            if not is_not_found(error):
-                raise
-    return found
+    try:
+        return str(call(region, method, **{param: name})[key])
+    except AwsError as error:
+        if is_not_found(error):
+            return None
+        raise
+
+
+def _arns(sm: Any, region: str, kind: str, names: list[str]) -> dict[str, str]:
+    """The ARN of each of ``names`` that exists; the missing are left out."""
+    found = {name: arn_of(sm, region, kind, name) for name in names}
+    return {name: arn for name, arn in found.items() if arn is not None}
 
 
 def usage_by_other_endpoints(

@@ -31,9 +31,9 @@ from gemmaserve.progress import (
     check,
     report,
 )
-from gemmaserve.sagemaker.aws import call, is_not_found
+from gemmaserve.sagemaker.aws import call
 from gemmaserve.sagemaker.container import DEFAULT_AMI, image_for_region
-from gemmaserve.sagemaker.delete import DeleteReport, delete_resources
+from gemmaserve.sagemaker.delete import DeleteReport, arn_of, delete_resources
 from gemmaserve.sagemaker.env_mapping import env_to_serve_args, environment_for_plan, validate_environment
 from gemmaserve.sagemaker.inputs import validate_environment_limits
 from gemmaserve.sagemaker.interrupts import (
@@ -408,18 +408,7 @@ def _refuse_existing(sm: Any, plan: DeployPlan, now: Callable[[], datetime]) -> 
 
 def resource_exists(sm: Any, region: str, kind: str, name: str) -> bool:
     """Whether a model / endpoint-config / endpoint of this name exists (a Describe call; not-found is False)."""
-    method, param = {
-        "model": (sm.describe_model, "ModelName"),
-        "endpoint-config": (sm.describe_endpoint_config, "EndpointConfigName"),
-        "endpoint": (sm.describe_endpoint, "EndpointName"),
-    }[kind]
-    try:
-        call(region, method, **{param: name})
-    except AwsError as error:
-        if is_not_found(error):
-            return False
-        raise
-    return True
+    return arn_of(sm, region, kind, name) is not None
 
 
 def _after_failure(
@@ -642,20 +631,11 @@ def _settle_in_flight(
 
 def _made_by_this_run(sm: Any, plan: DeployPlan, label: str) -> bool | None:
     """For a Create whose answer never came: None if the resource is absent, else whether its tags are this run's."""
-    from gemmaserve.sagemaker.tags import is_ours
+    from gemmaserve.sagemaker.tags import made_by_run
 
-    name = _name_of(plan, label)
-    method, param, arn_key = {
-        "model": (sm.describe_model, "ModelName", "ModelArn"),
-        "endpoint-config": (sm.describe_endpoint_config, "EndpointConfigName", "EndpointConfigArn"),
-        "endpoint": (sm.describe_endpoint, "EndpointName", "EndpointArn"),
-    }[label]
-    try:
-        arn = call(plan.region, method, **{param: name})[arn_key]
-    except AwsError as error:
-        if is_not_found(error):
-            return None
-        raise
+    arn = arn_of(sm, plan.region, label, _name_of(plan, label))
+    if arn is None:
+        return None
     ours = tags_to_dict(plan.calls[0].params.get("Tags", []))
     theirs = tags_to_dict(call(plan.region, sm.list_tags, ResourceArn=arn).get("Tags", []))
-    return is_ours(theirs) and theirs.get(CREATED_KEY) == ours.get(CREATED_KEY)
+    return made_by_run(theirs, ours.get(CREATED_KEY))

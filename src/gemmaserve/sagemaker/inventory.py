@@ -22,7 +22,7 @@ from gemmaserve.cost import PriceLookup, PriceRange, catalog_price, cost_so_far_
 from gemmaserve.errors import AwsError, GemmaserveError, UsageError
 from gemmaserve.progress import ProgressCallback, ProgressEvent, report
 from gemmaserve.sagemaker.aws import ClientFactory, call, is_not_found, paginate
-from gemmaserve.sagemaker.delete import DeleteReport, delete_deployment, usage_by_other_endpoints
+from gemmaserve.sagemaker.delete import DeleteReport, arn_of, delete_deployment, usage_by_other_endpoints
 from gemmaserve.sagemaker.journal import EntryState, Journal, JournalEntry
 from gemmaserve.sagemaker.status import EndpointStatus, describe_endpoint_state
 from gemmaserve.sagemaker.tags import is_expired, parse_tags, tags_to_dict
@@ -377,7 +377,7 @@ def settle_journal(
     """Settle the journal's open entries in ``regions``: delete each resource that is there with its run's tags,
     close the entries SageMaker says are absent; each gets its verdict in ``report.items``."""
     from gemmaserve.sagemaker.delete import delete_resources
-    from gemmaserve.sagemaker.tags import CREATED_KEY, is_ours
+    from gemmaserve.sagemaker.tags import CREATED_KEY, made_by_run
 
     order = {"endpoint": 0, "endpoint-config": 1, "model": 2}
     entries = sorted(
@@ -390,14 +390,14 @@ def settle_journal(
         report.items.append(item)
         sm = factory("sagemaker", entry.region)
         try:
-            arn = _arn_by_name(sm, entry)
+            arn = arn_of(sm, entry.region, entry.kind, entry.name)
             if arn is None:
                 item.verdict = CleanupVerdict.ABSENT
                 if not dry_run:
                     journal.mark(entry.id, EntryState.ABSENT)
                 continue
             tags = tags_to_dict(call(entry.region, sm.list_tags, ResourceArn=arn).get("Tags", []))
-            if not is_ours(tags) or tags.get(CREATED_KEY) != entry.created_tag:
+            if not made_by_run(tags, entry.created_tag):
                 item.verdict = CleanupVerdict.ANOTHER_RUN
                 item.detail = f"{entry.key} now carries created-at {tags.get(CREATED_KEY)}, not this entry's"
                 if not dry_run:
@@ -418,17 +418,3 @@ def settle_journal(
             journal.mark(entry.id, EntryState.DELETED)
         except GemmaserveError as error:
             item.verdict, item.detail, item.fix = CleanupVerdict.FAILED, error.message, error.hint
-
-
-def _arn_by_name(sm: Any, entry: JournalEntry) -> str | None:
-    method, param, key = {
-        "model": (sm.describe_model, "ModelName", "ModelArn"),
-        "endpoint-config": (sm.describe_endpoint_config, "EndpointConfigName", "EndpointConfigArn"),
-        "endpoint": (sm.describe_endpoint, "EndpointName", "EndpointArn"),
-    }[entry.kind]
-    try:
-        return str(call(entry.region, method, **{param: entry.name})[key])
-    except AwsError as error:
-        if is_not_found(error):
-            return None
-        raise

@@ -65,6 +65,12 @@ def is_ours(tags: Mapping[str, str]) -> bool:
     return tags.get(TOOL_KEY) == TOOL_VALUE
 
 
+def made_by_run(tags: Mapping[str, str], created_tag: str | None) -> bool:
+    """Whether a resource with these tags is the one a given run made: ours, with that run's created-at (a
+    later run of the same name writes its own)."""
+    return is_ours(tags) and tags.get(CREATED_KEY) == created_tag
+
+
 def parse_tags(tags: Mapping[str, str]) -> ToolTags | None:
     """Our tags on a resource, or ``None`` when gemmaserve did not create it."""
     if not is_ours(tags):
