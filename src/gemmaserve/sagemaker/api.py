@@ -180,7 +180,7 @@ def prepare_deploy(
         instance_types=request.instance,
         role_arn=request.execution_role(),
         image_uri=request.image,
-        owner=request.owner or tag_safe(_user()),
+        owner=default_owner(request.owner),
         ttl_s=request.ttl_s(),
         vllm_overrides=request.vllm_arg,
         extra_env=request.environment(),
@@ -324,6 +324,11 @@ def _region_blocked(report: PreflightReport, region: str, accept_unknown: bool) 
     return any(f.where == region for f in report.failures(accept_unknown=accept_unknown))
 
 
+def default_owner(given: str | None) -> str:
+    """The owner tag deploy writes and cleanup looks for: the given one, else the user name made tag-safe."""
+    return given or tag_safe(_user())
+
+
 def _user() -> str:
     try:
         return getpass.getuser()
@@ -465,7 +470,7 @@ def cleanup(request: CleanupRequest, *, factory: ClientFactory | None = None, no
         regions,
         now=now(),
         dry_run=request.dry_run,
-        owner=None if request.any_owner else request.owner or tag_safe(_user()),
+        owner=None if request.any_owner else default_owner(request.owner),
         price_lookup=lookup,
         expired=request.expired,
         orphans=request.orphans,

@@ -222,6 +222,13 @@ Regions = Annotated[
     Field(description="Regions to try in order (comma-separated or repeated); give this or --region."),
 ]
 AllRegions = Annotated[bool, Field(description="Sweep every region botocore lists for SageMaker.")]
+Owner = Annotated[
+    str | None,
+    Field(
+        description="The gemmaserve:owner tag (default: your user name, made tag-safe): deploy writes it, "
+        "cleanup takes only what carries it."
+    ),
+]
 ListPrices = Annotated[bool, Field(description="Use the catalog's dated list prices, not the Pricing API.")]
 
 
@@ -355,10 +362,7 @@ class DeployOptions(InputRules):
     keep: Annotated[
         bool, Field(description="Never expire, and keep what was created if the deploy is interrupted.")
     ] = False
-    owner: Annotated[
-        str | None,
-        Field(description="The gemmaserve:owner tag (default: your user name, made tag-safe)."),
-    ] = None
+    owner: Owner = None
     vllm_arg: Annotated[
         list[str] | None,
         Cli(metavar="FLAG"),
@@ -538,10 +542,7 @@ class CleanupRequest(ListRequest):
             "by their tags), close what SageMaker says is gone."
         ),
     ] = False
-    owner: Annotated[
-        str | None,
-        Field(description="Whose to delete, by the gemmaserve:owner tag (default: your user name, as deploy tags it)."),
-    ] = None
+    owner: Owner = None
     any_owner: Annotated[
         bool, Field(description="Delete every owner's, not only yours (others' are otherwise listed and left alone).")
     ] = False
