@@ -61,6 +61,9 @@ RUNS: list[SpeedRun] = [
     SpeedRun("e2b-speed", "gemma-4-e2b", "speed", cache="e2b"),
     SpeedRun("31b-speed", "gemma-4-31b", "speed", cache="31b"),
     SpeedRun("e4b-speed", "gemma-4-e4b", "speed", cache="e4b"),
+    # Held out of the speed constants (predicted before the run: results/plan_gpu_h200_2026-12-04/predicted-*.json):
+    # the MoE, whose step reads only the experts the batch routes to.
+    SpeedRun("26b-a4b-speed", "gemma-4-26b-a4b", "speed", cache="26b-a4b"),
     # Capture sizes: 4 sequences → [1, 2, 4, 8]; 64 → 19 sizes up to 128; 256 → 51 up to 512.
     SpeedRun(
         "e2b-graphs-seqs4", "gemma-4-e2b", "graphs", max_num_seqs=4, max_num_batched_tokens=2048, cache="e2b-2048"
