@@ -17,7 +17,7 @@ from pathlib import Path
 from doc_table import print_or_check
 
 from gemmaserve.catalog import load_catalog, load_speed_data
-from gemmaserve.speed import Workload, _resolve, call_seconds_of, costs_for, output_tokens_per_s, step_seconds
+from gemmaserve.speed import _resolve, call_seconds_of, costs_for, output_tokens_per_s, step_seconds, workload_of
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "plan.md"
 
@@ -35,7 +35,7 @@ def table() -> str:
         context = run.prompt_tokens + run.output_tokens // 2
         decode = 1 / step_seconds(item.geometry, item.checkpoint, gpu, costs, batch=1, context=context)
         call_s = call_seconds_of(item, gpu)
-        workload = Workload(run.prompt_tokens, run.output_tokens, call_s)
+        workload = workload_of(item, gpu)
         cells = []
         for streams in (1, 4, 16):
             measured = run.output_tokens_per_s.get(streams)
@@ -45,6 +45,8 @@ def table() -> str:
             predicted = output_tokens_per_s(item.geometry, item.checkpoint, gpu, costs, workload, streams)
             cells.append(f"{measured:,.1f} / {predicted:,.1f} ({predicted / measured - 1:+.1%})")
         name = f"{run.model.removeprefix('gemma-4-')} {run.encoding} {run.gpu} vLLM {run.vllm_version}"
+        if run.routing == "lockstep":
+            name += " (streams in lockstep)"
         lines.append(
             f"| {name} | {run.role} | {run.decode_tokens_per_s:.1f} / {decode:.1f} "
             f"({decode / run.decode_tokens_per_s - 1:+.1%}) | {' | '.join(cells)} | {call_s:.2f} s |"

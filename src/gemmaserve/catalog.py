@@ -189,6 +189,10 @@ class SpeedRun(_Frozen):
     output_tokens: int
     decode_tokens_per_s: float = Field(gt=0)
     output_tokens_per_s: dict[int, float]
+    # "lockstep": every stream of a level generated the same token at the same step, so a MoE batch read
+    # one token's experts (a --load-format dummy model: its random weights make the next token follow
+    # the current one, and every prompt ends in the same chat-template tokens). "independent": real traffic.
+    routing: Literal["independent", "lockstep"] = "independent"
     source: str
 
 

