@@ -141,7 +141,9 @@ def test_request_body_sends_max_completion_tokens() -> None:
     assert body["stream_options"] == {"include_usage": True}
 
 
-def _decode_records(short_s: list[float], long_s: list[float], long_tpot_s: float) -> list[RequestRecord]:
+def _decode_records(
+    short_s: list[float], long_s: list[float], long_tpot_s: float, *, ttft_s: float = 0.01
+) -> list[RequestRecord]:
     records = []
     for tokens, walls in ((16, short_s), (512, long_s)):
         for i, wall in enumerate(walls):
@@ -155,7 +157,7 @@ def _decode_records(short_s: list[float], long_s: list[float], long_tpot_s: floa
                     output_tokens=tokens,
                     success=True,
                     e2el_s=wall,
-                    ttft_s=0.01,
+                    ttft_s=ttft_s,
                     tpot_s=long_tpot_s if tokens == 512 else None,
                     start_offset_s=0.0,
                 )
@@ -177,7 +179,10 @@ def test_negative_intercept_is_flagged_not_a_fixed_cost() -> None:
 
 
 def test_positive_intercept_is_a_fixed_cost() -> None:
+    # Calls that keep the model: first token at TTFT, then one gap per token, so the line meets 0 tokens
+    # at TTFT − one token (a fixed cost above the TTFT is flagged: tests/bench/test_plausibility.py).
     short = [0.02 + 16 / 300] * 3
     long = [0.02 + 512 / 300] * 3
-    decode = results.decode_measurement(_decode_records(short, long, 1 / 300), ClientSettings())
+    records = _decode_records(short, long, 1 / 300, ttft_s=0.02 + 1 / 300)
+    decode = results.decode_measurement(records, ClientSettings())
     assert decode.intercept_s == pytest.approx(0.02) and decode.intercept_flag is None and decode.warnings == []

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Literal
 
-from gemmaserve.bench import stats
+from gemmaserve.bench import plausibility, stats
 from gemmaserve.bench.engine import Outcome
 from gemmaserve.bench.questions import Question, score_answer
 from gemmaserve.bench.schema import (
@@ -19,6 +19,7 @@ from gemmaserve.bench.schema import (
     DecodeMeasurement,
     FailureSummary,
     LoadLevel,
+    PlausibilityFlag,
     QualityAnswer,
     QualitySection,
     RequestKind,
@@ -75,7 +76,10 @@ def failure_summary(records: Sequence[RequestRecord]) -> FailureSummary:
 
 
 def decode_measurement(records: Sequence[RequestRecord], settings: ClientSettings) -> DecodeMeasurement:
-    """The differencing rate over successful decode calls; rate stays None when it cannot be computed."""
+    """The differencing rate over successful decode calls; rate stays None when it cannot be computed.
+
+    Its plausibility findings (:mod:`.plausibility`) are kept with it and said in its warnings; a fixed cost
+    above the calls' own TTFT marks the intercept ``above_ttft``, as a negative one is marked ``negative``."""
     short_tokens, long_tokens = settings.decode_short_tokens, settings.decode_long_tokens
 
     def walls(tokens: int) -> list[float]:
@@ -107,7 +111,12 @@ def decode_measurement(records: Sequence[RequestRecord], settings: ClientSetting
         if r.kind == RequestKind.DECODE and r.success and r.requested_output_tokens == long_tokens and r.tpot_s
     ]
     stream_rate = 1.0 / stats.median(tpots) if tpots else None
-    flag, warnings = judge_intercept(line.intercept_s, line.rate_tokens_per_s, stream_rate)
+    negative, warnings = judge_intercept(line.intercept_s, line.rate_tokens_per_s, stream_rate)
+    flag: Literal["negative", "above_ttft"] | None = negative
+    findings = plausibility.decode_findings(records, short_tokens=short_tokens, long_tokens=long_tokens)
+    if flag is None and any(f.flag == PlausibilityFlag.FIXED_COST_ABOVE_TTFT for f in findings):
+        flag = "above_ttft"
+    warnings += [plausibility.finding_line(finding) for finding in findings]
     return measurement.model_copy(
         update={
             "short_median_s": line.short_median_s,
@@ -118,6 +127,7 @@ def decode_measurement(records: Sequence[RequestRecord], settings: ClientSetting
             "rate_ci_low": interval.low,
             "rate_ci_high": interval.high,
             "stream_rate_tokens_per_s": stream_rate,
+            "findings": findings,
             "warnings": warnings,
         }
     )

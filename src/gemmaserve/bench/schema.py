@@ -141,6 +141,24 @@ class RequestRecord(_Strict):
     question_id: str | None = Field(default=None, description="For kind=quality")
 
 
+class PlausibilityFlag(StrEnum):
+    """A decode figure that the way a call is timed says cannot be what it claims (gemmaserve.bench.plausibility)."""
+
+    FIXED_COST_ABOVE_TTFT = "fixed_cost_above_ttft"  # the line's fixed cost exceeds the calls' own TTFT
+    DECODE_RATES_DISAGREE = "decode_rates_disagree"  # 1/TPOT and the differencing rate are not one decode speed
+
+
+class PlausibilityFinding(_Strict):
+    """A named flag, the numbers it compared and what the disagreement likely means."""
+
+    flag: PlausibilityFlag
+    numbers: dict[str, float] = Field(
+        description="The figures compared, each named with its unit (fixed_cost_ms, ttft_ms, "
+        "stream_tokens_per_s, ratio_ci_low, …)"
+    )
+    message: str = Field(description="The numbers, the rule they break, and what that likely means")
+
+
 class DecodeMeasurement(_Strict):
     """The published differencing method: rate = (long − short) / (median t_long − median t_short)."""
 
@@ -155,15 +173,19 @@ class DecodeMeasurement(_Strict):
         default=None,
         description="The line's value at 0 tokens; a per-call fixed cost only when intercept_flag is null",
     )
-    intercept_flag: Literal["negative"] | None = Field(
+    intercept_flag: Literal["negative", "above_ttft"] | None = Field(
         default=None,
-        description="'negative': the two lengths do not lie on one line through a non-negative fixed cost, "
-        "so the intercept is not a fixed cost and the rate is suspect",
+        description="'negative': the two lengths do not lie on one line through a non-negative fixed cost; "
+        "'above_ttft': the intercept exceeds the calls' own median TTFT (see findings). Either way the "
+        "intercept is not a fixed cost and the rate is suspect",
     )
     rate_ci_low: float | None = None
     rate_ci_high: float | None = None
     stream_rate_tokens_per_s: float | None = Field(
         default=None, description="1 / median tpot of the long calls: the rate the streams themselves show"
+    )
+    findings: list[PlausibilityFinding] = Field(
+        default_factory=list, description="Figures the timing of a call says are implausible, with their numbers"
     )
     warnings: list[str] = Field(default_factory=list)
 
