@@ -13,10 +13,17 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from gemmaserve.bench import stats
+from gemmaserve.bench import plausibility, stats
 from gemmaserve.bench.cost_table import cost_table, level_throughput
 from gemmaserve.bench.results import answered as answered_questions
-from gemmaserve.bench.schema import LoadLevel, QualitySection, ResultFile, load_result
+from gemmaserve.bench.schema import (
+    LoadLevel,
+    PlausibilityFinding,
+    PlausibilityFlag,
+    QualitySection,
+    ResultFile,
+    load_result,
+)
 from gemmaserve.cost import BreakEven, CostTable, break_even
 from gemmaserve.errors import UsageError
 
@@ -68,7 +75,8 @@ class TargetSummary(BaseModel):
     decode_tokens_per_s: float | None
     decode_ci: stats.Interval | None
     intercept_s: float | None
-    intercept_flag: str | None
+    intercept_flag: str | None  # "negative" or "above_ttft": the intercept is not a fixed cost
+    findings: list[PlausibilityFinding] = []  # decode figures the timing of a call says are implausible
     load_tokens_per_s: dict[int, float]
     quality_correct: int | None
     quality_total: int | None
@@ -129,6 +137,26 @@ def _decode(result: ResultFile) -> tuple[stats.DecodeRate | None, stats.Interval
     return rate, interval
 
 
+def decode_findings(result: ResultFile) -> list[PlausibilityFinding]:
+    """The decode plausibility findings, judged again from the file's own calls (so a file written before
+    the check existed is judged too, by the same rule)."""
+    if result.decode is None:
+        return []
+    return plausibility.decode_findings(
+        result.requests, short_tokens=result.decode.short_tokens, long_tokens=result.decode.long_tokens
+    )
+
+
+def _intercept_flag(rate: stats.DecodeRate | None, findings: Sequence[PlausibilityFinding]) -> str | None:
+    if rate is None:
+        return None
+    if stats.intercept_flag(rate.intercept_s):
+        return "negative"
+    if any(finding.flag == PlausibilityFlag.FIXED_COST_ABOVE_TTFT for finding in findings):
+        return "above_ttft"
+    return None
+
+
 def _levels(result: ResultFile) -> dict[int, LoadLevel]:
     return {level.concurrency: level for level in result.load if level.output_tokens_per_s}
 
@@ -136,6 +164,7 @@ def _levels(result: ResultFile) -> dict[int, LoadLevel]:
 def summarize_target(result: ResultFile, path: str) -> TargetSummary:
     """The headline figures of one result file (decode rate and CI, throughput per level, accuracy)."""
     rate, interval = _decode(result)
+    findings = decode_findings(result)
     quality = result.quality
     quality_ci = None
     answered = answered_questions(quality) if quality is not None else None
@@ -156,7 +185,8 @@ def summarize_target(result: ResultFile, path: str) -> TargetSummary:
         decode_tokens_per_s=rate.rate_tokens_per_s if rate else None,
         decode_ci=interval,
         intercept_s=rate.intercept_s if rate else None,
-        intercept_flag=stats.intercept_flag(rate.intercept_s) if rate else None,
+        intercept_flag=_intercept_flag(rate, findings),
+        findings=findings,
         load_tokens_per_s=load,
         quality_correct=quality.correct if quality else None,
         quality_total=quality.total if quality else None,
@@ -215,9 +245,9 @@ def _rate_rows(a: ResultFile, b: ResultFile) -> list[RatioRow]:
         if (
             rate_a
             and rate_b
-            and not stats.intercept_flag(rate_a.intercept_s)
-            and not stats.intercept_flag(rate_b.intercept_s)
-        ):  # a negative intercept is no cost
+            and not _intercept_flag(rate_a, decode_findings(a))
+            and not _intercept_flag(rate_b, decode_findings(b))
+        ):  # a negative intercept, or one above the calls' TTFT, is no fixed cost
             rows.append(
                 RatioRow(
                     metric="per-call fixed cost",
@@ -446,7 +476,8 @@ def _drift_row(
 
 
 def result_warnings(results: Sequence[ResultFile]) -> list[str]:
-    """What a reader must know before trusting the figures: unlike settings, gaps, failures, no price."""
+    """What a reader must know before trusting the figures: unlike settings, implausible decode figures,
+    gaps, failures, no price."""
     warnings = []
     base = results[0]
     for result in results[1:]:
@@ -465,6 +496,9 @@ def result_warnings(results: Sequence[ResultFile]) -> list[str]:
                     "the ratios are not like for like."
                 )
     for result in results:
+        warnings += [
+            f"{result.target.label}: {plausibility.finding_line(finding)}" for finding in decode_findings(result)
+        ]
         if result.completeness.missing:
             warnings.append(f"{result.target.label} is incomplete: missing {', '.join(result.completeness.missing)}.")
         if result.failures.failed:

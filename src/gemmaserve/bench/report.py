@@ -17,15 +17,16 @@ from types import ModuleType
 
 from pydantic import BaseModel
 
-from gemmaserve.bench import charts, html
+from gemmaserve.bench import charts, html, plausibility
 from gemmaserve.bench.combine import (
     Comparison,
     combine_loaded,
+    decode_findings,
     result_warnings,
     summarize_target,
 )
 from gemmaserve.bench.cost_table import cost_table
-from gemmaserve.bench.schema import ResultFile, parse_result
+from gemmaserve.bench.schema import PlausibilityFinding, ResultFile, parse_result
 from gemmaserve.bench.vllm_import import import_vllm_result, looks_like_vllm_result
 from gemmaserve.errors import ResultFileInvalid, UsageError
 from gemmaserve.fileio import write_atomic
@@ -40,6 +41,7 @@ class ReportOutput(BaseModel):
     imported: list[str]  # vLLM result files converted on the fly
     skipped: list[str]  # JSON files that are neither (e.g. a combine --out comparison)
     comparison: Comparison | None
+    findings: dict[str, list[PlausibilityFinding]]  # per target label as shown: implausible decode figures
     warnings: list[str]
 
 
@@ -212,6 +214,13 @@ def render_markdown(
             for s in summaries
         ],
     )
+    flagged = [(s.label, finding) for s in summaries for finding in s.findings]
+    if flagged:
+        lines += [
+            "Plausibility findings (how a call is timed bounds these figures; docs/bench-report.md says how):",
+            "",
+        ]
+        lines += [f"- {label}: {plausibility.finding_line(finding)}" for label, finding in flagged] + [""]
     if "decode" in charts_by_name:
         lines += [f"![decode rates]({charts_by_name['decode']})", ""]
     levels = sorted({c for s in summaries for c in s.load_tokens_per_s})
@@ -372,5 +381,6 @@ def build_report(
         imported=imported,
         skipped=skipped,
         comparison=comparison,
+        findings={result.target.label: decode_findings(result) for result in results},
         warnings=comparison.warnings if comparison else result_warnings(results),
     )

@@ -37,10 +37,15 @@ def summarise_measure(report: MeasureReport) -> str:
     for target in report.targets:
         decode = f"{target.decode_tokens_per_s:.1f} tok/s decode" if target.decode_tokens_per_s else "no decode rate"
         quality = f", quality {target.quality_correct}/{target.quality_total}" if target.quality_total else ""
+        if target.intercept_flag:
+            decode += f", fixed cost n/a ({target.intercept_flag})"
+        elif target.intercept_s is not None:
+            decode += f", fixed cost {target.intercept_s * 1000:.1f} ms"
         lines.append(
             f"- {target.label}: {target.status.value}, {decode}{quality}, "
             f"{target.failed}/{target.requests} failed → {target.path}"
         )
+        lines += [f"  warning: {message}" for message in target.decode_warnings]
         for row in target.latency:
             lines.append(
                 f"  {row.phase}: TTFT p50/p99 {_ms(row.ttft_s.p50)}/{_ms(row.ttft_s.p99)} ms, "
