@@ -153,3 +153,86 @@ def test_cli_import_with_an_instance_price(tmp_path: Path) -> None:
     assert json.loads(result.stdout)["target"]["label"] == "l4"
     bad = CliRunner().invoke(app, ["bench", "import", str(source), "--out", str(out), "--instance", "ml.nope"])
     assert bad.exit_code != 0
+
+
+# A `vllm bench serve --save-result --max-concurrency 4` file of vLLM 0.32.0, key for key in the order
+# vllm/benchmarks/serve.py writes them: the setup (lines 2258-2264), the traffic (2278-2282), the
+# benchmark's result (1280-1302, without the per-request lists that only --save-detailed keeps,
+# 2380-2392) and the percentiles of the default metrics ttft, tpot, itl at the default 99th
+# (1385-1391), plus client queueing, recorded because --max-concurrency was given (1320-1321, 1398).
+# No key says how it sampled: vLLM writes none (lines 2185-2206 only decide what is sent).
+VLLM_032_FILE: dict[str, Any] = {
+    "date": "20261203-141502",
+    "endpoint_type": "openai-chat",
+    "backend": "openai-chat",
+    "label": None,
+    "model_id": "google/gemma-4-E2B-it",
+    "tokenizer_id": "google/gemma-4-E2B-it",
+    "num_prompts": 40,
+    "request_rate": "inf",
+    "burstiness": 1.0,
+    "max_concurrency": 4,
+    "duration": 12.91,
+    "completed": 40,
+    "failed": 0,
+    "total_input_tokens": 5120,
+    "total_output_tokens": 10240,
+    "request_throughput": 3.098,
+    "request_goodput": None,
+    "output_throughput": 793.2,
+    "total_token_throughput": 1189.8,
+    "latencies": [1.29] * 40,
+    "queue_times": [0.0] * 40,
+    "max_output_tokens_per_s": 812.0,
+    "max_concurrent_requests": 4,
+    "rtfx": 0.0,
+    "mean_ttft_ms": 31.2,
+    "median_ttft_ms": 30.8,
+    "std_ttft_ms": 1.9,
+    "p99_ttft_ms": 36.0,
+    "mean_tpot_ms": 4.93,
+    "median_tpot_ms": 4.92,
+    "std_tpot_ms": 0.05,
+    "p99_tpot_ms": 5.06,
+    "mean_itl_ms": 4.93,
+    "median_itl_ms": 4.9,
+    "std_itl_ms": 0.4,
+    "p99_itl_ms": 6.1,
+    "mean_client_queue_time_ms": 0.02,
+    "median_client_queue_time_ms": 0.02,
+    "std_client_queue_time_ms": 0.01,
+    "p99_client_queue_time_ms": 0.05,
+}
+
+
+def test_a_real_vllm_file_says_its_temperature_is_not_recorded_never_none(tmp_path: Path) -> None:
+    path = tmp_path / "vllm.json"
+    path.write_text(json.dumps(VLLM_032_FILE))
+    result = vllm_import.import_vllm_result(path)
+    assert result.client.temperature is None
+    note = result.client.sampling_note or ""
+    assert note.startswith("not recorded: vllm bench serve writes no sampling settings")
+    assert "temperature 0 (greedy) up to vLLM 0.14" in note and "server's default from 0.15" in note
+    (level,) = result.load
+    assert (level.concurrency, level.output_tokens_per_s) == (4, [793.2])
+
+    from .test_schema_builders import build_result
+
+    schema.save_result(build_result(label="t4"), tmp_path / "a.json")
+    output = report.build_report(tmp_path, html_page=False)
+    shown = "\n".join([*output.warnings, Path(output.markdown_path).read_text()])
+    assert "None" not in shown
+    assert "google/gemma-4-E2B-it: temperature not recorded (vllm bench serve writes no sampling settings" in shown
+    assert "t4 used 0.0" in shown
+
+    cli = CliRunner().invoke(app, ["bench", "import", str(path), "--out", str(tmp_path / "out.json")])
+    assert cli.exit_code == 0 and "temperature not recorded" in cli.output
+
+
+def test_a_temperature_given_as_metadata_is_read(tmp_path: Path) -> None:
+    # `--metadata temperature=0.7` is the one way a file records it: a string at the top level (line 2271).
+    path = tmp_path / "vllm.json"
+    path.write_text(json.dumps({**VLLM_032_FILE, "temperature": "0.7"}))
+    result = vllm_import.import_vllm_result(path)
+    assert result.client.temperature == 0.7
+    assert result.client.sampling_note == "temperature from the file's --metadata"

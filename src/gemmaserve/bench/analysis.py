@@ -101,10 +101,17 @@ def _hardware(instance: str | None, region: str) -> HardwareInfo:
 
 
 def import_summary(result: ResultFile) -> str:
-    """The load levels an imported file holds, in one clause: ``c=8: 1,234.5 tok/s``."""
-    return ", ".join(
+    """The load levels an imported file holds and its temperature: ``c=8: 1,234.5 tok/s; temperature …``."""
+    levels = ", ".join(
         f"c={level.concurrency}: "
         + ("–" if level.median_output_tokens_per_s is None else f"{level.median_output_tokens_per_s:,.1f}")
         + " tok/s"
         for level in result.load
     )
+    from gemmaserve.bench.vllm_import import TEMPERATURE_FROM_METADATA
+
+    temperature, note = result.client.temperature, result.client.sampling_note
+    if temperature is None:
+        return levels + "; temperature not recorded"
+    source = " (from --metadata)" if note == TEMPERATURE_FROM_METADATA else ""
+    return levels + f"; temperature {temperature:g}{source}"

@@ -490,7 +490,14 @@ def result_warnings(results: Sequence[ResultFile]) -> list[str]:
             "quality_max_tokens",
         ):
             va, vb = getattr(base.client, field), getattr(result.client, field)
-            if va != vb:
+            if va != vb and None in (va, vb):  # an imported run that does not record it: say so, not "None"
+                unknown, known = (result, base) if vb is None else (base, result)
+                why = (unknown.client.sampling_note or "not recorded").removeprefix("not recorded: ")
+                warnings.append(
+                    f"{unknown.target.label}: {field} not recorded ({why}); {known.target.label} used "
+                    f"{getattr(known.client, field)}: the ratios may not be like for like."
+                )
+            elif va != vb:
                 warnings.append(
                     f"{result.target.label} used {field}={vb}, {base.target.label} {va}: "
                     "the ratios are not like for like."

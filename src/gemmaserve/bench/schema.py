@@ -101,7 +101,14 @@ class ClientSettings(_Strict):
     load_output_tokens: int = 256
     quality_set: str | None = "published-40"
     quality_max_tokens: int = 2048
-    temperature: float | None = Field(default=0.0, description="None when unknown (imported runs)")
+    temperature: float | None = Field(
+        default=0.0,
+        description="None when the file does not record it (imported runs: sampling_note says what is known)",
+    )
+    sampling_note: str | None = Field(
+        default=None,
+        description="What is known of the sampling when the file does not record it, or where it came from",
+    )
     ignore_eos: bool | None = True
     timeout_s: float = 600.0
     seed: int = 0

@@ -25,6 +25,20 @@ from gemmaserve.errors import ResultFileInvalid
 
 _REQUIRED = ("duration", "completed", "output_throughput", "total_output_tokens")
 
+# vllm bench serve writes no sampling settings into its result file (vllm/benchmarks/serve.py: the
+# setup, traffic and result keys at 0.11.0 lines 1287-1309 and 0.32.0 lines 2258-2287 hold none), and
+# what it sent without --temperature changed: up to 0.14.1 it set temperature 0.0 ("Default to greedy
+# decoding", 0.14.0 line 1636, 0.11.0 line 1247); from 0.15.0 it sends none and warns that the server
+# decides (0.15.0 line 1637, 0.32.0 line 2201), and the server takes the model's generation_config.json
+# (--generation-config auto, vllm/config/model.py in 0.32.0) or else 1.0 (chat_completion/protocol.py
+# line 682 in 0.32.0). The file names no vLLM version, so which one applied is not known either.
+TEMPERATURE_NOT_RECORDED = (
+    "not recorded: vllm bench serve writes no sampling settings in its result file; without --temperature "
+    "it sent temperature 0 (greedy) up to vLLM 0.14 and left it to the server's default from 0.15 on (the "
+    "model's generation_config.json, else 1.0)"
+)
+TEMPERATURE_FROM_METADATA = "temperature from the file's --metadata"
+
 
 def looks_like_vllm_result(data: Any) -> bool:
     return isinstance(data, Mapping) and "schema_version" not in data and all(key in data for key in _REQUIRED)
@@ -119,6 +133,19 @@ def _requests(record: Mapping[str, Any], concurrency: int, repeat: int) -> list[
     return rows
 
 
+def _temperature(record: Mapping[str, Any]) -> tuple[float | None, str]:
+    """The temperature and where it came from: ``--metadata temperature=X`` (written as a top-level string,
+    0.32.0 line 2271) is the only way such a file records it."""
+    value = record.get("temperature")
+    try:
+        temperature = float(value) if isinstance(value, str | int | float) and not isinstance(value, bool) else None
+    except ValueError:
+        temperature = None
+    if temperature is None or temperature != temperature or temperature < 0:  # NaN or negative: not a temperature
+        return None, TEMPERATURE_NOT_RECORDED
+    return temperature, TEMPERATURE_FROM_METADATA
+
+
 def _started_at(record: Mapping[str, Any]) -> datetime:
     # vLLM writes local time without a zone ('%Y%m%d-%H%M%S'); read it as UTC and say so in the docs.
     try:
@@ -187,6 +214,7 @@ def import_vllm_result(
         )
     phases = [f"load:{level.concurrency}" for level in load]
     model = first.get("model_id")
+    temperature, sampling_note = _temperature(first)
     return s.ResultFile(
         target=s.TargetInfo(
             url=url or f"imported:{Path(path).name}",
@@ -208,7 +236,8 @@ def import_vllm_result(
             load_input_tokens=load[0].input_tokens,
             load_output_tokens=load[0].output_tokens,
             quality_set=None,
-            temperature=None,
+            temperature=temperature,
+            sampling_note=sampling_note,
             ignore_eos=None,
             transport="vllm bench serve",
             extra={
