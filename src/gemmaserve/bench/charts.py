@@ -53,6 +53,23 @@ def _concurrency_axis(axes: Any, levels: set[int]) -> None:
     axes.set_xlabel("concurrent requests")
 
 
+# Series of different targets are set this many marker widths apart at each level: two targets with the
+# same figures would otherwise be drawn on one spot, and the one drawn last would hide the other.
+DODGE_MARKER_WIDTHS = 1.5
+
+
+def _dodge_factors(axes: Any, levels: set[int], count: int, markersize: float) -> list[float]:
+    """Multipliers of x on the log-2 concurrency axis, one per series, centred on each level and
+    :data:`DODGE_MARKER_WIDTHS` markers apart at the axes' size (the ticks stay on the levels)."""
+    if count < 2:
+        return [1.0] * count
+    span_octaves = math.log2(max(levels) / min(levels)) if len(levels) > 1 else 1.0
+    width_px = axes.get_window_extent().width
+    octaves_per_px = span_octaves * 1.1 / width_px  # matplotlib's default x margins: 5% each side
+    step = DODGE_MARKER_WIDTHS * markersize * axes.figure.dpi / 72 * octaves_per_px
+    return [2 ** ((index - (count - 1) / 2) * step) for index in range(count)]
+
+
 def _intervals(
     axes: Any,
     positions: Sequence[float],
@@ -95,9 +112,11 @@ def _decode(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str | Non
     if not bars:
         return None
     figure, axes = pyplot.subplots(figsize=(6.4, 0.6 + 0.55 * len(bars)))
-    labels = [b[0] for b in bars]
-    axes.barh(labels, [b[1] for b in bars], color="#4C72B0")
-    _intervals(axes, list(range(len(bars))), [b[2] for b in bars], [b[3] for b in bars], horizontal=True)
+    # Positions, not the labels as categories: two targets of one label would share a bar.
+    positions = list(range(len(bars)))
+    axes.barh(positions, [b[1] for b in bars], color="#4C72B0")
+    axes.set_yticks(positions, [b[0] for b in bars])
+    _intervals(axes, positions, [b[2] for b in bars], [b[3] for b in bars], horizontal=True)
     for index, bar in enumerate(bars):
         axes.text(max(bar[1], bar[3]), index, f"  {bar[1]:.1f}", va="center", ha="left", fontsize=9)
     axes.invert_yaxis()
@@ -108,9 +127,7 @@ def _decode(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str | Non
 
 
 def _throughput(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str | None:
-    figure, axes = pyplot.subplots(figsize=(6.4, 4.0))
-    drawn = False
-    levels: set[int] = set()
+    series = []
     for result in results:
         points = []
         for level in sorted(result.load, key=lambda lv: lv.concurrency):
@@ -123,20 +140,16 @@ def _throughput(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str |
                 low, high = interval.low, interval.high
             points.append((level.concurrency, value, low, high))
         if points:
-            drawn = True
-            levels.update(p[0] for p in points)
-            (line,) = axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=result.target.label)
-            _intervals(
-                axes,
-                [p[0] for p in points],
-                [p[2] for p in points],
-                [p[3] for p in points],
-                horizontal=False,
-                color=line.get_color(),
-            )
-    if not drawn:
-        pyplot.close(figure)
+            series.append((result.target.label, points))
+    if not series:
         return None
+    figure, axes = pyplot.subplots(figsize=(6.4, 4.0))
+    levels = {p[0] for _, points in series for p in points}
+    factors = _dodge_factors(axes, levels, len(series), pyplot.rcParams["lines.markersize"])
+    for (label, points), factor in zip(series, factors, strict=True):
+        x = [p[0] * factor for p in points]
+        (line,) = axes.plot(x, [p[1] for p in points], marker="o", label=label)
+        _intervals(axes, x, [p[2] for p in points], [p[3] for p in points], horizontal=False, color=line.get_color())
     _concurrency_axis(axes, levels)
     axes.set_ylabel("aggregate output tok/s")
     axes.set_title("Throughput vs concurrency (median of repeats, 95% CI)")
@@ -146,18 +159,20 @@ def _throughput(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str |
 
 
 def _latency(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str | None:
-    figure, (ttft_axes, tpot_axes) = pyplot.subplots(1, 2, figsize=(9.6, 4.0))
-    drawn = False
-    seen: set[int] = set()
+    series = []
     for result in results:
         levels = sorted(
             (lv for lv in result.load if lv.ttft_s and lv.ttft_s.p50 is not None), key=lambda lv: lv.concurrency
         )
-        if not levels:
-            continue
-        drawn = True
-        x = [lv.concurrency for lv in levels]
-        seen.update(x)
+        if levels:
+            series.append((result.target.label, levels))
+    if not series:
+        return None
+    figure, (ttft_axes, tpot_axes) = pyplot.subplots(1, 2, figsize=(9.6, 4.0))
+    seen = {lv.concurrency for _, levels in series for lv in levels}
+    factors = _dodge_factors(ttft_axes, seen, len(series), pyplot.rcParams["lines.markersize"])
+    for (label, levels), factor in zip(series, factors, strict=True):
+        x = [lv.concurrency * factor for lv in levels]
         for axes, attr in ((ttft_axes, "ttft_s"), (tpot_axes, "tpot_s")):
             p50 = [
                 getattr(lv, attr).p50 * 1000 if getattr(lv, attr) and getattr(lv, attr).p50 is not None else math.nan
@@ -167,11 +182,8 @@ def _latency(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str | No
                 getattr(lv, attr).p99 * 1000 if getattr(lv, attr) and getattr(lv, attr).p99 is not None else math.nan
                 for lv in levels
             ]
-            line = axes.plot(x, p50, marker="o", label=f"{result.target.label} p50")[0]
-            axes.plot(x, p99, marker="^", linestyle="--", color=line.get_color(), label=f"{result.target.label} p99")
-    if not drawn:
-        pyplot.close(figure)
-        return None
+            line = axes.plot(x, p50, marker="o", label=f"{label} p50")[0]
+            axes.plot(x, p99, marker="^", linestyle="--", color=line.get_color(), label=f"{label} p99")
     for axes, title in ((ttft_axes, "TTFT (ms)"), (tpot_axes, "TPOT (ms, first token excluded)")):
         _concurrency_axis(axes, seen)
         axes.set_title(title)
@@ -181,26 +193,26 @@ def _latency(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str | No
 
 
 def _cost(pyplot: Any, results: Sequence[ResultFile], path: Path, utilisation: float) -> str | None:
-    figure, axes = pyplot.subplots(figsize=(6.4, 4.0))
-    drawn = False
-    levels: set[int] = set()
+    series = []
     for result in results:
         table = cost_table(result, utilisation=utilisation)
         if table is None:
             continue
         points = [p for p in table.points if p.concurrency > 0]
         if points:
-            drawn = True
-            levels.update(p.concurrency for p in points)
-            axes.plot(
-                [p.concurrency for p in points],
-                [p.usd_per_million_output_tokens for p in points],
-                marker="o",
-                label=f"{table.label} (${table.price_usd_per_hour:.3f}/h)",
-            )
-    if not drawn:
-        pyplot.close(figure)
+            series.append((f"{table.label} (${table.price_usd_per_hour:.3f}/h)", points))
+    if not series:
         return None
+    figure, axes = pyplot.subplots(figsize=(6.4, 4.0))
+    levels = {p.concurrency for _, points in series for p in points}
+    factors = _dodge_factors(axes, levels, len(series), pyplot.rcParams["lines.markersize"])
+    for (label, points), factor in zip(series, factors, strict=True):
+        axes.plot(
+            [p.concurrency * factor for p in points],
+            [p.usd_per_million_output_tokens for p in points],
+            marker="o",
+            label=label,
+        )
     _concurrency_axis(axes, levels)
     axes.set_yscale("log")  # after the x axis: set_yscale brings back the y minor ticks
     axes.yaxis.set_major_formatter(lambda value, _pos: f"${value:,.2f}")
@@ -225,10 +237,12 @@ def _quality(pyplot: Any, results: Sequence[ResultFile], path: Path) -> str | No
     figure, axes = pyplot.subplots(figsize=(6.4, 0.6 + 0.55 * len(rows)))
     shares = [c / a * 100 for _, c, a, _ in rows]
     intervals = [stats.wilson_interval(c, a) for _, c, a, _ in rows]
-    axes.barh([r[0] for r in rows], shares, color="#55A868")
+    positions = list(range(len(rows)))  # not the labels as categories: one label would share a bar
+    axes.barh(positions, shares, color="#55A868")
+    axes.set_yticks(positions, [r[0] for r in rows])
     _intervals(
         axes,
-        list(range(len(rows))),
+        positions,
         [i.low * 100 for i in intervals],
         [i.high * 100 for i in intervals],
         horizontal=True,
