@@ -1,6 +1,6 @@
 """``gemmaserve bench``: ``measure`` targets into result files; ``combine``, ``report`` and ``import`` read them.
 
-``measure`` shows where the run stands on stderr (a rich progress display per phase on a terminal, a
+``measure`` shows where the run stands on stderr (lines per phase redrawn in place on a terminal, a
 plain line now and then elsewhere) and ends with two tables on stdout that fit 100 columns: the
 outcome per target, and TTFT/ITL/TPOT p50/p99 per target and phase.
 """
@@ -101,44 +101,26 @@ def progress_line(event: MeasureProgress) -> str:
 
 @contextmanager
 def _progress() -> Iterator[Callable[[MeasureProgress], None]]:
-    """Progress on stderr: a rich display on a terminal, plain lines elsewhere (logs, CI, pipes)."""
+    """Progress on stderr: lines redrawn in place on a terminal, plain lines elsewhere (logs, CI, pipes).
+
+    Never a display that redraws from a thread of its own: it would hold the interpreter lock while
+    chunks arrive and delay their timestamps (see :mod:`gemmaserve.cli.bench_display`).
+    """
     if not sys.stderr.isatty():
         yield _plain_progress()
         return
-    from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn
+    from gemmaserve.cli.bench_display import TerminalDisplay
 
-    from gemmaserve.cli.output import err_console
+    display = TerminalDisplay(sys.stderr, _overall_detail)
+    try:
+        yield display
+    finally:
+        display.close()
 
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(bar_width=24),
-        TaskProgressColumn(),
-        TextColumn("{task.fields[detail]}"),
-        console=err_console(),
-        transient=True,
-    ) as bar:
-        overall = bar.add_task("starting", total=None, detail="")
-        phases: dict[str, TaskID] = {}
 
-        def update(event: MeasureProgress) -> None:
-            left = "" if event.eta_s is None else f", ETA {duration(event.eta_s)}"
-            bar.update(
-                overall,
-                completed=event.done_work,
-                total=event.total_work or None,
-                description=event.message,
-                detail=f"{event.done_requests}/{event.total_requests} requests, {duration(event.elapsed_s)} elapsed{left}",
-            )
-            for phase in event.phases:
-                if phase.phase not in phases:
-                    phases[phase.phase] = bar.add_task(f"  {phase.phase}", total=phase.total_work or None, detail="")
-                bar.update(
-                    phases[phase.phase],
-                    completed=phase.done_work,
-                    detail=f"{phase.done_requests}/{phase.total_requests} requests",
-                )
-
-        yield update
+def _overall_detail(event: MeasureProgress) -> str:
+    left = "" if event.eta_s is None else f", ETA {duration(event.eta_s)}"
+    return f"{event.done_requests}/{event.total_requests} requests, {duration(event.elapsed_s)} elapsed{left}"
 
 
 def _plain_progress() -> Callable[[MeasureProgress], None]:
