@@ -90,14 +90,16 @@ def run_once(url: str, out: Path, *, terminal: bool, src: Path, client_cpus: set
         captured.append(stderr)
     wall_s = time.monotonic() - started
     text = b"".join(captured).decode(errors="replace")
-    saturated = re.search(r"The client could not keep time: [^\x1b]*?are not reported\.", text.replace("\r\n", " "))
     etas = [(float(elapsed), seconds(left)) for elapsed, left in ETA.findall(text)]
     first_eta = etas[0] if etas else None
-    report = json.loads(stdout) if stdout.strip().startswith(b"{") else None
+    # --json: the report, or the error as data ({"error": "ClientSaturated", "message": …, "hint": …})
+    document = json.loads(stdout) if stdout.strip().startswith(b"{") else {}
+    stopped = document.get("error") == "ClientSaturated"
     return {
         "exit_code": process.returncode,
-        "status": report["status"] if report else "error",
-        "guard_message": " ".join(saturated.group(0).split()) if saturated else None,
+        "status": document.get("status") or document.get("error") or "no output",
+        "guard_message": document.get("message") if stopped else None,
+        "guard_hint": document.get("hint") if stopped else None,
         "wall_s": round(wall_s, 2),
         # (elapsed when the first ETA was shown, the ETA, the time the run really had left then)
         "first_eta": None if first_eta is None else [first_eta[0], first_eta[1], round(wall_s - first_eta[0], 1)],

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -302,7 +303,18 @@ class _LoopBlocking:
         return None
 
 
-def test_a_lagging_client_stops_the_run_instead_of_reporting_inflated_latencies(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("cpu_clock", "cause", "helps"),
+    [
+        # the process had the CPU all along: its own work kept the loop late
+        (time.perf_counter, "CPU-bound", "--client-processes"),
+        # it ran no CPU at all while the loop stood still: it waited for a core
+        (lambda: 0.0, "the machine did not give it the CPU", "taskset"),
+    ],
+)
+def test_a_lagging_client_stops_the_run_instead_of_reporting_inflated_latencies(
+    tmp_path: Path, cpu_clock: Callable[[], float], cause: str, helps: str
+) -> None:
     from gemmaserve.errors import ClientSaturated
 
     settings = _small(
@@ -323,9 +335,11 @@ def test_a_lagging_client_stops_the_run_instead_of_reporting_inflated_latencies(
             tmp_path,
             settings=settings,
             transport_factory=lambda spec: _LoopBlocking(spec.url),
+            cpu_clock=cpu_clock,
             use_uvloop=False,
         )
-    assert info.value.fields["lag_p50_s"] > 0.005 and "--client-processes" in (info.value.hint or "")
+    assert info.value.fields["lag_p50_s"] > 0.005
+    assert cause in info.value.message and helps in (info.value.hint or "")
     saved = load_result(tmp_path / "127.0.0.1-1.json")
     assert "decode" in saved.completeness.missing and not any(r.kind == RequestKind.DECODE for r in saved.requests)
 

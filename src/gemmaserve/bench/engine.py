@@ -59,6 +59,14 @@ class BatchResult:
     # The same, only the ticks due before the batch's last first token: see first_token_lags.
     first_token_lag_p50_s: float = 0.0
     first_token_lag_p90_s: float = 0.0
+    # The process's CPU share over that window (window_cpu_share); None when not probed.
+    first_token_cpu_share: float | None = None
+
+    @property
+    def cpu_share(self) -> float:
+        """The process's CPU time over the batch's wall time."""
+        wall_s = self.finished_s - self.started_s
+        return self.cpu_s / wall_s if wall_s > 0 else 0.0
 
 
 LAG_PROBE_INTERVAL_S = 0.005
@@ -89,6 +97,39 @@ def first_token_lags(ticks: Sequence[tuple[float, float]], outcomes: Sequence[Ou
     return lags
 
 
+def window_cpu_share(
+    ticks: Sequence[tuple[float, float]],
+    cpu_s: Sequence[float],
+    outcomes: Sequence[Outcome],
+    *,
+    started_s: float,
+    cpu_started_s: float,
+) -> float | None:
+    """The process's CPU share from the batch's start until the tick that covers its last first token.
+
+    ``cpu_s[i]``: the process CPU time read when tick ``i`` fired (at its due time plus its lateness).
+    This is what tells a loop that lagged because it was busy (CPU-bound: near 1) from one that lagged
+    because it waited for a core (starved by the machine: near 0) while the first tokens arrived: over
+    the whole run the calm decode after a burst dilutes the share (512 streams on a core of their own:
+    45% over the run, CPU-bound through the burst). None when no tick or no first token.
+    """
+    stamps = [
+        outcome.sent_s + outcome.metrics.ttft_s
+        for outcome in outcomes
+        if outcome.metrics is not None and outcome.metrics.ttft_s is not None
+    ]
+    if not ticks or not stamps or len(cpu_s) != len(ticks):
+        return None
+    covering = max(0, bisect.bisect_right([due for due, _ in ticks], max(stamps)) - 1)
+    due, lateness = ticks[covering]
+    wall_s = due + lateness - started_s
+    return (cpu_s[covering] - cpu_started_s) / wall_s if wall_s > 0 else None
+
+
+FIRST_TOKENS_WINDOW = "while the first tokens arrived"
+RUN_WINDOW = "over the run"
+
+
 class LagVerdict(NamedTuple):
     """The loop's lateness (median, p90) that broke the timing budget, and when it was measured."""
 
@@ -100,7 +141,7 @@ class LagVerdict(NamedTuple):
 def lag_over_budget(run: tuple[float, float], first_tokens: tuple[float, float], budget_s: float) -> LagVerdict | None:
     """The worse of the two medians (p50, p90 pairs: over the run, while first tokens arrived) that
     exceeds the budget, or None when neither does."""
-    candidates = (LagVerdict(*first_tokens, "while the first tokens arrived"), LagVerdict(*run, "over the run"))
+    candidates = (LagVerdict(*first_tokens, FIRST_TOKENS_WINDOW), LagVerdict(*run, RUN_WINDOW))
     over = [candidate for candidate in candidates if candidate.p50_s > budget_s]
     return max(over, key=lambda candidate: candidate.p50_s) if over else None
 
@@ -255,6 +296,7 @@ async def run_batch(
         return outcome
 
     ticks: list[tuple[float, float]] = []
+    tick_cpu_s: list[float] = []
     running = True
 
     async def probe() -> None:
@@ -262,6 +304,7 @@ async def run_batch(
             due = time.perf_counter() + LAG_PROBE_INTERVAL_S
             await asyncio.sleep(LAG_PROBE_INTERVAL_S)
             ticks.append((due, max(0.0, time.perf_counter() - due)))
+            tick_cpu_s.append(cpu_clock())
 
     with _heap_frozen():
         probe_task = asyncio.create_task(probe()) if probe_lag else None
@@ -276,7 +319,13 @@ async def run_batch(
         finished_s = clock()
     lags = [lateness for _, lateness in ticks]
     # The probe reads time.perf_counter; outcomes use ``clock``: only the same clock has a window.
-    early = first_token_lags(ticks, outcomes) if clock is time.perf_counter else []
+    same_clock = clock is time.perf_counter
+    early = first_token_lags(ticks, outcomes) if same_clock else []
+    window_share = (
+        window_cpu_share(ticks, tick_cpu_s, outcomes, started_s=started_s, cpu_started_s=cpu_started)
+        if same_clock
+        else None
+    )
     return BatchResult(
         outcomes=tuple(outcomes),
         started_s=started_s,
@@ -287,4 +336,5 @@ async def run_batch(
         lag_max_s=max(lags, default=0.0),
         first_token_lag_p50_s=quantile(early, 0.5),
         first_token_lag_p90_s=quantile(early, 0.9),
+        first_token_cpu_share=window_share,
     )

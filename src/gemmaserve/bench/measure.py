@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import platform
 import re
 import socket
@@ -46,6 +47,7 @@ from gemmaserve.bench.requests import (
     hardware_info,
 )
 from gemmaserve.bench.run_progress import MeasureProgress, PhaseProgress, ProgressSink, ProgressTracker
+from gemmaserve.bench.shards import judged_share, machine_load, saturation_error
 from gemmaserve.bench.schema import (
     ClientSettings,
     Completeness,
@@ -178,8 +180,6 @@ def _labels(specs: Sequence[TargetSpec], options: Sequence[TargetOptions]) -> li
 
 
 def _host() -> HostInfo:
-    import os
-
     return HostInfo(
         hostname=socket.gethostname(),
         platform=platform.platform(),
@@ -432,8 +432,8 @@ async def _run_step(
         for outcome in sharded.batch.outcomes:
             on_done(outcome)
         batch = sharded.batch
-        verdicts = [shard.lag_verdict(budget) for shard in sharded.shards] if budget is not None else []
-        share = max(s.cpu_share for s in sharded.shards)
+        judged = [(shard.lag_verdict(budget), shard) for shard in sharded.shards] if budget is not None else []
+        verdicts = [(verdict, shard.share_for(verdict)) for verdict, shard in judged if verdict is not None]
         where = f"{run.label} {step.label}, {len(sharded.shards)} worker processes"
     else:
         assert run.transport is not None
@@ -447,24 +447,27 @@ async def _run_step(
             on_done=on_done,
             tally=tally,
         )
-        wall_s = batch.finished_s - batch.started_s
         first_tokens = (batch.first_token_lag_p50_s, batch.first_token_lag_p90_s)
-        verdicts = (
-            [lag_over_budget((batch.lag_p50_s, batch.lag_p90_s), first_tokens, budget)] if budget is not None else []
+        verdict = (
+            lag_over_budget((batch.lag_p50_s, batch.lag_p90_s), first_tokens, budget) if budget is not None else None
         )
-        share, processes = batch.cpu_s / wall_s if wall_s > 0 else 0.0, 1
+        verdicts = (
+            [(verdict, judged_share(verdict, batch.cpu_share, batch.first_token_cpu_share))]
+            if verdict is not None
+            else []
+        )
+        processes = 1
         where = f"{run.label} {step.label}, one process"
-    over = [verdict for verdict in verdicts if verdict is not None]
-    if over and budget is not None and step.kind in (RequestKind.DECODE, RequestKind.LOAD):
-        from gemmaserve.bench.shards import saturation_error
-
+    if verdicts and budget is not None and step.kind in (RequestKind.DECODE, RequestKind.LOAD):
+        worst, share = max(verdicts, key=lambda item: item[0].p50_s)
         raise saturation_error(
             where,
-            max(over, key=lambda verdict: verdict.p50_s),
+            worst,
             max_lag_s=budget,
             cpu_share=share,
             streams=step.concurrency,
             processes=processes,
+            **machine_load(),
         )
     return batch
 

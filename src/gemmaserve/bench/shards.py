@@ -25,17 +25,19 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gemmaserve.bench.engine import (
     LAG_PROBE_INTERVAL_S,
     BatchResult,
+    FIRST_TOKENS_WINDOW,
     LagVerdict,
     Outcome,
     first_token_lags,
     lag_over_budget,
     quantile,
     run_batch,
+    window_cpu_share,
 )
 from gemmaserve.bench.transports import ChatRequest, HttpTransport
 from gemmaserve.errors import ClientSaturated, UsageError
@@ -59,10 +61,15 @@ class ShardStats:
     lag_max_s: float
     first_token_lag_p50_s: float  # ticks due before the shard's last first token
     first_token_lag_p90_s: float
+    first_token_cpu_share: float | None = None  # the CPU share over that window (window_cpu_share)
 
     @property
     def cpu_share(self) -> float:
         return self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0
+
+    def share_for(self, verdict: LagVerdict) -> float:
+        """The CPU share over the window the verdict judged."""
+        return judged_share(verdict, self.cpu_share, self.first_token_cpu_share)
 
     def lag_verdict(self, budget_s: float) -> LagVerdict | None:
         return lag_over_budget(
@@ -86,6 +93,21 @@ class ShardedBatch:
         return max(shard.lag_p90_s for shard in self.shards)
 
 
+class _ShardRun(NamedTuple):
+    outcomes: list[Outcome]
+    cpu_s: float
+    wall_s: float
+    ticks: list[tuple[float, float]]
+    first_token_cpu_share: float | None
+
+
+def judged_share(verdict: LagVerdict, run_share: float, first_token_share: float | None) -> float:
+    """The CPU share over the window ``verdict`` judged: the first tokens' when known, else the run's."""
+    if verdict.when == FIRST_TOKENS_WINDOW and first_token_share is not None:
+        return first_token_share
+    return run_share
+
+
 def split_requests(requests: Sequence[tuple[str, ChatRequest]], shards: int) -> list[list[int]]:
     """Indexes of the requests each shard sends: round robin, so every shard gets the same mix."""
     return [list(range(shard, len(requests), shards)) for shard in range(shards)]
@@ -100,9 +122,10 @@ async def _shard(
     go: Any,
     probe_interval_s: float,
     warm: bool,
-) -> tuple[list[Outcome], float, float, list[tuple[float, float]]]:
+) -> _ShardRun:
     transport = HttpTransport(url, timeout_s=timeout_s)
     ticks: list[tuple[float, float]] = []
+    tick_cpu_s: list[float] = []
     running = True
 
     async def probe() -> None:
@@ -110,6 +133,7 @@ async def _shard(
             due = time.perf_counter() + probe_interval_s
             await asyncio.sleep(probe_interval_s)
             ticks.append((due, max(0.0, time.perf_counter() - due)))
+            tick_cpu_s.append(time.process_time())
 
     try:
         await transport.discover_model()
@@ -128,7 +152,9 @@ async def _shard(
         await probe_task
     finally:
         await transport.aclose()
-    return list(batch.outcomes), cpu_s, wall_s, ticks
+    outcomes = list(batch.outcomes)
+    share = window_cpu_share(ticks, tick_cpu_s, outcomes, started_s=wall_started, cpu_started_s=cpu_started)
+    return _ShardRun(outcomes, cpu_s, wall_s, ticks, share)
 
 
 def _shard_main(
@@ -154,7 +180,7 @@ def _shard_main(
             loop_factory = None
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            outcomes, cpu_s, wall_s, ticks = runner.run(
+            outcomes, cpu_s, wall_s, ticks, window_share = runner.run(
                 _shard(url, requests, concurrency, timeout_s, ready, go, probe_interval_s, warm)
             )
     except BaseException as exc:  # report, never leave the others waiting at a barrier
@@ -175,6 +201,7 @@ def _shard_main(
         lag_max_s=max(lags, default=0.0),
         first_token_lag_p50_s=quantile(early, 0.5),
         first_token_lag_p90_s=quantile(early, 0.9),
+        first_token_cpu_share=window_share,
     )
     results.put((index, (outcomes, stats), None))
 
@@ -288,36 +315,74 @@ def run_sharded_batch(
             f"worker {worst.shard} of {len(shards)}",
             verdict,
             max_lag_s=max_lag_s,
-            cpu_share=worst.cpu_share,
+            cpu_share=worst.share_for(verdict),
             streams=streams,
             processes=len(shards),
+            **machine_load(),
         )
     return result
 
 
+# At or above this share of a core while the judged window ran, the client's own work kept its loop
+# late; below it, the loop mostly waited for a core the machine gave to other processes.
+CPU_BOUND_SHARE = 0.5
+
+
+def machine_load() -> dict[str, Any]:
+    """The load average (1 minute) and the cores this process may run on, for the guard's message."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"load_average": load, "cpu_count": cores}
+
+
 def saturation_error(
-    where: str, lag: LagVerdict, *, max_lag_s: float, cpu_share: float, streams: int, processes: int
+    where: str,
+    lag: LagVerdict,
+    *,
+    max_lag_s: float,
+    cpu_share: float,
+    streams: int,
+    processes: int,
+    load_average: float | None = None,
+    cpu_count: int | None = None,
 ) -> ClientSaturated:
-    """The error that stops a run whose client lagged past its timing budget."""
-    # A loop that lags while using little CPU was not given the CPU it asked for (other
-    # processes on the machine); one that lags near a full core is doing too much itself.
-    cause = (
-        "it was CPU-bound"
-        if cpu_share >= 0.5
-        else "the machine did not give it the CPU it needed (other processes compete for the cores)"
-    )
+    """The error that stops a run whose client lagged past its timing budget.
+
+    ``cpu_share``: the lagging process's CPU time over the wall time of the judged window (see
+    :func:`~gemmaserve.bench.engine.window_cpu_share`). A loop that lags near a full core is doing too
+    much itself: more processes help. One that lags while using little CPU was not given a core when
+    it asked (other processes on the machine): more processes would only add to the competition, so
+    the hint names what does help.
+    """
+    machine = f"load average {load_average:.1f} on {cpu_count} cores" if load_average is not None and cpu_count else ""
+    if cpu_share >= CPU_BOUND_SHARE:
+        cause = "it was CPU-bound: its own work kept the loop late"
+        hint = (
+            "Spread the streams over more client processes (--client-processes, one per free core), send fewer "
+            "streams, or use a larger client machine; --max-client-lag-ms widens the budget."
+        )
+    else:
+        cause = "the machine did not give it the CPU it needed: the loop waited for a core" + (
+            f" ({machine})" if machine else " that other processes held"
+        )
+        hint = (
+            "The client itself is not the limit (extra client processes would only compete for the same cores). "
+            "Run it on a quieter "
+            "machine, or give it a core of its own away from the server and other work "
+            "(taskset -c 1 gemmaserve bench measure …), or widen the budget (--max-client-lag-ms)."
+        )
     return ClientSaturated(
         f"The client could not keep time: {where} ran {streams} streams in all, at {cpu_share:.0%} of a core, "
         f"and its event loop lagged {lag.p50_s * 1000:.1f} ms {lag.when} (median; p90 {lag.p90_s * 1000:.1f} ms) "
-        "against a "
-        f"budget of {max_lag_s * 1000:.1f} ms "
-        f"({cause}), so its TTFT/ITL would read high; they are not reported.",
-        hint="Use more client processes (--client-processes, one per free core), fewer streams, a quieter or "
-        "larger client machine, or a wider budget (--max-client-lag-ms).",
+        f"against a budget of {max_lag_s * 1000:.1f} ms ({cause}), so its TTFT/ITL would read high; "
+        "they are not reported.",
+        hint=hint,
         lag_p50_s=lag.p50_s,
         lag_p90_s=lag.p90_s,
         max_lag_s=max_lag_s,
         cpu_share=cpu_share,
         processes=processes,
         streams=streams,
+        load_average=load_average,
+        cpu_count=cpu_count,
     )
