@@ -83,9 +83,7 @@ def run_once(url: str, out: Path, *, terminal: bool, src: Path, client_cpus: set
         reader.join(5)
         os.close(primary)
     else:
-        process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, preexec_fn=pin
-        )
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, preexec_fn=pin)
         stdout, stderr = process.communicate()
         captured.append(stderr)
     wall_s = time.monotonic() - started

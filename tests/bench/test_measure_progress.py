@@ -8,7 +8,7 @@ import pytest
 
 from gemmaserve.bench.measure import measure_targets
 from gemmaserve.bench.requests import MeasureRequest
-from gemmaserve.bench.run_progress import MeasureProgress
+from gemmaserve.bench.run_progress import MeasureProgress, StepWork
 from gemmaserve.bench.schema import ClientSettings, RequestKind, load_result
 from gemmaserve.bench.transports import ChatRequest
 from gemmaserve.bench.workloads import (
@@ -18,7 +18,6 @@ from gemmaserve.bench.workloads import (
     plan_steps,
     remaining_s,
     request_work,
-    step_work,
 )
 from gemmaserve.progress import CancelToken, ProgressEvent
 from gemmaserve.testing.mock_server import MockConfig
@@ -42,14 +41,26 @@ def _settings(**changes: object) -> ClientSettings:
 
 def test_step_work_is_the_token_time_of_one_stream() -> None:
     def planned(tokens: int) -> PlannedRequest:
-        return PlannedRequest("r", ChatRequest(prompt="p", max_tokens=tokens))
+        return PlannedRequest("r", ChatRequest(prompt="p", max_tokens=tokens, ignore_eos=True))
 
     one = Step("decode", RequestKind.DECODE, 1, 0, (planned(512),))
     four = Step("load:4", RequestKind.LOAD, 4, 0, tuple(planned(256) for _ in range(4)))
     assert request_work(planned(512).request) == 512 + REQUEST_OVERHEAD_TOKENS
-    assert step_work(one) == 512 + REQUEST_OVERHEAD_TOKENS
+    assert StepWork.of(one).expected(None) == 512 + REQUEST_OVERHEAD_TOKENS
     # four streams at once take about as long as one of them
-    assert step_work(four) == 256 + REQUEST_OVERHEAD_TOKENS
+    assert StepWork.of(four).expected(None) == 256 + REQUEST_OVERHEAD_TOKENS
+    # five requests on four streams: two waves
+    five = Step("load:4", RequestKind.LOAD, 4, 0, tuple(planned(256) for _ in range(5)))
+    assert StepWork.of(five).expected(None) == 2 * (256 + REQUEST_OVERHEAD_TOKENS)
+
+
+def test_answers_of_the_servers_own_length_count_at_the_length_seen_not_at_max_tokens() -> None:
+    def answer() -> PlannedRequest:
+        return PlannedRequest("q", ChatRequest(prompt="p", max_tokens=2048))  # no ignore_eos
+
+    quality = StepWork.of(Step("quality", RequestKind.QUALITY, 8, 0, tuple(answer() for _ in range(20))))
+    assert quality.expected(None) is None  # unknown until an answer is in: never 2,048 tokens each
+    assert quality.expected(32.0) == 3 * (32 + REQUEST_OVERHEAD_TOKENS)
 
 
 @pytest.mark.parametrize(
@@ -78,7 +89,7 @@ def test_events_count_requests_and_work_per_phase(mock_server: ThreadedMockServe
     assert last.done_requests == last.total_requests == sum(len(step.requests) for step in planned)
     assert last.done == last.done_requests and last.message == events[-1].message
     assert [phase.phase for phase in last.phases] == ["warmup", "decode", "load:1", "load:2"]
-    assert last.total_work == pytest.approx(sum(step_work(step) for step in planned))
+    assert last.total_work == pytest.approx(sum(StepWork.of(step).expected(None) or 0.0 for step in planned))
     finished = {phase.phase: phase for phase in last.phases}
     assert finished["decode"].done_requests == finished["decode"].total_requests == 2
     works = [event.done_work for event in events]

@@ -47,7 +47,6 @@ from gemmaserve.bench.requests import (
     hardware_info,
 )
 from gemmaserve.bench.run_progress import MeasureProgress, PhaseProgress, ProgressSink, ProgressTracker
-from gemmaserve.bench.shards import judged_share, machine_load, saturation_error
 from gemmaserve.bench.schema import (
     ClientSettings,
     Completeness,
@@ -61,6 +60,7 @@ from gemmaserve.bench.schema import (
     TargetKind,
     save_result,
 )
+from gemmaserve.bench.shards import judged_share, machine_load, saturation_error
 from gemmaserve.bench.transports import (
     Clock,
     TargetSpec,

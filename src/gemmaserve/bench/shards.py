@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from gemmaserve.bench.engine import (
+    FIRST_TOKENS_WINDOW,
     LAG_PROBE_INTERVAL_S,
     BatchResult,
-    FIRST_TOKENS_WINDOW,
     LagVerdict,
     Outcome,
     first_token_lags,

@@ -295,15 +295,6 @@ def request_work(request: ChatRequest) -> float:
     return request.max_tokens + REQUEST_OVERHEAD_TOKENS
 
 
-def step_work(step: Step) -> float:
-    """Planned work of a step: its requests' work over its concurrency (streams in flight share the time).
-
-    An upper bound where answers may stop early (quality), exact in shape where ``ignore_eos`` holds
-    (decode, load); good enough to say what share of a run is done and to extrapolate its end.
-    """
-    return sum(request_work(planned.request) for planned in step.requests) / max(1, step.concurrency)
-
-
 def remaining_s(elapsed_s: float, done_work: float, total_work: float) -> float | None:
     """Seconds left if the rest runs at the pace so far; None before 1% of the work (or 1 s) is done."""
     if total_work <= 0 or elapsed_s < 1.0 or done_work < 0.01 * total_work:

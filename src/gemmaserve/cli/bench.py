@@ -92,7 +92,7 @@ def duration(seconds: float | None) -> str:
 def progress_line(event: MeasureProgress) -> str:
     """The plain line off a terminal: share of the planned work, the step, requests, time so far and left."""
     share = event.done_work / event.total_work if event.total_work else 0.0
-    left = "" if event.eta_s is None else f", about {duration(event.eta_s)} left"
+    left = "" if event.eta_s is None else f", about {duration(event.eta_s)} left{_pending(event)}"
     return (
         f"[{share:4.0%}] {event.message}: {event.done_requests}/{event.total_requests} requests, "
         f"{duration(event.elapsed_s)} elapsed{left}"
@@ -118,8 +118,13 @@ def _progress() -> Iterator[Callable[[MeasureProgress], None]]:
         display.close()
 
 
+def _pending(event: MeasureProgress) -> str:
+    """The phases the ETA leaves out: their answers' length is not known until the first is in."""
+    return f" + {', '.join(event.eta_pending)}" if event.eta_pending else ""
+
+
 def _overall_detail(event: MeasureProgress) -> str:
-    left = "" if event.eta_s is None else f", ETA {duration(event.eta_s)}"
+    left = "" if event.eta_s is None else f", ETA {duration(event.eta_s)}{_pending(event)}"
     return f"{event.done_requests}/{event.total_requests} requests, {duration(event.elapsed_s)} elapsed{left}"
 
 

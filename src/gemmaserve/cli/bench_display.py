@@ -63,7 +63,11 @@ class TerminalDisplay:
     def lines(self, event: MeasureProgress) -> list[str]:
         rows = [(event.message, bar(event.done_work, event.total_work), self.describe(event))]
         rows += [
-            (f"  {phase.phase}", bar(phase.done_work, phase.total_work), f"{phase.done_requests}/{phase.total_requests} requests")
+            (
+                f"  {phase.phase}",
+                bar(phase.done_work, phase.total_work),
+                f"{phase.done_requests}/{phase.total_requests} requests",
+            )
             for phase in event.phases
         ]
         label_width = max(len(label) for label, _, _ in rows)
