@@ -142,6 +142,35 @@ def test_another_key_builds_anew(built: BuiltKernels, tmp_path: Path) -> None:
     assert build.calls == 3
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda entries, counts: ({**entries, "check_packed_bf16": (*entries["check_packed_bf16"], "i64")}, counts),
+        lambda entries, counts: (entries, (*counts, "another_count")),  # the counts array a kernel fills grows
+    ],
+    ids=["an-argument", "the-counts-array"],
+)
+def test_a_changed_kernel_signature_is_another_key_and_the_old_object_is_never_loaded(
+    built: BuiltKernels, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: Callable[..., tuple]
+) -> None:
+    """The entries' C signatures and the layout of the counts they fill are the contract between the object and
+    its callers: a change to either is another key (the sources being the same), and a file written under the
+    old contract is rebuilt even if it sits under the new key."""
+    build = CountingBuild(built)
+    old_key = native.cache_key()
+    native.load_kernels(tmp_path, key=old_key, build=build)
+    old_file = native.cache_path(tmp_path, old_key).read_bytes()
+    entries, counts = change(dict(native.ENTRIES), native.COMPARISON_COUNTS)
+    monkeypatch.setattr(native, "ENTRIES", entries)
+    monkeypatch.setattr(native, "COMPARISON_COUNTS", counts)
+    new_key = native.cache_key()
+    assert new_key != old_key
+    assert native._decode(old_file, old_key) is None  # the old object, read under the new contract: refused
+    native.cache_path(tmp_path, new_key).write_bytes(old_file)  # even renamed into place by hand
+    native.load_kernels(tmp_path, key=new_key, build=build)
+    assert build.calls == 2
+
+
 def test_an_object_needing_a_symbol_the_process_lacks_is_refused(built: BuiltKernels, tmp_path: Path) -> None:
     """LLVM's linker would abort the process on an unresolved symbol: the loader checks them first."""
     import llvmlite.binding as llvm

@@ -45,8 +45,25 @@ ENTRIES: dict[str, tuple[str, ...]] = {
         ("check_packed_bf16", "u16* i64 i64 u8* u16* i64 f32* bool* f32* f32* u16* f64* i32* f64*"),
     )
 }
-_FORMAT = b"gemmaserve checkpoint kernels 1\n"
+# The float64 counts check_packed_bf16 adds to, in this order (``grid._totals`` reads them back).
+COMPARISON_COUNTS = (
+    "values_bit_identical",
+    "groups_bit_identical",
+    "values_off_by_a_level_or_more",
+    "max_abs_diff_bits",
+    "sum_abs_diff",
+)
+_FORMAT = b"gemmaserve checkpoint kernels 2\n"
 _SOURCES = ("kernels.py", "native.py", "native_build.py")
+
+
+def _contract() -> dict[str, object]:
+    """What callers and object code must agree on beyond the sources' text: each entry's C arguments and the
+    counts array's layout. In the key and in the file's header, so an object built for another is never called."""
+    return {
+        "entries": {name: list(arguments) for name, arguments in ENTRIES.items()},
+        "counts": list(COMPARISON_COUNTS),
+    }
 
 
 def entry_symbol(name: str) -> str:
@@ -61,7 +78,8 @@ def default_cache_dir() -> Path:
 
 
 def cache_key(sources: Iterable[Path] | None = None) -> str:
-    """What the object code depends on: the sources that build it, numba and llvmlite (versions), the host CPU.
+    """What the object code depends on: the sources that build it, numba and llvmlite (versions), the host CPU, and
+    the contract with its callers (``_contract``: the entries' signatures, the counts' layout).
 
     Raises:
         metadata.PackageNotFoundError: numba is not installed (nothing could build the object).
@@ -78,7 +96,7 @@ def cache_key(sources: Iterable[Path] | None = None) -> str:
         _numba_version(), llvmlite.__version__, llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(),
         platform.machine(), sys.platform,
     )  # fmt: skip
-    digest.update(json.dumps(parts).encode())
+    digest.update(json.dumps([parts, _contract()]).encode())
     return digest.hexdigest()
 
 
@@ -130,13 +148,16 @@ class _Cached:
 
 
 def _encode(key: str, built: _Cached) -> bytes:
-    header = json.dumps({"key": key, "symbols": built.symbols, "constants": built.constants}).encode()
+    header = json.dumps(
+        {"key": key, "contract": _contract(), "symbols": built.symbols, "constants": built.constants}
+    ).encode()
     payload = len(header).to_bytes(8, "little") + header + built.object_code
     return _FORMAT + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
 
 
 def _decode(data: bytes, key: str) -> _Cached | None:
-    """The cached object, or None if the file is not one, is damaged (checksum) or was built for another key."""
+    """The cached object, or None if the file is not one, is damaged (checksum), or was built for another key or
+    another contract with its callers."""
     head = len(_FORMAT)
     if data[:head] != _FORMAT or len(data) < head + 65 + 8:
         return None
@@ -150,7 +171,7 @@ def _decode(data: bytes, key: str) -> _Cached | None:
         constants = {name: int(header["constants"][name]) for name in ("lanes", "chunk_groups")}
     except (ValueError, TypeError, KeyError):
         return None
-    if header.get("key") != key:
+    if header.get("key") != key or header.get("contract") != _contract():
         return None
     return _Cached(payload[8 + size :], symbols, constants)
 
@@ -323,5 +344,5 @@ class NativeKernels:
             _pointer(scales, np.uint16, n // build_group), build_group, _pointer(steps, np.float32, ng),
             _pointer(ok, np.bool_, ng), _pointer(peaks, np.float32, ng), _pointer(scratch, np.float32, 3 * chunk),
             _pointer(keys, np.uint16, chunk), _pointer(sums, np.float64, 8), _pointer(tops, np.int32, 32),
-            _pointer(out, np.float64, 5),
+            _pointer(out, np.float64, len(COMPARISON_COUNTS)),
         )  # fmt: skip
