@@ -291,3 +291,33 @@ def write_requantized_build(
     }  # fmt: skip
     (root / "config.json").write_text(json.dumps(cfg))
     return root
+
+
+def write_weight_reference(
+    root: Path, *, seed: int = 5, channel_spread: float = 0.75, dtype: str = "BF16"
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """A QAT-style export of random weights: bf16 weights (input channels of log-normally spread scale, as trained
+    weights have) quantized to the group-32 4-bit grid, each group's step bf16(peak / -8), stored as ``dtype`` (the
+    same bf16 values widened, for F16 or F32). Returns module -> (values float32, signed steps float32)."""
+    from safetensors.numpy import save_file as save_numpy
+
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    truth, tensors = {}, {}
+    for module, (rows, cols) in GRID_MODULES.items():
+        spread = np.exp(channel_spread * rng.standard_normal(cols))
+        weight = grid.round_to_dtype((rng.standard_normal((rows, cols)) * 0.02 * spread).astype(np.float32), "BF16")
+        groups = weight.reshape(rows, cols // 32, 32)
+        peaks = np.take_along_axis(groups, np.abs(groups).argmax(axis=-1)[..., None], axis=-1)[..., 0]
+        steps = grid.round_to_dtype((peaks / np.float32(-8)).astype(np.float32), "BF16")
+        levels = np.clip(np.rint(groups / steps[..., None]), -8, 7) + 0.0  # a level has no sign: no -0.0
+        values = grid.reconstruct(levels.astype(np.float32), steps, "BF16").reshape(rows, cols)
+        truth[module] = (values, steps)
+        tensors[f"{module}.weight"] = grid.encode_values(values, dtype)  # BF16: the bits, as uint16
+    if dtype == "BF16":  # safetensors.numpy has no bfloat16: write through torch
+        save_file({n: torch.from_numpy(t.view(np.int16).copy()).view(torch.bfloat16) for n, t in tensors.items()},
+                  str(root / "model.safetensors"), metadata={"format": "pt"})  # fmt: skip
+    else:
+        save_numpy(tensors, str(root / "model.safetensors"), metadata={"format": "pt"})
+    (root / "config.json").write_text(json.dumps(config()))
+    return truth

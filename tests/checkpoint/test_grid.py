@@ -123,3 +123,36 @@ def test_bf16_rounding_matches_torch(value: float) -> None:
     ours = grid.f32_to_bf16_bits(x)
     theirs = torch.from_numpy(x).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
     assert (ours == theirs).all()
+
+
+@pytest.mark.parametrize("kernel", ["numpy", "numba-dispatch", "numba"])
+def test_the_two_measures_by_hand(monkeypatch: pytest.MonkeyPatch, kernel: str) -> None:
+    """'Off by a level' is |build - reference| >= |step|; 'nearest level differs' is the build's nearest level of
+    the reference group's grid (clipped to -8..7, the even one on a tie) against the reference's own. Values past
+    the grid's end keep the end level; a zero step's grid has one level; NaN and inf are counted by neither."""
+    if kernel != "numpy":
+        pytest.importorskip("numba")
+    monkeypatch.setenv(grid.KERNEL_ENV, kernel)
+    levels = np.tile(np.arange(-8, 8, dtype=np.float32), 2)
+    build_levels = levels.copy()  # in units of the step: which level the build value sits at, or between
+    build_levels[:8] = [-8.5, -7.5, -6.5, -5.4, -3.4, 9.0, 6.5, 6.5]
+    levels[5:8] = [7, 6, 7]  # the reference's levels there
+    expected_differs = [1, 4, 7]  # -7.5 rounds to -8 (even), -3.4 is nearest -3, 6.5 rounds to 6
+    expected_off = [5]  # 9 is two steps past 7 (nearest level still 7)
+    reference, build, steps = [], [], []
+    for step in (0.0625, -0.0625):  # the same pattern on a negative step (a positive peak at level -8)
+        reference.append(levels * np.float32(step))
+        row = build_levels * np.float32(step)
+        row[8], row[9] = np.nan, np.inf
+        build.append(row)
+        steps.append(step)
+    zero_group = np.zeros(32, np.float32)
+    build.append(zero_group.copy())
+    build[-1][1], build[-1][2] = -0.0, 1e-3  # -0.0 is the level 0; 1e-3 is off the one level there is
+    reference.append(zero_group)
+    steps.append(0.0)
+    comparison = grid.GridComparison()
+    comparison.add(np.array(build), np.array(reference), np.array(steps, np.float32)[:, None], 32)
+    assert comparison.values_nearest_level_differs == 2 * len(expected_differs) + 1
+    assert comparison.values_off_by_a_level_or_more == 2 * len(expected_off) + 1 + 2  # + 2: inf is off
+    assert comparison.values_not_finite == 4

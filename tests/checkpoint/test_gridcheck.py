@@ -62,15 +62,27 @@ def _poison(build: Path, tensor: str, value: float) -> int:
     return packed.shape[0] * packed.shape[1] * 8
 
 
+@pytest.mark.parametrize("kernel", ["numpy", "numba-dispatch", "auto"], ids=["numpy", "dispatch", "native"])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_non_finite_scales_make_the_verdict_invalid(
-    unquantized_dir: Path, tmp_path: Path, bad: float, capsys: pytest.CaptureFixture[str]
+    unquantized_dir: Path,
+    tmp_path: Path,
+    bad: float,
+    kernel: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """In every kernel path: NaN and inf are named, make the verdict invalid, move neither measure, and --json
+    stays standard JSON."""
     import json
 
+    from gemmaserve.checkpoint import grid
     from gemmaserve.cli import app
     from gemmaserve.cli.errors import run_with_error_mapping
 
+    if kernel != "numpy":
+        pytest.importorskip("numba")
+    monkeypatch.setenv(grid.KERNEL_ENV, kernel)
     build = tmp_path / "ct"
     repack_checkpoint(unquantized_dir, build)
     poisoned = _poison(build, f"{PREFIX}.layers.0.self_attn.q_proj.weight_scale", bad)
@@ -80,12 +92,30 @@ def test_non_finite_scales_make_the_verdict_invalid(
     [named] = [t for t in report.tensors if t.values_not_finite]
     assert named.tensor == f"{PREFIX}.layers.0.self_attn.q_proj"
     assert report.max_abs_diff is None and named.max_abs_diff is None  # no number measured on bad values
+    assert report.values_nearest_level_differs == named.values_nearest_level_differs == 0
+    # An inf scale moves every value by inf (off by a level); a NaN scale moves none measurably.
+    assert named.values_off_by_a_level_or_more == (0 if bad != bad else poisoned - _zero_levels(build, named.tensor))
     code = run_with_error_mapping(app, ["checkpoint", "grid-check", str(build), "--reference", str(unquantized_dir),
                                         "--json"], debug=False)  # fmt: skip
     out = capsys.readouterr().out
     assert code == 1
     assert "NaN" not in out and "Infinity" not in out
-    assert json.loads(out)["verdict"] == "invalid"
+    parsed = json.loads(out)
+    assert parsed["verdict"] == "invalid" and parsed["values_nearest_level_differs"] == 0
+
+
+def _zero_levels(build: Path, module: str) -> int:
+    """Values stored at level 0 (nibble 8): 0 * inf is NaN, not inf."""
+    import json
+
+    import numpy as np
+    from safetensors import safe_open
+
+    index = json.loads((build / "model.safetensors.index.json").read_text())["weight_map"]
+    with safe_open(build / index[f"{module}.weight_packed"], "pt") as shard:
+        packed = shard.get_tensor(f"{module}.weight_packed").numpy()
+    nibbles = (packed.astype("<i4").view(np.uint32)[..., None] >> np.arange(0, 32, 4, dtype=np.uint32)) & 0xF
+    return int(np.count_nonzero(nibbles == 8))
 
 
 def test_a_narrow_terminal_folds_tensor_names_instead_of_cutting_them(

@@ -28,6 +28,7 @@ from tests.checkpoint.builders import (
     write_awq_build,
     write_grid_reference,
     write_requantized_build,
+    write_weight_reference,
 )
 
 Truth = dict[str, tuple[np.ndarray, np.ndarray]]
@@ -76,6 +77,26 @@ def _decompress_awq(build: Path) -> dict[str, np.ndarray]:
     return values
 
 
+def nearest_levels(values: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """Each value's nearest level of its group's grid, by trying all 16: the q in -8..7 that minimises
+    |value - q * step| (float64: exact for these operands), the even q when two are equally near."""
+    q = np.arange(-8, 8, dtype=np.float64)
+    distance = np.abs(values.astype(np.float64)[..., None] - q * steps.astype(np.float64)[..., None])
+    nearest = distance == distance.min(axis=-1, keepdims=True)
+    preference = np.where(nearest, np.where(q % 2 == 0, 0, 1), 2)
+    return q[np.argmin(preference, axis=-1)]
+
+
+def _expected_differs(build_values: dict[str, np.ndarray], truth: Truth) -> int:
+    """Values whose nearest level of the reference group's grid is not the reference value's own."""
+    differs = 0
+    for module, (ref, steps) in truth.items():
+        step = np.repeat(steps, ref.shape[1] // steps.shape[1], axis=1)
+        assert (step != 0).all()  # a zero step's grid is one level: not what this counts
+        differs += int(np.count_nonzero(nearest_levels(build_values[module], step) != nearest_levels(ref, step)))
+    return differs
+
+
 def _expected_off(build_values: dict[str, np.ndarray], truth: Truth) -> tuple[int, int]:
     """Values whose distance from the reference is at least one step of the reference's own group."""
     off = total = 0
@@ -93,10 +114,13 @@ def test_requantized_builds_are_measured_on_the_reference_grid(
 ) -> None:
     ref_dir, truth = reference
     build = write_requantized_build({m: v for m, (v, _) in truth.items()}, tmp_path / "build", group_size=group_size)
-    expected_off, total = _expected_off(_decompress_ct(build, group_size), truth)
+    dequantized = _decompress_ct(build, group_size)
+    expected_off, total = _expected_off(dequantized, truth)
     report = grid_check(str(build), str(ref_dir))
     assert report.values == total
     assert report.values_off_by_a_level_or_more == expected_off
+    assert report.values_nearest_level_differs == _expected_differs(dequantized, truth)
+    assert report.share_nearest_level_differs == pytest.approx(report.values_nearest_level_differs / total)
     assert report.share_off_by_a_level_or_more == pytest.approx(expected_off / total)
     if group_size == 32:  # the observer's absmax/7.5 stretches each step by 8/7.5: values move, by less than a level
         assert expected_off == 0 and report.verdict == "on-grid-rounding"
@@ -128,6 +152,7 @@ def test_an_autoawq_gemm_group_128_build(reference: tuple[Path, Truth], tmp_path
     build = write_awq_build(ref_dir, tmp_path / "awq", group_size=128)
     expected_off, total = _expected_off(_decompress_awq(build), truth)
     report = grid_check(str(build), str(ref_dir))
+    assert report.values_nearest_level_differs == _expected_differs(_decompress_awq(build), truth)
     assert {t.build_format for t in report.tensors} == {"awq-gemm"}
     assert {t.build_group_size for t in report.tensors} == {128}
     assert report.reference_group_size == 32
@@ -210,3 +235,38 @@ def test_the_cli_takes_and_reports_the_reference_group_size(
         main(["checkpoint", "grid-check", str(build), "--reference", str(ref_dir), "--reference-group-size", "0"])
     assert bad.value.code == 2
     assert "--reference-group-size" in capsys.readouterr().err
+
+
+def test_a_group_128_build_of_a_group_32_qat_export_reports_both_measures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Random weights quantized to the group-32 grid (the reference), re-quantized by compressed-tensors with groups
+    of 128 (the build): values move by less than a step more often than by a whole one, so the share whose nearest
+    reference level differs is well above the share off by a level; each is what the brute force above counts."""
+    truth = write_weight_reference(tmp_path / "ref", seed=5)
+    build = write_requantized_build({m: v for m, (v, _) in truth.items()}, tmp_path / "g128", group_size=128)
+    dequantized = _decompress_ct(build, 128)
+    expected_off, total = _expected_off(dequantized, truth)
+    expected_differs = _expected_differs(dequantized, truth)
+    report = grid_check(str(build), str(tmp_path / "ref"))
+    assert (report.values, report.values_off_by_a_level_or_more) == (total, expected_off)
+    assert report.values_nearest_level_differs == expected_differs
+    assert 0.02 < report.share_off_by_a_level_or_more < report.share_nearest_level_differs - 0.05
+    assert sum(t.values_nearest_level_differs for t in report.tensors) == expected_differs
+    for t in report.tensors:
+        assert t.share_nearest_level_differs == pytest.approx(t.values_nearest_level_differs / t.values)
+    code = main_code(["checkpoint", "grid-check", str(build), "--reference", str(tmp_path / "ref"), "--json"])
+    assert code == 1
+    as_json = json.loads(capsys.readouterr().out)
+    assert as_json["values_nearest_level_differs"] == expected_differs
+    assert as_json["values_off_by_a_level_or_more"] == expected_off
+    assert main_code(["checkpoint", "grid-check", str(build), "--reference", str(tmp_path / "ref")]) == 1
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"{expected_off:,} of {total:,} values ({expected_off / total:.1%}) off by one reference-grid level" in text
+    assert f"{expected_differs:,} ({expected_differs / total:.1%}) nearest another reference-grid level" in text
+
+
+def main_code(args: list[str]) -> int:
+    from gemmaserve.cli.errors import run_with_error_mapping
+
+    return run_with_error_mapping(app, args, debug=False)

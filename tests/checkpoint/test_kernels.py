@@ -94,6 +94,7 @@ def test_comparison_counts_match_numpy(monkeypatch: pytest.MonkeyPatch, ref_grou
     build = grid.dequantize_pack_quantized(packed, scales, cols=256, group_size=build_group, model_dtype="BF16")
     build[3, 4] = reference[3, 4]  # some bit-identical values and groups
     build[:2] = reference[:2]
+    build[15:24] = _ties_and_overshoots(reference[15:24], fit.steps[15:24], ref_group)
 
     def run() -> tuple[grid.GridComparison, grid.GridComparison]:
         floats, packs = grid.GridComparison(), grid.GridComparison()
@@ -110,11 +111,25 @@ def test_comparison_counts_match_numpy(monkeypatch: pytest.MonkeyPatch, ref_grou
             "groups",
             "groups_bit_identical",
             "values_off_by_a_level_or_more",
+            "values_nearest_level_differs",
             "max_abs_diff",
         ):
             assert getattr(slow, field) == getattr(fast, field), field
         assert fast.sum_abs_diff == pytest.approx(slow.sum_abs_diff, rel=1e-12)
     assert slow_f.groups_bit_identical > 0 and 0 < slow_f.values_off_by_a_level_or_more < slow_f.values
+    assert slow_f.values_off_by_a_level_or_more != slow_f.values_nearest_level_differs > 0
+
+
+def _ties_and_overshoots(reference: np.ndarray, steps: np.ndarray, group: int) -> np.ndarray:
+    """Build rows at exactly half a reference step from a level (ties: the even level is the nearest) and up to
+    two steps past either end of the grid (the end level is the nearest), on the rows' own signed steps."""
+    rows, cols = reference.shape
+    rng = np.random.default_rng(rows)
+    halves = rng.integers(-20, 20, size=(rows, cols)).astype(np.float32) * np.float32(0.5)
+    step = np.repeat(steps, group, axis=1)
+    build = grid.round_to_dtype(halves * step, "BF16")
+    assert (build == halves * step).any(), "exact ties, not ties rounded away"
+    return build
 
 
 def test_packing_and_decoding_match_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -220,6 +235,12 @@ def test_one_pass_comparison_matches_the_numpy_path(
         own = grid.recover_grid(reference, model_dtype="BF16", group_size=32)
         levels[copied] = own.levels[copied]
         scales[copied] = own.steps[copied]
+    # Rows whose build values fall exactly halfway between two reference levels (a scale of half the reference
+    # step: odd levels are ties), and rows reaching past the grid's ends (three times the step).
+    first_step = np.repeat(fit.steps[:, :1], 256 // build_group, axis=1)
+    scales[15:20] = first_step[15:20] * np.float32(0.5)
+    scales[20:22] = grid.round_to_dtype(first_step[20:22] * np.float32(3), "BF16")
+    scales[24] = first_step[24] * np.float32(0.5)  # a negative step
     packed = grid.pack_int4(levels)
     slow = grid.GridComparison()
     with np.errstate(all="ignore"):  # inf and NaN scales: the numpy path warns, the counts are what matter
@@ -231,13 +252,21 @@ def test_one_pass_comparison_matches_the_numpy_path(
     )
     assert on_grid == int(fit.on_grid.sum()) < fit.on_grid.size
     assert peak_elsewhere == int(fit.peak_elsewhere.sum()) > 0
-    for field in ("values", "values_bit_identical", "groups", "groups_bit_identical", "values_off_by_a_level_or_more"):
+    for field in (
+        "values",
+        "values_bit_identical",
+        "groups",
+        "groups_bit_identical",
+        "values_off_by_a_level_or_more",
+        "values_nearest_level_differs",
+    ):
         assert getattr(fast, field) == getattr(slow, field), field
     assert fast.max_abs_diff == slow.max_abs_diff
     assert fast.sum_abs_diff == pytest.approx(slow.sum_abs_diff, rel=1e-12)
     if build_group == 32:
         assert slow.groups_bit_identical > 0 and slow.values_bit_identical > 0
     assert 0 < slow.values_off_by_a_level_or_more < slow.values
+    assert slow.values_off_by_a_level_or_more != slow.values_nearest_level_differs > 0
 
 
 @pytest.mark.parametrize("reference_group_size", [16, 32, 64, 128, "channel"])

@@ -102,7 +102,12 @@ def test_grid_check_takes_the_reference_group_size_and_refuses_an_off_grid_refer
         exit_code=1,
     )
     assert checked.structured_content["reference_group_size"] == 32  # type: ignore[index]
-    assert checked.structured_content["values_off_by_a_level_or_more"] > 0  # type: ignore[index]
+    report: dict[str, Any] = checked.structured_content  # type: ignore[assignment]
+    off, differs = report["values_off_by_a_level_or_more"], report["values_nearest_level_differs"]
+    assert 0 < off < differs
+    summary = " ".join(c.text for c in checked.content if hasattr(c, "text"))
+    assert f"{off:,} of {report['values']:,} values" in summary
+    assert f"{differs:,} (" in summary and "nearest another reference-grid level" in summary
     refused = call_tool(server, "checkpoint_grid_check", {**args, "reference_group_size": 128})
     assert error_details(refused)["error"] == "OffGrid"
 

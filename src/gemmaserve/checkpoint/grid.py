@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
+from gemmaserve.checkpoint.native import COMPARISON_COUNTS
 from gemmaserve.errors import MissingExtra
 
 if TYPE_CHECKING:
@@ -440,7 +441,7 @@ def compare_packed_block_bf16(
     ng = flat.size // group_size
     steps, ok = _scratch("steps", ng, np.float32), _scratch("ok", ng, np.bool_)
     peaks = _scratch("peaks", ng, np.float32)
-    out = np.zeros(5, np.float64)
+    out = np.zeros(len(COMPARISON_COUNTS), np.float64)
     packed_bytes = np.ascontiguousarray(packed).reshape(-1).view(np.uint8)
     fast.check_packed_bf16(
         flat, group_size, packed_bytes, np.ascontiguousarray(scales).reshape(-1), build_group_size, steps, ok, peaks,
@@ -464,6 +465,7 @@ def compare_packed_block_bf16(
         diff = np.abs(build - reference)
         step = np.abs(steps)[:, None]
         counts.values_off_by_a_level_or_more += int(np.count_nonzero(np.where(step > 0, diff >= step, diff > 0)))
+        counts.values_nearest_level_differs += count_nearest_level_differs(build, reference, steps[:, None])
     on_grid = ng - len(todo) + int(found.sum())
     return counts, on_grid, int(found.sum())
 
@@ -508,10 +510,14 @@ def _fit_scratch(fast: Kernels, group: int) -> tuple[np.ndarray, ...]:
     )
 
 
-def _totals(out: np.ndarray) -> tuple[int, int, int, float, float]:
-    """A one-pass comparison's float64 [5] as ``GridComparison._add_counts`` takes it (the max |diff| kept as bits)."""
+Counts: TypeAlias = tuple[int, int, int, float, float, int]  # as ``native.COMPARISON_COUNTS`` orders them
+
+
+def _totals(out: np.ndarray) -> Counts:
+    """A one-pass comparison's float64 counts as ``GridComparison._add_counts`` takes them (the max |diff| kept as
+    bits)."""
     max_diff = np.array([int(out[3])], np.int32).view(np.float32)[0]
-    return int(out[0]), int(out[1]), int(out[2]), float(max_diff), float(out[4])
+    return int(out[0]), int(out[1]), int(out[2]), float(max_diff), float(out[4]), int(out[5])
 
 
 # --- which grid a reference sits on --------------------------------------------------
@@ -642,6 +648,23 @@ def dequantize_awq(qweight: np.ndarray, qzeros: np.ndarray, scales: np.ndarray, 
 # --- comparison ---------------------------------------------------------------------
 
 
+def nearest_levels(values: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """Each value's nearest level of its group's grid {q * step : q in -8..7}: rint(value / step) clipped, the even
+    level on a tie. In float64, where the quotient of two float32 values never rounds onto or off a half."""
+    with np.errstate(all="ignore"):
+        safe = np.where(steps == 0, 1.0, steps.astype(np.float64))
+        return np.clip(np.rint(values.astype(np.float64) / safe), LEVEL_MIN, LEVEL_MAX)
+
+
+def count_nearest_level_differs(build: np.ndarray, reference: np.ndarray, steps: np.ndarray) -> int:
+    """Values whose nearest level of the reference group's grid is not the reference value's own (``steps``
+    broadcast to the values, signed). A zero step's grid has one level: any change at all moves off it. NaN and
+    infinite values (or steps) are not counted: ``values_not_finite`` names them."""
+    measured = np.isfinite(build) & np.isfinite(reference) & np.isfinite(steps)
+    moved = np.where(steps == 0, build != reference, nearest_levels(build, steps) != nearest_levels(reference, steps))
+    return int(np.count_nonzero(moved & measured))
+
+
 @dataclass(slots=True)
 class GridComparison:
     """Running counts of a build against the reference, accumulated block by block."""
@@ -651,6 +674,7 @@ class GridComparison:
     groups: int = 0
     groups_bit_identical: int = 0
     values_off_by_a_level_or_more: int = 0
+    values_nearest_level_differs: int = 0
     max_abs_diff: float = 0.0
     sum_abs_diff: float = 0.0
     # NaN or infinite in the build or the reference: every comparison with them is false, so they would
@@ -685,9 +709,10 @@ class GridComparison:
             )  # fmt: skip
             self._add_counts(counts, reference.shape, group_size)
             return
-        build = dequantize_pack_quantized(
-            packed, scales, cols=cols, group_size=build_group_size, model_dtype=scale_dtype
-        )
+        with np.errstate(invalid="ignore", over="ignore"):  # 0 * inf is NaN: counted in values_not_finite above
+            build = dequantize_pack_quantized(
+                packed, scales, cols=cols, group_size=build_group_size, model_dtype=scale_dtype
+            )
         self._add_numpy(build, reference, reference_steps, group_size)
 
     def merge(self, other: GridComparison) -> None:
@@ -696,18 +721,20 @@ class GridComparison:
         self.groups += other.groups
         self.groups_bit_identical += other.groups_bit_identical
         self.values_off_by_a_level_or_more += other.values_off_by_a_level_or_more
+        self.values_nearest_level_differs += other.values_nearest_level_differs
         self.max_abs_diff = max(self.max_abs_diff, other.max_abs_diff)
         self.sum_abs_diff += other.sum_abs_diff
         self.values_not_finite += other.values_not_finite
 
-    def _add_counts(self, counts: tuple[int, int, int, float, float], shape: tuple[int, ...], group_size: int) -> None:
-        identical, groups_identical, off, max_diff, sum_diff = counts
+    def _add_counts(self, counts: Counts, shape: tuple[int, ...], group_size: int) -> None:
+        identical, groups_identical, off, max_diff, sum_diff, differs = counts
         rows, cols = shape
         self.values += rows * cols
         self.values_bit_identical += int(identical)
         self.groups += rows * (cols // group_size)
         self.groups_bit_identical += int(groups_identical)
         self.values_off_by_a_level_or_more += int(off)
+        self.values_nearest_level_differs += int(differs)
         self.max_abs_diff = max(self.max_abs_diff, float(max_diff))
         self.sum_abs_diff += float(sum_diff)
 
@@ -727,7 +754,10 @@ class GridComparison:
         self.groups += rows * (cols // group_size)
         self.groups_bit_identical += int(np.count_nonzero(same.all(axis=-1)))
         self.values_off_by_a_level_or_more += int(np.count_nonzero(off))
-        if diff.size:
+        self.values_nearest_level_differs += count_nearest_level_differs(
+            build.reshape(shape), reference.reshape(shape), reference_steps[..., None]
+        )
+        if diff.size and not np.isnan(diff).all():  # an all-NaN block (a NaN scale) has no largest difference
             self.max_abs_diff = max(self.max_abs_diff, float(np.nanmax(diff)))
             self.sum_abs_diff += float(np.nansum(diff, dtype=np.float64))
 

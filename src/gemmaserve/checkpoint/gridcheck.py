@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any, cast
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from gemmaserve.checkpoint import grid
 from gemmaserve.checkpoint.blocks import map_in_order, read_rows_reused, row_blocks, tensor_progress
@@ -45,6 +45,20 @@ _COMPILED_BLOCK_BYTES = 1 << 22
 _HUB_BLOCK_BYTES = 1 << 23
 
 
+# The two measures of how far a build moved from the reference grid (docs/checkpoint.md, "What grid-check measures").
+OFF_BY_A_LEVEL = (
+    "Values at least one step of their reference group away from the reference value (|build - reference| >= "
+    "|step|; in an all-zero group, any change): moved by a whole level or more."
+)
+NEAREST_LEVEL_DIFFERS = (
+    "Values whose nearest level of their reference group's grid (rint(value / step) clipped to -8..7, the even "
+    "level on a tie) is not the reference value's own: what a 4-bit store of the build on the reference grid "
+    "would get wrong. Counts values moved by half a step or more (a tie goes to the even level), so usually more "
+    "than the values off by a level; a value past the grid's end keeps the end level. NaN and infinite values are "
+    "not counted here (values_not_finite counts them)."
+)
+
+
 class TensorGridResult(BaseModel):
     tensor: str
     build_format: str  # "pack-quantized" | "awq-gemm" | "16-bit" | "gguf-q4_0"
@@ -55,8 +69,10 @@ class TensorGridResult(BaseModel):
     values_bit_identical: int
     groups: int
     groups_bit_identical: int
-    values_off_by_a_level_or_more: int
+    values_off_by_a_level_or_more: int = Field(description=OFF_BY_A_LEVEL)
     share_off_by_a_level_or_more: float
+    values_nearest_level_differs: int = Field(description=NEAREST_LEVEL_DIFFERS)
+    share_nearest_level_differs: float
     # None when any value is NaN or infinite (values_not_finite): no difference is measured on bad values
     max_abs_diff: float | None
     mean_abs_diff: float | None
@@ -78,8 +94,10 @@ class GridCheckReport(BaseModel):
     values_bit_identical: int
     groups: int
     groups_bit_identical: int
-    values_off_by_a_level_or_more: int
+    values_off_by_a_level_or_more: int = Field(description=OFF_BY_A_LEVEL)
     share_off_by_a_level_or_more: float
+    values_nearest_level_differs: int = Field(description=NEAREST_LEVEL_DIFFERS)
+    share_nearest_level_differs: float
     max_abs_diff: float | None  # None when any value is not finite
     mean_abs_diff: float | None
     values_not_finite: int = 0
@@ -88,6 +106,15 @@ class GridCheckReport(BaseModel):
     verdict: str
     build_bytes_fetched: int
     reference_bytes_fetched: int
+
+    def measures(self) -> str:
+        """Both measures, named, and the bit-identical count: one line for the CLI's verdict and the MCP summary."""
+        return (
+            f"{self.values_off_by_a_level_or_more:,} of {self.values:,} values "
+            f"({self.share_off_by_a_level_or_more:.1%}) off by one reference-grid level or more; "
+            f"{self.values_nearest_level_differs:,} ({self.share_nearest_level_differs:.1%}) nearest another "
+            f"reference-grid level; {self.values_bit_identical:,} bit-identical"
+        )
 
 
 Locations = dict[str, tuple[SafetensorsHeader, TensorEntry]]
@@ -475,6 +502,7 @@ def _summarize(
 ) -> GridCheckReport:
     values = sum(r.values for r in results)
     off = sum(r.values_off_by_a_level_or_more for r in results)
+    differs = sum(r.values_nearest_level_differs for r in results)
     identical = sum(r.values_bit_identical for r in results)
     not_finite = sum(r.values_not_finite for r in results)
     if not_finite:
@@ -495,6 +523,8 @@ def _summarize(
         groups_bit_identical=sum(r.groups_bit_identical for r in results),
         values_off_by_a_level_or_more=off,
         share_off_by_a_level_or_more=off / values if values else 0.0,
+        values_nearest_level_differs=differs,
+        share_nearest_level_differs=differs / values if values else 0.0,
         max_abs_diff=max((r.max_abs_diff or 0.0 for r in results), default=0.0) if measured else None,
         mean_abs_diff=(sum((r.mean_abs_diff or 0.0) * r.values for r in results) / values if values else 0.0)
         if measured
@@ -573,13 +603,19 @@ def _result(
         groups=counts.groups,
         groups_bit_identical=counts.groups_bit_identical,
         values_off_by_a_level_or_more=counts.values_off_by_a_level_or_more,
-        share_off_by_a_level_or_more=counts.values_off_by_a_level_or_more / counts.values if counts.values else 0.0,
+        share_off_by_a_level_or_more=_share(counts.values_off_by_a_level_or_more, counts.values),
+        values_nearest_level_differs=counts.values_nearest_level_differs,
+        share_nearest_level_differs=_share(counts.values_nearest_level_differs, counts.values),
         max_abs_diff=None if counts.values_not_finite else counts.max_abs_diff,
         mean_abs_diff=None if counts.values_not_finite else counts.mean_abs_diff,
         values_not_finite=counts.values_not_finite,
         reference_groups_on_grid=ref_grid.on_grid,
         reference_groups_peak_not_at_8=ref_grid.peak_elsewhere,
     )
+
+
+def _share(count: int, values: int) -> float:
+    return count / values if values else 0.0
 
 
 __all__ = ["GridCheckReport", "TensorGridResult", "grid_check", "text_config"]

@@ -30,6 +30,8 @@ from numba import njit, types  # type: ignore[import-untyped, unused-ignore]
 from numba.core import cgutils  # type: ignore[import-untyped, unused-ignore]
 from numba.extending import intrinsic as _numba_intrinsic  # type: ignore[import-untyped, unused-ignore]
 
+from gemmaserve.checkpoint.native import COMPARISON_COUNTS
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -55,6 +57,7 @@ _INF = 0x7F800000
 # uint64 with int64 as float64, which loses the low bytes.
 _ALL_EQUAL = np.uint64(0x0101010101010101)
 _NEG_INF_KEY = -2139095041  # the order key of -inf's bits (see _key): a smaller key is a negative NaN
+_COUNTS = len(COMPARISON_COUNTS)  # the comparison's float64 counts (native.COMPARISON_COUNTS names them)
 
 
 @_jit
@@ -176,7 +179,8 @@ def fit_bf16(
 @_jit_sum
 def _compare_row(value: Any, reference: Any, steps: Any, group: int, scratch: Any, out: Any) -> None:
     """Adds one row's counts to ``out``: [bit-identical, groups bit-identical, off by a level,
-    max |diff| (as its bits), float64 sum of |diff| with NaN left out as numpy's nansum does].
+    max |diff| (as its bits), float64 sum of |diff| with NaN left out as numpy's nansum does,
+    nearest level differs (``grid.count_nearest_level_differs``, in the same float64 operations)].
 
     Loops run the whole row, or exactly 32 values (per-group reductions over a variable
     count cost more than the work): each group's |step| is written out per value, the
@@ -185,7 +189,7 @@ def _compare_row(value: Any, reference: Any, steps: Any, group: int, scratch: An
     ``diff > 0`` there, as in numpy's comparison.
     """
     cols = reference.size
-    diff, eq, step_of = scratch
+    diff, eq, step_of, signed_of = scratch
     vbits = value.view(np.int32)
     rbits = reference.view(np.int32)
     identical = 0
@@ -201,9 +205,11 @@ def _compare_row(value: Any, reference: Any, steps: Any, group: int, scratch: An
         step = abs(steps[g])
         step = step if step > 0 else tiny
         all_same = True
+        signed = np.float64(steps[g])
         for base in range(g * group, (g + 1) * group, 32):
             for lane in range(32):
                 step_of[base + lane] = step
+                signed_of[base + lane] = signed
             w = base // 8
             all_same &= (words[w] == _ALL_EQUAL) & (words[w + 1] == _ALL_EQUAL)
             all_same &= (words[w + 2] == _ALL_EQUAL) & (words[w + 3] == _ALL_EQUAL)
@@ -218,25 +224,36 @@ def _compare_row(value: Any, reference: Any, steps: Any, group: int, scratch: An
         b = dbits[j]  # |diff| >= 0: its bits order as its value; a NaN's bits are above inf's
         max_bits = max(max_bits, b if b <= np.int32(_INF) else np.int32(0))
         total += np.float64(d) if d == d else 0.0
+    differs = 0
+    for j in range(cols):
+        s = signed_of[j]
+        v, r = np.float64(value[j]), np.float64(reference[j])
+        measured = abs(v) < np.inf and abs(r) < np.inf and abs(s) < np.inf  # NaN compares false
+        safe = s if s != 0 else 1.0
+        level_v = min(max(np.rint(v / safe), -8.0), 7.0)
+        level_r = min(max(np.rint(r / safe), -8.0), 7.0)
+        moved = (v != r) if s == 0 else (level_v != level_r)
+        differs += 1 if measured and moved else 0
     out[0] += identical
     out[1] += groups_identical
     out[2] += off
     out[3] = max(out[3], max_bits)
     out[4] += total
+    out[5] += differs
 
 
 @_jit
 def _row_scratch(cols: int) -> Any:
-    return np.empty(cols, np.float32), np.empty(cols, np.int8), np.empty(cols, np.float32)
+    return np.empty(cols, np.float32), np.empty(cols, np.int8), np.empty(cols, np.float32), np.empty(cols, np.float64)
 
 
 @_jit
 def compare(build: Any, reference: Any, steps: Any, group: int) -> Any:
     """``grid.GridComparison.add`` for float32 build values [rows, cols] (``group`` a multiple of 32):
-    (bit-identical, groups bit-identical, off by a level, max |diff|, sum |diff|)."""
+    (bit-identical, groups bit-identical, off by a level, max |diff|, sum |diff|, nearest level differs)."""
     rows, cols = reference.shape
     scratch = _row_scratch(cols)
-    out = np.zeros(5, np.float64)
+    out = np.zeros(_COUNTS, np.float64)
     for row in range(rows):
         _compare_row(build[row], reference[row], steps[row], group, scratch, out)
     return _totals(out)
@@ -246,7 +263,7 @@ def compare(build: Any, reference: Any, steps: Any, group: int) -> Any:
 def _totals(out: Any) -> Any:
     max_diff = np.empty(1, np.int32)
     max_diff[0] = np.int32(out[3])
-    return np.int64(out[0]), np.int64(out[1]), np.int64(out[2]), max_diff.view(np.float32)[0], out[4]
+    return np.int64(out[0]), np.int64(out[1]), np.int64(out[2]), max_diff.view(np.float32)[0], out[4], np.int64(out[5])
 
 
 @_jit
@@ -259,7 +276,7 @@ def compare_packed(packed: Any, scales: Any, build_group: int, reference: Any, s
     value = np.empty(cols, np.float32)
     vbits = value.view(np.uint32)
     scratch = _row_scratch(cols)
-    out = np.zeros(5, np.float64)
+    out = np.zeros(_COUNTS, np.float64)
     nibbles = packed.view(np.uint8)
     for row in range(rows):
         for b in range(cols // 2):  # byte b holds column 2b in its low nibble, 2b+1 in its high one, as q+8
@@ -406,7 +423,7 @@ def _fit_pack32(typingctx: Any, bits: Any, start: Any, inv: Any, step: Any, out:
 
 
 _tuple: Any = types.Tuple
-_MASKS3 = _tuple((types.uint32, types.uint32, types.uint32))
+_MASKS4 = _tuple((types.uint32, types.uint32, types.uint32, types.uint32))
 
 
 @intrinsic
@@ -416,14 +433,15 @@ def _check32(
 ) -> Any:  # fmt: skip
     """32 reference values: fitted at ``step`` (``_fit32``) and compared with the build's, dequantized from
     packed[start/2:start/2+16] as bf16((q-8) * scale) (``_bf16_round_bits``, NaN quieted). Returns the masks
-    (reconstructed, bit-identical, |diff| >= ``magnitude``); adds |diff| (a NaN as 0) to ``sums`` float64[8]
-    and keeps the largest |diff| bits (a NaN as 0) in ``tops`` int32[32]: accumulated in vectors, reduced once
-    by the caller (the float64 sum in another order than numpy's)."""
+    (reconstructed, bit-identical, |diff| >= ``magnitude``, nearest level differs: ``_moved``); adds |diff| (a
+    NaN as 0) to ``sums`` float64[8] and keeps the largest |diff| bits (a NaN as 0) in ``tops`` int32[32]:
+    accumulated in vectors, reduced once by the caller (the float64 sum in another order than numpy's)."""
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         bits_, start_, inv_, step_, packed_, scale_, magnitude_, sums_, tops_ = args
         r, ref = _load_bf16(context, builder, sig.args[0], bits_, start_)
-        hit = _hits(builder, r, _levels(builder, ref, inv_), step_)
+        levels = _levels(builder, ref, inv_)
+        hit = _hits(builder, r, levels, step_)
         byte_start = builder.lshr(start_, ir.Constant(start_.type, 1))
         b = builder.load(_address(context, builder, sig.args[4], packed_, byte_start, _vec(_I8, 16)), align=1)
         low, high = builder.and_(b, _const(_I8, 0xF, 16)), builder.lshr(b, _const(_I8, 4, 16))
@@ -455,9 +473,46 @@ def _check32(
         )  # fmt: skip
         sums_at = _address(context, builder, sig.args[7], sums_, ir.Constant(ir.IntType(64), 0), _vec(_F64, 8))
         builder.store(builder.fadd(builder.load(sums_at, align=8), partial, flags=flags), sums_at, align=8)
-        return context.make_tuple(builder, sig.return_type, [hit, same, off])
+        moved = _moved(builder, builder.bitcast(v, _vec(_F32)), ref, levels, step_)
+        return context.make_tuple(builder, sig.return_type, [hit, same, off, moved])
 
-    return _MASKS3(bits, start, inv, step, packed, scale, magnitude, sums, tops), codegen
+    return _MASKS4(bits, start, inv, step, packed, scale, magnitude, sums, tops), codegen
+
+
+def _moved(builder: Any, build: Any, reference: Any, levels: Any, step: Any) -> Any:
+    """Bit k set when build value k is not nearest ``levels[k]`` of the grid of ``step``: for reference values
+    that reconstruct as bf16(q * step) (an on-grid group, where q is their nearest level), the count of
+    ``grid.count_nearest_level_differs``, without a division. With d = build - q*step (exact for bf16 operands:
+    12-bit products, and a rounded difference only far from the threshold), the build keeps level q when
+    |d| < |step|/2, or |d| = |step|/2 and q is even (rint's tie), or it lies beyond q = -8 or q = 7 (clipped).
+    A zero step's grid has one level: d is build - reference there, and any difference moves. Values whose
+    build, reference or step is NaN or infinite are not counted."""
+    q = builder.select(builder.fcmp_unordered("uno", levels, levels), _const(_F32, 0.0), levels)
+    zero_step = builder.fcmp_ordered("==", step, ir.Constant(_F32, 0.0))
+    anchor = builder.select(zero_step, reference, builder.fmul(q, _splat(builder, step)))
+    d = builder.fsub(build, anchor)
+    distance = _call(builder, "llvm.fabs.v32f32", _vec(_F32), [d])
+    half = _splat(builder, builder.fmul(_call(builder, "llvm.fabs.f32", _F32, [step]), ir.Constant(_F32, 0.5)))
+    even = builder.icmp_unsigned("==", builder.and_(builder.fptosi(q, _vec(_I32)), _const(_I32, 1)), _const(_I32, 0))
+    negative_step = _splat(builder, builder.fcmp_ordered("<", step, ir.Constant(_F32, 0.0)))
+    below = builder.xor(builder.fcmp_ordered("<", d, _const(_F32, 0.0)), negative_step)  # d / step < 0
+    above = builder.xor(builder.fcmp_ordered(">", d, _const(_F32, 0.0)), negative_step)
+    kept = builder.or_(
+        builder.fcmp_ordered("<", distance, half),
+        builder.and_(builder.fcmp_ordered("==", distance, half), even),
+    )
+    kept = builder.or_(kept, builder.and_(builder.fcmp_ordered("==", q, _const(_F32, -8.0)), below))
+    kept = builder.or_(kept, builder.and_(builder.fcmp_ordered("==", q, _const(_F32, 7.0)), above))
+    inf = _const(_F32, float("inf"))
+    finite = builder.and_(
+        builder.fcmp_ordered("<", _call(builder, "llvm.fabs.v32f32", _vec(_F32), [build]), inf),
+        builder.fcmp_ordered("<", _call(builder, "llvm.fabs.v32f32", _vec(_F32), [reference]), inf),
+    )
+    step_finite = builder.fcmp_ordered(
+        "<", _call(builder, "llvm.fabs.f32", _F32, [step]), ir.Constant(_F32, float("inf"))
+    )
+    finite = builder.and_(finite, _splat(builder, step_finite))
+    return builder.bitcast(builder.and_(finite, builder.not_(kept)), _I32)
 
 
 @intrinsic
@@ -532,7 +587,8 @@ def check_packed_bf16(
     bytes), ``scales`` uint16 (bf16 bits) per ``build_group`` values; both sizes multiples of 32 dividing the
     row. Writes per reference group ``steps`` (peak/-8), ``ok`` and ``peaks`` as ``repack_bf16``; adds to
     ``out`` float64 [bit-identical, groups bit-identical, off by a level in ok groups (the caller counts the
-    others with their searched step), max |diff| bits, sum |diff|]. Scratch: ``scratch`` float32 [3,
+    others with their searched step), max |diff| bits, sum |diff|, nearest level differs in ok groups (the
+    same)] (``native.COMPARISON_COUNTS``). Scratch: ``scratch`` float32 [3,
     _CHUNK_GROUPS], ``keys`` uint16 [_CHUNK_GROUPS], ``sums`` float64 [8], ``tops`` int32 [32].
     """
     chunks, build_chunks = group // 32, build_group // 32
@@ -544,7 +600,7 @@ def check_packed_bf16(
     for lane in range(32):
         tops[lane] = 0
     tiny = np.float32(1e-45)
-    identical = groups_identical = off = 0
+    identical = groups_identical = off = differs = 0
     scale_index, scale_left = 0, build_chunks
     scale_bits[0] = np.uint32(scales[0]) << np.uint32(16)
     for g0 in range(0, ng, _CHUNK_GROUPS):
@@ -563,23 +619,25 @@ def check_packed_bf16(
             magnitude = magnitude if magnitude > np.float32(0) else tiny  # a zero step: any |diff| > 0 is off
             all_hit = True
             all_same = True
-            group_off = 0
+            group_off = group_differs = 0
             for c in range(chunks):
                 if scale_left == 0:  # the next build group (a counter: no division per chunk)
                     scale_index += 1
                     scale_left = build_chunks
                     scale_bits[0] = np.uint32(scales[scale_index]) << np.uint32(16)
                 scale_left -= 1
-                hit, same, n_off = _check32(
+                hit, same, n_off, moved = _check32(
                     bits, (g0 + g) * group + 32 * c, i, s, packed, scale[0], magnitude, sums, tops
                 )
                 all_hit &= hit == _FULL
                 identical += _popcount(same)
                 all_same &= same == _FULL
                 group_off += _popcount(n_off)
+                group_differs += _popcount(moved)
             good = all_hit or s == np.float32(0)
             ok[g0 + g] = good
             off += group_off if good else 0
+            differs += group_differs if good else 0
             groups_identical += all_same
     out[0] += identical
     out[1] += groups_identical
@@ -589,6 +647,7 @@ def check_packed_bf16(
         top = max(top, tops[lane])
     out[3] = max(out[3], top)
     out[4] += sums.sum()
+    out[5] += differs
 
 
 # --- the step search (groups whose peak is not at level -8) ---------------------------------

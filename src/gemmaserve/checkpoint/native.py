@@ -52,6 +52,7 @@ COMPARISON_COUNTS = (
     "values_off_by_a_level_or_more",
     "max_abs_diff_bits",
     "sum_abs_diff",
+    "values_nearest_level_differs",
 )
 _FORMAT = b"gemmaserve checkpoint kernels 2\n"
 _SOURCES = ("kernels.py", "native.py", "native_build.py")

@@ -132,26 +132,37 @@ def _render_grid(report: Any) -> None:
         "format",
         "groups",
         "values",
-        "bit-identical",
-        "groups identical",
+        "bit-identical (groups)",
         "off >= 1 level",
-        "max |diff|",
-        "mean |diff|",
+        "nearest level differs",
+        "|diff| max / mean",
     )
     if report.values_not_finite:
         columns = (*columns, "NaN/inf")
-    for column in columns:
-        # a narrow terminal folds the tensor name instead of cutting it to "model.l…": the layer stays readable
-        overflow: Literal["fold", "ellipsis"] = "fold" if column == "tensor" else "ellipsis"
-        table.add_column(column, justify="left" if column in ("tensor", "format") else "right", overflow=overflow)
+    rows = []
     for t in report.tensors:
         build_groups = "-" if t.build_group_size is None else str(t.build_group_size)
-        cells = [t.tensor, t.build_format, f"{build_groups} / {t.reference_group_size}", f"{t.values:,}", f"{t.values_bit_identical:,}",
-                 f"{t.groups_bit_identical:,}/{t.groups:,}",
-                 f"{t.values_off_by_a_level_or_more:,} ({t.share_off_by_a_level_or_more:.1%})",
-                 _diff(t.max_abs_diff), _diff(t.mean_abs_diff)]  # fmt: skip
+        cells = [
+            t.tensor,
+            t.build_format,
+            f"{build_groups} / {t.reference_group_size}",
+            f"{t.values:,}",
+            f"{t.values_bit_identical:,} ({t.groups_bit_identical:,}/{t.groups:,})",
+            f"{t.values_off_by_a_level_or_more:,} ({t.share_off_by_a_level_or_more:.1%})",
+            f"{t.values_nearest_level_differs:,} ({t.share_nearest_level_differs:.1%})",
+            f"{_diff(t.max_abs_diff)} / {_diff(t.mean_abs_diff)}",
+        ]
         if report.values_not_finite:
             cells.append(f"{t.values_not_finite:,}")
+        rows.append(cells)
+    tensor_width = _first_column_width(columns, rows, console().width)
+    for column in columns:
+        # A narrow terminal wraps the other columns at their spaces and folds the tensor name in what is left,
+        # instead of cutting it to "model.l…": the layer and module stay readable, and no count is lost.
+        justify: Literal["left", "right"] = "left" if column in ("tensor", "format") else "right"
+        width = tensor_width if column == "tensor" else None
+        table.add_column(column, justify=justify, overflow="fold", width=width)
+    for cells in rows:
         table.add_row(*cells)
     out = console()
     out.print(table)
@@ -163,9 +174,19 @@ def _render_grid(report: Any) -> None:
             "nothing is measured on them"
         )
         return
-    out.print(f"verdict: {report.verdict}: {report.values_off_by_a_level_or_more:,} of {report.values:,} values "
-              f"({report.share_off_by_a_level_or_more:.1%}) off by one reference-grid level or more; "
-              f"{report.values_bit_identical:,} bit-identical")  # fmt: skip
+    out.print(f"verdict: {report.verdict}: {report.measures()}")
+
+
+def _first_column_width(columns: tuple[str, ...], rows: list[list[str]], console_width: int) -> int | None:
+    """The first column's width when the table is wider than the console: what the others leave when their cells
+    wrap at spaces (headers may fold), at least 16; None (natural widths) when it fits."""
+    texts = [list(column) for column in zip(columns, *rows, strict=True)]
+    borders = 3 * len(columns) + 1
+    if not rows or sum(max(len(text) for text in column) for column in texts) + borders <= console_width:
+        return None
+    others = sum(max(len(word) for text in column[1:] for word in text.split()) for column in texts[1:])
+    longest = max(len(text) for text in texts[0])
+    return min(longest, max(16, console_width - borders - others))
 
 
 def _diff(value: float | None) -> str:

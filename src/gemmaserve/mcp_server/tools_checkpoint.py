@@ -64,18 +64,18 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         "Off by a level" is measured in steps of the reference's own grid (its group size is detected, or given);
         a reference on no 4-bit grid is an error, never a verdict. Reports progress per tensor. Same as
         `gemmaserve checkpoint grid-check --json` (whose exit status is 1 when any value is off by a level
-        of the reference's grid: here that is `values_off_by_a_level_or_more`).
+        of the reference's grid: here that is `values_off_by_a_level_or_more`). Also reported:
+        `values_nearest_level_differs`, the values whose nearest level of the reference grid is not the
+        reference's own (moved by half a step or more; usually more values than those off by a level).
         """
 
         def work(cancellation: CancelToken, report: ProgressSink) -> GridCheckReport:
             return checkpoint_grid_check(request, progress=relay(report), cancel=cancellation)
 
         result = await run_blocking(ctx, work)
-        summary = (
-            f"{result.verdict}: {result.values_off_by_a_level_or_more:,} of {result.values:,} values "
-            f"({result.share_off_by_a_level_or_more:.1%}) off by one reference-grid level or more; "
-            f"{result.values_bit_identical:,} bit-identical"
-        )
+        summary = f"{result.verdict}: {result.measures()}"
+        if result.values_not_finite:
+            summary += f"; {result.values_not_finite:,} values NaN or infinite (nothing measured on them)"
         return typed_result(result, summary)
 
     @tools.action(RepackRequest, title="Repack to W4A16 losslessly", annotations=ADDITIVE, result=RepackReport)
