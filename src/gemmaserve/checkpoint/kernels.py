@@ -486,28 +486,30 @@ def _moved(builder: Any, build: Any, reference: Any, levels: Any, step: Any) -> 
     12-bit products, and a rounded difference only far from the threshold), the build keeps level q when
     |d| < |step|/2, or |d| = |step|/2 and q is even (rint's tie), or it lies beyond q = -8 or q = 7 (clipped).
     A zero step's grid has one level: d is build - reference there, and any difference moves. Values whose
-    build, reference or step is NaN or infinite are not counted."""
+    build or step is NaN or infinite are not counted."""
     q = builder.select(builder.fcmp_unordered("uno", levels, levels), _const(_F32, 0.0), levels)
     zero_step = builder.fcmp_ordered("==", step, ir.Constant(_F32, 0.0))
     anchor = builder.select(zero_step, reference, builder.fmul(q, _splat(builder, step)))
-    d = builder.fsub(build, anchor)
-    distance = _call(builder, "llvm.fabs.v32f32", _vec(_F32), [d])
-    half = _splat(builder, builder.fmul(_call(builder, "llvm.fabs.f32", _F32, [step]), ir.Constant(_F32, 0.5)))
+    # u = d / sign(step): positive towards higher levels, so the grid's ends are one-sided bounds.
+    sign = builder.and_(builder.bitcast(step, _I32), ir.Constant(_I32, 0x80000000))
+    d = builder.bitcast(builder.fsub(build, anchor), _vec(_I32))
+    u = builder.bitcast(builder.xor(d, _splat(builder, sign)), _vec(_F32))
+    half = builder.fmul(_call(builder, "llvm.fabs.f32", _F32, [step]), ir.Constant(_F32, 0.5))
+    low = builder.select(
+        builder.fcmp_ordered("==", q, _const(_F32, -8.0)),
+        _const(_F32, float("-inf")),
+        _splat(builder, builder.fneg(half)),
+    )
+    high = builder.select(
+        builder.fcmp_ordered("==", q, _const(_F32, 7.0)), _const(_F32, float("inf")), _splat(builder, half)
+    )
+    inside = builder.and_(builder.fcmp_ordered("<", low, u), builder.fcmp_ordered("<", u, high))
     even = builder.icmp_unsigned("==", builder.and_(builder.fptosi(q, _vec(_I32)), _const(_I32, 1)), _const(_I32, 0))
-    negative_step = _splat(builder, builder.fcmp_ordered("<", step, ir.Constant(_F32, 0.0)))
-    below = builder.xor(builder.fcmp_ordered("<", d, _const(_F32, 0.0)), negative_step)  # d / step < 0
-    above = builder.xor(builder.fcmp_ordered(">", d, _const(_F32, 0.0)), negative_step)
-    kept = builder.or_(
-        builder.fcmp_ordered("<", distance, half),
-        builder.and_(builder.fcmp_ordered("==", distance, half), even),
-    )
-    kept = builder.or_(kept, builder.and_(builder.fcmp_ordered("==", q, _const(_F32, -8.0)), below))
-    kept = builder.or_(kept, builder.and_(builder.fcmp_ordered("==", q, _const(_F32, 7.0)), above))
-    inf = _const(_F32, float("inf"))
-    finite = builder.and_(
-        builder.fcmp_ordered("<", _call(builder, "llvm.fabs.v32f32", _vec(_F32), [build]), inf),
-        builder.fcmp_ordered("<", _call(builder, "llvm.fabs.v32f32", _vec(_F32), [reference]), inf),
-    )
+    distance = _call(builder, "llvm.fabs.v32f32", _vec(_F32), [u])
+    kept = builder.or_(inside, builder.and_(builder.fcmp_ordered("==", distance, _splat(builder, half)), even))
+    # The reference is finite wherever the step is (an on-grid group): only the build and the step to check.
+    magnitude = _call(builder, "llvm.fabs.v32f32", _vec(_F32), [build])
+    finite = builder.fcmp_ordered("<", magnitude, _const(_F32, float("inf")))
     step_finite = builder.fcmp_ordered(
         "<", _call(builder, "llvm.fabs.f32", _F32, [step]), ir.Constant(_F32, float("inf"))
     )
