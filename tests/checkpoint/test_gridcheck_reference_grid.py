@@ -270,3 +270,103 @@ def main_code(args: list[str]) -> int:
     from gemmaserve.cli.errors import run_with_error_mapping
 
     return run_with_error_mapping(app, args, debug=False)
+
+
+_STORAGE = ("reference", "reference_bytes_fetched", "tensors")
+
+
+@pytest.mark.parametrize("kernel", ["numpy", "numba-dispatch", "auto"], ids=["numpy", "dispatch", "native"])
+@pytest.mark.parametrize("dtype", ["F32", "F16"])
+def test_a_widened_copy_of_a_bf16_reference_is_measured_as_the_bf16_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], dtype: str, kernel: str
+) -> None:
+    """A bf16 export saved after .float() (or .half(): these values fit F16 exactly) holds the same values: the
+    same grid, the same counts, in every kernel path; the report says how it was stored."""
+    from gemmaserve.checkpoint import grid
+
+    if kernel != "numpy":
+        pytest.importorskip("numba")
+    monkeypatch.setenv(grid.KERNEL_ENV, kernel)
+    truth = write_weight_reference(tmp_path / "bf16", seed=5)
+    write_weight_reference(tmp_path / dtype, seed=5, dtype=dtype)
+    build = write_requantized_build({m: v for m, (v, _) in truth.items()}, tmp_path / "g128", group_size=128)
+    as_bf16 = grid_check(str(build), str(tmp_path / "bf16"))
+    widened = grid_check(str(build), str(tmp_path / dtype))
+    assert widened.model_dump(exclude=set(_STORAGE)) == as_bf16.model_dump(exclude=set(_STORAGE))
+    assert widened.values_off_by_a_level_or_more > 0 and widened.reference_group_size == 32
+    for wide, narrow in zip(widened.tensors, as_bf16.tensors, strict=True):
+        assert wide.model_dump(exclude={"reference_dtype"}) == narrow.model_dump(exclude={"reference_dtype"})
+        assert (wide.reference_dtype, wide.reference_grid_dtype) == (dtype, "BF16")
+        assert (narrow.reference_dtype, narrow.reference_grid_dtype) == ("BF16", "BF16")
+    lossless = write_requantized_build(
+        {m: v for m, (v, _) in truth.items()},
+        tmp_path / "g32",
+        group_size=32,
+        steps={m: s for m, (_, s) in truth.items()},
+    )
+    assert grid_check(str(lossless), str(tmp_path / dtype)).verdict == "bit-identical"
+    assert main_code(["checkpoint", "grid-check", str(lossless), "--reference", str(tmp_path / dtype)]) == 0
+    assert f"bf16 values stored as {dtype}" in " ".join(capsys.readouterr().out.split())
+
+
+def _write_f32(root: Path, values: dict[str, np.ndarray]) -> Path:
+    from safetensors.numpy import save_file
+
+    from tests.checkpoint.builders import config
+
+    root.mkdir(parents=True)
+    save_file({f"{m}.weight": v.astype("<f4") for m, v in values.items()}, str(root / "model.safetensors"))
+    (root / "config.json").write_text(json.dumps(config()))
+    return root
+
+
+def test_an_f32_reference_on_an_f32_grid_is_measured_on_it(tmp_path: Path) -> None:
+    """Values that are exactly q * step in float32 (steps that are not bf16 values, products bf16 cannot hold):
+    not a bf16 export, but a 4-bit grid all the same, measured in its own float32 terms."""
+    rng = np.random.default_rng(8)
+    values, steps = {}, {}
+    for module, (rows, cols) in GRID_MODULES.items():
+        levels = rng.integers(-8, 8, size=(rows, cols // 32, 32)).astype(np.float32)
+        levels[..., 0] = -8
+        step = rng.uniform(0.002, 0.05, size=(rows, cols // 32)) * rng.choice([-1, 1], size=(rows, cols // 32))
+        steps[module] = step.astype(np.float32)
+        values[module] = (levels * steps[module][..., None]).reshape(rows, cols)
+    assert (values[next(iter(values))].view(np.uint32) & 0xFFFF).any()  # not bf16 values
+    reference = _write_f32(tmp_path / "f32-grid", values)
+    same = grid_check(str(_write_f32(tmp_path / "f32-build", values)), str(reference))  # a 32-bit build
+    assert same.verdict == "bit-identical" and same.reference_group_size == 32
+    assert {(t.reference_dtype, t.reference_grid_dtype) for t in same.tensors} == {("F32", "F32")}
+    # Each value moved by 0.6 of its step towards the next level up: none off by a whole level; each nearest that
+    # next level, except at the top level (7), past which the nearest level is still 7.
+    moved, at_top = {}, 0
+    for module, v in values.items():
+        step = np.repeat(steps[module], 32, axis=1)
+        moved[module] = v + np.float32(0.6) * step
+        at_top += int(np.count_nonzero(np.rint(v / step) == 7))
+    shifted = grid_check(str(_write_f32(tmp_path / "shifted", moved)), str(reference))
+    assert shifted.values_off_by_a_level_or_more == 0
+    assert shifted.values_nearest_level_differs == shifted.values - at_top > 0
+
+
+def test_an_f32_reference_that_is_not_bf16_values_and_on_no_grid_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A float32 training checkpoint (QAT's latent weights, say) is not the export: refused, saying it was read as
+    bf16, f16 and f32 values and that its values are not bf16 values."""
+    rng = np.random.default_rng(9)
+    master = _write_f32(
+        tmp_path / "f32-master",
+        {m: (rng.standard_normal(shape) * 0.02).astype(np.float32) for m, shape in GRID_MODULES.items()},
+    )
+    truth = write_weight_reference(tmp_path / "bf16", seed=5)
+    build = write_requantized_build({m: v for m, (v, _) in truth.items()}, tmp_path / "g128", group_size=128)
+    with pytest.raises(OffGrid) as refused:
+        grid_check(str(build), str(master))
+    message = str(refused.value)
+    assert "stored as F32" in message and "not bf16 values" in message
+    assert "as bf16 values" in message and "as f32 values" in message
+    assert main_code(["checkpoint", "grid-check", str(build), "--reference", str(master), "--json"]) == 1
+    out, err = capsys.readouterr()
+    refusal = json.loads(out)  # --json: the refusal as one JSON document
+    assert refusal["error"] == "OffGrid" and "stored as F32" in refusal["message"] and "Traceback" not in err
+    assert "verdict" not in refusal

@@ -65,6 +65,9 @@ class TensorGridResult(BaseModel):
     shape: list[int]
     build_group_size: int | None  # the build's own groups (the row length when per channel); None for 16-bit
     reference_group_size: int  # the groups the reference's grid was recovered with (the row length when per channel)
+    reference_dtype: str  # as stored: BF16, F16 or F32
+    # the values the grid is recovered in: BF16 for a bf16 export, also one saved as F16 or F32 (.float(), .half())
+    reference_grid_dtype: str
     values: int
     values_bit_identical: int
     groups: int
@@ -188,11 +191,19 @@ class _BlockResult:
         return part
 
 
+# The value types a reference stored as each dtype may hold, tried in this order: a bf16 export saved after
+# .float() or .half() holds bf16 values, and is read on the bf16 grid; else its own dtype's grid (an F16 export's,
+# or values that are exactly q * step in float32).
+_GRID_DTYPES = {"BF16": ("BF16",), "F16": ("BF16", "F16"), "F32": ("BF16", "F16", "F32")}
+
+
 class _ReferenceGrid:
-    """Recovers a reference tensor's grid block by block at one group size, fixed on its first block."""
+    """Recovers a reference tensor's grid block by block at one group size and in one value type (``dtype``: BF16
+    for a bf16 export, also when stored as F16 or F32), both fixed on its first block."""
 
     def __init__(self, source: CheckpointSource, tensor: str, cols: int, dtype: str, given: ReferenceGroupSize) -> None:
-        self.source, self.tensor, self.cols, self.dtype = source, tensor, cols, dtype
+        self.source, self.tensor, self.cols, self.stored_dtype = source, tensor, cols, dtype
+        self.dtype: str | None = dtype if len(_GRID_DTYPES.get(dtype, ())) == 1 else None
         self.group_size: int | None = cols if given == "channel" else (given if isinstance(given, int) else None)
         if self.group_size is not None and cols % self.group_size:
             raise UsageError(
@@ -202,21 +213,49 @@ class _ReferenceGrid:
         self.given = given is not None
         self.on_grid = self.peak_elsewhere = self.groups = 0
 
+    @property
+    def decided(self) -> bool:
+        return self.group_size is not None and self.dtype is not None
+
     def fit(self, values: np.ndarray) -> grid.GridFit:
         """The grid of a block of rows; the first block fixes the group size (callers run it before the rest)."""
-        return grid.recover_grid(values, model_dtype=self.dtype, group_size=self.detect(values), scratch=True)
+        group = self.detect(values)
+        return grid.recover_grid(values, model_dtype=cast(str, self.dtype), group_size=group, scratch=True)
 
     def detect(self, values: np.ndarray, decode: bool = False) -> int:
-        """The group size, detected on the first block's first rows (``decode``: stored values, not float32)."""
-        if self.group_size is None:
+        """The group size (and value type), recognised on the first block's first rows (``decode``: stored values,
+        not float32)."""
+        if not self.decided:
             sample = values[: grid.DETECT_ROWS]
-            sample = grid.decode_values(sample, self.dtype) if decode else sample
-            guess = grid.detect_group_size(sample, model_dtype=self.dtype)
-            if guess.group_size is None:
-                tried = ", ".join(f"{size}: {share:.1%}" for size, share in guess.tried.items())
-                raise self._not_on_grid(f"no group size reconstructs its groups (share on the grid by size: {tried})")
-            self.group_size = guess.group_size
-        return self.group_size
+            self._recognise(grid.decode_values(sample, self.stored_dtype) if decode else sample)
+        return cast(int, self.group_size)
+
+    def _recognise(self, sample: np.ndarray) -> None:
+        """The first value type whose grid explains the sample: at the given group size, or at the detected one."""
+        tried: list[tuple[str, str]] = []  # (value type, share on the grid by group size)
+        for dtype in (self.dtype,) if self.dtype else _GRID_DTYPES[self.stored_dtype]:
+            if self.group_size is not None:
+                fit = grid.recover_grid(sample, model_dtype=dtype, group_size=self.group_size)
+                share = float(fit.on_grid.mean()) if fit.on_grid.size else 0.0
+                if share >= grid.ON_GRID_MIN_SHARE:
+                    self.dtype = dtype
+                    return
+                tried.append((dtype, f"{self.group_size}: {share:.1%}"))
+                continue
+            guess = grid.detect_group_size(sample, model_dtype=dtype)
+            if guess.group_size is not None:
+                self.dtype, self.group_size = dtype, guess.group_size
+                return
+            tried.append((dtype, ", ".join(f"{size}: {share:.1%}" for size, share in guess.tried.items())))
+        failed = "its groups do not reconstruct" if self.given else "no group size reconstructs its groups"
+        if self.stored_dtype == "BF16":
+            raise self._not_on_grid(f"{failed} (share on the grid by size: {tried[0][1]})")
+        reads = [f"as {dtype.lower()} values ({shares})" for dtype, shares in tried]
+        not_bf16 = int(np.count_nonzero(np.ascontiguousarray(sample, np.float32).view(np.uint32) & 0xFFFF))
+        raise self._not_on_grid(
+            f"stored as {self.stored_dtype}, {not_bf16:,} of {sample.size:,} sampled values are not bf16 values, and "
+            f"{failed} {', '.join(reads[:-1])} nor {reads[-1]} (share on the grid by size)"
+        )
 
     def count(self, part: _BlockResult) -> None:
         self.on_grid += part.on_grid
@@ -232,10 +271,16 @@ class _ReferenceGrid:
 
     def _not_on_grid(self, detail: str) -> OffGrid:
         how = f"with --reference-group-size {self.group_size}" if self.given else "at any group size"
+        widened = (
+            ""
+            if self.stored_dtype == "BF16"
+            else " (a bf16 export saved as F16 or F32 is read as bf16; float32 training weights are not an export)"
+        )
         return OffGrid(
             f"Reference {self.source.label} is not on a 4-bit grid {how}: in {self.tensor}, {detail}. "
             "There is no grid to measure the build against, so no verdict is given.",
             hint="Pass the bf16 -qat-q4_0-unquantized export the build was made from as --reference"
+            + widened
             + ("" if self.given else ", or --reference-group-size if its groups are another size")
             + ".",
             tensor=self.tensor,
@@ -277,11 +322,19 @@ def _run_blocks(
 def _spans(rows: int, rows_per_block: int, ref_grid: _ReferenceGrid) -> list[tuple[int, int]]:
     """Row blocks; when the group size is still to detect, the first is only the rows detection samples, since it
     runs alone (the others need its answer), and a whole block there would keep the other cores idle."""
-    if ref_grid.group_size is not None or rows <= grid.DETECT_ROWS:
+    if ref_grid.decided or rows <= grid.DETECT_ROWS:
         return row_blocks(rows, rows_per_block)
     return [(0, grid.DETECT_ROWS)] + [
         (r0 + grid.DETECT_ROWS, r1 + grid.DETECT_ROWS) for r0, r1 in row_blocks(rows - grid.DETECT_ROWS, rows_per_block)
     ]
+
+
+def _as_bf16_bits(values: np.ndarray) -> np.ndarray | None:
+    """float32 values' bf16 bits when every one is a bf16 value (its low 16 bits zero), else None."""
+    bits = np.ascontiguousarray(values, np.float32).view(np.uint32)
+    if np.count_nonzero(bits & np.uint32(0xFFFF)):
+        return None
+    return (bits >> np.uint32(16)).astype(np.uint16)
 
 
 def _need(locations: Locations, name: str, where: str) -> tuple[SafetensorsHeader, TensorEntry]:
@@ -365,15 +418,22 @@ def check_module(
             )
         build_group = _build_group_size(module, "weight_scale", cols, scale_shape[1])
         scale_dtype = scale_loc[1].dtype
-        fast = grid.fused_bf16(ref_entry.dtype, scale_dtype) if build_group % 32 == 0 else None
+        # A reference stored as F16 or F32 may hold bf16 values (its first block tells): the one-pass path then too.
+        fast = grid.fused_bf16("BF16", scale_dtype) if build_group % 32 == 0 else None
 
         def work_fused(span: tuple[int, int]) -> _BlockResult:
             """One pass over the stored bits (reference and build), read into this thread's reused buffers."""
             r0, r1 = span
             ref_bits = read_rows_reused(reference, ref_loc[0], ref_loc[1], r0, r1, "reference bits")
             group = ref_grid.detect(ref_bits, decode=True)
+            if ref_entry.dtype != "BF16":
+                ref_values = grid.decode_values(ref_bits, ref_entry.dtype)
+                bf16_bits = _as_bf16_bits(ref_values) if ref_grid.dtype == "BF16" else None
+                if bf16_bits is None:  # not bf16 values (not all): compared stage by stage, on the values as stored
+                    return work_packed(span, ref_values)
+                ref_bits = bf16_bits
             if group % 32:  # groups the one-pass kernel does not take: the rows already read, compared stage by stage
-                return work_packed(span, grid.decode_values(ref_bits, ref_entry.dtype))
+                return work_packed(span, grid.decode_values(ref_bits, "BF16"))
             packed = read_rows_reused(build, packed_loc[0], packed_loc[1], r0, r1, "packed bits")
             scales = read_rows_reused(build, scale_loc[0], scale_loc[1], r0, r1, "scale bits")
             counts, on_grid, peak_elsewhere = grid.compare_packed_block_bf16(
@@ -598,6 +658,8 @@ def _result(
         shape=[rows, cols],
         build_group_size=build_group,
         reference_group_size=ref_grid.group_size or cols,
+        reference_dtype=ref_grid.stored_dtype,
+        reference_grid_dtype=ref_grid.dtype or ref_grid.stored_dtype,
         values=counts.values,
         values_bit_identical=counts.values_bit_identical,
         groups=counts.groups,

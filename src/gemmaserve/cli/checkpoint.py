@@ -124,8 +124,16 @@ def _render_grid(report: Any) -> None:
 
     size = report.reference_group_size
     grouping = f"groups of {size}" if size else "group sizes per tensor"
+    widened = sorted(
+        {
+            f"; {t.reference_grid_dtype.lower()} values stored as {t.reference_dtype}"
+            for t in report.tensors
+            if t.reference_dtype != t.reference_grid_dtype
+        }
+    )
     table = Table(
-        title=f"{report.build} vs {report.reference} (reference grid: {grouping}, {report.reference_group_size_source})"
+        title=f"{report.build} vs {report.reference} (reference grid: {grouping}, {report.reference_group_size_source}"
+        f"{''.join(widened)})"
     )
     columns: tuple[str, ...] = (
         "tensor",
