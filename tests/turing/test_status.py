@@ -112,3 +112,12 @@ def test_the_diagnostic_setting_is_named_in_the_reasons(tmp_path: Path, kernel_c
     flagged = turing_status(str(python), capability="9.0", environ={"GEMMASERVE_TURING_DIAG_SMEM_LIMIT": "65536"})
     assert any("DIAGNOSTIC GEMMASERVE_TURING_DIAG_SMEM_LIMIT=65536" in reason for reason in flagged.reasons)
     assert flagged.engine_would_start == plain.engine_would_start
+
+
+def test_both_deliveries_are_named_in_words(tmp_path: Path, kernel_copy: Path) -> None:
+    python = fake_interpreter(tmp_path, kernel_copy, "0.34.0")
+    filepatch.apply(PatchTarget(path=str(turing_status(str(python), gpus=_t4, environ={}).kernel_file)))
+    result = turing_status(str(python), gpus=_t4, environ={})
+    assert result.active_delivery is Delivery.BOTH and result.engine_would_start
+    assert "clamped by the plugin and the file patch" in result.reasons
+    assert not any("the both" in reason for reason in result.reasons)
