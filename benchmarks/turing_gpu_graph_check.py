@@ -243,7 +243,7 @@ def run_case(
         (
             "launch",
             plugin_tile_function(stock_function, T4_AS_THE_RULE_SEES_IT),
-            TuringLaunch(spies["launch"], T4_AS_THE_RULE_SEES_IT),
+            TuringLaunch(spies["launch"], T4_AS_THE_RULE_SEES_IT, stock_tile=stock_function),
         ),
     )
     for label, tile_function, kernel in variants:

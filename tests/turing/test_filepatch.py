@@ -143,6 +143,77 @@ def test_patched_tile_function_clamps_only_before_ampere(
     assert patched(head, 0, 2, True) == prefill_tile
 
 
+class _Recorder:
+    """Stands in for the jitted kernel: ``[grid](**kwargs)`` records the keyword arguments."""
+
+    def __init__(self) -> None:
+        self.launches: list[dict[str, object]] = []
+
+    def __getitem__(self, grid: object) -> object:
+        return lambda **kwargs: self.launches.append(kwargs)
+
+
+class _Query:
+    def __init__(self, element_size: int) -> None:
+        self.size = element_size
+
+    def element_size(self) -> int:
+        return self.size
+
+
+def _patched_launch(source: str, capability_major: int, smem_limit_bytes: int) -> tuple[object, _Recorder]:
+    """The patched file's ``kernel_unified_attention`` run in isolation, wrapping a recorder."""
+    import ast
+
+    recorder = _Recorder()
+    tree = ast.parse(source)
+    first = next(i for i, node in enumerate(tree.body) if getattr(node, "name", "") == "_get_tile_size")
+    end = next(
+        i
+        for i, node in enumerate(tree.body)
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "kernel_unified_attention" for t in node.targets)
+    )
+    helpers = [node for node in tree.body[:first] if getattr(node, "name", "") == "_is_gemma3_attention"]
+    namespace: dict[str, object] = {"kernel_unified_attention": recorder}
+    # The functions under test are vLLM's and ours from a real file; running them is the point.
+    exec(compile(ast.Module(body=helpers + tree.body[first : end + 1], type_ignores=[]), "<block>", "exec"), namespace)
+    namespace["_gemmaserve_device"] = lambda: (capability_major, smem_limit_bytes)
+    return namespace["kernel_unified_attention"], recorder
+
+
+@pytest.mark.parametrize(("major", "limit"), [(7, 65_536), (7, 98_304), (6, 49_152), (8, 101_376), (9, 232_448)])
+def test_patched_launch_changes_warps_only_where_vllms_own_tile_overflows(
+    kernel_copy: Path, major: int, limit: int
+) -> None:
+    filepatch.apply(_target(kernel_copy))
+    kernel, recorder = _patched_launch(kernel_copy.read_text(), major, limit)
+    launches = [  # (head, tile launched, 3D, window, query heads per KV head, element size)
+        (512, 16, False, 0, 8, 2),
+        (512, 16, False, 0, 16, 2),
+        (512, 16, True, 0, 8, 2),
+        (256, 32, False, 512, 8, 2),
+        (256, 32, False, 1024, 2, 2),
+        (256, 32, True, 1024, 2, 2),
+        (512, 16, False, 0, 8, 4),
+    ]
+    for head, tile, is_3d, window, per_kv, element_size in launches:
+        kernel[(1, 1)](  # type: ignore[index]
+            HEAD_SIZE=head,
+            HEAD_SIZE_PADDED=head,
+            TILE_SIZE=tile,
+            BLOCK_M=16,
+            IS_3D=is_3d,
+            SLIDING_WINDOW=window,
+            num_queries_per_kv=per_kv,
+            query_ptr=_Query(element_size),
+        )
+    warps = [launch.get("num_warps") for launch in recorder.launches]
+    # Only the 16-bit head-512 2D launch overflows (vLLM's prefill tile 32 needs 98,304 B), and only on sm_75.
+    expected_overflow = 8 if (major, limit) == (7, 65_536) else None
+    assert warps == [expected_overflow, expected_overflow, None, None, None, None, None]
+
+
 def test_hand_edit_after_patch_is_stale_and_refused(kernel_copy: Path) -> None:
     filepatch.apply(_target(kernel_copy))
     kernel_copy.write_text(kernel_copy.read_text() + "# local tweak\n")

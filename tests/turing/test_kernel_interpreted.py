@@ -29,6 +29,7 @@ except ImportError:  # collected without the test extra
 pytest.importorskip("triton")
 
 T4 = CudaDevice(capability=(7, 5), smem_optin_bytes=65_536)
+ROOT = Path(__file__).resolve().parents[2]
 BLOCK_SIZE, QUERY_HEADS, KV_HEADS, SEGMENTS = 16, 8, 1, 4
 
 
@@ -135,11 +136,12 @@ def _distinct(files: dict[str, Path]) -> list[tuple[str, Path]]:
     return list(seen.values())
 
 
-# (head, window, is_3d, query lens, contexts, stock tile, the plugin's tile and warps on a T4)
+# (head, window, is_3d, query lens, contexts, stock tile, the plugin's tile and warps on a T4):
+# only the head-512 2D launch overflows (vLLM's tile 32 needs 98,304 B); every other launch stays vLLM's.
 CASES = [
     (512, 0, False, [5, 1], [40, 23], 32, 16, 8),
-    (512, 0, True, [1, 1], [40, 23], 16, 16, 8),
-    (256, 512, False, [5, 1], [600, 23], 32, 32, 8),
+    (512, 0, True, [1, 1], [40, 23], 16, 16, None),
+    (256, 512, False, [5, 1], [600, 23], 32, 32, None),
     (256, 512, True, [1, 1], [600, 23], 16, 16, None),
 ]
 
@@ -161,7 +163,9 @@ def check_delivered_launches(files: list[tuple[str, str]]) -> None:
             ):
                 recorder = Recorder(real)
                 module._get_tile_size = tiles
-                module.kernel_unified_attention = TuringLaunch(recorder, T4) if wrap else recorder
+                module.kernel_unified_attention = (
+                    TuringLaunch(recorder, T4, stock_tile=stock_tile) if wrap else recorder
+                )
                 out = _run(module, batch, window, is_3d)
                 errors[label] = float((out.double() - expected).norm() / expected.norm())
                 seen = recorder.seen[-1]
@@ -195,8 +199,9 @@ def test_the_delivered_launch_runs_the_real_kernel_correctly(vllm_kernel_files: 
         text=True,
         timeout=600,
         check=False,
-        env={**os.environ, "TRITON_INTERPRET": "1"},
-        cwd=Path(__file__).resolve().parents[2],
+        # The tree under test, not whichever gemmaserve the interpreter has installed.
+        env={**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])},
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stdout + done.stderr[-4000:]
     assert done.stdout.count("\n") == len(files) * len(CASES)

@@ -114,9 +114,38 @@ def _must_not_load() -> types.ModuleType:
     raise AssertionError("stepping aside must not even import the kernel module")
 
 
-def _launch(module: types.ModuleType, head: int, tile: int, is_3d: bool, **extra: Any) -> dict[str, Any]:
+class _Query:
+    def __init__(self, element_size: int) -> None:
+        self.size = element_size
+
+    def element_size(self) -> int:
+        return self.size
+
+
+def _launch(
+    module: types.ModuleType,
+    head: int,
+    tile: int,
+    is_3d: bool,
+    *,
+    window: int = 0,
+    per_kv: int = 8,
+    element_size: int = 2,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The keyword arguments the real kernel gets for one launch, named as ``unified_attention`` names them."""
     kernel = module.kernel_unified_attention
-    kernel[(1, 1)](HEAD_SIZE_PADDED=head, TILE_SIZE=tile, BLOCK_M=16, IS_3D=is_3d, **extra)
+    kernel[(1, 1)](
+        HEAD_SIZE=head,
+        HEAD_SIZE_PADDED=head,
+        TILE_SIZE=tile,
+        BLOCK_M=16,
+        IS_3D=is_3d,
+        SLIDING_WINDOW=window,
+        num_queries_per_kv=per_kv,
+        query_ptr=_Query(element_size),
+        **extra,
+    )
     inner = kernel.kernel if isinstance(kernel, TuringLaunch) else kernel
     kwargs: dict[str, Any] = inner.launches[-1][1]
     return kwargs
@@ -163,13 +192,19 @@ def test_wraps_on_turing_tiles_and_warps(
     with caplog.at_level(logging.INFO, logger=LOGGER):
         for _ in range(3):
             assert wrapped(512, 0, 2, True) == 16
-            assert _launch(module, 512, 16, False)["num_warps"] == 8
-            assert _launch(module, 512, 16, True)["num_warps"] == 8
-            assert "num_warps" not in _launch(module, 256, 16, True)  # spill-free at Triton's default: untouched
+            for per_kv in (4, 8, 16):  # Gemma 4's global layers: vLLM's tile 32 overflows, the clamped one is tabled
+                assert _launch(module, 512, 16, False, per_kv=per_kv)["num_warps"] == 8
+            # vLLM's own launches that fit stay exactly as vLLM makes them:
+            assert "num_warps" not in _launch(module, 512, 16, True)  # decode tile 16: exactly the limit
+            assert "num_warps" not in _launch(module, 256, 32, False, window=512)
+            assert "num_warps" not in _launch(module, 256, 32, False, window=1024, per_kv=2)
+            assert "num_warps" not in _launch(module, 256, 32, True, window=1024, per_kv=2)
+            assert "num_warps" not in _launch(module, 512, 16, False, per_kv=2)  # not a launch the search compiled
+            assert "num_warps" not in _launch(module, 512, 16, False, element_size=4)  # fp32: the tile only
             assert _launch(module, 512, 16, False, num_warps=2)["num_warps"] == 2  # vLLM's own choice is kept
     changed = [r.getMessage() for r in _lines(caplog) if "launch changed" in r.getMessage()]
-    assert len(changed) == 3 and "head 512 prefill tile 32 -> 16" in changed[0]  # once each, not per launch
-    assert "head 512 tile 16 2D launch num_warps 4 -> 8" in changed[1]
+    assert len(changed) == 4 and "head 512 prefill tile 32 -> 16 (2-byte elements)" in changed[0]  # once each
+    assert "head 512 tile 16 2D launch (4 query heads per KV head) num_warps 4 -> 8" in changed[1]
     again = install_clamp(platform=lambda: T4, load_module=lambda: module, environ={})
     assert again.action == "already-wrapped" and module._get_tile_size is wrapped
 
@@ -210,11 +245,15 @@ def _assert_guarded(module: types.ModuleType, caplog: pytest.LogCaptureFixture, 
     warnings = [r for r in _lines(caplog) if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and why in warnings[0].getMessage()
     assert module._get_tile_size is stock_tile
-    assert _launch(module, 256, 32, False) == {
+    passed = _launch(module, 256, 32, False)
+    assert {k: v for k, v in passed.items() if k != "query_ptr"} == {
+        "HEAD_SIZE": 256,
         "HEAD_SIZE_PADDED": 256,
         "TILE_SIZE": 32,
         "BLOCK_M": 16,
         "IS_3D": False,
+        "SLIDING_WINDOW": 0,
+        "num_queries_per_kv": 8,
     }  # passes through, untouched
     with pytest.raises(TuringError) as refused:
         module.kernel_unified_attention[(1, 1)](HEAD_SIZE_PADDED=512, TILE_SIZE=32, BLOCK_M=16, IS_3D=False)

@@ -10,10 +10,14 @@ from gemmaserve.turing.rule import (
     MIN_TILE_SIZE,
     STOCK_NUM_WARPS,
     LaunchParams,
+    MeasuredLaunch,
+    block_m_for,
     choose_launch,
     clamp_tile_size,
     kernel_smem_bytes,
     launch_num_warps,
+    pick_launch,
+    warps_table,
 )
 
 OPTIN_SM75 = 65_536
@@ -40,6 +44,7 @@ def test_gemma4_global_layer_on_t4_is_clamped_to_exactly_the_limit() -> None:
         element_size=2,
         block_size=16,
         stock=LaunchParams(tile_size=32, block_m=16, num_stages=3),
+        num_queries_per_kv=8,
     )
     assert choice.changed and choice.fits
     assert choice.launch == LaunchParams(tile_size=16, block_m=16, num_stages=3, num_warps=8)
@@ -50,7 +55,13 @@ def test_gemma4_global_layer_on_t4_is_clamped_to_exactly_the_limit() -> None:
 def test_ampere_and_newer_keep_the_stock_launch_even_when_the_model_would_not_fit(capability: tuple[int, int]) -> None:
     stock = LaunchParams(tile_size=32, block_m=16, num_stages=2)
     choice = choose_launch(
-        capability=capability, smem_limit_bytes=1, head_size_padded=512, element_size=2, block_size=16, stock=stock
+        capability=capability,
+        smem_limit_bytes=1,
+        head_size_padded=512,
+        element_size=2,
+        block_size=16,
+        stock=stock,
+        num_queries_per_kv=8,
     )
     assert choice.launch == stock and not choice.changed and choice.smem_bytes is None
 
@@ -83,6 +94,7 @@ def test_rule_equals_brute_force_for_every_stock_tile(
             element_size=element,
             block_size=16,
             stock=stock,
+            num_queries_per_kv=8,
         )
         best = _brute_force(capability, limit, head, element, stock)
         embedded = clamp_tile_size(capability[0], limit, head, element, tile, block_m)
@@ -94,7 +106,7 @@ def test_rule_equals_brute_force_for_every_stock_tile(
         assert choice.launch.tile_size == best == embedded
         assert choice.launch.block_m == block_m and choice.launch.num_stages == stages
         assert choice.launch.num_warps == launch_num_warps(
-            capability[0], head, best, block_m, False, element, STOCK_NUM_WARPS
+            capability[0], limit, head, tile, best, block_m, 8, 0, False, element, STOCK_NUM_WARPS
         )
         assert choice.changed == (choice.launch != stock)
         if choice.smem_bytes is not None:
@@ -110,6 +122,7 @@ def test_margin_is_honoured() -> None:
         element_size=2,
         block_size=16,
         stock=stock,
+        num_queries_per_kv=8,
         margin_bytes=1,
     )
     assert not choice.fits  # tile 16 needs exactly the limit, nothing is left for a margin
@@ -137,30 +150,68 @@ def test_impossible_inputs_are_refused(head: int, tile: int, block_m: int, eleme
             element_size=element,
             block_size=16,
             stock=LaunchParams(tile_size=tile, block_m=block_m, num_stages=1, num_warps=warps),
+            num_queries_per_kv=8,
         )
 
 
-#: ptxas -v on Triton 3.9's compile of vLLM 0.26.0's kernel for sm_75, fp16, BLOCK_M 16, 3 stages
-#: (`gemmaserve turing smem --search`): {(head, tile, is_3d): {num_warps: spill store + load bytes}}.
-#: test_smem.py recompiles the entries; the rule must pick the fewest spills, stock warps on a tie.
-SM75_SPILL_BYTES = {
-    (512, 16, False): {4: 720 + 704, 8: 0, 16: 0},
-    (512, 16, True): {4: 708 + 692, 8: 0, 16: 0},
-    (256, 32, False): {4: 616 + 600, 8: 0, 16: 348 + 340},
-    (256, 32, True): {4: 608 + 596, 8: 0},
-    (256, 16, False): {4: 0, 8: 0, 16: 36 + 28},
-    (256, 16, True): {4: 0, 8: 0, 16: 16 + 16},
+#: (major, minor): opt-in shared memory per block (CUDA C++ Programming Guide, compute capabilities).
+OPTIN_BY_CAPABILITY = {
+    (7, 0): 98_304,
+    (7, 5): 65_536,
+    (8, 0): 166_912,
+    (8, 6): 101_376,
+    (8, 9): 101_376,
+    (9, 0): 232_448,
 }
 
 
-def _fewest_spills(spills: dict[int, int]) -> int:
-    return min(spills, key=lambda warps: (spills[warps], warps != STOCK_NUM_WARPS, warps))
+@pytest.mark.parametrize("capability", list(OPTIN_BY_CAPABILITY))
+@pytest.mark.parametrize(("key", "warps"), list(warps_table().items()))
+def test_every_table_launch_changes_only_where_vllms_own_launch_overflows(
+    capability: tuple[int, int], key: tuple[int, int, int, int, int, bool], warps: int
+) -> None:
+    head, tile, block_m, per_kv, window, is_3d = key
+    limit = OPTIN_BY_CAPABILITY[capability]
+    for stock_tile in (16, 32, 64, 128):
+        stock = LaunchParams(tile_size=stock_tile, block_m=block_m, num_stages=3)
+        choice = choose_launch(
+            capability=capability,
+            smem_limit_bytes=limit,
+            head_size_padded=head,
+            element_size=2,
+            block_size=16,
+            stock=stock,
+            num_queries_per_kv=per_kv,
+            sliding_window=window,
+            is_3d=is_3d,
+        )
+        where = (capability, stock_tile, choice.reason)
+        if capability[0] >= 8 or kernel_smem_bytes(head, stock_tile, block_m, 2) <= limit:
+            assert choice.launch == stock and not choice.changed, where  # byte-identical to vLLM's choice
+        elif choice.launch.tile_size == tile and choice.fits:
+            assert choice.launch.num_warps == warps and choice.changed, where
+        else:
+            assert choice.launch.num_warps == STOCK_NUM_WARPS, where
 
 
-@pytest.mark.parametrize(("key", "spills"), list(SM75_SPILL_BYTES.items()))
-def test_warps_are_the_fewest_spills_the_compiler_measured(key: tuple[int, int, bool], spills: dict[int, int]) -> None:
-    head, tile, is_3d = key
-    assert launch_num_warps(7, head, tile, 16, is_3d, 2, STOCK_NUM_WARPS) == _fewest_spills(spills)
+def test_on_a_v100_no_gemma4_launch_changes() -> None:
+    """sm_70 allows 98,304 B: vLLM's head-512 tile 32 fits there, so nothing is clamped, warps included."""
+    for head, stock_tile, per_kv, window, is_3d in itertools.product(
+        (256, 512), (16, 32), (2, 4, 8, 16), (0, 512, 1024), (False, True)
+    ):
+        stock = LaunchParams(tile_size=stock_tile, block_m=16, num_stages=3)
+        choice = choose_launch(
+            capability=(7, 0),
+            smem_limit_bytes=98_304,
+            head_size_padded=head,
+            element_size=2,
+            block_size=16,
+            stock=stock,
+            num_queries_per_kv=per_kv,
+            sliding_window=window,
+            is_3d=is_3d,
+        )
+        assert choice.launch == stock and not choice.changed, choice.reason
 
 
 @pytest.mark.parametrize(
@@ -169,35 +220,69 @@ def test_warps_are_the_fewest_spills_the_compiler_measured(key: tuple[int, int, 
         itertools.product([6, 7, 8, 9, 10, 12], HEADS, [16, 32, 64], BLOCK_MS, [False, True], ELEMENT_SIZES, [2, 4, 8])
     ),
 )
-def test_warps_change_only_before_ampere_for_measured_16_bit_launches(
+def test_warps_change_only_before_ampere_for_tabled_16_bit_launches_that_overflow(
     major: int, head: int, tile: int, block_m: int, is_3d: bool, element: int, stock_warps: int
 ) -> None:
-    warps = launch_num_warps(major, head, tile, block_m, is_3d, element, stock_warps)
-    measured = (head, tile, is_3d) in SM75_SPILL_BYTES and block_m == 16
-    if major != 7 or element != 2 or not measured or stock_warps != STOCK_NUM_WARPS:
-        assert warps == stock_warps
-    else:
-        assert warps == _fewest_spills(SM75_SPILL_BYTES[(head, tile, is_3d)])
+    table = warps_table()
+    for per_kv, window, stock_tile in itertools.product((1, 2, 8, 16), (0, 1024), (tile, 2 * tile)):
+        warps = launch_num_warps(
+            major, OPTIN_SM75, head, stock_tile, tile, block_m, per_kv, window, is_3d, element, stock_warps
+        )
+        key = (head, tile, block_m, per_kv, window, is_3d)
+        overflows = kernel_smem_bytes(head, stock_tile, block_m, element) > OPTIN_SM75
+        if major != 7 or element != 2 or key not in table or stock_warps != STOCK_NUM_WARPS or not overflows:
+            assert warps == stock_warps
+        else:
+            assert warps == table[key]
 
 
 @pytest.mark.parametrize("is_3d", [False, True])
 def test_choice_on_t4_for_both_gemma4_layer_kinds(is_3d: bool) -> None:
     t4 = {"capability": (7, 5), "smem_limit_bytes": OPTIN_SM75, "element_size": 2, "block_size": 16, "is_3d": is_3d}
     stock_tile = 32 if not is_3d else 16
-    glob = choose_launch(head_size_padded=512, stock=LaunchParams(tile_size=stock_tile, block_m=16, num_stages=3), **t4)  # type: ignore[arg-type]
-    assert glob.launch == LaunchParams(tile_size=16, block_m=16, num_stages=3, num_warps=8)
-    assert glob.changed and glob.smem_bytes == OPTIN_SM75
-    sliding = choose_launch(
-        head_size_padded=256, stock=LaunchParams(tile_size=stock_tile, block_m=16, num_stages=3), **t4
-    )  # type: ignore[arg-type]
-    assert sliding.launch.tile_size == stock_tile
-    assert sliding.launch.num_warps == (8 if stock_tile == 32 else 4)
-    on_l4 = choose_launch(
-        head_size_padded=512,
-        stock=LaunchParams(tile_size=stock_tile, block_m=16, num_stages=3),
-        **{**t4, "capability": (8, 9)},
-    )  # type: ignore[arg-type]
+    stock = LaunchParams(tile_size=stock_tile, block_m=16, num_stages=3)
+    glob = choose_launch(head_size_padded=512, stock=stock, num_queries_per_kv=8, **t4)  # type: ignore[arg-type]
+    if is_3d:  # vLLM's decode tile 16 needs exactly the limit: its launch stays as it is
+        assert glob.launch == stock and not glob.changed
+    else:
+        assert glob.launch == LaunchParams(tile_size=16, block_m=16, num_stages=3, num_warps=8)
+        assert glob.changed and glob.smem_bytes == OPTIN_SM75
+    for per_kv, window in ((8, 512), (4, 512), (2, 1024)):
+        sliding = choose_launch(
+            head_size_padded=256, stock=stock, num_queries_per_kv=per_kv, sliding_window=window, **t4
+        )  # type: ignore[arg-type]
+        assert sliding.launch == stock and not sliding.changed  # 49,152 B or less: fits, untouched
+    on_l4 = choose_launch(head_size_padded=512, stock=stock, num_queries_per_kv=8, **{**t4, "capability": (8, 9)})  # type: ignore[arg-type]
     assert on_l4.launch.num_warps == STOCK_NUM_WARPS and not on_l4.changed
+
+
+@pytest.mark.parametrize(("capability", "element"), [((7, 5), 4), ((6, 0), 2), ((8, 9), 2)])
+def test_the_reason_names_warps_only_where_they_change(capability: tuple[int, int], element: int) -> None:
+    choice = choose_launch(
+        capability=capability,
+        smem_limit_bytes=49_152 if capability[0] == 6 else OPTIN_SM75,
+        head_size_padded=512 if element == 2 else 256,
+        element_size=element,
+        block_size=16,
+        stock=LaunchParams(tile_size=32, block_m=16, num_stages=3),
+        num_queries_per_kv=8,
+    )
+    assert choice.launch.num_warps == STOCK_NUM_WARPS and "num_warps" not in choice.reason
+
+
+def test_the_pick_is_vllms_own_launch_wherever_it_fits() -> None:
+    stock = LaunchParams(tile_size=32, block_m=16, num_stages=3)
+    cheaper = LaunchParams(tile_size=32, block_m=16, num_stages=3, num_warps=8)
+    candidates = [
+        MeasuredLaunch(launch=stock, smem_bytes=49_152, spill_bytes=1_216),
+        MeasuredLaunch(launch=cheaper, smem_bytes=49_152, spill_bytes=0),
+    ]
+    assert pick_launch(candidates, smem_limit_bytes=OPTIN_SM75, stock=stock) == candidates[0]
+    assert pick_launch(candidates, smem_limit_bytes=32_768, stock=stock) is None
+
+
+def test_block_m_follows_vllms_launcher() -> None:
+    assert [block_m_for(n) for n in (1, 2, 8, 16, 17, 32, 48)] == [16, 16, 16, 16, 32, 32, 64]
 
 
 def test_every_delivery_reads_as_words() -> None:

@@ -44,23 +44,11 @@ def test_search_picks_what_the_rule_launches_for_head_512(vllm_kernel_files: dic
     assert found.rule_agrees, found.picks
     by_layout = {pick.layout: pick for pick in found.picks}
     assert not by_layout["2D"].stock_fits and by_layout["3D"].stock_fits
-    for pick in found.picks:
-        assert pick.picked is not None and (pick.picked.tile_size, pick.picked.num_warps) == (16, 8)
-        assert pick.picked_spill_bytes == 0 and pick.stages_independent
-    assert by_layout["3D"].stock_spill_bytes is not None and by_layout["3D"].stock_spill_bytes > 0
-
-
-def test_the_warps_table_is_the_compilers_answer_for_the_head_256_prefill(vllm_kernel_files: dict[str, Path]) -> None:
-    import triton
-
-    from gemmaserve.turing import smem
-    from gemmaserve.turing.rule import launch_num_warps
-
-    module = smem.load_kernel_module(vllm_kernel_files["0.34.0"])
-    spills = {warps: smem._compile_one(module, triton, 75, 256, 32, False, 512, warps) for warps in (4, 8)}
-    fewest = min(spills, key=lambda w: ((spills[w][2] or 0) + (spills[w][3] or 0), w != 4))
-    assert launch_num_warps(7, 256, 32, 16, False, 2, 4) == fewest == 8
-    assert spills[4][0] == spills[8][0] == 49_152  # warps do not change shared memory below sm_80
+    two_d, three_d = by_layout["2D"], by_layout["3D"]
+    assert two_d.picked is not None and (two_d.picked.tile_size, two_d.picked.num_warps) == (16, 8)
+    assert two_d.picked_spill_bytes == 0 and two_d.stages_independent
+    assert three_d.picked == three_d.stock  # it fits: vLLM's own launch, whatever it spills
+    assert three_d.stock_spill_bytes is not None and three_d.stock_spill_bytes > 0
 
 
 def test_hopper_figures_come_from_ptxas_for_its_own_target(vllm_kernel_files: dict[str, Path]) -> None:

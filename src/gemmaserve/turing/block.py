@@ -55,7 +55,7 @@ def _get_tile_size(head_size, sliding_window, element_size, is_prefill):
 
 
 class _GemmaserveLaunch:
-    """vLLM's kernel, launched with the rule's num_warps on pre-Ampere GPUs (gemmaserve turing clamp)."""
+    """vLLM's kernel, launched with the rule's num_warps where its own tile overflows (gemmaserve turing clamp)."""
 
     def __init__(self, kernel):
         self.kernel = kernel
@@ -65,10 +65,16 @@ class _GemmaserveLaunch:
 
         def launch(*args, **kwargs):
             if "num_warps" not in kwargs:
-                major, _ = _gemmaserve_device()
+                major, smem_limit_bytes = _gemmaserve_device()
+                element_size = kwargs["query_ptr"].element_size()
+                is_3d = bool(kwargs["IS_3D"])
+                # vLLM's own tile for this grid: the 2D launch reads the prefill tile, 3D the decode one.
+                stock_tile = _gemmaserve_stock_get_tile_size(
+                    kwargs["HEAD_SIZE"], kwargs["SLIDING_WINDOW"], element_size, not is_3d)
                 warps = _gemmaserve_launch_num_warps(
-                    major, kwargs["HEAD_SIZE_PADDED"], kwargs["TILE_SIZE"], kwargs["BLOCK_M"],
-                    bool(kwargs["IS_3D"]), kwargs["query_ptr"].element_size(), STOCK_NUM_WARPS)
+                    major, smem_limit_bytes, kwargs["HEAD_SIZE_PADDED"], stock_tile, kwargs["TILE_SIZE"],
+                    kwargs["BLOCK_M"], kwargs["num_queries_per_kv"], kwargs["SLIDING_WINDOW"], is_3d,
+                    element_size, STOCK_NUM_WARPS, MARGIN_BYTES)
                 if warps != STOCK_NUM_WARPS:
                     kwargs["num_warps"] = warps
             return launcher(*args, **kwargs)

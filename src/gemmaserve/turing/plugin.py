@@ -30,6 +30,7 @@ from gemmaserve.turing.rule import (
     SMEM_MARGIN_BYTES,
     STOCK_NUM_WARPS,
     clamp_tile_size,
+    kernel_smem_bytes,
     launch_num_warps,
     next_power_of_2,
 )
@@ -169,19 +170,32 @@ def install_clamp(
     if getattr(stock_tile, CLAMP_MARK, False):
         return PluginOutcome("already-wrapped", "the launch is already wrapped in this process")
     setattr(module, TILE_FUNCTION, clamped_tile_function(stock_tile, device))
-    setattr(module, KERNEL_FUNCTION, TuringLaunch(getattr(module, KERNEL_FUNCTION), device))
-    tile = clamp_tile_size(device.capability[0], device.smem_optin_bytes, 512, 2, 32, DEFAULT_BLOCK_M)
-    warps = launch_num_warps(device.capability[0], 512, tile, DEFAULT_BLOCK_M, False, 2, STOCK_NUM_WARPS)
+    setattr(module, KERNEL_FUNCTION, TuringLaunch(getattr(module, KERNEL_FUNCTION), device, stock_tile=stock_tile))
     return _log(
         logging.INFO,
         PluginOutcome(
             "wrapped",
             f"Turing clamp active on sm_{device.capability[0]}{device.capability[1]} "
             f"({device.smem_optin_bytes:,} B shared memory per block{', DIAGNOSTIC' if device.diagnostic else ''}): "
-            f"vLLM {version} unified-attention launches fitted by the rule (head 512 prefill tile 32 -> {tile}, "
-            f"num_warps {STOCK_NUM_WARPS} -> {warps})",
+            f"vLLM {version} unified-attention launches that overflow it are changed by the rule, each kind "
+            f"logged when first made; every launch that fits stays vLLM's" + gemma4_global_preview(device),
         ),
     )
+
+
+def gemma4_global_preview(device: CudaDevice) -> str:
+    """What the rule does to the tile of Gemma 4's 16-bit head-512 prefill launch here, in words."""
+    tile = clamp_tile_size(device.capability[0], device.smem_optin_bytes, 512, 2, 32, DEFAULT_BLOCK_M)
+    if tile == 32:
+        return " (Gemma 4's 16-bit head-512 prefill launch fits as it is)"
+    need = kernel_smem_bytes(512, tile, DEFAULT_BLOCK_M, 2)
+    if need > device.smem_optin_bytes:
+        return (
+            f" (Gemma 4's 16-bit head-512 launches do not fit even at tile {tile}: {need:,} B > "
+            f"{device.smem_optin_bytes:,} B; they will fail)"
+        )
+    # Its num_warps depends on the query heads per KV head, which only the launch tells: logged there.
+    return f" (e.g. Gemma 4's 16-bit head-512 prefill: tile 32 -> {tile})"
 
 
 def diagnostic_limit(environ: Mapping[str, str]) -> int | str | None:
@@ -279,14 +293,17 @@ def clamped_tile_function(stock: Callable[..., int], device: CudaDevice) -> Call
             SMEM_MARGIN_BYTES,
         )
         if clamped != tile:
+            need = kernel_smem_bytes(next_power_of_2(head_size), clamped, DEFAULT_BLOCK_M, element_size)
             _log_first(
                 "tile",
                 (head_size, element_size, is_prefill, tile, clamped),
-                "head %d %s tile %d -> %d",
+                "head %d %s tile %d -> %d (%d-byte elements)%s",
                 head_size,
                 "prefill" if is_prefill else "decode",
                 tile,
                 clamped,
+                element_size,
+                "" if need <= device.smem_optin_bytes else f": still {need:,} B > {device.smem_optin_bytes:,} B, fails",
             )
         return clamped
 
@@ -299,13 +316,23 @@ class TuringLaunch:
 
     With ``refusal`` set, a launch whose ``HEAD_SIZE_PADDED`` is at least ``GUARDED_HEAD_SIZE``
     raises TuringError(refusal) and every other launch passes through unchanged. Otherwise the
-    rule's ``num_warps`` is added when vLLM did not choose one itself. Any other attribute is the
-    kernel's own.
+    rule's ``num_warps`` is added where vLLM did not choose one itself and its own tile overflows:
+    ``stock_tile`` (vLLM's ``_get_tile_size``) tells that tile, the prefill one for the 2D grid and
+    the decode one for 3D, as ``unified_attention`` picks them (vLLM 0.34.0
+    triton_unified_attention.py:1382-1387; 0.26.0:1077-1082). Any other attribute is the kernel's own.
     """
 
-    def __init__(self, kernel: Any, device: CudaDevice, *, refusal: str | None = None) -> None:
+    def __init__(
+        self,
+        kernel: Any,
+        device: CudaDevice,
+        *,
+        stock_tile: Callable[..., int] | None = None,
+        refusal: str | None = None,
+    ) -> None:
         self.kernel = kernel
         self.device = device
+        self.stock_tile = stock_tile
         self.refusal = refusal
         setattr(self, CLAMP_MARK, True)
 
@@ -324,30 +351,42 @@ class TuringLaunch:
             if isinstance(head, int) and head >= GUARDED_HEAD_SIZE:
                 raise TuringError(self.refusal, hint=FIX_HINT, head_size_padded=head)
             return kwargs
-        if "num_warps" in kwargs or not all(
-            isinstance(kwargs.get(k), int) for k in ("HEAD_SIZE_PADDED", "TILE_SIZE", "BLOCK_M")
+        names = ("HEAD_SIZE", "HEAD_SIZE_PADDED", "TILE_SIZE", "BLOCK_M", "SLIDING_WINDOW", "num_queries_per_kv")
+        query: Any = kwargs.get("query_ptr")
+        if (
+            self.stock_tile is None
+            or "num_warps" in kwargs
+            or not all(isinstance(kwargs.get(name), int) for name in names)
+            or not hasattr(query, "element_size")
         ):
             return kwargs
-        query: Any = kwargs.get("query_ptr")
-        element_size = int(query.element_size()) if hasattr(query, "element_size") else 2
+        element_size = int(query.element_size())
+        is_3d = bool(kwargs.get("IS_3D"))
+        stock_tile = self.stock_tile(kwargs["HEAD_SIZE"], kwargs["SLIDING_WINDOW"], element_size, not is_3d)
         warps = launch_num_warps(
             self.device.capability[0],
+            self.device.smem_optin_bytes,
             kwargs["HEAD_SIZE_PADDED"],
+            stock_tile,
             kwargs["TILE_SIZE"],
             kwargs["BLOCK_M"],
-            bool(kwargs.get("IS_3D")),
+            kwargs["num_queries_per_kv"],
+            kwargs["SLIDING_WINDOW"],
+            is_3d,
             element_size,
             STOCK_NUM_WARPS,
+            SMEM_MARGIN_BYTES,
         )
         if warps == STOCK_NUM_WARPS:
             return kwargs
         _log_first(
             "warps",
-            (kwargs["HEAD_SIZE_PADDED"], kwargs["TILE_SIZE"], bool(kwargs.get("IS_3D")), warps),
-            "head %d tile %d %s launch num_warps %d -> %d",
+            (kwargs["HEAD_SIZE_PADDED"], kwargs["TILE_SIZE"], kwargs["num_queries_per_kv"], is_3d, warps),
+            "head %d tile %d %s launch (%d query heads per KV head) num_warps %d -> %d",
             kwargs["HEAD_SIZE_PADDED"],
             kwargs["TILE_SIZE"],
-            "3D" if kwargs.get("IS_3D") else "2D",
+            "3D" if is_3d else "2D",
+            kwargs["num_queries_per_kv"],
             STOCK_NUM_WARPS,
             warps,
         )

@@ -7,6 +7,10 @@ was fitted to Triton's own compile of the real kernel for sm_75 (see smem.py and
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
+
 from pydantic import BaseModel, ConfigDict
 
 #: Bytes kept free under the device limit. Zero, because the model equals what the compiler
@@ -57,31 +61,58 @@ def clamp_tile_size(
 
 def launch_num_warps(
     capability_major: int,
+    smem_limit_bytes: int,
     head_size_padded: int,
+    stock_tile_size: int,
     tile_size: int,
     block_m: int,
+    num_queries_per_kv: int,
+    sliding_window: int,
     is_3d: bool,
     element_size: int,
     stock_num_warps: int = 4,
+    margin_bytes: int = 0,
 ) -> int:
-    """The stock num_warps on sm >= 80; before Ampere, the measured spill-free choice for this launch.
+    """vLLM's num_warps for every launch that fits; a measured spill-free one where the clamp shrank the tile.
 
-    The table is what Triton's compile of vLLM's real kernel for sm_75 (fp16/bf16, BLOCK_M 16)
-    reports, rebuilt by ``gemmaserve turing smem --search`` and checked against the compiler by
-    the test suite: at 4 warps these launches spill 600-720 B per thread, at 8 warps none.
-    Launches not in it, and launches where vLLM chose its own warps (anything but Triton's default
-    4), keep ``stock_num_warps``. Builtins only: the file patch embeds this source.
+    Only a launch whose stock tile overflows shared memory before Ampere is changed, and only when the
+    launch it becomes (tile, BLOCK_M, query heads per KV head, window, grid, element size) is one that
+    ``gemmaserve turing smem --search`` compiled for sm_75 and found spilling least at other warps
+    (the table; the test suite checks it against the search's committed output). Every launch that
+    fits, every launch not in the table, every launch where vLLM chose its own warps (anything but
+    Triton's default 4) and every GPU from sm_80 on keeps ``stock_num_warps``. Builtins only: the
+    file patch embeds this source.
     """
     if capability_major != 7 or element_size != 2 or stock_num_warps != 4:
         return stock_num_warps
-    spill_free = {
-        # (head_size_padded, tile_size, block_m, is_3d): num_warps
-        (512, 16, 16, False): 8,
-        (512, 16, 16, True): 8,
-        (256, 32, 16, False): 8,
-        (256, 32, 16, True): 8,
+    if 2 * element_size * head_size_padded * (stock_tile_size + block_m) <= smem_limit_bytes - margin_bytes:
+        return stock_num_warps  # vLLM's own launch fits: it stays exactly as vLLM chose it
+    measured = {
+        # (head_size_padded, tile_size, block_m, num_queries_per_kv, sliding_window, is_3d): num_warps
+        (512, 16, 16, 4, 0, False): 8,
+        (512, 16, 16, 8, 0, False): 8,
+        (512, 16, 16, 16, 0, False): 8,
     }
-    return spill_free.get((head_size_padded, tile_size, block_m, is_3d), stock_num_warps)
+    key = (head_size_padded, tile_size, block_m, num_queries_per_kv, sliding_window, is_3d)
+    return measured.get(key, stock_num_warps)
+
+
+def warps_table() -> dict[tuple[int, int, int, int, int, bool], int]:
+    """The table inside ``launch_num_warps``, read from its source (it must stay builtins-only there)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(launch_num_warps)))
+    table = next(
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and any(isinstance(target, ast.Name) and target.id == "measured" for target in node.targets)
+    )
+    found: dict[tuple[int, int, int, int, int, bool], int] = ast.literal_eval(table)
+    return found
+
+
+def block_m_for(num_queries_per_kv: int) -> int:
+    """BLOCK_M as ``unified_attention`` sets it (vLLM 0.34.0 triton_unified_attention.py:1073-1075)."""
+    return DEFAULT_BLOCK_M if num_queries_per_kv <= DEFAULT_BLOCK_M else next_power_of_2(num_queries_per_kv)
 
 
 class LaunchParams(BaseModel):
@@ -123,11 +154,15 @@ class MeasuredLaunch(BaseModel):
 def pick_launch(
     candidates: list[MeasuredLaunch], *, smem_limit_bytes: int, stock: LaunchParams
 ) -> MeasuredLaunch | None:
-    """The candidate that fits and spills least; ties go to the larger tile, then stock warps, then fewer warps.
+    """vLLM's own launch when it fits; else the candidate that fits and spills least (ties: the larger
+    tile, then stock warps, then fewer warps).
 
     None when no candidate with known spills fits. This is the order the search ranks the compiler's
     figures by; ``launch_num_warps`` holds its answers for sm_75.
     """
+    own = next((c for c in candidates if c.launch == stock), None)
+    if own is not None and own.smem_bytes <= smem_limit_bytes:
+        return own
     known = [c for c in candidates if c.smem_bytes <= smem_limit_bytes and c.spill_bytes is not None]
     if not known:
         return None
@@ -155,19 +190,22 @@ def choose_launch(
     element_size: int,
     block_size: int,
     stock: LaunchParams,
+    num_queries_per_kv: int,
+    sliding_window: int = 0,
     is_3d: bool = False,
     margin_bytes: int = SMEM_MARGIN_BYTES,
 ) -> LaunchChoice:
-    """Stock launch, unchanged, on sm >= 80; before, the largest tile that fits, then spill-free warps.
+    """vLLM's launch, unchanged, on sm >= 80 and wherever it fits; else the largest tile that fits, then warps.
 
-    The tile is ``clamp_tile_size``'s, num_warps is ``launch_num_warps``'s for that tile; BLOCK_M and
-    stages stay stock (below sm_80 shared memory does not depend on stages, and BLOCK_M sets
-    ``unified_attention``'s grid).
+    The tile is ``clamp_tile_size``'s, num_warps is ``launch_num_warps``'s for the launch that tile
+    makes (``num_queries_per_kv`` and ``sliding_window`` are two of the kernel's compile-time
+    constants the measured warps depend on); BLOCK_M and stages stay stock (below sm_80 shared memory
+    does not depend on stages, and BLOCK_M sets ``unified_attention``'s grid).
 
     Raises:
         ValueError: on inputs that no launch can have (non-power-of-two head or tile, sizes <= 0).
     """
-    _check_inputs(head_size_padded, element_size, block_size, stock)
+    _check_inputs(head_size_padded, element_size, block_size, stock, num_queries_per_kv)
     if capability[0] >= AMPERE_MAJOR:
         return LaunchChoice(
             launch=stock,
@@ -207,7 +245,20 @@ def choose_launch(
             smem_limit_bytes=smem_limit_bytes,
             margin_bytes=margin_bytes,
         )
-    warps = launch_num_warps(capability[0], head_size_padded, tile, stock.block_m, is_3d, element_size, stock.num_warps)
+    warps = launch_num_warps(
+        capability[0],
+        smem_limit_bytes,
+        head_size_padded,
+        stock.tile_size,
+        tile,
+        stock.block_m,
+        num_queries_per_kv,
+        sliding_window,
+        is_3d,
+        element_size,
+        stock.num_warps,
+        margin_bytes,
+    )
     launch = LaunchParams(tile_size=tile, block_m=stock.block_m, num_stages=stock.num_stages, num_warps=warps)
     parts = [
         f"stock tile {stock.tile_size} needs {stock_need:,} B {'<=' if stock_need <= budget else '>'} {budget:,} B"
@@ -215,7 +266,7 @@ def choose_launch(
     if tile != stock.tile_size:
         parts.append(f"tile {tile} needs {need:,} B")
     if warps != stock.num_warps:
-        parts.append(f"num_warps {stock.num_warps} -> {warps} (spill-free on sm_75)")
+        parts.append(f"num_warps {stock.num_warps} -> {warps} (fewest spills the sm_75 search measured)")
     return LaunchChoice(
         launch=launch,
         smem_bytes=need,
@@ -228,7 +279,9 @@ def choose_launch(
     )
 
 
-def _check_inputs(head_size_padded: int, element_size: int, block_size: int, stock: LaunchParams) -> None:
+def _check_inputs(
+    head_size_padded: int, element_size: int, block_size: int, stock: LaunchParams, num_queries_per_kv: int
+) -> None:
     for name, value in (
         ("head_size_padded", head_size_padded),
         ("tile_size", stock.tile_size),
@@ -238,5 +291,7 @@ def _check_inputs(head_size_padded: int, element_size: int, block_size: int, sto
             raise ValueError(f"{name} must be a positive power of two, not {value}")
     if element_size not in (1, 2, 4):
         raise ValueError(f"element_size must be 1, 2 or 4 bytes, not {element_size}")
+    if num_queries_per_kv <= 0:
+        raise ValueError(f"num_queries_per_kv must be positive, not {num_queries_per_kv}")
     if block_size <= 0 or stock.num_stages <= 0 or stock.num_warps <= 0 or stock.num_warps & (stock.num_warps - 1):
         raise ValueError("block_size and num_stages must be positive, num_warps a positive power of two")

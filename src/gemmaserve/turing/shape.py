@@ -22,11 +22,21 @@ EXPECTED_LINES = (
     "    TILE_SIZE_PREFILL = _get_tile_size(head_size, sliding_window_val, q.element_size(), is_prefill=True)",
     "    TILE_SIZE_DECODE = _get_tile_size(head_size, sliding_window_val, q.element_size(), is_prefill=False)",
     "def kernel_unified_attention(...):  # the @triton.jit kernel with a TILE_SIZE: tl.constexpr parameter",
-    "    kernel_unified_attention[grid](..., TILE_SIZE=..., HEAD_SIZE_PADDED=..., BLOCK_M=..., IS_3D=...)"
-    "  # in unified_attention",
+    "    kernel_unified_attention[grid](..., TILE_SIZE=..., HEAD_SIZE=..., HEAD_SIZE_PADDED=..., BLOCK_M=..., "
+    "IS_3D=..., SLIDING_WINDOW=..., num_queries_per_kv=..., query_ptr=...)  # in unified_attention",
 )
-#: The keyword arguments the launch hook reads (and the kernel must take).
-LAUNCH_KEYWORDS = ("TILE_SIZE", "HEAD_SIZE_PADDED", "BLOCK_M", "IS_3D")
+#: The keyword arguments the launch hook reads (and the kernel must take): with HEAD_SIZE and SLIDING_WINDOW
+#: it asks the stock ``_get_tile_size`` for vLLM's own tile, to change warps only where that tile overflows.
+LAUNCH_KEYWORDS = (
+    "TILE_SIZE",
+    "HEAD_SIZE",
+    "HEAD_SIZE_PADDED",
+    "BLOCK_M",
+    "IS_3D",
+    "SLIDING_WINDOW",
+    "num_queries_per_kv",
+    "query_ptr",
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -196,6 +196,8 @@ def compile_report(
                 element_size=2,
                 block_size=16,
                 stock=stock,
+                num_queries_per_kv=NUM_QUERIES_PER_KV,
+                sliding_window=window,
                 is_3d=layout == "3D",
             ).launch
             for variant, launch in (("stock", stock), ("clamped", rule)):
@@ -307,6 +309,8 @@ def search_launches(
                 element_size=2,
                 block_size=16,
                 stock=stock,
+                num_queries_per_kv=NUM_QUERIES_PER_KV,
+                sliding_window=window,
                 is_3d=is_3d,
             ).launch
             checked, independent = [], True
