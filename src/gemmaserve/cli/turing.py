@@ -21,8 +21,9 @@ from gemmaserve.turing.requests import (
 )
 
 if TYPE_CHECKING:
+    from gemmaserve.progress import ProgressEvent
     from gemmaserve.turing.filepatch import PatchResult
-    from gemmaserve.turing.smem import LaunchSearch, SmemReport
+    from gemmaserve.turing.smem import LaunchSearch, SearchRow, SmemReport, SmemRow
     from gemmaserve.turing.status import TuringStatus
 
 
@@ -162,49 +163,76 @@ def smem(request: SmemRequest, as_json: bool) -> None:
     """
     from gemmaserve.turing.smem import LaunchSearch, compile_smem
 
-    result = compile_smem(request)
+    result = compile_smem(request, progress=_progress)
     emit(result, as_json=as_json, render=_render_search if isinstance(result, LaunchSearch) else _render_smem)
+
+
+def _progress(event: ProgressEvent) -> None:
+    # One line per compile, with the launches left and an ETA: a cold run compiles for a minute or more.
+    click.echo(event.message, err=True)
+
+
+#: Column heads of a layer geometry: head size, query heads, query heads per KV head, sliding window.
+_GEOMETRY_HEADER = f"{'head':>4} {'heads':>5} {'q/kv':>4} {'window':>6}"
+
+
+def _geometry(row: SearchRow | SmemRow) -> str:
+    window = row.sliding_window or "global"
+    return f"{row.head_size:>4} {row.num_query_heads:>5} {row.num_queries_per_kv:>4} {window:>6}"
 
 
 def _render_search(found: LaunchSearch) -> None:
     click.echo(f"{found.vllm_file}  (triton {found.triton_version}, {found.arch}, limit {found.smem_limit_bytes:,} B)")
     click.echo(
-        f"{'head':>4} {'grid':<4} {'tile':>4} {'warps':>5} {'stages':>6} {'smem B':>7} {'fits':<4} {'regs':>4} "
-        f"{'spill st/ld B':>13}  "
+        f"{_GEOMETRY_HEADER} {'grid':<4} {'tile':>4} {'warps':>5} {'stages':>6} {'smem B':>7} "
+        f"{'fits':<4} {'regs':>4} {'spill st/ld B':>13}  "
     )
     for row in found.rows:
         spill = "?" if row.spill_store_bytes is None else f"{row.spill_store_bytes}/{row.spill_load_bytes}"
         marks = " ".join(m for m, on in (("stock", row.stock), ("<- choice", row.chosen)) if on)
         click.echo(
-            f"{row.head_size:>4} {row.layout:<4} {row.tile_size:>4} {row.num_warps:>5} {row.num_stages:>6} "
-            f"{row.smem_bytes:>7} {'yes' if row.fits else 'NO':<4} "
-            f"{row.registers if row.registers is not None else '?':>4} {spill:>13}  {marks}"
+            f"{_geometry(row)} {row.layout:<4} "
+            f"{row.tile_size:>4} {row.num_warps:>5} {row.num_stages:>6} {row.smem_bytes:>7} "
+            f"{'yes' if row.fits else 'NO':<4} {row.registers if row.registers is not None else '?':>4} {spill:>13}  "
+            f"{marks}"
         )
     for pick in found.picks:
-        chosen = (
-            "none fits"
-            if pick.picked is None
-            else (f"tile {pick.picked.tile_size}, {pick.picked.num_warps} warps ({pick.picked_spill_bytes} B spilled)")
+        where = (
+            f"head {pick.head_size} {pick.layout}, {pick.num_query_heads} query heads, "
+            f"{pick.num_queries_per_kv} per KV head"
+            + (f", window {pick.sliding_window}" if pick.sliding_window else "")
+            + f" ({', '.join(pick.models) or 'no Gemma 4 model'})"
+        )
+        if pick.picked is None:
+            chosen = "none fits"
+        elif pick.picked == pick.stock:
+            chosen = f"vLLM's launch fits, kept: tile {pick.stock.tile_size}, {pick.stock.num_warps} warps"
+        else:
+            chosen = f"tile {pick.picked.tile_size}, {pick.picked.num_warps} warps"
+        cost = "" if pick.picked_spill_bytes is None else f" ({pick.picked_spill_bytes} B spilled per thread)"
+        stages = (
+            f"; same figures at stages {pick.stages_checked}: {'yes' if pick.stages_independent else 'NO'}"
+            if pick.stages_checked
+            else ""
         )
         click.echo(
-            f"head {pick.head_size} {pick.layout}: choice {chosen}; rule launches tile {pick.rule.tile_size}, "
-            f"{pick.rule.num_warps} warps: {'agrees' if pick.rule_agrees else 'DIFFERS'}; same figures at "
-            f"stages {pick.stages_checked}: {'yes' if pick.stages_independent else 'NO'}"
+            f"{where}: {chosen}{cost}; rule launches tile {pick.rule.tile_size}, {pick.rule.num_warps} warps: "
+            f"{'agrees' if pick.rule_agrees else 'DIFFERS'}{stages}"
         )
 
 
 def _render_smem(report: SmemReport) -> None:
     click.echo(f"{report.vllm_file}  (triton {report.triton_version}, {report.arch})")
     click.echo(
-        f"{'head':>4} {'phase':<7} {'grid':<4} {'variant':<7} {'tile':>4} {'warps':>5} {'smem B':>7} "
-        f"{'limit B':>7} {'fits':<4} {'regs':>4} {'spill st/ld B':>13}"
+        f"{_GEOMETRY_HEADER} {'phase':<7} {'grid':<4} {'variant':<7} {'tile':>4} {'warps':>5} "
+        f"{'smem B':>7} {'limit B':>7} {'fits':<4} {'regs':>4} {'spill st/ld B':>13}"
     )
     for row in report.rows:
         spill = "?" if row.spill_store_bytes is None else f"{row.spill_store_bytes}/{row.spill_load_bytes}"
         click.echo(
-            f"{row.head_size:>4} {row.phase:<7} {row.layout:<4} {row.variant:<7} {row.tile_size:>4} "
-            f"{row.num_warps:>5} {row.smem_bytes:>7} {row.smem_limit_bytes:>7} {'yes' if row.fits else 'NO':<4} "
-            f"{row.registers if row.registers is not None else '?':>4} {spill:>13}"
+            f"{_geometry(row)} {row.phase:<7} {row.layout:<4} "
+            f"{row.variant:<7} {row.tile_size:>4} {row.num_warps:>5} {row.smem_bytes:>7} {row.smem_limit_bytes:>7} "
+            f"{'yes' if row.fits else 'NO':<4} {row.registers if row.registers is not None else '?':>4} {spill:>13}"
         )
     click.echo(
         f"stock fits: {'yes' if report.stock_fits else 'NO'}; clamped fits: "

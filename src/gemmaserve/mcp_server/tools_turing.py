@@ -8,10 +8,12 @@ need ``confirm`` (or ``dry_run``).
 
 from __future__ import annotations
 
+from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ToolAnnotations
 
 from gemmaserve.mcp_server.deps import ServerDeps
-from gemmaserve.mcp_server.framework import READ_ONLY, ToolSet, typed_result
+from gemmaserve.mcp_server.framework import READ_ONLY, ProgressSink, ToolSet, relay, run_blocking, typed_result
+from gemmaserve.progress import CancelToken
 from gemmaserve.turing.filepatch import PatchResult, VerifyResult
 from gemmaserve.turing.requests import (
     ApplyRequest,
@@ -42,8 +44,11 @@ def summarise_smem(result: SmemReport | LaunchSearch) -> str:
             f"{result.arch}: the rule's launch {'agrees' if result.rule_agrees else 'DIFFERS'} with the compiler's "
             + (
                 "; ".join(
-                    f"head {p.head_size} {p.layout} picked "
+                    f"head {p.head_size} {p.layout} ({p.num_queries_per_kv} per KV head"
+                    + (f", window {p.sliding_window}" if p.sliding_window else "")
+                    + ") picked "
                     + ("none fits" if p.picked is None else f"tile {p.picked.tile_size} warps {p.picked.num_warps}")
+                    + f" ({p.picked_spill_bytes} B spilled)"
                     + f", rule tile {p.rule.tile_size} warps {p.rule.num_warps}"
                     for p in result.picks
                 )
@@ -53,7 +58,8 @@ def summarise_smem(result: SmemReport | LaunchSearch) -> str:
         f"{result.arch}: stock fits {'yes' if result.stock_fits else 'NO'}, clamped fits "
         f"{'yes' if result.clamped_fits else 'NO'}; "
         + "; ".join(
-            f"head {r.head_size} {r.phase} {r.variant} tile {r.tile_size} warps {r.num_warps}: "
+            f"head {r.head_size} ({r.num_queries_per_kv} per KV head) {r.phase} {r.layout} {r.variant} "
+            f"tile {r.tile_size} warps {r.num_warps}: "
             f"{r.smem_bytes:,}/{r.smem_limit_bytes:,} B, spills {r.spill_store_bytes}/{r.spill_load_bytes}"
             for r in result.rows
         )
@@ -86,14 +92,19 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         return typed_result(result, summary)
 
     @tools.action(SmemRequest, title="Compile the attention kernel for a GPU", annotations=READ_ONLY, result=SmemResult)
-    def turing_smem(request: SmemRequest) -> CallToolResult:
+    async def turing_smem(request: SmemRequest, ctx: Context) -> CallToolResult:
         """Compile the real kernel for `arch` with Triton and ptxas (no GPU): shared memory, registers, spills,
-        stock vs clamped (the rule's tile and num_warps); with `search`, every candidate launch and the one that
-        fits and spills least. Needs the `kernel` extra; `vllm_file` needs no vLLM installed. Same as
+        stock vs clamped (the rule's tile and num_warps) for each Gemma 4 layer geometry; with `search`, for each
+        launch that overflows, every smaller tile and warps and the one that fits and spills least. Reports
+        progress per compile with an ETA (a cold run takes a minute or more); cancelling stops between two
+        compiles. Needs the `kernel` extra; `vllm_file` needs no vLLM installed. Same as
         `gemmaserve turing smem --json`."""
         from gemmaserve.turing.smem import compile_smem
 
-        result = compile_smem(request)
+        def work(cancellation: CancelToken, report: ProgressSink) -> SmemReport | LaunchSearch:
+            return compile_smem(request, progress=relay(report), cancel=cancellation)
+
+        result = await run_blocking(ctx, work)
         return typed_result(result, summarise_smem(result))
 
     @tools.action(ApplyRequest, title="Apply the Turing clamp", annotations=PATCH, result=PatchResult)

@@ -166,8 +166,9 @@ class SmemRequest(ActionRequest):
     search: Annotated[
         bool,
         Field(
-            description="Compile every candidate (tile, num_warps) per head size and layout; show the one "
-            "that fits and spills least beside the rule's launch."
+            description="Per Gemma 4 layer geometry and grid: keep vLLM's launch where it fits; where it "
+            "overflows, compile every smaller tile at 4, 8 and 16 warps and show the one that fits and spills "
+            "least beside the rule's launch."
         ),
     ] = False
 

@@ -1,33 +1,43 @@
 """Proof from the compiler: build vLLM's real unified-attention kernel for a target GPU, no GPU needed.
 
 Loads the kernel file (and its helpers file beside it) with small stand-ins for vLLM's own
-imports, compiles with ``triton.compile(..., target=GPUTarget("cuda", major*10+minor, 32))`` for
-Gemma 4's launches, stock and clamped (the rule's tile and num_warps), and reads shared memory
-(Triton's metadata) and registers and spills (``ptxas -v`` on the PTX). ``search_launches`` compiles
-every candidate (tile, num_warps; BLOCK_M and stages stock) and picks with ``rule.pick_launch``.
+imports and compiles (kernel_compile.py) each launch Gemma 4 makes: per layer geometry of every
+Gemma 4 model in the catalog (head size, sliding window, query heads per KV head), the 2D and the
+3D grid, stock and as the rule launches it. ``search_launches`` compiles, for every launch whose
+stock tile overflows shared memory, each smaller tile at 4, 8 and 16 warps and picks with
+``rule.pick_launch``; a launch that fits is vLLM's and only its stock figures are compiled.
 Needs the ``kernel`` extra (triton) only: torch is used when installed, else a stand-in answers the
 kernel file's one module-level question (kernel_source.py). ``compile_smem`` is the action.
 """
 
 from __future__ import annotations
 
-import inspect
 import re
-import subprocess
-import tempfile
+import time
 import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from gemmaserve.errors import MissingExtra, UsageError
+from gemmaserve.progress import CancelToken, ProgressCallback
+from gemmaserve.turing.kernel_compile import (
+    Compiler,
+    CompileRun,
+    LaunchFigures,
+    LaunchSpec,
+    kernel_compiler,
+)
 from gemmaserve.turing.rule import (
-    DEFAULT_BLOCK_M,
+    MIN_TILE_SIZE,
     STOCK_NUM_WARPS,
     LaunchParams,
     MeasuredLaunch,
+    block_m_for,
     choose_launch,
+    kernel_smem_bytes,
     pick_launch,
 )
 from gemmaserve.turing.shape import recognise
@@ -37,20 +47,80 @@ if TYPE_CHECKING:
 
 #: Opt-in shared memory per block by architecture (CUDA programming guide, compute capabilities table).
 SMEM_OPTIN_BYTES = {75: 65_536, 80: 166_912, 86: 101_376, 89: 101_376, 90: 232_448}
-NUM_QUERIES_PER_KV = 8  # Gemma 4 E2B: 8 query heads, 1 KV head → BLOCK_M 16
 NUM_WARPS = STOCK_NUM_WARPS
 NUM_STAGES = 3  # Triton's default, which unified_attention launches with
-#: Candidates the search compiles: tiles from 16 up to the stock tile, and these warps.
+#: Warps the search compiles for each candidate tile of a launch that overflows.
 SEARCH_WARPS = (4, 8, 16)
-SEARCH_TILES = (16, 32, 64)
-_PTXAS_LINE = re.compile(r"Used (\d+) registers")
-_PTX_TARGET = re.compile(r"^\s*\.target\s+(sm_\w+)", re.MULTILINE)
-_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+#: 16-bit elements: what Gemma 4 is served in on a T4 (no bf16 before Ampere: fp16).
+ELEMENT_SIZE = 2
+#: For a head size no Gemma 4 model has: the layer geometry compiled (a global layer, 8 query heads per KV head).
+OTHER_HEAD_QUERY_HEADS = 8
+
+
+class LayerGeometry(BaseModel):
+    """One attention-layer geometry: what the kernel is compiled for, and the Gemma 4 models that have it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    head_size: int
+    sliding_window: int  # 0: a global layer
+    num_query_heads: int
+    num_queries_per_kv: int
+    models: tuple[str, ...]  # () for a head size no Gemma 4 model has
+
+    @property
+    def block_m(self) -> int:
+        return block_m_for(self.num_queries_per_kv)
+
+
+def layer_geometries(head_sizes: tuple[int, ...]) -> list[LayerGeometry]:
+    """Every distinct attention-layer geometry of the catalog's Gemma 4 models with one of ``head_sizes``.
+
+    A sliding layer passes its window (vLLM's ``SLIDING_WINDOW``: 1 + the left window, which is the
+    config's ``sliding_window``), a global layer 0; query heads per KV head are the model's heads over
+    that layer kind's KV heads. A head size no model has gets one global geometry.
+    """
+    from gemmaserve.catalog import load_catalog
+
+    found: dict[tuple[int, int, int, int], list[str]] = {}
+    for model in load_catalog().models.values():
+        shape = model.geometry
+        heads = shape.num_attention_heads
+        for key in (
+            (shape.sliding_head_dim, shape.sliding_window, heads, heads // shape.sliding_kv_heads),
+            (shape.full_head_dim, 0, heads, heads // shape.full_kv_heads),
+        ):
+            found.setdefault(key, []).append(model.key)
+    geometries = []
+    for head in head_sizes:
+        keys = sorted(key for key in found if key[0] == head)
+        if not keys:
+            per_kv = OTHER_HEAD_QUERY_HEADS
+            geometries.append(
+                LayerGeometry(
+                    head_size=head, sliding_window=0, num_query_heads=per_kv, num_queries_per_kv=per_kv, models=()
+                )
+            )
+        for key in keys:
+            geometries.append(
+                LayerGeometry(
+                    head_size=key[0],
+                    sliding_window=key[1],
+                    num_query_heads=key[2],
+                    num_queries_per_kv=key[3],
+                    models=tuple(found[key]),
+                )
+            )
+    return geometries
 
 
 class SmemRow(BaseModel):
     arch: str
     head_size: int
+    sliding_window: int
+    num_query_heads: int
+    num_queries_per_kv: int
+    models: list[str]
     phase: str  # "prefill" | "decode"
     layout: str  # "2D" | "3D"
     variant: str  # "stock" | "clamped"
@@ -69,6 +139,9 @@ class SearchRow(BaseModel):
     """One compiled candidate launch."""
 
     head_size: int
+    sliding_window: int
+    num_query_heads: int
+    num_queries_per_kv: int
     layout: str  # "2D" (prefill and large decode batches) | "3D" (split-KV decode)
     tile_size: int
     block_m: int
@@ -84,9 +157,18 @@ class SearchRow(BaseModel):
 
 
 class SearchPick(BaseModel):
-    """Per head size and layout: the compiler's best candidate and what the rule launches."""
+    """Per layer geometry and grid: vLLM's launch, the compiler's pick and what the rule launches.
+
+    ``picked`` is vLLM's own launch wherever it fits (never changed), else the candidate that fits
+    and spills least; ``picked_spill_bytes`` is what that launch still spills per thread (stores +
+    loads; 0 where none), the cost that stays.
+    """
 
     head_size: int
+    sliding_window: int
+    num_query_heads: int
+    num_queries_per_kv: int
+    models: list[str]
     layout: str
     stock: LaunchParams
     picked: LaunchParams | None
@@ -95,7 +177,7 @@ class SearchPick(BaseModel):
     stock_fits: bool
     rule: LaunchParams
     rule_agrees: bool
-    stages_checked: list[int]  # stages compiled for the pick: same smem and spills at each (no pipelining)
+    stages_checked: list[int]  # stages compiled for a changed pick: same smem and spills at each (no pipelining)
     stages_independent: bool
 
 
@@ -138,15 +220,27 @@ class SmemResult(BaseModel):
     rule_agrees: bool | None = None
 
 
-def compile_smem(request: SmemRequest) -> SmemReport | LaunchSearch:
+def compile_smem(
+    request: SmemRequest,
+    *,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+    compiler: Callable[[types.ModuleType, Any, int], Compiler] = kernel_compiler,
+    clock: Callable[[], float] = time.monotonic,
+) -> SmemReport | LaunchSearch:
     """``turing smem``: the compile report (or with ``search`` the launch search) a request asks for.
 
-    Raises MissingExtra, UsageError (no kernel file: the hint names --vllm-file).
+    Each compile is reported to ``progress`` with the launches left and an ETA (a cold run compiles
+    for a minute or more on a small machine); ``cancel`` stops it between two compiles. Raises
+    MissingExtra, UsageError (no kernel file: the hint names --vllm-file).
     """
     path = request.vllm_file or _installed_kernel_file(request.python)
+    seams: dict[str, Any] = {"progress": progress, "cancel": cancel, "compiler": compiler, "clock": clock}
     if request.search:
-        return search_launches(vllm_file=path, arch=request.arch, head_sizes=request.head_size)
-    return compile_report(vllm_file=path, arch=request.arch, head_sizes=request.head_size, num_warps=request.num_warps)
+        return search_launches(vllm_file=path, arch=request.arch, head_sizes=request.head_size, **seams)
+    return compile_report(
+        vllm_file=path, arch=request.arch, head_sizes=request.head_size, num_warps=request.num_warps, **seams
+    )
 
 
 def _installed_kernel_file(python: str | None) -> str:
@@ -166,13 +260,50 @@ def _installed_kernel_file(python: str | None) -> str:
         ) from None
 
 
-def launches(head_size: int) -> list[tuple[str, str, bool]]:
-    """(phase, layout, is_prefill tile) for the launches vLLM makes: the 2D path reads the prefill tile."""
-    return [("prefill", "2D", True), ("decode", "2D", True), ("decode", "3D", False)]
+#: (phase, grid, reads the prefill tile): the 2D grid reads the prefill tile even for a large decode
+#: batch, the 3D (split-KV decode) grid the decode tile (vLLM 0.34.0 triton_unified_attention.py:1382-1387).
+PHASES = (("prefill", "2D", True), ("decode", "2D", True), ("decode", "3D", False))
+
+
+def _spec(geometry: LayerGeometry, launch: LaunchParams, is_3d: bool) -> LaunchSpec:
+    return LaunchSpec(
+        head_size=geometry.head_size,
+        tile_size=launch.tile_size,
+        is_3d=is_3d,
+        sliding_window=geometry.sliding_window,
+        num_query_heads=geometry.num_query_heads,
+        num_queries_per_kv=geometry.num_queries_per_kv,
+        num_warps=launch.num_warps,
+        num_stages=launch.num_stages,
+    )
+
+
+def _rule_launch(
+    capability: int, limit: int, geometry: LayerGeometry, stock: LaunchParams, is_3d: bool
+) -> LaunchParams:
+    return choose_launch(
+        capability=(capability // 10, capability % 10),
+        smem_limit_bytes=limit,
+        head_size_padded=geometry.head_size,
+        element_size=ELEMENT_SIZE,
+        block_size=16,
+        stock=stock,
+        num_queries_per_kv=geometry.num_queries_per_kv,
+        sliding_window=geometry.sliding_window,
+        is_3d=is_3d,
+    ).launch
 
 
 def compile_report(
-    *, vllm_file: str, arch: str = "sm_75", head_sizes: tuple[int, ...] = (256, 512), num_warps: int = NUM_WARPS
+    *,
+    vllm_file: str,
+    arch: str = "sm_75",
+    head_sizes: tuple[int, ...] = (256, 512),
+    num_warps: int = NUM_WARPS,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+    compiler: Callable[[types.ModuleType, Any, int], Compiler] = kernel_compiler,
+    clock: Callable[[], float] = time.monotonic,
 ) -> SmemReport:
     """Compile every Gemma 4 launch stock (``num_warps``) and as the rule launches it, for ``arch``.
 
@@ -180,59 +311,43 @@ def compile_report(
     """
     triton = _require_kernel_extra()
     capability, limit, module, path = _prepare(vllm_file, arch)
-    rows: list[SmemRow] = []
-    cache: dict[tuple[int, int, bool, int, int, int], tuple[int, int | None, int | None, int | None]] = {}
-    for head in head_sizes:
-        window = _window(head)
-        for phase, layout, prefill_tile in launches(head):
-            stock_tile = module._get_tile_size(head, window, 2, prefill_tile)
+    plan: list[tuple[LayerGeometry, str, str, LaunchParams, LaunchParams]] = []
+    for geometry in layer_geometries(head_sizes):
+        for phase, layout, prefill_tile in PHASES:
+            stock_tile = module._get_tile_size(geometry.head_size, geometry.sliding_window, ELEMENT_SIZE, prefill_tile)
             stock = LaunchParams(
-                tile_size=stock_tile, block_m=DEFAULT_BLOCK_M, num_stages=NUM_STAGES, num_warps=num_warps
+                tile_size=stock_tile, block_m=geometry.block_m, num_stages=NUM_STAGES, num_warps=num_warps
             )
-            rule = choose_launch(
-                capability=(capability // 10, capability % 10),
-                smem_limit_bytes=limit,
-                head_size_padded=head,
-                element_size=2,
-                block_size=16,
-                stock=stock,
-                num_queries_per_kv=NUM_QUERIES_PER_KV,
-                sliding_window=window,
-                is_3d=layout == "3D",
-            ).launch
-            for variant, launch in (("stock", stock), ("clamped", rule)):
-                key = (head, launch.tile_size, layout == "3D", window, launch.num_warps, launch.num_stages)
-                if key not in cache:
-                    cache[key] = _compile_one(
-                        module,
-                        triton,
-                        capability,
-                        head,
-                        launch.tile_size,
-                        layout == "3D",
-                        window,
-                        launch.num_warps,
-                        launch.num_stages,
-                    )
-                smem, regs, spill_st, spill_ld = cache[key]
-                rows.append(
-                    SmemRow(
-                        arch=arch,
-                        head_size=head,
-                        phase=phase,
-                        layout=layout,
-                        variant=variant,
-                        tile_size=launch.tile_size,
-                        block_m=DEFAULT_BLOCK_M,
-                        num_warps=launch.num_warps,
-                        smem_bytes=smem,
-                        smem_limit_bytes=limit,
-                        fits=smem <= limit,
-                        registers=regs,
-                        spill_store_bytes=spill_st,
-                        spill_load_bytes=spill_ld,
-                    )
+            rule = _rule_launch(capability, limit, geometry, stock, layout == "3D")
+            plan.append((geometry, phase, layout, stock, rule))
+    distinct = {_spec(g, launch, layout == "3D") for g, _, layout, stock, rule in plan for launch in (stock, rule)}
+    run = CompileRun(compiler(module, triton, capability), len(distinct), progress=progress, cancel=cancel, clock=clock)
+    rows: list[SmemRow] = []
+    for geometry, phase, layout, stock, rule in plan:
+        for variant, launch in (("stock", stock), ("clamped", rule)):
+            figures = run(_spec(geometry, launch, layout == "3D"))
+            rows.append(
+                SmemRow(
+                    arch=arch,
+                    head_size=geometry.head_size,
+                    sliding_window=geometry.sliding_window,
+                    num_query_heads=geometry.num_query_heads,
+                    num_queries_per_kv=geometry.num_queries_per_kv,
+                    models=list(geometry.models),
+                    phase=phase,
+                    layout=layout,
+                    variant=variant,
+                    tile_size=launch.tile_size,
+                    block_m=launch.block_m,
+                    num_warps=launch.num_warps,
+                    smem_bytes=figures.smem_bytes,
+                    smem_limit_bytes=limit,
+                    fits=figures.smem_bytes <= limit,
+                    registers=figures.registers,
+                    spill_store_bytes=figures.spill_store_bytes,
+                    spill_load_bytes=figures.spill_load_bytes,
                 )
+            )
     return SmemReport(
         vllm_file=str(path),
         arch=arch,
@@ -246,6 +361,24 @@ def compile_report(
     )
 
 
+def candidate_launches(stock: LaunchParams, *, overflows: bool, warps: tuple[int, ...]) -> list[LaunchParams]:
+    """What the search compiles for one launch: vLLM's own, and where it overflows every smaller tile at ``warps``.
+
+    A tile is never raised (the rule never does) nor taken below 16 (tile 8 does not compile), and
+    BLOCK_M and stages stay stock. A launch that fits is not searched: it stays vLLM's.
+    """
+    candidates = [stock]
+    if overflows:
+        tile = stock.tile_size // 2
+        while tile >= MIN_TILE_SIZE:
+            candidates += [
+                LaunchParams(tile_size=tile, block_m=stock.block_m, num_stages=stock.num_stages, num_warps=count)
+                for count in warps
+            ]
+            tile //= 2
+    return candidates
+
+
 def search_launches(
     *,
     vllm_file: str,
@@ -253,103 +386,77 @@ def search_launches(
     head_sizes: tuple[int, ...] = (256, 512),
     warps: tuple[int, ...] = SEARCH_WARPS,
     stage_checks: tuple[int, ...] = (1,),
+    geometries: list[LayerGeometry] | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+    compiler: Callable[[types.ModuleType, Any, int], Compiler] = kernel_compiler,
+    clock: Callable[[], float] = time.monotonic,
 ) -> LaunchSearch:
-    """Compile every candidate launch per head size and layout; pick the one that fits and spills least.
+    """Per Gemma 4 layer geometry and grid: vLLM's launch where it fits, else the candidate that spills least.
 
-    Tiles run from 16 up to vLLM's own tile for that launch (the rule never raises a tile), warps over
-    ``warps``; BLOCK_M stays 16 (it sets ``unified_attention``'s grid) and stages stay stock, and the
-    pick is compiled again at ``stage_checks`` stages to show its figures do not depend on them.
+    A launch whose stock tile overflows (by the rule's model, which the stock compile checks) gets
+    every smaller tile at each of ``warps`` compiled (``candidate_launches``), and its pick compiled
+    again at ``stage_checks`` stages to show the figures do not depend on them; a launch that fits
+    is compiled stock only. ``geometries`` defaults to every Gemma 4 layer with one of ``head_sizes``.
     Raises MissingExtra, UsageError.
     """
     triton = _require_kernel_extra()
     capability, limit, module, path = _prepare(vllm_file, arch)
+    plan: list[tuple[LayerGeometry, str, LaunchParams, list[LaunchParams]]] = []
+    for geometry in layer_geometries(head_sizes) if geometries is None else geometries:
+        for layout, prefill_tile in (("2D", True), ("3D", False)):
+            stock_tile = module._get_tile_size(geometry.head_size, geometry.sliding_window, ELEMENT_SIZE, prefill_tile)
+            stock = LaunchParams(
+                tile_size=stock_tile, block_m=geometry.block_m, num_stages=NUM_STAGES, num_warps=STOCK_NUM_WARPS
+            )
+            overflows = (
+                capability < 80
+                and kernel_smem_bytes(geometry.head_size, stock_tile, stock.block_m, ELEMENT_SIZE) > limit
+            )
+            plan.append((geometry, layout, stock, candidate_launches(stock, overflows=overflows, warps=warps)))
+    planned = sum(len(candidates) + (len(stage_checks) if len(candidates) > 1 else 0) for *_, candidates in plan)
+    run = CompileRun(compiler(module, triton, capability), planned, progress=progress, cancel=cancel, clock=clock)
     rows: list[SearchRow] = []
     picks: list[SearchPick] = []
-    for head in head_sizes:
-        window = _window(head)
-        for layout, prefill_tile in (("2D", True), ("3D", False)):
-            is_3d = layout == "3D"
-            stock_tile = module._get_tile_size(head, window, 2, prefill_tile)
-            stock = LaunchParams(
-                tile_size=stock_tile, block_m=DEFAULT_BLOCK_M, num_stages=NUM_STAGES, num_warps=STOCK_NUM_WARPS
-            )
-            measured: list[MeasuredLaunch] = []
-            for tile in [t for t in SEARCH_TILES if t <= stock_tile]:
-                for count in warps:
-                    smem, regs, spill_st, spill_ld = _compile_one(
-                        module, triton, capability, head, tile, is_3d, window, count, NUM_STAGES
-                    )
-                    launch = LaunchParams(
-                        tile_size=tile, block_m=DEFAULT_BLOCK_M, num_stages=NUM_STAGES, num_warps=count
-                    )
-                    spills = None if spill_st is None or spill_ld is None else spill_st + spill_ld
-                    measured.append(MeasuredLaunch(launch=launch, smem_bytes=smem, spill_bytes=spills))
-                    rows.append(
-                        SearchRow(
-                            head_size=head,
-                            layout=layout,
-                            tile_size=tile,
-                            block_m=DEFAULT_BLOCK_M,
-                            num_warps=count,
-                            num_stages=NUM_STAGES,
-                            smem_bytes=smem,
-                            fits=smem <= limit,
-                            registers=regs,
-                            spill_store_bytes=spill_st,
-                            spill_load_bytes=spill_ld,
-                            stock=launch == stock,
-                            chosen=False,
-                        )
-                    )
-            picked = pick_launch(measured, smem_limit_bytes=limit, stock=stock)
-            rule = choose_launch(
-                capability=(capability // 10, capability % 10),
-                smem_limit_bytes=limit,
-                head_size_padded=head,
-                element_size=2,
-                block_size=16,
-                stock=stock,
-                num_queries_per_kv=NUM_QUERIES_PER_KV,
-                sliding_window=window,
-                is_3d=is_3d,
-            ).launch
-            checked, independent = [], True
-            if picked is not None:
-                for row in rows[-len(measured) :]:
-                    row.chosen = (row.tile_size, row.num_warps) == (picked.launch.tile_size, picked.launch.num_warps)
+    for geometry, layout, stock, candidates in plan:
+        is_3d = layout == "3D"
+        compiled = [(candidate, run(_spec(geometry, candidate, is_3d))) for candidate in candidates]
+        measured = [
+            MeasuredLaunch(launch=launch, smem_bytes=figures.smem_bytes, spill_bytes=figures.spill_bytes)
+            for launch, figures in compiled
+        ]
+        picked = pick_launch(measured, smem_limit_bytes=limit, stock=stock)
+        rows += [_search_row(geometry, layout, launch, figures, limit, stock, picked) for launch, figures in compiled]
+        rule = _rule_launch(capability, limit, geometry, stock, is_3d)
+        checked, independent = [], True
+        if len(candidates) > 1:
+            if picked is None or picked.launch == stock:
+                run.skip(len(stage_checks))
+            else:
                 for stages in stage_checks:
-                    figures = _compile_one(
-                        module,
-                        triton,
-                        capability,
-                        head,
-                        picked.launch.tile_size,
-                        is_3d,
-                        window,
-                        picked.launch.num_warps,
-                        stages,
-                    )
+                    again = run(_spec(geometry, picked.launch.model_copy(update={"num_stages": stages}), is_3d))
                     checked.append(stages)
-                    independent &= (figures[0], figures[2], figures[3]) == (
-                        picked.smem_bytes,
-                        *_spill_pair(rows, head, layout, picked.launch),
-                    )
-            stock_measured = next((m for m in measured if m.launch == stock), None)
-            picks.append(
-                SearchPick(
-                    head_size=head,
-                    layout=layout,
-                    stock=stock,
-                    picked=None if picked is None else picked.launch,
-                    picked_spill_bytes=None if picked is None else picked.spill_bytes,
-                    stock_spill_bytes=None if stock_measured is None else stock_measured.spill_bytes,
-                    stock_fits=stock_measured is not None and stock_measured.smem_bytes <= limit,
-                    rule=rule,
-                    rule_agrees=picked is not None and picked.launch == rule,
-                    stages_checked=checked,
-                    stages_independent=independent,
-                )
+                    independent &= (again.smem_bytes, again.spill_bytes) == (picked.smem_bytes, picked.spill_bytes)
+        own = measured[0]
+        picks.append(
+            SearchPick(
+                head_size=geometry.head_size,
+                sliding_window=geometry.sliding_window,
+                num_query_heads=geometry.num_query_heads,
+                num_queries_per_kv=geometry.num_queries_per_kv,
+                models=list(geometry.models),
+                layout=layout,
+                stock=stock,
+                picked=None if picked is None else picked.launch,
+                picked_spill_bytes=None if picked is None else picked.spill_bytes,
+                stock_spill_bytes=own.spill_bytes,
+                stock_fits=own.smem_bytes <= limit,
+                rule=rule,
+                rule_agrees=picked is not None and picked.launch == rule,
+                stages_checked=checked,
+                stages_independent=independent,
             )
+        )
     return LaunchSearch(
         vllm_file=str(path),
         arch=arch,
@@ -361,17 +468,33 @@ def search_launches(
     )
 
 
-def _spill_pair(rows: list[SearchRow], head: int, layout: str, launch: LaunchParams) -> tuple[int | None, int | None]:
-    row = next(
-        r
-        for r in rows
-        if (r.head_size, r.layout, r.tile_size, r.num_warps) == (head, layout, launch.tile_size, launch.num_warps)
+def _search_row(
+    geometry: LayerGeometry,
+    layout: str,
+    launch: LaunchParams,
+    figures: LaunchFigures,
+    limit: int,
+    stock: LaunchParams,
+    picked: MeasuredLaunch | None,
+) -> SearchRow:
+    return SearchRow(
+        head_size=geometry.head_size,
+        sliding_window=geometry.sliding_window,
+        num_query_heads=geometry.num_query_heads,
+        num_queries_per_kv=geometry.num_queries_per_kv,
+        layout=layout,
+        tile_size=launch.tile_size,
+        block_m=launch.block_m,
+        num_warps=launch.num_warps,
+        num_stages=launch.num_stages,
+        smem_bytes=figures.smem_bytes,
+        fits=figures.smem_bytes <= limit,
+        registers=figures.registers,
+        spill_store_bytes=figures.spill_store_bytes,
+        spill_load_bytes=figures.spill_load_bytes,
+        stock=launch == stock,
+        chosen=picked is not None and picked.launch == launch,
     )
-    return row.spill_store_bytes, row.spill_load_bytes
-
-
-def _window(head: int) -> int:
-    return 512 if head == 256 else 0  # Gemma 4: sliding layers head 256 window 512, global head 512
 
 
 def _prepare(vllm_file: str, arch: str) -> tuple[int, int, types.ModuleType, Path]:
@@ -429,118 +552,3 @@ def load_kernel_module(path: Path) -> types.ModuleType:
             hint="pip install torch (the CPU build is enough: nothing runs on a GPU).",
             file=str(path),
         ) from None
-
-
-_POINTER_TYPES = {
-    "query_ptr": "*fp16",
-    "key_cache_ptr": "*fp16",
-    "value_cache_ptr": "*fp16",
-    "output_ptr": "*fp16",
-    "segm_output_ptr": "*fp32",
-    "segm_max_ptr": "*fp32",
-    "segm_expsum_ptr": "*fp32",
-    "block_tables_ptr": "*i32",
-    "seq_lens_ptr": "*i32",
-    "query_start_len_ptr": "*i32",
-    "sink_ptr": "*fp32",
-    "q_scale": "*fp32",
-    "k_scale": "*fp32",
-    "v_scale": "*fp32",
-    "out_scale": "*fp32",
-}
-
-
-def _constexprs(head: int, tile: int, is_3d: bool, window: int) -> dict[str, Any]:
-    return {
-        "num_query_heads": NUM_QUERIES_PER_KV,
-        "num_queries_per_kv": NUM_QUERIES_PER_KV,
-        "BLOCK_SIZE": 16,
-        "TILE_SIZE": tile,
-        "HEAD_SIZE": head,
-        "HEAD_SIZE_PADDED": head,
-        "SLIDING_WINDOW": window,
-        "USE_CAUSAL": True,
-        "MAX_MM_RANGES": 0,
-        "R_SWA_WINDOW": 0,
-        "stride_k_cache_3": 1,
-        "stride_v_cache_3": 1,
-        "BLOCK_Q": DEFAULT_BLOCK_M // NUM_QUERIES_PER_KV,
-        "BLOCK_M": DEFAULT_BLOCK_M,
-        "NUM_SEGMENTS_PER_SEQ": 16 if is_3d else 1,
-        "USE_FP8": False,
-        "IS_3D": is_3d,
-    }
-
-
-def _compile_one(
-    module: types.ModuleType,
-    triton: Any,
-    capability: int,
-    head: int,
-    tile: int,
-    is_3d: bool,
-    window: int,
-    num_warps: int,
-    num_stages: int = NUM_STAGES,
-) -> tuple[int, int | None, int | None, int | None]:
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    kernel = module.kernel_unified_attention
-    fixed = _constexprs(head, tile, is_3d, window)
-    signature: dict[str, str] = {}
-    constexprs: dict[str, Any] = {}
-    for param in kernel.params:
-        name = param.name
-        if name in fixed:
-            signature[name], constexprs[name] = "constexpr", fixed[name]
-        elif param.is_constexpr:
-            default = param.default if param.default is not inspect.Parameter.empty else False
-            signature[name], constexprs[name] = "constexpr", default
-        elif param.default is None and name not in _POINTER_TYPES:
-            signature[name], constexprs[name] = "constexpr", None
-        elif name in _POINTER_TYPES or name.endswith("_ptr"):
-            signature[name] = _POINTER_TYPES.get(name, "*fp32")
-        elif "stride" in name:
-            signature[name] = "i64"
-        elif name == "num_seqs":
-            signature[name] = "i32"
-        else:
-            signature[name] = "fp32"  # scale, softcap
-    source = ASTSource(fn=kernel, signature=signature, constexprs=constexprs)
-    compiled = triton.compile(
-        source,
-        target=GPUTarget("cuda", capability, 32),
-        options={"num_warps": num_warps, "num_stages": num_stages, "enable_fp_fusion": True},
-    )
-    smem = int(compiled.metadata.shared)
-    registers, spill_store, spill_load = _ptxas_figures(compiled.asm["ptx"], capability)
-    return smem, registers, spill_store, spill_load
-
-
-def _ptxas_figures(ptx: str, capability: int) -> tuple[int | None, int | None, int | None]:
-    from triton.backends.nvidia.compiler import get_ptxas
-
-    ptxas = get_ptxas(capability)
-    binary = ptxas.path if hasattr(ptxas, "path") else str(ptxas[0])
-    with tempfile.TemporaryDirectory() as folder:
-        source = Path(folder) / "kernel.ptx"
-        source.write_text(ptx)
-        # Triton writes ".target sm_90a" for Hopper: ptxas must be given the PTX's own target.
-        target = _PTX_TARGET.search(ptx)
-        gpu_name = target[1] if target else f"sm_{capability}"
-        done = subprocess.run(
-            [binary, "-v", f"--gpu-name={gpu_name}", str(source), "-o", str(Path(folder) / "kernel.cubin")],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-    text = done.stdout + done.stderr
-    registers = _PTXAS_LINE.search(text)
-    spills = _SPILL.search(text)
-    return (
-        int(registers[1]) if registers else None,
-        int(spills[1]) if spills else None,
-        int(spills[2]) if spills else None,
-    )
