@@ -185,7 +185,7 @@ def _render_search(found: LaunchSearch) -> None:
     click.echo(f"{found.vllm_file}  (triton {found.triton_version}, {found.arch}, limit {found.smem_limit_bytes:,} B)")
     click.echo(
         f"{_GEOMETRY_HEADER} {'grid':<4} {'tile':>4} {'warps':>5} {'stages':>6} {'smem B':>7} "
-        f"{'fits':<4} {'regs':>4} {'spill st/ld B':>13}  "
+        f"{'fits':<4} {'regs':>4} {'spill st/ld B':>13}"
     )
     for row in found.rows:
         spill = "?" if row.spill_store_bytes is None else f"{row.spill_store_bytes}/{row.spill_load_bytes}"
@@ -194,7 +194,7 @@ def _render_search(found: LaunchSearch) -> None:
             f"{_geometry(row)} {row.layout:<4} "
             f"{row.tile_size:>4} {row.num_warps:>5} {row.num_stages:>6} {row.smem_bytes:>7} "
             f"{'yes' if row.fits else 'NO':<4} {row.registers if row.registers is not None else '?':>4} {spill:>13}  "
-            f"{marks}"
+            f"{marks}".rstrip()
         )
     for pick in found.picks:
         where = (
