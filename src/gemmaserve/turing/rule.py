@@ -73,7 +73,7 @@ def launch_num_warps(
     stock_num_warps: int = 4,
     margin_bytes: int = 0,
 ) -> int:
-    """vLLM's num_warps for every launch that fits; a measured spill-free one where the clamp shrank the tile.
+    """vLLM's num_warps for every launch that fits; the search's fewest-spill one where the clamp shrank the tile.
 
     Only a launch whose stock tile overflows shared memory before Ampere is changed, and only when the
     launch it becomes (tile, BLOCK_M, query heads per KV head, window, grid, element size) is one that
