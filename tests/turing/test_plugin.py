@@ -384,3 +384,18 @@ def test_lines_are_not_lost_before_vllm_configures_its_logging(monkeypatch: pyte
     monkeypatch.setattr(plugin._FALLBACK, "stream", stream)
     install_clamp(platform=lambda: PlatformView("cpu", None, "0.32.0+cpu"), load_module=_must_not_load, environ={})
     assert "gemmaserve turing plugin (pid" in stream.getvalue() and "not-cuda" in stream.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("capability", "limit", "says"),
+    [
+        ((7, 5), 65_536, "tile 32 -> 16)"),
+        ((7, 0), 98_304, "fits as it is"),
+        ((6, 0), 49_152, "do not fit even at tile 16: 65,536 B > 49,152 B; they will fail"),
+    ],
+)
+def test_the_wrapped_line_says_only_what_changes_on_this_gpu(
+    capability: tuple[int, int], limit: int, says: str
+) -> None:
+    preview = plugin.gemma4_global_preview(plugin.CudaDevice(capability=capability, smem_optin_bytes=limit))
+    assert says in preview and "num_warps" not in preview and "fitted" not in preview
