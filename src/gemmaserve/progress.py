@@ -79,6 +79,37 @@ class CancelToken:
             raise Cancelled()
 
 
+def time_left(elapsed_s: float, done: int, total: int) -> str:
+    """The ETA suffix (", about N s left") at the pace of the ``done`` steps so far; nothing before the first
+    step ends (no pace, no guess), after the last, or when less than a second is left."""
+    if done <= 0 or done >= total:
+        return ""
+    left = elapsed_s / done * (total - done)
+    return f", about {left:.0f} s left" if left >= 1 else ""
+
+
+class StepPace:
+    """Names each step of a long action as it starts, with how many are left and an ETA from the pace of
+    the steps before it (``clock``: monotonic seconds, a test's own)."""
+
+    def __init__(
+        self, total: int, phase: str, progress: ProgressCallback | None, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.total, self.phase, self.progress, self.clock = total, phase, progress, clock
+        self.started = clock()
+        self.done = 0
+
+    def begin(self, what: str) -> None:
+        """Say that step ``self.done + 1`` starts; the step before it, if any, has ended."""
+        if self.progress is None:
+            self.done += 1
+            return
+        eta = time_left(self.clock() - self.started, self.done, self.total)
+        message = f"{what} (check {self.done + 1} of {self.total}{eta})"
+        self.progress(ProgressEvent(self.phase, message, done=self.done, total=self.total))
+        self.done += 1
+
+
 def check(cancel: CancelToken | None) -> None:
     """``cancel.check()`` for an optional token."""
     if cancel is not None:

@@ -230,3 +230,50 @@ def test_the_preflight_command_a_refusal_names_runs_as_given(capsys: pytest.Capt
     assert words[words.index("--image") + 1] == image and "--role-arn" in words
     code, _, err = run(words[1:], capsys)
     assert code != 2, err  # every option exists and every value parses (no credentials here: exit 1)
+
+
+def test_preflight_says_each_check_as_it_starts_with_an_eta_from_the_pace_so_far(moto_factory: Any) -> None:
+    """A refused deploy --yes took 22 s in silence: each AWS check is named as it starts, with what is left."""
+    regions = [REGION, "us-west-2"]
+    factory = Factory(moto_factory, {"ml.g6.xlarge for endpoint usage": 1}, regions)
+    ticks = iter([0.0, 0.0, 4.0, 8.0, 12.0, 16.0])  # each check takes 4 s on this clock
+    events: list[Any] = []
+    run_preflight(
+        factory,
+        model="gemma-4-e2b",
+        encoding="bf16",
+        instance_types=["ml.g6.xlarge"],
+        regions=regions,
+        role_arn="arn:aws:iam::123456789012:role/nope",
+        progress=events.append,
+        clock=lambda: next(ticks),
+    )
+    messages = [event.message for event in events]
+    assert [event.phase for event in events] == ["preflight"] * 4
+    assert [(event.done, event.total) for event in events] == [(0, 4), (1, 4), (2, 4), (3, 4)]
+    assert messages[0] == f"Checking quotas in {REGION} (check 1 of 4)"  # no pace yet: no guess
+    assert messages[1] == "Checking quotas in us-west-2 (check 2 of 4, about 12 s left)"
+    assert messages[2] == "Checking the execution role (check 3 of 4, about 8 s left)"
+    assert messages[3] == "Checking the model on the Hugging Face Hub (check 4 of 4, about 4 s left)"
+
+
+def test_a_refused_deploy_reports_its_checks_before_the_refusal(moto_factory: Any) -> None:
+    factory = Factory(moto_factory, {}, [REGION])
+    request = DeployRequest(
+        model="gemma-4-e2b",
+        encoding="qat-w4a16",
+        instance=["ml.g6.xlarge"],
+        regions=[REGION],
+        role_arn="arn:aws:iam::123456789012:role/nope",
+        endpoint_name="refused-with-progress",
+        list_prices=True,
+    )
+    events: list[Any] = []
+    with pytest.raises(InterlockRefused):
+        api.deploy(request, check_model=None, factory=factory, progress=events.append)
+    said = [event.message for event in events if event.phase == "preflight"]
+    assert [message.split(" (")[0] for message in said] == [
+        f"Checking quotas in {REGION}",
+        "Checking the execution role",
+        "Checking the model on the Hugging Face Hub",
+    ]

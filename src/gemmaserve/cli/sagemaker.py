@@ -71,7 +71,7 @@ def preflight(request: PreflightRequest, as_json: bool) -> None:
     """
     from gemmaserve.sagemaker import api
 
-    report = api.preflight(request)
+    report = api.preflight(request, progress=_progress)
     emit(report, as_json=as_json, render=_render_preflight)
     if not report.ok:
         raise click.exceptions.Exit(1)

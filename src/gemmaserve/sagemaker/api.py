@@ -118,6 +118,7 @@ def preflight(
     *,
     check_model: ModelChecker | None = hub_reachability,
     factory: ClientFactory | None = None,
+    progress: ProgressCallback | None = None,
 ) -> PreflightReport:
     """Every check of a deploy, each ok / warn / fail / unknown with its fix; AWS is read, nothing created."""
     regions = request.chosen_regions()
@@ -127,6 +128,7 @@ def preflight(
         role_arn=request.role_arn,
         check_model=check_model,
         rows=request.plan_rows(),
+        progress=progress,
     )
 
 
@@ -230,6 +232,7 @@ def deploy(
             role_arn=request.role_arn,
             check_model=check_model,
             rows=prepared.rows,
+            progress=progress,
         )
         accept_unknown = request.accept_unknown
         # A finding with no ``where`` is about every region; one naming a region only rules that one out.

@@ -20,7 +20,7 @@ from pydantic import BaseModel, computed_field
 
 from gemmaserve.cost import PriceLookup, PriceRange, catalog_price, cost_so_far_usd, price_range
 from gemmaserve.errors import AwsError, GemmaserveError, UsageError
-from gemmaserve.progress import ProgressCallback, ProgressEvent, report
+from gemmaserve.progress import ProgressCallback, ProgressEvent, report, time_left
 from gemmaserve.sagemaker.aws import ClientFactory, call, is_not_found, paginate
 from gemmaserve.sagemaker.delete import DeleteReport, arn_of, delete_deployment, usage_by_other_endpoints
 from gemmaserve.sagemaker.journal import EntryState, Journal, JournalEntry
@@ -160,8 +160,7 @@ def list_deployments(
         except AwsError as error:
             errors.append(RegionError(region=region, error=type(error).__name__, message=error.message))
         if len(regions) > 1:
-            left = (clock() - started) / done * (len(regions) - done)
-            eta = f", about {left:.0f} s left" if done < len(regions) and left >= 1 else ""
+            eta = time_left(clock() - started, done, len(regions))
             report(
                 progress,
                 ProgressEvent(
