@@ -226,10 +226,36 @@ def test_hand_edit_after_patch_is_stale_and_refused(kernel_copy: Path) -> None:
     assert kernel_copy.read_bytes() == edited
 
 
-def test_edited_block_is_stale(kernel_copy: Path) -> None:
+def test_a_block_another_gemmaserve_wrote_is_outdated_replaced_by_apply_and_reverted(kernel_copy: Path) -> None:
+    """After `pip install -U gemmaserve` the block in a patched file is not what this version writes. The file
+    around it still hashes to the original the marker records, so both ways out are safe and must work."""
+    original = kernel_copy.read_bytes()
     filepatch.apply(_target(kernel_copy))
-    kernel_copy.write_text(kernel_copy.read_text().replace("margin_bytes=0)", "margin_bytes=1)"))
+    current = kernel_copy.read_text()
+    older = current.replace("margin_bytes=0)", "margin_bytes=1)")  # the same block as another version wrote it
+    assert older != current
+    kernel_copy.write_text(older)
+    verdict = filepatch.verify(_target(kernel_copy))
+    assert verdict.verdict is PatchVerdict.OUTDATED and not verdict.ok
+    assert "another gemmaserve version" in verdict.detail
+    updated = filepatch.apply(_target(kernel_copy))
+    assert (updated.action, updated.changed) == ("updated", True)
+    assert kernel_copy.read_text() == current
+    assert filepatch.verify(_target(kernel_copy)).verdict is PatchVerdict.PRESENT
+    kernel_copy.write_text(older)
+    reverted = filepatch.revert(_target(kernel_copy))
+    assert reverted.action == "reverted" and kernel_copy.read_bytes() == original
+
+
+def test_an_outdated_block_over_an_edited_file_is_still_stale(kernel_copy: Path) -> None:
+    filepatch.apply(_target(kernel_copy))
+    edited = kernel_copy.read_text().replace("margin_bytes=0)", "margin_bytes=1)") + "# local tweak\n"
+    kernel_copy.write_text(edited)
     assert filepatch.verify(_target(kernel_copy)).verdict is PatchVerdict.STALE
+    for act in (filepatch.apply, filepatch.revert):
+        with pytest.raises(PatchConflict):
+            act(_target(kernel_copy))
+    assert kernel_copy.read_text() == edited
 
 
 def test_two_blocks_are_patched_twice(kernel_copy: Path) -> None:

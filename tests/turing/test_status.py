@@ -121,3 +121,15 @@ def test_both_deliveries_are_named_in_words(tmp_path: Path, kernel_copy: Path) -
     assert result.active_delivery is Delivery.BOTH and result.engine_would_start
     assert "clamped by the plugin and the file patch" in result.reasons
     assert not any("the both" in reason for reason in result.reasons)
+
+
+def test_an_outdated_file_patch_is_named_with_the_command_that_updates_it(tmp_path: Path, kernel_copy: Path) -> None:
+    python = fake_interpreter(tmp_path, kernel_copy, "0.31.0", with_site_packages=False)
+    kernel = Path(str(turing_status(str(python), gpus=_t4, environ={}).kernel_file))
+    filepatch.apply(PatchTarget(path=str(kernel)))
+    kernel.write_text(kernel.read_text().replace("margin_bytes=0)", "margin_bytes=1)"))  # another version's block
+    result = turing_status(str(python), gpus=_t4, environ={})
+    assert not result.engine_would_start  # a block this version cannot vouch for is not a clamp in place
+    assert any("outdated" in reason and "gemmaserve turing apply" in reason for reason in result.reasons)
+    filepatch.apply(PatchTarget(path=str(kernel)))
+    assert turing_status(str(python), gpus=_t4, environ={}).engine_would_start

@@ -51,7 +51,10 @@ class PatchVerdict(enum.StrEnum):
     ABSENT = "absent"
     PATCHED_TWICE = "patched-twice"
     UNREADABLE = "unreadable"
-    STALE = "stale"  # a block whose text or surrounding file changed since it was applied
+    STALE = "stale"  # the file around the block changed since it was applied, or its marker was edited
+    # A block this version does not write (another gemmaserve version's, or edited) in a file that is
+    # otherwise the original its marker records: apply replaces it, revert restores the original.
+    OUTDATED = "outdated"
 
 
 class PatchTarget(BaseModel):
@@ -72,7 +75,9 @@ class VerifyResult(BaseModel):
 
 class PatchResult(BaseModel):
     target: PatchTarget
-    action: str  # "applied" | "already-applied" | "reverted" | "not-patched" | "would-apply" | "would-revert"
+    action: (
+        str  # "applied" | "updated" | "already-applied" | "reverted" | "not-patched" | "would-apply" | "would-revert"
+    )
     changed: bool
     dry_run: bool
     diff: str = ""
@@ -187,11 +192,14 @@ def classify(text: str) -> tuple[PatchVerdict, str]:
     if not original_sha:
         return PatchVerdict.STALE, "the begin marker was edited"
     lead = block.LEAD if text[start : start + len(block.LEAD)] == block.LEAD else ""
-    if text[start + len(lead) : end] != block.render_block(original_sha) or not lead:
-        return PatchVerdict.STALE, "the block differs from what this gemmaserve writes (edited, or another version)"
     original = text[:start] + text[end:]
     if sha256_hex(original.encode()) != original_sha:
         return PatchVerdict.STALE, "the file around the block was edited by hand since the patch"
+    if text[start + len(lead) : end] != block.render_block(original_sha) or not lead:
+        return PatchVerdict.OUTDATED, (
+            "the block is not what this gemmaserve writes (another gemmaserve version, or edited); the file around "
+            "it is the original, so `gemmaserve turing apply` replaces it and `revert` restores the original"
+        )
     return PatchVerdict.PRESENT, "one intact gemmaserve block"
 
 
@@ -251,13 +259,16 @@ def apply(
                 dry_run=dry_run,
                 detail="the clamp is already in place; nothing changed",
             )
-        if verdict is not PatchVerdict.ABSENT:
+        outdated = verdict is PatchVerdict.OUTDATED
+        if verdict is not PatchVerdict.ABSENT and not outdated:
             raise PatchConflict(
                 f"{path} is {verdict.value}: {detail}. Nothing was changed.",
                 verdict=verdict.value,
                 hint="Reinstall vLLM (pip install --force-reinstall --no-deps vllm==<version>) "
                 "to get a clean file, then apply again.",
             )
+        if outdated:  # the original, proven by the hash its marker records, patched as this version does
+            text = _strip_single_block(text)
         new = patched_text(text, where=str(path))
         compile(new, str(path), "exec")
         if dry_run:
@@ -275,12 +286,14 @@ def apply(
         _write(path, new.encode())
         return PatchResult(
             target=target,
-            action="applied",
+            action="updated" if outdated else "applied",
             changed=True,
             dry_run=False,
             backup=str(backup),
             diff=_diff(text, new, str(path)),
-            detail="clamp inserted after _get_tile_size",
+            detail="another version's block replaced by this one's"
+            if outdated
+            else "clamp inserted after _get_tile_size",
         )
 
 
@@ -300,7 +313,7 @@ def revert(
                 dry_run=dry_run,
                 detail="no gemmaserve block; nothing changed",
             )
-        if verdict is not PatchVerdict.PRESENT:
+        if verdict not in (PatchVerdict.PRESENT, PatchVerdict.OUTDATED):
             raise PatchConflict(
                 f"{path} is {verdict.value}: {detail}. Nothing was changed.",
                 verdict=verdict.value,

@@ -134,6 +134,10 @@ def turing_status(
         reasons.append(_why_no_delivery(registered, importable, allowed, facts.get("plugin_import_error"), verdict))
     if verdict in (PatchVerdict.STALE, PatchVerdict.PATCHED_TWICE):
         reasons.append(f"the file patch is {verdict.value}: reinstall vLLM, then apply again")
+    if verdict is PatchVerdict.OUTDATED:
+        reasons.append(
+            "the file patch is outdated (another gemmaserve version's block): `gemmaserve turing apply` updates it"
+        )
     if env.get(DIAG_SMEM_LIMIT_ENV, "").strip():
         reasons.append(
             f"DIAGNOSTIC {DIAG_SMEM_LIMIT_ENV}={env[DIAG_SMEM_LIMIT_ENV]} is set: vLLM started from this "
@@ -145,7 +149,7 @@ def turing_status(
         and supported
         and recognised
         and (clamp_needed is False or delivery is not Delivery.NONE)
-        and verdict not in (PatchVerdict.STALE, PatchVerdict.PATCHED_TWICE)
+        and verdict not in (PatchVerdict.STALE, PatchVerdict.PATCHED_TWICE, PatchVerdict.OUTDATED)
     )
     if would_start:
         reasons.append("no clamp needed on sm >= 80" if not clamp_needed else f"clamped by {CLAMPED_BY[delivery]}")
