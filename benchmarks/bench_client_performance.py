@@ -21,11 +21,16 @@ loop-lag guard on; a saturated client stops with ClientSaturated. Each server pr
 also answers on a port of its own, so the server's records are read from all of them.
 Each request's TTFT is split at the server's two stamps (``gemmaserve.testing.truth``): the
 trip to the server's handler, the server's TTFT, the trip back to the client's read.
-``--client-cpus``/``--server-cpus`` keep the two sides on separate cores (--scale and --side-by-side).
+``--per-chunk``: the client's CPU per streamed chunk, its process's CPU time (user + system)
+over one burst divided by the chunks it received, one process with one event loop, at
+``--per-chunk-levels streams:tokens:ITL ms,…``, each level ``--repeats`` times. Cores needed for
+S streams at R tok/s: S · R · (µs per chunk) / 10⁶.
+``--client-cpus``/``--server-cpus`` keep the two sides on separate cores (--scale, --side-by-side
+and --per-chunk).
 
     python benchmarks/bench_client_performance.py [--quick] [--guidellm /tmp/gl] [--vllm /tmp/vl] \
         [--side-by-side] [--scale] [--scale-levels 2048:8:8] [--client-cpus 8-15 --server-cpus 0-7] \
-        [--out FILE]
+        [--per-chunk] [--per-chunk-levels 256:256:20] [--repeats 3] [--out FILE]
 """
 
 from __future__ import annotations
@@ -151,6 +156,9 @@ async def _batch(
         "wall_s": wall,
         "cpu_share": batch.cpu_s / wall,
         "cpu_us_per_chunk": 1e6 * batch.cpu_s / chunks if chunks else None,
+        "chunks": chunks,
+        "lag_p50_s": batch.lag_p50_s,
+        "lag_p90_s": batch.lag_p90_s,
         "output_tokens_per_s": sum(o.metrics.output_tokens for o in ok) / wall,  # type: ignore[union-attr]
     }
 
@@ -210,6 +218,45 @@ def decode_check(calls: int) -> dict[str, Any]:
         "intercept_error_s": line.intercept_s - fixed_s,
         "server_recorded_intercept_s": server_line.intercept_s,
         "intercept_error_vs_server_s": line.intercept_s - server_line.intercept_s,
+    }
+
+
+def per_chunk_check(
+    streams: int,
+    tokens: int,
+    itl_s: float,
+    *,
+    client_cpus: set[int] | None = None,
+    server_cpus: set[int] | None = None,
+) -> dict[str, Any]:
+    """Client CPU per chunk over one burst of ``streams`` streams (connections opened first)."""
+    with _on_cpus(server_cpus):
+        server = start_mock_process(MockConfig(ttft_s=0.03, itl_s=itl_s, record=True))
+    with server, _on_cpus(client_cpus):
+        usage_before = resource.getrusage(resource.RUSAGE_SELF)
+        client = _run(_batch(server.url, concurrency=streams, tokens=tokens, requests=streams, salt="c", warm=True))
+        usage_after = resource.getrusage(resource.RUSAGE_SELF)
+        truth = _server_truth(server.url)
+    client.pop("e2el_s")
+    chunks = client["chunks"]
+    # getrusage spans the warm-up too: its user/system split, not its total, is what is reported.
+    user_s = usage_after.ru_utime - usage_before.ru_utime
+    system_s = usage_after.ru_stime - usage_before.ru_stime
+    return {
+        "streams": streams,
+        "tokens": tokens,
+        "itl_s": itl_s,
+        "chunks": chunks,
+        "failed": client["failed"],
+        "cpu_us_per_chunk": client["cpu_us_per_chunk"],
+        "system_share_of_cpu": system_s / (user_s + system_s) if user_s + system_s else None,
+        "cpu_share": client["cpu_share"],
+        "lag_p50_s": client["lag_p50_s"],
+        "lag_p90_s": client["lag_p90_s"],
+        "itl_error_vs_server_s": client["itl_p50_s"] - truth["itl_p50_s"],
+        "ttft_error_vs_server_s": client["ttft_p50_s"] - truth["ttft_p50_s"],
+        "client_cpus": sorted(client_cpus) if client_cpus else None,
+        "server_cpus": sorted(server_cpus) if server_cpus else None,
     }
 
 
@@ -721,6 +768,13 @@ def main() -> int:
         default="256:1:1,512:1:1,512:2:1,1024:2:1,2048:2:1,2048:2:2",
         help="--scale runs: streams:client processes:server processes, comma-separated",
     )
+    parser.add_argument("--per-chunk", action="store_true", help="client CPU per streamed chunk")
+    parser.add_argument(
+        "--per-chunk-levels",
+        default="256:256:20,512:128:20",
+        help="--per-chunk runs: streams:tokens:ITL ms, comma-separated",
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="--per-chunk: runs of each level")
     parser.add_argument("--client-cpus", type=_cpu_list, help="the client's cores, e.g. 8-15 (taskset's form)")
     parser.add_argument("--server-cpus", type=_cpu_list, help="the mock server's cores, e.g. 0-7")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/client_performance.json"))
@@ -742,6 +796,18 @@ def main() -> int:
             row = latency_check(concurrency, tokens, itl_s, ttft_s=0.03)
             print(json.dumps(row, indent=1), flush=True)
             results["latency"].append(row)
+    if args.per_chunk:
+        results["per_chunk"] = []
+        for level in args.per_chunk_levels.split(","):
+            streams, tokens, itl_ms = (float(n) for n in level.split(":"))
+            for repeat in range(args.repeats):
+                row = per_chunk_check(
+                    int(streams), int(tokens), itl_ms / 1000,
+                    client_cpus=args.client_cpus, server_cpus=args.server_cpus,
+                )  # fmt: skip
+                row["repeat"], row["load_average"] = repeat, os.getloadavg()
+                print(json.dumps(row), flush=True)
+                results["per_chunk"].append(row)
     if args.side_by_side:
         results["side_by_side"] = []
         tools = [("gemmaserve", None), ("guidellm", args.guidellm), ("vllm", args.vllm)]
