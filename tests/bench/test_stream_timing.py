@@ -18,8 +18,8 @@ from gemmaserve.bench import results
 from gemmaserve.bench.engine import run_request
 from gemmaserve.bench.metrics import compute_request_metrics
 from gemmaserve.bench.schema import ClientSettings, RequestKind, RequestRecord
-from gemmaserve.bench.sse import SseDecoder, decode_chat_event
-from gemmaserve.bench.transports import ChatRequest, Chunk, chunk_of
+from gemmaserve.bench.sse import SseDecoder, decode_event
+from gemmaserve.bench.transports import ChatRequest, Chunk
 
 from .conftest import ScriptedClock, ScriptedTransport
 
@@ -61,16 +61,16 @@ def timed_chunks(texts: list[str], *, ttft_s: float, itl_s: float, usage_after_s
     chunks = []
     for arrival_s, data in events:
         for event in decoder.feed(data):
-            chunks.append(chunk_of(decode_chat_event(event), arrival_s))
+            chunks.append(decode_event(event, arrival_s))
     return chunks
 
 
 def test_role_chunk_is_no_token_and_empty_content_chunks_are() -> None:
     role, empty, text = (
-        decode_chat_event(vllm_event(k, t)[6:-2].decode()) for k, t in (("role", ""), ("token", ""), ("token", "hi"))
+        decode_event(vllm_event(k, t)[6:-2], 0.0) for k, t in (("role", ""), ("token", ""), ("token", "hi"))
     )
     assert not role.token and empty.token and empty.content == "" and text.token
-    usage = decode_chat_event(vllm_event("usage", tokens=3)[6:-2].decode())
+    usage = decode_event(vllm_event("usage", tokens=3)[6:-2], 0.0)
     assert not usage.token and usage.completion_tokens == 3
 
 

@@ -1,33 +1,40 @@
 """Incremental Server-Sent-Events parsing of OpenAI chat-completion streams (pure: no I/O).
 
-Bytes arrive in arbitrary pieces; :class:`SseDecoder` turns them into ``data:``
-payloads, and :func:`decode_chat_event` turns one payload into a :class:`ChatDelta`.
-Kept small and allocation-light because it runs once per streamed token.
+Bytes arrive in arbitrary pieces; :class:`SseDecoder` turns them into ``data:`` payloads
+(bytes), and :func:`decode_event` turns one payload into a :class:`Chunk` stamped with the
+time of the read that completed it. This runs once per streamed token, so the common cases
+take short paths: a read holding whole ``data:`` lines ended by "\\n\\n", and vLLM's token
+event, whose shape a compiled pattern recognises without building the JSON document. Every
+other event goes through ``json.loads``; tests check both paths against slow references.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import re
+from typing import NamedTuple
 
-DONE = "[DONE]"
+DONE = b"[DONE]"
 
 
 class MalformedStream(ValueError):
     """The server sent bytes that are not an OpenAI chat stream (bad JSON, an error event)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ChatDelta:
-    """What one stream event carried. ``content`` is "" for role-only and usage-only events.
+class Chunk(NamedTuple):
+    """One decoded stream event and the clock reading when its bytes arrived.
 
     ``token`` is True for an event that stands for generated tokens: it carries a choice that
     is not vLLM's role-only opening (``{"role": "assistant", "content": ""}``). Its text may be
     empty: a token that decodes to nothing, a partial UTF-8 character, a special token.
+    A NamedTuple, immutable like a frozen dataclass, because one is built per streamed token and
+    a frozen dataclass of eight fields costs 0.9 µs to build against 0.25 µs for this.
     """
 
+    arrival_s: float
     content: str = ""
     token: bool = False
+    sent: bool = False  # not an event: arrival_s is when the request's last byte was written
     finish_reason: str | None = None
     completion_tokens: int | None = None  # from the usage event (stream_options.include_usage)
     prompt_tokens: int | None = None
@@ -35,56 +42,94 @@ class ChatDelta:
 
 
 class SseDecoder:
-    """Feed bytes, get complete ``data:`` payloads; multi-line ``data`` fields are joined by "\\n"."""
+    """Feed bytes, get complete ``data:`` payloads; multi-line ``data`` fields are joined by "\\n".
 
-    __slots__ = ("_data_lines", "_pending")
+    Lines end with CRLF, LF or a lone CR (the event-stream rules); an event ends at a blank line.
+    """
+
+    __slots__ = ("_after_cr", "_pending")
 
     def __init__(self) -> None:
-        self._pending = b""
-        self._data_lines: list[str] = []
+        self._pending = b""  # an event not yet ended by a blank line, line ends already LF
+        self._after_cr = False  # the last read ended with CR: a LF opening the next one is its pair
 
-    def feed(self, chunk: bytes) -> list[str]:
-        """Return every event completed by ``chunk`` (an event ends at a blank line)."""
-        self._pending += chunk
-        events: list[str] = []
-        while True:
-            cut = self._pending.find(b"\n")
-            if cut < 0:
-                return events
-            line = self._pending[:cut]
-            self._pending = self._pending[cut + 1 :]
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            if not line:
-                if self._data_lines:
-                    events.append("\n".join(self._data_lines))
-                    self._data_lines = []
-                continue
-            if line.startswith(b"data:"):
-                value = line[5:]
-                if value.startswith(b" "):
-                    value = value[1:]
-                self._data_lines.append(value.decode("utf-8", errors="replace"))
-            # Comments (":keep-alive"), "event:", "id:" and "retry:" carry nothing we measure.
+    def feed(self, piece: bytes) -> list[bytes]:
+        """Return every event completed by ``piece``."""
+        if self._after_cr:
+            self._after_cr = False
+            if piece[:1] == b"\n":
+                piece = piece[1:]
+        if b"\r" in piece:
+            self._after_cr = piece[-1:] == b"\r"
+            piece = piece.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if self._pending:
+            piece = self._pending + piece
+        blocks = piece.split(b"\n\n")
+        self._pending = blocks.pop()
+        events = []
+        for block in blocks:
+            if block[:6] == b"data: " and b"\n" not in block:  # vLLM's form: one data line
+                events.append(block[6:])
+            else:
+                data = _data_of(block)
+                if data is not None:
+                    events.append(data)
+        return events
 
-    def close(self) -> list[str]:
+    def close(self) -> list[bytes]:
         """Flush an event the server did not terminate with a blank line."""
-        tail = self.feed(b"\n\n") if self._pending or self._data_lines else []
-        return tail
+        return self.feed(b"\n\n") if self._pending else []
 
     @property
     def pending_bytes(self) -> int:
         return len(self._pending)
 
 
-def decode_chat_event(data: str) -> ChatDelta:
-    """One ``data:`` payload of a chat-completions stream as a :class:`ChatDelta`.
+def _data_of(block: bytes) -> bytes | None:
+    """The data of one event's lines (no blank line among them but a leading one), or None."""
+    values = []
+    for line in block.split(b"\n"):
+        field, _, value = line.partition(b":")
+        # Comments (":keep-alive"), "event:", "id:" and "retry:" carry nothing we measure.
+        if field == b"data":
+            values.append(value[1:] if value[:1] == b" " else value)
+    return b"\n".join(values) if values else None
+
+
+# vLLM's token event, e.g. {"id":"chatcmpl-…","object":"chat.completion.chunk","created":1,
+# "model":"m","choices":[{"index":0,"delta":{"content":"…"},"logprobs":null,
+# "finish_reason":null,"token_ids":null}]}: top-level scalars in any order around one choice
+# whose only non-null field besides its index is a delta of one text field. Anything this does
+# not match exactly (a role, a finish_reason, usage, an error key, whitespace, a second choice)
+# goes through json.loads. Possessive quantifiers: a failed match gives up at once.
+_STRING = rb'"[^"\\\x00-\x1f]*+(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*+)*+"'
+_NUMBER = rb"-?(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?(?:[eE][+-]?[0-9]++)?"
+_SCALAR = rb"(?:" + _STRING + rb"|" + _NUMBER + rb"|null|true|false)"
+_PAIR = rb'"(?!(?:choices|error)")[A-Za-z_][A-Za-z0-9_]*+":' + _SCALAR
+_CHOICE_PAIR = rb'(?:"index":' + _NUMBER + rb'|"(?!delta")[A-Za-z_][A-Za-z0-9_]*+":null)'
+_DELTA = rb'"delta":\{"(?:content|reasoning_content|reasoning)":(' + _STRING + rb")\}"
+_CHOICE = rb"\{(?:" + _CHOICE_PAIR + rb",)*+" + _DELTA + rb"(?:," + _CHOICE_PAIR + rb")*+\}"
+_TOKEN_EVENT = re.compile(rb"\{(?:" + _PAIR + rb",)*+" + rb'"choices":\[' + _CHOICE + rb"\](?:," + _PAIR + rb")*+\}")
+
+
+def decode_event(data: bytes, arrival_s: float) -> Chunk:
+    """One ``data:`` payload of a chat-completions stream as a :class:`Chunk`.
 
     Raises:
         MalformedStream: the payload is not JSON, not an object, or an error event.
     """
+    match = _TOKEN_EVENT.fullmatch(data)
+    if match is not None:
+        text = match.group(1)
+        if b"\\" in text:
+            return Chunk(arrival_s, json.loads(text.decode("utf-8", errors="replace")), True)
+        return Chunk(arrival_s, text[1:-1].decode("utf-8", errors="replace"), True)
     if data == DONE:
-        return ChatDelta(done=True)
+        return Chunk(arrival_s, done=True)
+    return _decode_document(data.decode("utf-8", errors="replace"), arrival_s)
+
+
+def _decode_document(data: str, arrival_s: float) -> Chunk:
     try:
         document = json.loads(data)
     except ValueError:
@@ -118,10 +163,4 @@ def decode_chat_event(data: str) -> ChatDelta:
     if isinstance(usage, dict):
         completion_tokens = usage.get("completion_tokens")
         prompt_tokens = usage.get("prompt_tokens")
-    return ChatDelta(
-        content=content,
-        token=token,
-        finish_reason=finish_reason,
-        completion_tokens=completion_tokens,
-        prompt_tokens=prompt_tokens,
-    )
+    return Chunk(arrival_s, content, token, False, finish_reason, completion_tokens, prompt_tokens)

@@ -18,12 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from gemmaserve.bench.sse import (
-    ChatDelta,
-    MalformedStream,
-    SseDecoder,
-    decode_chat_event,
-)
+from gemmaserve.bench.sse import Chunk as Chunk  # the engine and the metrics take it from here
+from gemmaserve.bench.sse import MalformedStream, SseDecoder, decode_event
 from gemmaserve.errors import UsageError
 
 Clock = Callable[[], float]
@@ -62,23 +58,6 @@ class ChatRequest:
         if self.ignore_eos:
             body["ignore_eos"] = True
         return body
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """One decoded stream event and the clock reading when its bytes arrived.
-
-    ``token``: the event stands for generated tokens (see :class:`~gemmaserve.bench.sse.ChatDelta`).
-    """
-
-    arrival_s: float
-    content: str = ""
-    token: bool = False
-    sent: bool = False  # not an event: arrival_s is when the request's last byte was written
-    finish_reason: str | None = None
-    completion_tokens: int | None = None
-    prompt_tokens: int | None = None
-    done: bool = False
 
 
 class RequestFailed(Exception):
@@ -135,18 +114,6 @@ def parse_target(url: str) -> TargetSpec:
     raise UsageError(
         f"Target {url!r} is neither http(s):// nor sagemaker://.",
         hint="Use http://HOST:PORT or sagemaker://ENDPOINT_NAME?region=REGION",
-    )
-
-
-def chunk_of(delta: ChatDelta, arrival_s: float) -> Chunk:
-    return Chunk(
-        arrival_s=arrival_s,
-        content=delta.content,
-        token=delta.token,
-        finish_reason=delta.finish_reason,
-        completion_tokens=delta.completion_tokens,
-        prompt_tokens=delta.prompt_tokens,
-        done=delta.done,
     )
 
 
@@ -257,9 +224,9 @@ class HttpTransport:
                 async for data in response.content.iter_any():
                     arrival_s = clock()
                     for event in decoder.feed(data):
-                        yield chunk_of(decode_chat_event(event), arrival_s)
+                        yield decode_event(event, arrival_s)
                 for event in decoder.close():
-                    yield chunk_of(decode_chat_event(event), clock())
+                    yield decode_event(event, clock())
         except MalformedStream as exc:
             raise RequestFailed("malformed_sse", str(exc)) from None
         except aiohttp.ClientPayloadError as exc:
@@ -324,9 +291,9 @@ class SageMakerTransport:
             async for part in parts:
                 arrival_s = clock()
                 for event in decoder.feed(part):
-                    yield chunk_of(decode_chat_event(event), arrival_s)
+                    yield decode_event(event, arrival_s)
             for event in decoder.close():
-                yield chunk_of(decode_chat_event(event), clock())
+                yield decode_event(event, clock())
         except MalformedStream as exc:
             raise RequestFailed("malformed_sse", str(exc)) from None
         except SageMakerTimedOut as exc:
