@@ -1,23 +1,27 @@
 """How the engine talks to a target: one ``Transport`` protocol, an HTTP and a SageMaker adapter.
 
 ``http(s)://host:port`` is an OpenAI-compatible server (chat completions, SSE,
-``stream_options.include_usage``) on one keep-alive aiohttp session;
-``sagemaker://NAME?region=R`` streams through :func:`gemmaserve.sagemaker.runtime.stream_invoke`,
-whose ``PayloadPart`` bytes are the container's own SSE bytes. Transports stamp each
-chunk with the injected clock and raise :class:`RequestFailed`; they never retry.
-The HTTP transport also stamps when the request left (aiohttp's trace hooks fire once the
-headers and the body are written to the socket) and yields that as a ``sent`` chunk first,
-so time spent queueing inside the client is not counted as the server's TTFT.
+``stream_options.include_usage``): its streams run on :mod:`gemmaserve.bench.http_stream`'s
+keep-alive connections, which parse each read where it arrives; model discovery and
+``/metrics`` use an aiohttp session. ``sagemaker://NAME?region=R`` streams through
+:func:`gemmaserve.sagemaker.runtime.stream_invoke`, whose ``PayloadPart`` bytes are the
+container's own SSE bytes. Transports stamp each chunk with the injected clock when its bytes
+were read (the events of one read share its stamp) and raise :class:`RequestFailed`; they never
+retry. The HTTP transport also stamps when the request's last byte reached the kernel and yields
+that as a ``sent`` chunk first, so time spent queueing inside the client is not counted as the
+server's TTFT.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
+from gemmaserve.bench.http_stream import HttpStreamClient
 from gemmaserve.bench.sse import Chunk as Chunk  # the engine and the metrics take it from here
 from gemmaserve.bench.sse import MalformedStream, SseDecoder, decode_event
 from gemmaserve.errors import UsageError
@@ -117,55 +121,27 @@ def parse_target(url: str) -> TargetSpec:
     )
 
 
-def loop_description() -> str:
+def loop_description(client: str = "aiohttp") -> str:
     import asyncio
 
     try:
         loop_module = type(asyncio.get_running_loop()).__module__
     except RuntimeError:
         loop_module = type(asyncio.get_event_loop_policy()).__module__
-    return "aiohttp+uvloop" if loop_module.startswith("uvloop") else "aiohttp+asyncio"
+    return f"{client}+uvloop" if loop_module.startswith("uvloop") else f"{client}+asyncio"
 
 
-class SendStamp:
-    """Filled by the trace hooks: the clock reading when the request's last byte was written."""
-
-    __slots__ = ("sent_s",)
-
-    def __init__(self) -> None:
-        self.sent_s: float | None = None
-
-
-def send_trace_config(clock: Clock) -> Any:
-    """aiohttp hooks that stamp a request's :class:`SendStamp` (passed as ``trace_request_ctx``)."""
-    import aiohttp
-
-    async def on_sent(session: Any, context: Any, params: Any) -> None:
-        stamp = context.trace_request_ctx
-        if isinstance(stamp, SendStamp):
-            stamp.sent_s = clock()  # headers, then each body chunk: the last write wins
-
-    config = aiohttp.TraceConfig()
-    config.on_request_headers_sent.append(on_sent)
-    config.on_request_chunk_sent.append(on_sent)
-    return config
-
-
-def new_http_session(timeout_s: float, *, clock: Clock | None = None) -> Any:
-    """An aiohttp session fit for benchmarking: unlimited connector, no total timeout.
-
-    With ``clock``, requests posted with a :class:`SendStamp` as ``trace_request_ctx`` are stamped.
-    """
+def new_http_session(timeout_s: float) -> Any:
+    """An aiohttp session fit for benchmarking: unlimited connector, no total timeout."""
     import aiohttp
 
     connector = aiohttp.TCPConnector(limit=CONNECTOR_LIMIT, limit_per_host=0, ttl_dns_cache=300)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=timeout_s)
-    traces = [send_trace_config(clock)] if clock is not None else None
-    return aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False, trace_configs=traces)
+    return aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False)
 
 
 class HttpTransport:
-    """OpenAI chat completions over SSE on one keep-alive session."""
+    """OpenAI chat completions over SSE on keep-alive connections."""
 
     kind = "http"
 
@@ -176,9 +152,12 @@ class HttpTransport:
         self.base_url = base_url.rstrip("/")
         self.model: str | None = None
         self._clock = clock
-        self._session = session if session is not None else new_http_session(timeout_s, clock=clock)
+        self._session = session if session is not None else new_http_session(timeout_s)
         self._owns_session = session is None
-        self.description = loop_description()
+        self._streams = HttpStreamClient(
+            base_url, clock=clock, read_timeout_s=timeout_s, connect_timeout_s=CONNECT_TIMEOUT_S
+        )
+        self.description = loop_description("httptools")
 
     async def discover_model(self) -> str | None:
         """The first id of ``/v1/models`` (the served model name), or None when it cannot be read."""
@@ -207,40 +186,45 @@ class HttpTransport:
             return None
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[Chunk]:
-        import aiohttp
-
-        clock = self._clock
-        decoder = SseDecoder()
-        stamp = SendStamp()
+        body = json.dumps(request.body(self.model), separators=(",", ":")).encode()
         try:
-            async with self._session.post(
-                self.base_url + "/v1/chat/completions", json=request.body(self.model), trace_request_ctx=stamp
-            ) as response:
-                if stamp.sent_s is not None:
-                    yield Chunk(stamp.sent_s, sent=True)
-                if response.status != 200:
-                    text = (await response.text())[:200]
-                    raise RequestFailed(f"http_{response.status}", text.strip())
-                async for data in response.content.iter_any():
-                    arrival_s = clock()
-                    for event in decoder.feed(data):
-                        yield decode_event(event, arrival_s)
-                for event in decoder.close():
-                    yield decode_event(event, clock())
-        except MalformedStream as exc:
-            raise RequestFailed("malformed_sse", str(exc)) from None
-        except aiohttp.ClientPayloadError as exc:
-            raise RequestFailed("truncated_stream", f"connection closed mid-reply ({exc})") from None
-        except aiohttp.ServerDisconnectedError as exc:
-            raise RequestFailed("truncated_stream", f"server disconnected ({exc})") from None
-        except TimeoutError:  # aiohttp's ServerTimeoutError is also a ClientError: test this first
-            raise RequestFailed("timeout", "no bytes within the read timeout") from None
-        except aiohttp.ClientConnectorError as exc:
-            raise RequestFailed("connect_error", str(exc)) from None
-        except aiohttp.ClientError as exc:
-            raise RequestFailed("http_error", f"{type(exc).__name__}: {exc}") from None
+            connection = await self._streams.acquire()
+        except TimeoutError:
+            raise RequestFailed("timeout", f"no connection within {CONNECT_TIMEOUT_S:g} s") from None
+        except OSError as exc:
+            raise RequestFailed("connect_error", f"{type(exc).__name__}: {exc}") from None
+        reusable = False
+        try:
+            connection.send(self._streams.request_bytes("/v1/chat/completions", body))
+            while connection.sent_s is None and connection.status is None and connection.failure is None:
+                await connection.wait()
+            if connection.sent_s is not None:
+                yield Chunk(connection.sent_s, sent=True)
+            while connection.status is None and connection.failure is None:
+                await connection.wait()
+            if connection.status is not None and connection.status != 200:
+                while not connection.finished and connection.failure is None:
+                    await connection.wait()
+                text = connection.error_body.decode("utf-8", errors="replace")[:200]
+                raise RequestFailed(f"http_{connection.status}", text.strip())
+            # Chunks first, then the end or the failure: what arrived before a fault is kept.
+            while True:
+                ready = connection.take()
+                if ready:
+                    for chunk in ready:
+                        yield chunk
+                elif connection.failure is not None:
+                    raise RequestFailed(*connection.failure)
+                elif connection.finished:
+                    break
+                else:
+                    await connection.wait()
+            reusable = True
+        finally:
+            self._streams.release(connection, reusable=reusable)
 
     async def aclose(self) -> None:
+        self._streams.close()
         if self._owns_session:
             await self._session.close()
 
