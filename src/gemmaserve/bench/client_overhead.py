@@ -1,8 +1,9 @@
 """The client measuring itself: CPU time per chunk and as a share of the measured wall time.
 
 A benchmark client that saturates its core delays its own timestamps and inflates
-TTFT/ITL; it must say so. On a 2-core machine aiohttp needs ~21–40 µs of CPU per
-chunk; above ~25% of one core its p99 timing error exceeds ~5 ms (docs/bench-client-performance.md).
+TTFT/ITL; it must say so. On the 2-core development machine the client needs ~22 µs of
+CPU per chunk (aiohttp's read path needed 30–46 µs); above ~25% of one core its p99 timing
+error exceeds ~5 ms (docs/bench-client-performance.md).
 Pure accounting; the engine supplies CPU and wall readings.
 """
 
