@@ -138,6 +138,33 @@ def test_the_request_is_written_after_the_send_stamp_and_before_any_read() -> No
     assert fed.connection.sent_s == 0.0 and [c.arrival_s for c in fed.chunks] == [1.0, 1.0]
 
 
+def test_a_write_still_buffered_is_stamped_when_it_drains_or_by_the_first_read_of_the_answer() -> None:
+    class SlowSocket(RecordingTransport):
+        """Keeps the request in its buffer: the protocol is told to pause writing."""
+
+        def write(self, data: bytes | bytearray | memoryview) -> None:
+            super().write(data)
+            connection.pause_writing()
+
+    async def go(drains: bool) -> tuple[float | None, list[Chunk]]:
+        nonlocal connection
+        connection = StreamConnection(CountingClock(), read_timeout_s=60.0)
+        connection.connection_made(SlowSocket())
+        connection.send(b"POST / HTTP/1.1\r\n\r\n")  # reading 0, before the write: not the send time
+        assert connection.sent_s is None
+        if drains:
+            connection.resume_writing()  # reading 1
+        connection.data_received(OK_HEAD + chunked(LAST))
+        connection.close()
+        return connection.sent_s, connection.take()
+
+    connection: StreamConnection
+    sent_s, chunks = asyncio.run(go(drains=True))
+    assert sent_s == 1.0 and [c.arrival_s for c in chunks] == [2.0, 2.0]
+    sent_s, chunks = asyncio.run(go(drains=False))
+    assert sent_s == 1.0 and [c.arrival_s for c in chunks] == [1.0, 1.0]
+
+
 MALFORMED = {
     "status code": b"HTTP/1.1 2x0 OK\r\n\r\n",
     "protocol name": b"HTTQ/1.1 200 OK\r\n\r\n",

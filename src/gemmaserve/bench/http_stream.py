@@ -107,10 +107,13 @@ class StreamConnection(asyncio.Protocol):
             self.close()
             return
         self._last_read_s = self._loop.time()
+        if self.sent_s is None:  # the answer came before the write buffer was seen to drain
+            self.sent_s = now
         try:
             parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:
             if not isinstance(exc.__context__, _UnaskedReply):  # httptools chains the callback's own error
+                self._fail("protocol_error", f"ProtocolError: {exc}")  # a bug here: no hang, and its traceback
                 raise
             self.keep_alive = False  # the reply asked for is whole; what follows it is not trusted
             self.close()
@@ -163,8 +166,6 @@ class StreamConnection(asyncio.Protocol):
         status = self._parser.get_status_code()
         if status < 200:  # an interim response (100 Continue): the real one follows
             return
-        if self.sent_s is None:  # the answer came before the write buffer was seen to drain
-            self.sent_s = self._clock()
         self.status = status
         self._state = _BODY
 
