@@ -35,6 +35,9 @@ class Gpu(_Frozen):
     smem_per_block_optin: int
     bf16: bool
     fp16_tensor_tflops: float
+    link: str
+    link_gb_per_s: float
+    nvlink: bool
     source: str
 
     @property

@@ -34,6 +34,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from gemmaserve.catalog import Checkpoint, Geometry, Gpu
+from gemmaserve.tensor_parallel import bytes_removed_per_rank, rank_geometry
 from gemmaserve.vllm_releases import VllmRelease
 
 GIB = 1024**3
@@ -108,6 +109,7 @@ class EngineMemory(BaseModel):
     kv_budget_gib: float
     kv_budget_warm_gib: float
     estimated_terms: list[str]
+    tensor_parallel_size: int = 1  # every term above is one rank's
 
 
 def runner_for(geometry: Geometry, release: VllmRelease) -> Runner:
@@ -240,16 +242,17 @@ def embeddings_in_compiled_graph(checkpoint: Checkpoint, *, language_model_only:
     return language_model_only or not is_multimodal(checkpoint)
 
 
-def compile_peak_bytes(geometry: Geometry, tokens: int, release: VllmRelease) -> int:
+def compile_peak_bytes(geometry: Geometry, tokens: int, release: VllmRelease, tensor_parallel_size: int = 1) -> int:
     """The peak a start that compiles counts in vLLM 0.26 (measured on an H200): a copy of the
     largest embedding table the compiled graph reads (E2B/E4B: the per-layer-embedding table;
     26B A4B/31B: the token embedding) and the outputs of its lookups at ``tokens``. Measured:
     E2B 4.55 GiB at 2,048 tokens and 4.75 at 8,192 (0.23 warm), E4B 5.46, 31B 2.79.
-    The published 0.28 (T4) and 0.30 (L4) first starts leave no room for it: 0.26 only."""
+    The published 0.28 (T4) and 0.30 (L4) first starts leave no room for it: 0.26 only. Under tensor
+    parallelism a rank's table is its vocabulary-parallel shard (an estimate: measured on one GPU only)."""
     if release.series != "0.26":
         return 0
     per_layer_width = geometry.num_hidden_layers * geometry.per_layer_input_size
-    table = geometry.vocab_size * max(geometry.hidden_size, per_layer_width) * BF16
+    table = geometry.vocab_size * max(geometry.hidden_size, per_layer_width) * BF16 // tensor_parallel_size
     lookups = tokens * BF16 * (geometry.hidden_size + 2 * per_layer_width)
     return table + lookups
 
@@ -309,9 +312,13 @@ def engine_memory(
     max_num_batched_tokens: int | None = None,
     language_model_only: bool = False,
     first_start: bool = True,
+    tensor_parallel_size: int = 1,
 ) -> EngineMemory:
-    """Every term vLLM subtracts before the KV pool, for one start of ``checkpoint`` on ``gpu``."""
+    """Every term vLLM subtracts before the KV pool, for one start of ``checkpoint`` on ``gpu`` (on one of
+    ``tensor_parallel_size`` ranks: :mod:`gemmaserve.tensor_parallel` says what each rank holds)."""
     estimated: list[str] = []
+    whole = geometry
+    geometry = rank_geometry(whole, tensor_parallel_size)
     runner = runner_for(geometry, release)
     batched, seqs, raised = resolve_batch(
         geometry,
@@ -322,7 +329,8 @@ def engine_memory(
         max_num_batched_tokens=max_num_batched_tokens,
         language_model_only=language_model_only,
     )
-    weights, weights_source = weights_gib(checkpoint, geometry, language_model_only=language_model_only)
+    weights, weights_source = weights_gib(checkpoint, whole, language_model_only=language_model_only)
+    weights -= bytes_removed_per_rank(whole, checkpoint, tensor_parallel_size) / GIB
     if weights_source == "parts" and "derived" in checkpoint.source:
         estimated.append("weights (checkpoint parts derived from the geometry)")
     workspace = moe_workspace_bytes(geometry, batched) / GIB
@@ -339,7 +347,7 @@ def engine_memory(
     warm_peak = workspace + max(forward, sampler, encoder)
     compile_peak = 0.0
     if embeddings_in_compiled_graph(checkpoint, language_model_only=language_model_only):
-        compile_peak = compile_peak_bytes(geometry, batched, release) / GIB
+        compile_peak = compile_peak_bytes(whole, batched, release, tensor_parallel_size) / GIB
     cold_peak = max(warm_peak, compile_peak)
     peak = cold_peak if first_start else warm_peak
     if first_start and compile_peak:
@@ -352,6 +360,11 @@ def engine_memory(
     if gpu.key not in GPUS_WITH_REAL_STARTS:
         estimated.append(
             f"non-torch memory and workspaces (no real start on a {gpu.key.upper()}; H200 and L4 starts agree)"
+        )
+    if tensor_parallel_size > 1:
+        estimated.append(
+            "per rank: CUDA graphs, non-torch memory and the compile peak's table shard as on one GPU "
+            "(no multi-GPU start measured)"
         )
     requested = gpu.visible_memory_gib * gpu_memory_utilization
     fixed = weights + NON_TORCH_GIB + (graphs if counted else 0.0)
@@ -380,4 +393,5 @@ def engine_memory(
         kv_budget_gib=requested - fixed - peak - withheld,
         kv_budget_warm_gib=requested - fixed - warm_peak - withheld_warm,
         estimated_terms=estimated,
+        tensor_parallel_size=tensor_parallel_size,
     )

@@ -16,6 +16,7 @@ and published engine runs.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -44,6 +45,12 @@ from gemmaserve.engine_memory import (
     is_multimodal,
 )
 from gemmaserve.request_model import ActionRequest, Cli, ServingSettings, token_count
+from gemmaserve.tensor_parallel import (
+    TENSOR_PARALLEL_SIZES,
+    custom_all_reduce_mib,
+    rank_geometry,
+    unsupported_reason,
+)
 from gemmaserve.speed import (
     CONCURRENCY_LEVELS,
     MeasuredSpeed,
@@ -126,6 +133,7 @@ class PlanRow(BaseModel):
     usd_per_million_high: float | None = None
     speed_source: str | None = None  # "predicted", or "measured: <where>"
     speed: SpeedPrediction | None = None
+    tensor_parallel_size: int = 1  # GPUs the model is split over; memory and KV figures are one rank's
 
 
 class PlanTable(BaseModel):
@@ -141,12 +149,15 @@ class PlanTable(BaseModel):
     next_command: str | None = None
 
 
-def smallest_instance(gpu: Gpu, platform: str = "ec2") -> Instance | None:
-    """The cheapest single-GPU instance of ``platform`` that carries ``gpu``."""
+def smallest_instance(gpu: Gpu, platform: str = "ec2", gpus: int = 1) -> Instance | None:
+    """The cheapest instance of ``platform`` that carries ``gpus`` of ``gpu``: exactly one for a single GPU,
+    at least ``gpus`` for a model split over several (the whole instance is paid for)."""
     candidates = [
         inst
         for inst in load_catalog().instances.values()
-        if inst.gpu == gpu.key and inst.platform == platform and inst.gpu_count == 1
+        if inst.gpu == gpu.key
+        and inst.platform == platform
+        and (inst.gpu_count == 1 if gpus == 1 else inst.gpu_count >= gpus)
     ]
     return min(candidates, key=lambda inst: (inst.price_usd_per_hour or math.inf, inst.memory_gib), default=None)
 
@@ -170,8 +181,10 @@ def plan_deployment(
     language_model_only: bool = False,
     vllm_version: str | None = None,
     first_start: bool = True,
+    tensor_parallel_size: int = 1,
 ) -> PlanRow:
-    """Plan one model × encoding on one GPU (or on the GPU of ``instance``).
+    """Plan one model × encoding on one GPU (or on the GPU of ``instance``), or split over
+    ``tensor_parallel_size`` of them on one host (the memory and KV figures are then one rank's).
 
     ``language_model_only`` plans vLLM's ``--language-model-only``: the vision and audio
     towers are neither loaded nor profiled. ``vllm_version`` picks the release whose memory
@@ -209,6 +222,15 @@ def plan_deployment(
             hint=f"Use --max-model-len {geometry.max_position_embeddings} or less.",
         )
 
+    n = tensor_parallel_size
+    if n not in TENSOR_PARALLEL_SIZES:
+        raise UsageError(f"--tensor-parallel-size must be one of {', '.join(map(str, TENSOR_PARALLEL_SIZES))}")
+    if instance is not None and instance.gpu_count < n:
+        raise UsageError(
+            f"{instance.key} has {instance.gpu_count} GPU(s): it cannot hold --tensor-parallel-size {n}",
+            hint="Name an instance with as many GPUs, or leave --instance out.",
+        )
+    rank = rank_geometry(geometry, n)
     dtype = gpu_obj.serving_dtype
     notes: list[str] = []
     if not gpu_obj.bf16:
@@ -226,26 +248,27 @@ def plan_deployment(
         max_num_batched_tokens=max_num_batched_tokens,
         language_model_only=language_model_only,
         first_start=first_start,
+        tensor_parallel_size=n,
     )
     batched, seqs = memory.max_num_batched_tokens, memory.max_num_seqs
     budget_gib = memory.kv_budget_gib
     capacity = kv_capacity(
         max(0.0, budget_gib) * GIB,
-        geometry,
+        rank,
         max_model_len=max_model_len,
         max_num_batched_tokens=batched,
         release=release,
     )
     warm = kv_capacity(
         max(0.0, memory.kv_budget_warm_gib) * GIB,
-        geometry,
+        rank,
         max_model_len=max_model_len,
         max_num_batched_tokens=batched,
         release=release,
     )
     low = kv_capacity(
         max(0.0, budget_gib - UNEXPLAINED_GIB) * GIB,
-        geometry,
+        rank,
         max_model_len=max_model_len,
         max_num_batched_tokens=batched,
         release=release,
@@ -281,16 +304,35 @@ def plan_deployment(
             "vLLM 0.34 sizes the pool after warmup; leave --gpu-memory-utilization unset to give it all free memory"
         )
 
+    if n > 1:
+        fully_connected = gpu_obj.nvlink
+        buffers = custom_all_reduce_mib(release.version, n, fully_connected=fully_connected)
+        notes.append(
+            f"split over {n} GPUs: weights, engine memory and KV tokens are one rank's (vLLM logs one rank's "
+            f"pool); NCCL's buffers{f' and the custom all-reduce ({buffers} MiB)' if buffers else ''} come out of "
+            f"the {1 - gpu_memory_utilization:.0%} left outside --gpu-memory-utilization, not out of the pool"
+        )
+        if not buffers:
+            notes.append(
+                f"vLLM turns its custom all-reduce off on more than two GPUs without NVLink: every all-reduce "
+                f"goes through NCCL over {gpu_obj.link}"
+            )
     checkpoint_gib = checkpoint.total_bytes / GIB
-    host_needed = checkpoint_gib + LOAD_BASELINE_HOST_GIB
+    # Every rank's worker process has the engine's own resident set while it loads its shard.
+    host_needed = checkpoint_gib + LOAD_BASELINE_HOST_GIB * n
     host_ram = instance.memory_gib if instance else None
     swap_needed = max(0.0, host_needed - (host_ram - HOST_OS_RESERVE_GIB)) if host_ram is not None else None
 
     verdict: Verdict = "fits"
     binding: str | None = None
     longest: int | None = None
+    refused = unsupported_reason(geometry, n)
+    if n > 1:
+        memory.estimated_terms.append(f"host RAM while loading counts the engine's {LOAD_BASELINE_HOST_GIB} GiB once per rank")
     if not checkpoint.servable_by_vllm:
         verdict, binding = "not-servable", f"{checkpoint.format} is not served by vLLM (use llama.cpp)"
+    elif refused:
+        verdict, binding = "not-servable", refused
     elif budget_gib <= 0:
         verdict = "does-not-fit"
         binding = (
@@ -300,7 +342,7 @@ def plan_deployment(
     elif not capacity.fits_one_request:
         verdict = "does-not-fit"
         longest = longest_context_that_fits(
-            budget_gib * GIB, geometry, max_num_batched_tokens=batched, release=release, upper=max_model_len
+            budget_gib * GIB, rank, max_num_batched_tokens=batched, release=release, upper=max_model_len
         )
         binding = f"KV cache: {capacity.kv_cache_tokens:,} tokens cannot hold one {max_model_len:,}-token request"
         if longest >= MIN_MAX_MODEL_LEN:
@@ -312,7 +354,7 @@ def plan_deployment(
             model_obj, checkpoint, gpu_obj, max_model_len=max_model_len,
             gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
             max_num_batched_tokens=max_num_batched_tokens, language_model_only=True,
-            vllm_version=release.series, first_start=first_start,
+            vllm_version=release.series, first_start=first_start, tensor_parallel_size=n,
         )  # fmt: skip
         rescued = text_only.fits
     else:
@@ -350,6 +392,8 @@ def plan_deployment(
         args += ["--max-num-batched-tokens", str(max_num_batched_tokens)]
     if language_model_only:
         args.append("--language-model-only")
+    if n > 1:
+        args += ["--tensor-parallel-size", str(n)]
     return PlanRow(
         model=model_obj.key,
         encoding=checkpoint.key,
@@ -391,6 +435,7 @@ def plan_deployment(
         decode_tokens_per_s=None,
         usd_per_million_output_tokens=None,
         vllm_args=args,
+        tensor_parallel_size=n,
     )
 
 
@@ -406,7 +451,10 @@ def _sort_key(row: PlanRow, sort: SortKey) -> tuple[object, ...]:
 
 
 def next_command(row: PlanRow) -> str:
-    """The command that deploys ``row``: a SageMaker preflight for ml.* instances, else a local serve."""
+    """The command that deploys ``row``: a SageMaker preflight for ml.* instances, else a local serve; for a
+    model split over several GPUs, which gemmaserve does not launch yet, vLLM's own ``vllm serve``."""
+    if row.tensor_parallel_size > 1:
+        return "vllm serve " + " ".join(row.vllm_args)
     flags = [
         f"--model {row.model.removeprefix('gemma-4-')}",
         f"--encoding {row.encoding}",
@@ -425,6 +473,7 @@ class PlanRequest(ServingSettings, ActionRequest):
     """``gemmaserve plan``: which rows of the catalog to plan, and under which serving settings."""
 
     action: ClassVar[str] = "plan"
+    plans_tensor_parallel: ClassVar[bool] = True
 
     model: Annotated[list[str] | None, Field(description="Model (e.g. gemma-4-e2b, e2b, 26b-a4b); default all.")] = None
     encoding: Annotated[
@@ -508,13 +557,14 @@ def plan(request: PlanRequest) -> PlanTable:
         vllm_version = sagemaker_image_series()
     bench = read_bench_speeds(request.from_bench) if request.from_bench else BenchSpeeds()
     chosen_models = [resolve_model(name) for name in request.model] if request.model else list(catalog.models.values())
+    asked_n = request.tensor_parallel_size
     targets: list[tuple[Gpu, Instance | None]]
     if request.instance is not None:
         inst = resolve_instance(request.instance)
         targets = [(resolve_gpu(inst.gpu), inst)]
     else:
         chosen_gpus = [resolve_gpu(name) for name in request.gpu] if request.gpu else list(catalog.gpus.values())
-        targets = [(gpu, smallest_instance(gpu, request.platform)) for gpu in chosen_gpus]
+        targets = [(gpu, smallest_instance(gpu, request.platform, asked_n or 1)) for gpu in chosen_gpus]
     rows: list[PlanRow] = []
     for model in chosen_models:
         checkpoints = (
@@ -526,23 +576,33 @@ def plan(request: PlanRequest) -> PlanTable:
             for gpu, target_instance in targets:
                 if request.max_model_len > model.geometry.max_position_embeddings:
                     continue
-                row = plan_deployment(
-                    model,
-                    checkpoint,
-                    gpu,
-                    instance=target_instance,
-                    max_model_len=request.max_model_len,
-                    gpu_memory_utilization=request.gpu_memory_utilization,
-                    max_num_seqs=request.max_num_seqs,
-                    max_num_batched_tokens=request.max_num_batched_tokens,
-                    language_model_only=request.language_model_only,
-                    vllm_version=vllm_version,
-                    first_start=not request.warm,
-                )
+                def plan_on(instance: Instance | None, n: int) -> PlanRow:
+                    return plan_deployment(
+                        model,
+                        checkpoint,
+                        gpu,  # noqa: B023 - called within this iteration only
+                        instance=instance,
+                        max_model_len=request.max_model_len,
+                        gpu_memory_utilization=request.gpu_memory_utilization,
+                        max_num_seqs=request.max_num_seqs,
+                        max_num_batched_tokens=request.max_num_batched_tokens,
+                        language_model_only=request.language_model_only,
+                        vllm_version=vllm_version,
+                        first_start=not request.warm,
+                        tensor_parallel_size=n,
+                    )
+
+                planned = [plan_on(target_instance, asked_n or 1)]
+                if asked_n is None and planned[0].verdict == "does-not-fit":
+                    split = smallest_split_that_fits(gpu, target_instance, request.platform, plan_on)
+                    if split is not None:
+                        planned.append(split)
                 measured = bench.by_row.get((model.key, checkpoint.key, gpu.key))
                 if request.decode_rate is not None:
                     measured = MeasuredSpeed(request.decode_rate, {}, "measured: --decode-rate")
-                rows.append(with_speed(row, request, measured))
+                for row in planned:
+                    # A rate measured on one GPU says nothing of the same model split over several.
+                    rows.append(with_speed(row, request, measured if row.tensor_parallel_size == 1 else None))
     rows.sort(key=lambda row: _sort_key(row, request.sort))
     fitting = [i for i, row in enumerate(rows) if row.fits and row.price_usd_per_hour is not None]
     cheapest = min(fitting, key=lambda i: _sort_key(rows[i], "cost"), default=None)
@@ -559,6 +619,26 @@ def plan(request: PlanRequest) -> PlanTable:
         output_tokens=request.output_tokens,
         bench_files_unused=bench.unused,
     )
+
+
+def smallest_split_that_fits(
+    gpu: Gpu, instance: Instance | None, platform: str, plan_on: Callable[[Instance | None, int], PlanRow]
+) -> PlanRow | None:
+    """Where one GPU does not hold the model: the fewest GPUs of the same kind on one host that do (2, 4, 8),
+    on ``instance`` when it has them, else on the cheapest instance of ``platform`` that does."""
+    for n in TENSOR_PARALLEL_SIZES[1:]:
+        if instance is not None and instance.gpu_count > 1:
+            host = instance if instance.gpu_count >= n else None
+        else:
+            host = smallest_instance(gpu, platform, n)
+        if host is None:
+            continue
+        row = plan_on(host, n)
+        if row.fits:
+            return row
+        if row.verdict == "not-servable":
+            return None
+    return None
 
 
 def with_speed(row: PlanRow, request: PlanRequest, measured: MeasuredSpeed | None) -> PlanRow:

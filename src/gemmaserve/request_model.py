@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Self, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
 from pydantic.fields import FieldInfo
 
 from gemmaserve.errors import UsageError
@@ -194,6 +194,19 @@ VllmVersion = Annotated[
         "image's for ml.* instances)."
     ),
 ]
+def _whole_number_from_text(value: object) -> object:
+    """``"4"`` from a command line is the number 4 (a choice of numbers arrives as its text)."""
+    return int(value) if isinstance(value, str) and value.strip().isdigit() else value
+
+
+TensorParallelSize = Annotated[
+    Literal[1, 2, 4, 8] | None,
+    BeforeValidator(_whole_number_from_text),
+    Field(
+        description="vLLM's --tensor-parallel-size: GPUs of one host the model is split over (default 1; the "
+        "plan also offers the smallest that fits where one GPU does not)."
+    ),
+]
 Port = Annotated[int, Field(ge=1, le=65535, description="The server's port.")]
 DryRun = Annotated[bool, Field(description="Only say what would be done; change nothing (needs no confirmation).")]
 
@@ -202,6 +215,9 @@ class ServingSettings(BaseModel):
     """vLLM settings that decide what fits: embedded (by inheritance) in every request that plans."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    # Whether the action behind the request carries a model split over several GPUs through to what it
+    # does. Only the plan does yet: elsewhere a size above 1 is refused rather than silently served on one.
+    plans_tensor_parallel: ClassVar[bool] = False
 
     max_model_len: MaxModelLen = 8192
     gpu_memory_utilization: GpuMemoryUtilization = 0.9
@@ -209,10 +225,20 @@ class ServingSettings(BaseModel):
     max_num_batched_tokens: MaxNumBatchedTokens = None
     language_model_only: LanguageModelOnly = False
     vllm: VllmVersion = None
+    tensor_parallel_size: TensorParallelSize = None
+
+    @model_validator(mode="after")
+    def _tensor_parallel_where_carried(self) -> Self:
+        if (self.tensor_parallel_size or 1) > 1 and not type(self).plans_tensor_parallel:
+            raise ValueError(
+                "a model split over several GPUs is planned only (gemmaserve plan --tensor-parallel-size N); "
+                "this command does not launch one yet"
+            )
+        return self
 
     def serving(self) -> ServingSettings:
         """Just the serving settings, to hand to a layer that plans."""
-        return ServingSettings.model_validate({name: getattr(self, name) for name in ServingSettings.model_fields})
+        return ServingSettings.model_construct(**{name: getattr(self, name) for name in ServingSettings.model_fields})
 
 
 def ordered_fields(model: type[BaseModel]) -> dict[str, FieldInfo]:

@@ -72,7 +72,14 @@ def test_the_full_table_covers_every_model_encoding_and_gpu() -> None:
     catalog = load_catalog()
     table = plan(PlanRequest())
     expected = sum(len(m.encodings) for m in catalog.models.values()) * len(catalog.gpus)
-    assert len(table.rows) == expected
+    single = [row for row in table.rows if row.tensor_parallel_size == 1]
+    assert len(single) == expected
+    # Beyond one row per GPU: a split over several, only where that GPU alone does not fit, and only one.
+    by_key = {(row.model, row.encoding, row.gpu): row for row in single}
+    split = [row for row in table.rows if row.tensor_parallel_size > 1]
+    assert split and len({(row.model, row.encoding, row.gpu) for row in split}) == len(split)
+    for row in split:
+        assert row.fits and by_key[(row.model, row.encoding, row.gpu)].verdict == "does-not-fit"
     for row in table.rows:
         assert row.fits == (row.verdict in ("fits", "fits-with-swap"))
         assert (row.binding_term is None) == (row.verdict == "fits")
