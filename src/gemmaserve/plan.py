@@ -655,14 +655,14 @@ def with_speed(row: PlanRow, request: PlanRequest, measured: MeasuredSpeed | Non
     workload = Workload(request.input_tokens, request.output_tokens, data.platforms[platform].call_s)
     pool = kv_capacity(
         row.kv_budget_gib * GIB,
-        model.geometry,
+        rank_geometry(model.geometry, row.tensor_parallel_size),
         max_model_len=min(row.max_model_len, request.input_tokens + request.output_tokens),
         max_num_batched_tokens=row.max_num_batched_tokens,
         release=resolve_release(row.vllm_version),
     )
     limit = kv_stream_limit(pool.max_concurrency, row.max_num_seqs)
     levels = tuple(sorted({*CONCURRENCY_LEVELS, request.concurrency}))
-    question = SpeedQuestion(model.geometry, checkpoint, gpu, workload, levels, limit)
+    question = SpeedQuestion(model.geometry, checkpoint, gpu, workload, levels, limit, row.tensor_parallel_size)
     if measured is None:
         speed = predict(question, data, catalog.gpus)
     else:

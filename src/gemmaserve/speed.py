@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from gemmaserve.catalog import Checkpoint, Geometry, Gpu, Model, SpeedData, SpeedRun, resolve_encoding, resolve_model
+from gemmaserve.tensor_parallel import body_parameters_per_rank, kv_heads_per_rank, vocab_rows_per_rank
 
 DTYPE_BYTES = 2  # fp16/bf16 activations and KV cache
 CONCURRENCY_LEVELS = (1, 4, 16)
@@ -40,6 +41,36 @@ COMPUTE_EFFICIENCY = 0.5
 # Not measured: how far a GPU without runs of its own may fall below the measured GPUs' bandwidth
 # efficiency (other kernels are picked per architecture, e.g. Marlin on sm_75/sm_89, Machete on sm_90).
 UNMEASURED_GPU_EFFICIENCY_FLOOR = 0.75
+# Not measured: what one collective (all-reduce, all-gather) costs beyond moving its bytes, on a model split
+# over several GPUs. No multi-GPU run exists here; this range is an assumption, and every split row says so.
+COLLECTIVE_LATENCY_S = {"fast": 5e-6, "central": 20e-6, "slow": 50e-6}
+# Not measured: the share of the data-sheet link bandwidth a collective reaches (the slow bound takes half).
+SLOW_LINK_SHARE = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """A step split over ``size`` GPUs of one host: each reads its shard of the weights and KV in parallel,
+    then the ranks exchange activations twice a layer (after attention and after the MLP: row-parallel
+    outputs are all-reduced), once for the embeddings and once for the logits (all-gathered)."""
+
+    size: int
+    link_gb_per_s: float
+    collective_latency_s: float
+
+    def collective_seconds(self, geometry: Geometry, batch: int) -> float:
+        if self.size == 1:
+            return 0.0
+        share = (self.size - 1) / self.size
+        link = self.link_gb_per_s * 1e9
+        all_reduce_bytes = batch * geometry.hidden_size * DTYPE_BYTES
+        all_reduces = 2 * geometry.num_hidden_layers + 1
+        ring = 2 * share * all_reduce_bytes / link  # reduce-scatter then all-gather
+        logits = share * batch * geometry.vocab_size * DTYPE_BYTES / link
+        return all_reduces * (self.collective_latency_s + ring) + self.collective_latency_s + logits
+
+
+ONE_GPU = Split(1, 0.0, 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +103,13 @@ class SpeedQuestion:
     workload: Workload
     concurrency: tuple[int, ...]
     stream_limit: int
+    tensor_parallel_size: int = 1
+
+    def split(self, bound: str = "central") -> Split:
+        if self.tensor_parallel_size == 1:
+            return ONE_GPU
+        link = self.gpu.link_gb_per_s * (SLOW_LINK_SHARE if bound == "slow" else 1.0)
+        return Split(self.tensor_parallel_size, link, COLLECTIVE_LATENCY_S[bound])
 
     @property
     def context(self) -> int:
@@ -80,11 +118,15 @@ class SpeedQuestion:
     def effective(self) -> dict[int, int]:
         return {c: max(1, min(c, self.stream_limit)) for c in self.concurrency}
 
-    def decode_rate(self, costs: StepCosts) -> float:
-        return 1.0 / step_seconds(self.geometry, self.checkpoint, self.gpu, costs, batch=1, context=self.context)
+    def decode_rate(self, costs: StepCosts, bound: str = "central") -> float:
+        return 1.0 / step_seconds(
+            self.geometry, self.checkpoint, self.gpu, costs, batch=1, context=self.context, split=self.split(bound)
+        )
 
-    def rate(self, costs: StepCosts, streams: int) -> float:
-        return output_tokens_per_s(self.geometry, self.checkpoint, self.gpu, costs, self.workload, streams)
+    def rate(self, costs: StepCosts, streams: int, bound: str = "central") -> float:
+        return output_tokens_per_s(
+            self.geometry, self.checkpoint, self.gpu, costs, self.workload, streams, split=self.split(bound)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,11 +197,19 @@ def head_bytes(checkpoint: Checkpoint) -> int:
 
 
 def weight_bytes_per_step(
-    geometry: Geometry, checkpoint: Checkpoint, batch: int, *, distinct_tokens: int | None = None
+    geometry: Geometry,
+    checkpoint: Checkpoint,
+    batch: int,
+    *,
+    distinct_tokens: int | None = None,
+    tensor_parallel_size: int = 1,
 ) -> float:
-    """What a step of ``batch`` sequences reads of the weights; a MoE's experts follow the ``distinct_tokens``
-    the batch routes (all of them unless told: streams in lockstep route one token's experts)."""
+    """What a step of ``batch`` sequences reads of the weights (on each GPU of a split: its shard); a MoE's
+    experts follow the ``distinct_tokens`` the batch routes (all of them unless told: streams in lockstep
+    route one token's experts)."""
     body = float(checkpoint.parts_bytes.get("transformer_body", 0))
+    if tensor_parallel_size > 1:
+        return _rank_weight_bytes_per_step(geometry, checkpoint, batch, distinct_tokens, tensor_parallel_size)
     if geometry.num_experts:
         experts = body * expert_parameters(geometry) / body_parameters(geometry)
         routed = batch if distinct_tokens is None else distinct_tokens
@@ -167,8 +217,24 @@ def weight_bytes_per_step(
     return body + head_bytes(checkpoint)
 
 
-def kv_bytes_per_sequence(geometry: Geometry, context: int) -> int:
-    """KV bytes one sequence's step reads at ``context`` tokens, over every layer."""
+def _rank_weight_bytes_per_step(
+    geometry: Geometry, checkpoint: Checkpoint, batch: int, distinct_tokens: int | None, n: int
+) -> float:
+    """One rank's shard of what a step reads: its share of the body's parameters (the experts' with the
+    share the batch routes to) and its rows of the vocabulary-parallel head."""
+    body = float(checkpoint.parts_bytes.get("transformer_body", 0))
+    whole = body_parameters(geometry)
+    experts = geometry.num_hidden_layers * geometry.num_experts * 3 * geometry.hidden_size
+    experts *= geometry.moe_intermediate_size // n
+    dense = body_parameters_per_rank(geometry, n) - experts
+    routed = batch if distinct_tokens is None else distinct_tokens
+    read = body * (dense + experts * experts_touched_share(geometry, routed)) / whole
+    return read + head_bytes(checkpoint) * vocab_rows_per_rank(geometry.vocab_size, n) / geometry.vocab_size
+
+
+def kv_bytes_per_sequence(geometry: Geometry, context: int, tensor_parallel_size: int = 1) -> int:
+    """KV bytes one sequence's step reads at ``context`` tokens, over every layer (on each GPU of a split:
+    its KV heads, replicated where there are fewer than GPUs)."""
     total = 0
     for layer in geometry.layer_types():
         if layer == "sliding":
@@ -179,7 +245,7 @@ def kv_bytes_per_sequence(geometry: Geometry, context: int) -> int:
             )
         else:
             tokens, kv, head = context, geometry.full_kv_heads, geometry.full_head_dim
-        total += tokens * 2 * kv * head * DTYPE_BYTES
+        total += tokens * 2 * kv_heads_per_rank(kv, tensor_parallel_size) * head * DTYPE_BYTES
     return total
 
 
@@ -200,13 +266,15 @@ def roofline_seconds(
     batch: int,
     context: int,
     distinct_tokens: int | None = None,
+    tensor_parallel_size: int = 1,
 ) -> float:
-    """The step's memory or compute time, whichever binds."""
-    weights = weight_bytes_per_step(geometry, checkpoint, batch, distinct_tokens=distinct_tokens)
-    read = weights + batch * kv_bytes_per_sequence(geometry, context)
+    """The step's memory or compute time, whichever binds (on one GPU of a split: its shard, in parallel)."""
+    n = tensor_parallel_size
+    weights = weight_bytes_per_step(geometry, checkpoint, batch, distinct_tokens=distinct_tokens, tensor_parallel_size=n)
+    read = weights + batch * kv_bytes_per_sequence(geometry, context, n)
     memory_s = read / (gpu.bandwidth_gb_per_s * 1e9 * efficiency)
     compute_s = (
-        2 * batch * active_parameters(geometry, checkpoint) / (gpu.fp16_tensor_tflops * 1e12 * COMPUTE_EFFICIENCY)
+        2 * batch * active_parameters(geometry, checkpoint) / n / (gpu.fp16_tensor_tflops * 1e12 * COMPUTE_EFFICIENCY)
     )
     return max(memory_s, compute_s)
 
@@ -220,34 +288,52 @@ def step_seconds(
     batch: int,
     context: int,
     distinct_tokens: int | None = None,
+    split: Split = ONE_GPU,
 ) -> float:
     roofline = roofline_seconds(
         geometry, checkpoint, gpu, costs.bandwidth_efficiency, batch=batch, context=context,
-        distinct_tokens=distinct_tokens,
+        distinct_tokens=distinct_tokens, tensor_parallel_size=split.size,
     )  # fmt: skip
-    return costs.fixed_s + batch * costs.per_sequence_s + roofline
+    return costs.fixed_s + batch * costs.per_sequence_s + roofline + split.collective_seconds(geometry, batch)
 
 
-def prefill_extra_seconds(geometry: Geometry, checkpoint: Checkpoint, gpu: Gpu, prompt_tokens: int) -> float:
+def prefill_extra_seconds(
+    geometry: Geometry, checkpoint: Checkpoint, gpu: Gpu, prompt_tokens: int, tensor_parallel_size: int = 1
+) -> float:
     """The prompt's compute in the step that carries it (its weights are read by that step anyway)."""
-    flops = 2 * prompt_tokens * active_parameters(geometry, checkpoint)
+    flops = 2 * prompt_tokens * active_parameters(geometry, checkpoint) / tensor_parallel_size
     return flops / (gpu.fp16_tensor_tflops * 1e12 * COMPUTE_EFFICIENCY)
 
 
 def request_seconds(
-    geometry: Geometry, checkpoint: Checkpoint, gpu: Gpu, costs: StepCosts, workload: Workload, streams: int
+    geometry: Geometry,
+    checkpoint: Checkpoint,
+    gpu: Gpu,
+    costs: StepCosts,
+    workload: Workload,
+    streams: int,
+    split: Split = ONE_GPU,
 ) -> float:
     context = workload.prompt_tokens + workload.output_tokens // 2
     distinct = 1 if workload.streams_route_alike else streams
-    step = step_seconds(geometry, checkpoint, gpu, costs, batch=streams, context=context, distinct_tokens=distinct)
-    prefill = prefill_extra_seconds(geometry, checkpoint, gpu, workload.prompt_tokens)
+    step = step_seconds(
+        geometry, checkpoint, gpu, costs, batch=streams, context=context, distinct_tokens=distinct, split=split
+    )
+    prefill = prefill_extra_seconds(geometry, checkpoint, gpu, workload.prompt_tokens, split.size)
     return workload.call_s + prefill + workload.output_tokens * step
 
 
 def output_tokens_per_s(
-    geometry: Geometry, checkpoint: Checkpoint, gpu: Gpu, costs: StepCosts, workload: Workload, streams: int
+    geometry: Geometry,
+    checkpoint: Checkpoint,
+    gpu: Gpu,
+    costs: StepCosts,
+    workload: Workload,
+    streams: int,
+    split: Split = ONE_GPU,
 ) -> float:
-    return streams * workload.output_tokens / request_seconds(geometry, checkpoint, gpu, costs, workload, streams)
+    seconds = request_seconds(geometry, checkpoint, gpu, costs, workload, streams, split)
+    return streams * workload.output_tokens / seconds
 
 
 # --- the constants, from measured runs -------------------------------------------------------------------
@@ -408,6 +494,14 @@ def predict(question: SpeedQuestion, data: SpeedData, gpus: dict[str, Gpu]) -> S
             f"{question.gpu.key}: no runs of its own; constants from {', '.join(central.measured_on)}, bandwidth "
             f"efficiency allowed down to {UNMEASURED_GPU_EFFICIENCY_FLOOR:g}× theirs"
         )
+    if question.tensor_parallel_size > 1:
+        unmeasured.append(
+            f"split over {question.tensor_parallel_size} GPUs: no multi-GPU run; each GPU reads its shard in "
+            f"parallel at one GPU's measured efficiency, plus {2 * question.geometry.num_hidden_layers + 2} "
+            f"collectives a step over {question.gpu.link} at {question.gpu.link_gb_per_s:g} GB/s (slow bound: "
+            f"{SLOW_LINK_SHARE:g}×) and an assumed {COLLECTIVE_LATENCY_S['fast'] * 1e6:g}-"
+            f"{COLLECTIVE_LATENCY_S['slow'] * 1e6:g} µs each"
+        )
     if question.geometry.num_experts:
         unmeasured.append(
             "experts read per step assume uniform routing, a slow bound: a random-weight router on the H200 read "
@@ -416,13 +510,19 @@ def predict(question: SpeedQuestion, data: SpeedData, gpus: dict[str, Gpu]) -> S
     return SpeedPrediction(
         source="predicted",
         decode_tokens_per_s=round(question.decode_rate(central), 1),
-        decode_low=round(question.decode_rate(slow) * (1 - error), 1),
-        decode_high=round(question.decode_rate(fast) * (1 + error), 1),
+        decode_low=round(question.decode_rate(slow, "slow") * (1 - error), 1),
+        decode_high=round(question.decode_rate(fast, "fast") * (1 + error), 1),
         output_tokens_per_s={c: round(question.rate(central, n), 1) for c, n in effective.items()},
-        output_low={c: round(question.rate(slow, n) * (1 - error), 1) for c, n in effective.items()},
-        output_high={c: round(question.rate(fast, n) * (1 + error), 1) for c, n in effective.items()},
+        output_low={c: round(question.rate(slow, n, "slow") * (1 - error), 1) for c, n in effective.items()},
+        output_high={c: round(question.rate(fast, n, "fast") * (1 + error), 1) for c, n in effective.items()},
         effective_concurrency=effective,
-        bytes_per_step_gb=round(weight_bytes_per_step(question.geometry, question.checkpoint, 1) / 1e9, 3),
+        bytes_per_step_gb=round(
+            weight_bytes_per_step(
+                question.geometry, question.checkpoint, 1, tensor_parallel_size=question.tensor_parallel_size
+            )
+            / 1e9,
+            3,
+        ),
         constants_from=list(central.measured_on),
         unmeasured=unmeasured,
     )
