@@ -30,6 +30,7 @@ def cli(request: PlanRequest, wide: bool, as_json: bool) -> None:
       gemmaserve plan --model e4b --concurrency 16 --sort cost
       gemmaserve plan --model e2b --encoding qat-w4a16 --gpu t4 --decode-rate 38.5 --json
       gemmaserve plan --sort cost --from-bench results/
+      gemmaserve plan --model 31b --encoding bf16 --gpu l4 --tensor-parallel-size 4
     """
     table = plan(request)
     emit(table, as_json=as_json, render=lambda result: _render(result, wide=wide))
@@ -44,7 +45,8 @@ def _cells(row: PlanRow, marker: str, wide: bool) -> list[str]:
     verdict = row.verdict if wide else _VERDICT_SHORT[row.verdict]
     kv = f"{row.kv_cache_tokens:,}" if row.fits else "—"
     conc = f"{row.max_concurrency:.1f}" if row.fits else "—"
-    cells = [row.model.removeprefix("gemma-4-"), row.encoding, row.gpu]
+    gpu = row.gpu if row.tensor_parallel_size == 1 else f"{row.tensor_parallel_size}×{row.gpu}"
+    cells = [row.model.removeprefix("gemma-4-"), row.encoding, gpu]
     if wide:
         weights = f"{row.weights_gib:.2f}" + ("" if row.weights_source == "published" else "*")
         warm = f"{row.kv_cache_tokens_warm:,}" if row.fits and row.kv_cache_tokens_warm != row.kv_cache_tokens else ""
@@ -161,7 +163,8 @@ def _render(table: PlanTable, *, wide: bool = False) -> None:
         )
         _say(
             out,
-            f"Cheapest that fits: {best.model.removeprefix('gemma-4-')} {best.encoding} on {best.gpu} "
+            f"Cheapest that fits: {best.model.removeprefix('gemma-4-')} {best.encoding} on "
+            f"{best.gpu if best.tensor_parallel_size == 1 else f'{best.tensor_parallel_size}× {best.gpu}'} "
             f"({best.instance} ${best.price_usd_per_hour:.3f}/h: {cost}). Next:",
             width=None,
         )
