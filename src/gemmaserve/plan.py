@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -45,12 +46,6 @@ from gemmaserve.engine_memory import (
     is_multimodal,
 )
 from gemmaserve.request_model import ActionRequest, Cli, ServingSettings, token_count
-from gemmaserve.tensor_parallel import (
-    TENSOR_PARALLEL_SIZES,
-    custom_all_reduce_mib,
-    rank_geometry,
-    unsupported_reason,
-)
 from gemmaserve.speed import (
     CONCURRENCY_LEVELS,
     MeasuredSpeed,
@@ -60,6 +55,12 @@ from gemmaserve.speed import (
     kv_stream_limit,
     predict,
     predict_from_measured,
+)
+from gemmaserve.tensor_parallel import (
+    TENSOR_PARALLEL_SIZES,
+    custom_all_reduce_mib,
+    rank_geometry,
+    unsupported_reason,
 )
 from gemmaserve.vllm_releases import (
     DEFAULT_SERIES,
@@ -297,6 +298,10 @@ def plan_deployment(
             f"in-flight tokens; --max-num-batched-tokens {SMALL_GPU_BATCHED} gives about "
             f"{small.kv_cache_tokens:,} KV tokens"
         )
+    if n > 1:
+        memory.estimated_terms.append(
+            f"host RAM while loading counts the engine's {LOAD_BASELINE_HOST_GIB} GiB once per rank"
+        )
     if memory.estimated_terms:
         notes.append("estimated: " + "; ".join(memory.estimated_terms))
     if release.sizing == "after-warmup":
@@ -327,8 +332,6 @@ def plan_deployment(
     binding: str | None = None
     longest: int | None = None
     refused = unsupported_reason(geometry, n)
-    if n > 1:
-        memory.estimated_terms.append(f"host RAM while loading counts the engine's {LOAD_BASELINE_HOST_GIB} GiB once per rank")
     if not checkpoint.servable_by_vllm:
         verdict, binding = "not-servable", f"{checkpoint.format} is not served by vLLM (use llama.cpp)"
     elif refused:
@@ -576,22 +579,7 @@ def plan(request: PlanRequest) -> PlanTable:
             for gpu, target_instance in targets:
                 if request.max_model_len > model.geometry.max_position_embeddings:
                     continue
-                def plan_on(instance: Instance | None, n: int) -> PlanRow:
-                    return plan_deployment(
-                        model,
-                        checkpoint,
-                        gpu,  # noqa: B023 - called within this iteration only
-                        instance=instance,
-                        max_model_len=request.max_model_len,
-                        gpu_memory_utilization=request.gpu_memory_utilization,
-                        max_num_seqs=request.max_num_seqs,
-                        max_num_batched_tokens=request.max_num_batched_tokens,
-                        language_model_only=request.language_model_only,
-                        vllm_version=vllm_version,
-                        first_start=not request.warm,
-                        tensor_parallel_size=n,
-                    )
-
+                plan_on = partial(_plan_row, request, model, checkpoint, gpu, vllm_version)
                 planned = [plan_on(target_instance, asked_n or 1)]
                 if asked_n is None and planned[0].verdict == "does-not-fit":
                     split = smallest_split_that_fits(gpu, target_instance, request.platform, plan_on)
@@ -618,6 +606,31 @@ def plan(request: PlanRequest) -> PlanTable:
         input_tokens=request.input_tokens,
         output_tokens=request.output_tokens,
         bench_files_unused=bench.unused,
+    )
+
+
+def _plan_row(
+    request: PlanRequest,
+    model: Model,
+    checkpoint: Checkpoint,
+    gpu: Gpu,
+    vllm_version: str | None,
+    instance: Instance | None,
+    n: int,
+) -> PlanRow:
+    return plan_deployment(
+        model,
+        checkpoint,
+        gpu,
+        instance=instance,
+        max_model_len=request.max_model_len,
+        gpu_memory_utilization=request.gpu_memory_utilization,
+        max_num_seqs=request.max_num_seqs,
+        max_num_batched_tokens=request.max_num_batched_tokens,
+        language_model_only=request.language_model_only,
+        vllm_version=vllm_version,
+        first_start=not request.warm,
+        tensor_parallel_size=n,
     )
 
 

@@ -194,6 +194,8 @@ VllmVersion = Annotated[
         "image's for ml.* instances)."
     ),
 ]
+
+
 def _whole_number_from_text(value: object) -> object:
     """``"4"`` from a command line is the number 4 (a choice of numbers arrives as its text)."""
     return int(value) if isinstance(value, str) and value.strip().isdigit() else value

@@ -270,7 +270,9 @@ def roofline_seconds(
 ) -> float:
     """The step's memory or compute time, whichever binds (on one GPU of a split: its shard, in parallel)."""
     n = tensor_parallel_size
-    weights = weight_bytes_per_step(geometry, checkpoint, batch, distinct_tokens=distinct_tokens, tensor_parallel_size=n)
+    weights = weight_bytes_per_step(
+        geometry, checkpoint, batch, distinct_tokens=distinct_tokens, tensor_parallel_size=n
+    )
     read = weights + batch * kv_bytes_per_sequence(geometry, context, n)
     memory_s = read / (gpu.bandwidth_gb_per_s * 1e9 * efficiency)
     compute_s = (
