@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gemmaserve.errors import UsageError
+from gemmaserve.pinned_image import PINNED_IMAGE
 
 Sizing = Literal["profile", "after-warmup"]
 
@@ -352,9 +353,7 @@ DEFAULT_SERIES = SUPPORTED_SERIES[-1]
 
 
 def sagemaker_image_series() -> str:
-    """The series of the vLLM in the SageMaker image gemmaserve deploys (``sagemaker/container.py``)."""
-    from gemmaserve.sagemaker.container import PINNED_IMAGE
-
+    """The series of the vLLM in the SageMaker image gemmaserve deploys (:mod:`gemmaserve.pinned_image`)."""
     return resolve_release(PINNED_IMAGE.vllm_version.split("+")[0]).series
 
 

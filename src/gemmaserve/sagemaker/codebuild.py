@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from gemmaserve.errors import AwsError, SageMakerTimedOut, UsageError
+from gemmaserve.pinned_image import PINNED_IMAGE
 from gemmaserve.progress import (
     Cancelled,
     CancelToken,
@@ -28,7 +29,7 @@ from gemmaserve.progress import (
     utc_now,
 )
 from gemmaserve.sagemaker.aws import call, is_not_found
-from gemmaserve.sagemaker.container import PINNED_IMAGE, default_image_uri
+from gemmaserve.sagemaker.container import default_image_uri
 from gemmaserve.sagemaker.iam import (
     RoleResult,
     account_id,
@@ -46,6 +47,7 @@ from gemmaserve.sagemaker.image import (
     save_record,
     wheel_filename,
 )
+from gemmaserve.turing.versions import is_supported
 
 PROJECT_NAME = "gemmaserve-turing-image"
 BUILD_IMAGE = "aws/codebuild/standard:7.0"
@@ -161,8 +163,6 @@ def plan_image_build(
     wheel_sha256: str | None = None,
 ) -> ImageBuildPlan:
     """The build's Dockerfile and buildspec (pure). Without ``requirement``, gemmaserve comes from a wheel."""
-    from gemmaserve.turing.versions import is_supported
-
     base = base_image or default_image_uri(region)
     pinned = base == default_image_uri(region)
     base_tag = base.rsplit(":", 1)[-1] if ":" in base.rsplit("/", 1)[-1] else "latest"

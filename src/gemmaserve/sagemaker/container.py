@@ -1,6 +1,6 @@
-"""The pinned AWS vLLM SageMaker image, the host AMIs' CUDA levels, and the rule between them (pure).
+"""The pinned AWS vLLM SageMaker image's URIs, the host AMIs' CUDA levels, and the rule between them (pure).
 
-The one place the default image is recorded (:data:`PINNED_IMAGE`: tag, vLLM, CUDA, source).
+The pinned image itself (tag, vLLM, CUDA, source) is recorded once, in :mod:`gemmaserve.pinned_image`.
 It is both the stock serving image and the base of the derived T4 image, so its vLLM must lie
 inside the Turing clamp's supported range (``gemmaserve.turing.versions``); a test holds that.
 AMI driver/CUDA levels: the ``InferenceAmiVersion`` documentation of CreateEndpointConfig.
@@ -13,32 +13,9 @@ from enum import StrEnum
 
 from pydantic import BaseModel
 
-
-class PinnedImage(BaseModel):
-    """An AWS vLLM SageMaker image as its publisher records it."""
-
-    repository: str
-    tag: str
-    vllm_version: str  # as the image's wheel reports it
-    cuda_version: str
-    python_version: str
-    released: str
-    source: str
-
+from gemmaserve.pinned_image import PINNED_IMAGE
 
 DLC_ACCOUNT = "763104351884"
-PINNED_IMAGE = PinnedImage(
-    repository="vllm",
-    tag="server-sagemaker-cuda-v2.3",
-    vllm_version="0.27.0+amzn2023.4bdc8a78",
-    cuda_version="13.0.2",
-    python_version="3.12",
-    released="2026-08-17",
-    source="aws/deep-learning-containers docs/vllm/changelog/index.md (v2.3.0 — 2026-08-17: vLLM source 4bdc8a7, "
-    "CUDA 13.0.2, Python 3.12) and docs/src/data/vllm-server/0.27.0+amzn2023.4bdc8a78-gpu-sagemaker.yml "
-    "(cuda: cu130, platform: sagemaker), commit e0ecedea of 2026-08-21; "
-    "https://aws.github.io/deep-learning-containers/vllm/changelog/",
-)
 DEFAULT_IMAGE_REPOSITORY = PINNED_IMAGE.repository
 DEFAULT_IMAGE_TAG = PINNED_IMAGE.tag
 DEFAULT_IMAGE_CUDA = (13, 0)
