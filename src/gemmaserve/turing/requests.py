@@ -15,6 +15,7 @@ from typing import Annotated, ClassVar, Self
 from pydantic import Field, field_validator, model_validator
 
 from gemmaserve.request_model import ActionRequest, Cli
+from gemmaserve.turing.arch import SMEM_OPTIN_BYTES, arch_number, parse_capability
 from gemmaserve.turing.kernel_source import KERNEL_FILE_NAME
 from gemmaserve.turing.rule import STOCK_NUM_WARPS
 
@@ -63,8 +64,6 @@ class TuringStatusRequest(ActionRequest):
     @field_validator("capability")
     @classmethod
     def _normal_capability(cls, value: str | None) -> str | None:
-        from gemmaserve.turing.status import parse_capability
-
         if value is None:
             return None
         try:
@@ -183,8 +182,6 @@ class SmemRequest(ActionRequest):
     @field_validator("arch")
     @classmethod
     def _known_arch(cls, value: str) -> str:
-        from gemmaserve.turing.smem import SMEM_OPTIN_BYTES, arch_number
-
         number = arch_number(value)
         if number is None:
             raise ValueError(f"{value!r} is not an architecture; use the form sm_75.")

@@ -12,7 +12,6 @@ kernel file's one module-level question (kernel_source.py). ``compile_smem`` is 
 
 from __future__ import annotations
 
-import re
 import time
 import types
 from collections.abc import Callable
@@ -23,6 +22,8 @@ from pydantic import BaseModel, ConfigDict
 
 from gemmaserve.errors import MissingExtra, UsageError
 from gemmaserve.progress import CancelToken, ProgressCallback
+from gemmaserve.turing.arch import SMEM_OPTIN_BYTES, arch_number
+from gemmaserve.turing.filepatch import resolve_target
 from gemmaserve.turing.kernel_compile import (
     Compiler,
     CompileRun,
@@ -45,8 +46,6 @@ from gemmaserve.turing.shape import recognise
 if TYPE_CHECKING:
     from gemmaserve.turing.requests import SmemRequest
 
-#: Opt-in shared memory per block by architecture (CUDA programming guide, compute capabilities table).
-SMEM_OPTIN_BYTES = {75: 65_536, 80: 166_912, 86: 101_376, 89: 101_376, 90: 232_448}
 NUM_WARPS = STOCK_NUM_WARPS
 NUM_STAGES = 3  # Triton's default, which unified_attention launches with
 #: Warps the search compiles for each candidate tile of a launch that overflows.
@@ -245,8 +244,6 @@ def compile_smem(
 
 def _installed_kernel_file(python: str | None) -> str:
     """The kernel file of the vLLM installed for ``python``; without one, how to compile with no vLLM at all."""
-    from gemmaserve.turing.filepatch import resolve_target
-
     try:
         return resolve_target(file=None, python=python).path
     except UsageError as error:
@@ -517,12 +514,6 @@ def _require_kernel_extra() -> Any:
     except ImportError as error:
         raise MissingExtra(error.name or "triton", "kernel", "Compiling vLLM's attention kernel") from None
     return triton
-
-
-def arch_number(arch: str) -> int | None:
-    """``"sm_75"`` (or ``"sm75"``) → ``75``; None for anything else."""
-    match = re.fullmatch(r"sm_?(\d{2,3})", arch.strip())
-    return None if match is None else int(match[1])
 
 
 def _arch_number(arch: str) -> int:

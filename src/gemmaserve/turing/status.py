@@ -10,17 +10,16 @@ from __future__ import annotations
 import enum
 import json
 import os
-import re
 import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from gemmaserve.errors import UsageError
 from gemmaserve.host.gpu import GpuInfo, probe_gpus
 from gemmaserve.host.probed import Probed
 from gemmaserve.host.runner import CommandRunner, run_command
+from gemmaserve.turing.arch import parse_capability
 from gemmaserve.turing.filepatch import PatchTarget, PatchVerdict, verify
 from gemmaserve.turing.plugin import DIAG_SMEM_LIMIT_ENV
 from gemmaserve.turing.versions import is_supported, supported_range_text
@@ -188,14 +187,6 @@ def _capability(
         reasons.append(f"cannot tell one compute capability for the GPUs: {sorted(map(str, caps))}")
         return probed.value[0].name, None, "unknown"
     return probed.value[0].name, caps.pop(), "nvidia-smi"
-
-
-def parse_capability(text: str) -> str:
-    """``"7.5"``, ``"sm_75"`` or ``"75"`` → ``"7.5"``; UsageError otherwise."""
-    match = re.fullmatch(r"(?:sm_?)?(\d+)\.?(\d)", text.strip())
-    if match is None:
-        raise UsageError(f"{text!r} is not a compute capability.", hint="Use the form 7.5 or sm_75.")
-    return f"{int(match[1])}.{match[2]}"
 
 
 def _probe_interpreter(python: str, runner: CommandRunner, reasons: list[str]) -> dict[str, Any]:
