@@ -17,8 +17,6 @@ import os
 import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,13 +35,12 @@ from gemmaserve.host.verdicts import DoctorReport
 from gemmaserve.plan import PlanRow
 from gemmaserve.progress import Cancelled, CancelToken, ProgressCallback, ProgressEvent, check, pause
 from gemmaserve.serve import records
+from gemmaserve.serve.probes import DEFAULT_PORT, LAST_LINES, HealthProbe, http_health, tail_lines
 from gemmaserve.serve.records import ServerRecord
+from gemmaserve.serve.supervisor import stop_server
 
-DEFAULT_PORT = 8000
 READY_TIMEOUT_S = 1800.0  # a first start on a T4 compiles kernels and loads weights through swap
 POLL_INTERVAL_S = 1.0
-HEALTH_TIMEOUT_S = 2.0
-LAST_LINES = 20
 
 
 class ClampVerdict(BaseModel):
@@ -67,7 +64,6 @@ def clamp_not_applicable(report: DoctorReport) -> ClampVerdict:
 DoctorRunner = Callable[[], DoctorReport]
 ClampVerifier = Callable[[str], ClampVerdict]  # the target interpreter -> verdict
 PopenFactory = Callable[..., "subprocess.Popen[bytes]"]
-HealthProbe = Callable[[int], bool]
 
 
 def verify_turing_clamp(python: str) -> ClampVerdict:
@@ -154,27 +150,6 @@ def vllm_command_for(python: str, distribution: str | None = "vllm") -> list[str
         return [python, "-m", API_SERVER_MODULE]
     script = Path(python).parent / "vllm"
     return [str(script)] if script.exists() else [python, "-m", "vllm.entrypoints.cli.main"]
-
-
-def http_health(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=HEALTH_TIMEOUT_S) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
-def tail_lines(path: Path, count: int, *, start: int = 0) -> list[str]:
-    """The last ``count`` lines of ``path`` (of its last 256 KiB), none before byte ``start``."""
-    try:
-        with path.open("rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(start, size - 256 * 1024))
-            data = handle.read().decode(errors="replace")
-    except FileNotFoundError:
-        return []
-    return data.splitlines()[-count:] if count > 0 else []
 
 
 @dataclass(frozen=True)
@@ -385,8 +360,6 @@ def stop_launched(process: subprocess.Popen[bytes], port: int) -> None:
     The child is not reaped yet, so its pid is still this process whatever the record says: when the
     record could not identify it yet (interrupted between the launch and the record), it gets SIGKILL.
     """
-    from gemmaserve.serve.supervisor import stop_server  # the supervisor imports this module
-
     record = records.load_record(port)
     if record is not None and record.pid == process.pid:
         with contextlib.suppress(ServerNotRunning):

@@ -23,13 +23,7 @@ from gemmaserve.engine_log import EngineFacts, EngineStage, parse_engine_log
 from gemmaserve.errors import ServerNotRunning
 from gemmaserve.host.runner import CommandRunner, run_command
 from gemmaserve.serve import records
-from gemmaserve.serve.launcher import (
-    DEFAULT_PORT,
-    LAST_LINES,
-    HealthProbe,
-    http_health,
-    tail_lines,
-)
+from gemmaserve.serve.probes import DEFAULT_PORT, LAST_LINES, HealthProbe, http_health, tail_lines
 from gemmaserve.serve.records import ServerRecord
 
 STOP_TIMEOUT_S = 30.0
