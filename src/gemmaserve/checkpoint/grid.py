@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
-from gemmaserve.checkpoint.native import COMPARISON_COUNTS
+from gemmaserve.checkpoint.native_abi import COMPARISON_COUNTS
 from gemmaserve.errors import MissingExtra
 
 if TYPE_CHECKING:
@@ -510,7 +510,7 @@ def _fit_scratch(fast: Kernels, group: int) -> tuple[np.ndarray, ...]:
     )
 
 
-Counts: TypeAlias = tuple[int, int, int, float, float, int]  # as ``native.COMPARISON_COUNTS`` orders them
+Counts: TypeAlias = tuple[int, int, int, float, float, int]  # as ``native_abi.COMPARISON_COUNTS`` orders them
 
 
 def _totals(out: np.ndarray) -> Counts:

@@ -30,7 +30,7 @@ from numba import njit, types  # type: ignore[import-untyped, unused-ignore]
 from numba.core import cgutils  # type: ignore[import-untyped, unused-ignore]
 from numba.extending import intrinsic as _numba_intrinsic  # type: ignore[import-untyped, unused-ignore]
 
-from gemmaserve.checkpoint.native import COMPARISON_COUNTS
+from gemmaserve.checkpoint.native_abi import COMPARISON_COUNTS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -57,7 +57,7 @@ _INF = 0x7F800000
 # uint64 with int64 as float64, which loses the low bytes.
 _ALL_EQUAL = np.uint64(0x0101010101010101)
 _NEG_INF_KEY = -2139095041  # the order key of -inf's bits (see _key): a smaller key is a negative NaN
-_COUNTS = len(COMPARISON_COUNTS)  # the comparison's float64 counts (native.COMPARISON_COUNTS names them)
+_COUNTS = len(COMPARISON_COUNTS)  # the comparison's float64 counts (native_abi.COMPARISON_COUNTS names them)
 
 
 @_jit
@@ -590,7 +590,7 @@ def check_packed_bf16(
     row. Writes per reference group ``steps`` (peak/-8), ``ok`` and ``peaks`` as ``repack_bf16``; adds to
     ``out`` float64 [bit-identical, groups bit-identical, off by a level in ok groups (the caller counts the
     others with their searched step), max |diff| bits, sum |diff|, nearest level differs in ok groups (the
-    same)] (``native.COMPARISON_COUNTS``). Scratch: ``scratch`` float32 [3,
+    same)] (``native_abi.COMPARISON_COUNTS``). Scratch: ``scratch`` float32 [3,
     _CHUNK_GROUPS], ``keys`` uint16 [_CHUNK_GROUPS], ``sums`` float64 [8], ``tops`` int32 [32].
     """
     chunks, build_chunks = group // 32, build_group // 32

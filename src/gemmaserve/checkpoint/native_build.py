@@ -1,6 +1,6 @@
 """Builds the object code that ``native.py`` loads: the one-pass kernels of ``kernels.py`` behind C entry points.
 
-numba compiles one ``cfunc`` per entry of ``native.ENTRIES`` (pointers and sizes in, ``carray`` views, the
+numba compiles one ``cfunc`` per entry of ``native_abi.ENTRIES`` (pointers and sizes in, ``carray`` views, the
 kernels called as they are); their LLVM modules are linked into one, each entry gets a shim that returns
 numba's status instead of numba's error handler (which reaches for the GIL and the Python C API), everything
 else is made internal and what no entry reaches is dropped, and the module is emitted with the target machine
@@ -17,7 +17,7 @@ from numba import types  # type: ignore[import-untyped, unused-ignore]
 from numba.np.numpy_support import carray  # type: ignore[import-untyped, unused-ignore]
 
 from gemmaserve.checkpoint import kernels
-from gemmaserve.checkpoint.native import ENTRIES, entry_symbol, undefined_symbols
+from gemmaserve.checkpoint.native_abi import ENTRIES, entry_symbol, undefined_symbols
 
 _LANES, _CHUNK = kernels._LANES, kernels._CHUNK_GROUPS
 cfunc: Any = _cfunc
