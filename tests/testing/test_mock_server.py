@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 import subprocess
 import sys
@@ -24,9 +26,28 @@ def _chat(url: str, body: dict[str, object]) -> bytes:
         return response.read()
 
 
+class _LateSleeps:
+    """A virtual clock whose every sleep wakes late by the next of ``overshoots_s``, as a busy machine's do."""
+
+    def __init__(self, overshoots_s: tuple[float, ...]) -> None:
+        self.now_s = 1000.0
+        self._overshoots = itertools.cycle(overshoots_s)
+
+    def clock(self) -> float:
+        return self.now_s
+
+    async def sleep(self, seconds: float) -> None:
+        self.now_s += seconds + next(self._overshoots)
+        await asyncio.sleep(0)
+
+
 def test_server_side_timeline_follows_the_schedule() -> None:
+    """Token k is due at fixed cost + TTFT + (k - 1) * ITL after arrival: each token lands only its own
+    sleep's overshoot late, since every sleep aims at an absolute deadline (relative sleeps would add up)."""
+    overshoots_s = (0.004, 0.001, 0.007, 0.0, 0.002)
+    late = _LateSleeps(overshoots_s)
     config = MockConfig(ttft_s=0.03, itl_s=0.01, fixed_cost_s=0.02, record=True)
-    with start_mock_thread(config) as server:
+    with start_mock_thread(config, clock=late.clock, sleep=late.sleep) as server:
         _chat(
             server.url,
             {"messages": [{"role": "user", "content": "x"}], "max_tokens": 20, "ignore_eos": True, "stream": True},
@@ -35,10 +56,10 @@ def test_server_side_timeline_follows_the_schedule() -> None:
     times = record["token_times_s"]
     assert len(times) == 20
     assert record["prompt_key"] == prompt_key("x")  # what joins a client's request with this record
-    # sleeps only overshoot; two of them (fixed cost, ttft) come before the first token
-    assert 0.05 <= times[0] - record["received_s"] < 0.06
-    # absolute deadlines: overshoot does not accumulate over the reply
-    assert times[-1] - times[0] == pytest.approx(19 * 0.01, abs=0.004)
+    # the first sleep (fixed cost) overshoots too, but the first token's deadline counts from arrival
+    due = [record["received_s"] + 0.02 + 0.03 + (k - 1) * 0.01 for k in range(1, 21)]
+    late_by = [overshoots_s[(k + 1) % len(overshoots_s)] for k in range(20)]  # sleep 0 is the fixed cost
+    assert times == pytest.approx([d + o for d, o in zip(due, late_by, strict=True)], abs=1e-9)
 
 
 def _events(raw: bytes) -> list[str]:

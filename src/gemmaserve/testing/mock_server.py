@@ -25,7 +25,7 @@ import sys
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -111,11 +111,21 @@ class _Stats:
 
 
 class MockServer:
-    """The app and its state. ``reply_for(prompt) -> text`` overrides the reply (in-process use)."""
+    """The app and its state. ``reply_for(prompt) -> text`` overrides the reply (in-process use);
+    ``clock`` and ``sleep`` are the timeline's time source, a test's own where the timeline is under test."""
 
-    def __init__(self, config: MockConfig | None = None, *, reply_for: Callable[[str], str] | None = None) -> None:
+    def __init__(
+        self,
+        config: MockConfig | None = None,
+        *,
+        reply_for: Callable[[str], str] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self.config = config or MockConfig()
         self.reply_for = reply_for
+        self.clock = clock
+        self.sleep = sleep
         self.records: deque[dict[str, Any]] = deque(maxlen=100_000)
         self.stats = _Stats()
         self._counter = itertools.count(1)
@@ -185,9 +195,9 @@ class MockServer:
             group = tokens_to_send[index : index + per]
             # Token k is due at start + (k-1)·itl; a chunk of several tokens goes out when its last is due.
             due_s = start_s + (index + len(group) - 1) * config.itl_s
-            delay_s = due_s - time.perf_counter()
+            delay_s = due_s - self.clock()
             if delay_s > 0:
-                await asyncio.sleep(delay_s)
+                await self.sleep(delay_s)
             if index == 0 and config.role_chunk:
                 # vLLM sends the role once the first engine output is there, just before its text.
                 yield (
@@ -206,7 +216,7 @@ class MockServer:
                 tail = ',"logprobs":null,"finish_reason":null,"token_ids":null}]}'
             yield (head + '[{"index":0,"delta":{"content":%s}' % content + tail).encode(), len(group)  # noqa: UP031
         if fault in ("stall",):
-            await asyncio.sleep(config.hang_s)
+            await self.sleep(config.hang_s)
         if fault == "disconnect":
             raise _Drop
         if fault == "truncated":
@@ -224,7 +234,7 @@ class MockServer:
         stream_options = body.get("stream_options") or {}
         if stream_options.get("include_usage") and fault != "no_usage":
             if config.usage_delay_s:
-                await asyncio.sleep(config.usage_delay_s)
+                await self.sleep(config.usage_delay_s)
             # vLLM dumps this one with exclude_none; 0.32 stamps its fingerprint here.
             usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + sent, "completion_tokens": sent}
             yield (
@@ -250,17 +260,17 @@ class MockServer:
 
     async def _before_stream(self, fault: str | None, received_s: float) -> web.Response | None:
         if self.config.fixed_cost_s:
-            await asyncio.sleep(max(0.0, received_s + self.config.fixed_cost_s - time.perf_counter()))
+            await self.sleep(max(0.0, received_s + self.config.fixed_cost_s - self.clock()))
         if fault == "http_500":
             return web.json_response({"error": {"message": "mock internal error", "code": 500}}, status=500)
         if fault == "http_429":
             return web.json_response({"error": {"message": "mock rate limit", "code": 429}}, status=429)
         if fault == "timeout":
-            await asyncio.sleep(self.config.hang_s)
+            await self.sleep(self.config.hang_s)
         return None
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
-        received_s = time.perf_counter()
+        received_s = self.clock()
         number = next(self._counter)
         body = await self._read_body(request)
         if isinstance(body, web.Response):
@@ -276,7 +286,7 @@ class MockServer:
         record = self._start_record(number, received_s, body)
         try:
             async for data, tokens in self._events(body, fault, received_s):
-                written_s = time.perf_counter()
+                written_s = self.clock()
                 await response.write(b"data: " + data + b"\n\n")
                 self._note(record, tokens, written_s)
         except _Drop:
@@ -306,7 +316,7 @@ class MockServer:
         )
 
     async def _sagemaker_stream(self, request: web.Request) -> web.StreamResponse:
-        received_s = time.perf_counter()
+        received_s = self.clock()
         number = next(self._counter)
         body = await self._read_body(request)
         if isinstance(body, web.Response):
@@ -332,7 +342,7 @@ class MockServer:
         record["signed"] = request.headers.get("Authorization", "").startswith("AWS4-HMAC-SHA256")
         try:
             async for data, tokens in self._events(body, fault, received_s):
-                written_s = time.perf_counter()
+                written_s = self.clock()
                 await response.write(payload_part(b"data: " + data + b"\n\n"))
                 self._note(record, tokens, written_s)
         except _StreamException:
