@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -43,11 +42,8 @@ def test_top_level_help_imports_no_heavy_dependency() -> None:
         "heavy = [m for m in ('torch', 'triton', 'boto3', 'aiohttp', 'numpy', 'mcp') if m in sys.modules]\n"
         "print('HEAVY:' + ','.join(heavy))"
     )
-    started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
-    elapsed = time.perf_counter() - started
     assert done.stdout.strip().splitlines()[-1] == "HEAVY:", f"--help imported {done.stdout}"
-    assert elapsed < 5  # generous for a loaded CI machine; typically ~0.1 s
 
 
 def test_cli_reference_doc_is_current() -> None:

@@ -40,14 +40,13 @@ def test_check_raises_only_after_cancel() -> None:
 def test_sleep_returns_early_when_cancelled_from_another_thread() -> None:
     token = CancelToken()
     threading.Timer(0.05, token.cancel).start()
-    started = time.monotonic()
+    # A sleep no test run outlasts: only the cancel can end it (else the suite's timeout fails the test).
     with pytest.raises(Cancelled):
-        token.sleep(30)
-    assert time.monotonic() - started < 10
+        token.sleep(threading.TIMEOUT_MAX)
 
 
 def test_sleep_without_cancel_sleeps_and_returns() -> None:
     token = CancelToken()
     started = time.monotonic()
     token.sleep(0.02)
-    assert time.monotonic() - started >= 0.015
+    assert time.monotonic() - started >= 0.015  # a lower bound: a busy machine only makes sleeps longer

