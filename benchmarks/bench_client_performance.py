@@ -5,6 +5,8 @@ and records when it really received each request and wrote each token; the
 client's figures are compared with both. Checks: decode rate within 1% of the true
 rate, fixed per-call cost within 1 ms, TTFT/ITL medians at concurrency 1, 256 and 512.
 
+``--empty-text``: the decode check with streams whose tokens decode to "" (every one, then every third).
+
 ``--side-by-side``: gemmaserve (its sharded client, run as a subprocess like the
 others), GuideLLM and ``vllm bench serve`` against the same loopback server at
 1/16/64/256/512 streams: TTFT and ITL median error against the server's records,
@@ -29,8 +31,9 @@ S streams at R tok/s: S · R · (µs per chunk) / 10⁶.
 and --per-chunk).
 
     python benchmarks/bench_client_performance.py [--quick] [--guidellm /tmp/gl] [--vllm /tmp/vl] \
-        [--side-by-side] [--scale] [--scale-levels 2048:8:8] [--client-cpus 8-15 --server-cpus 0-7] \
-        [--per-chunk] [--per-chunk-levels 256:256:20] [--repeats 3] [--out FILE]
+        [--empty-text] [--side-by-side] [--scale] [--scale-levels 2048:8:8] \
+        [--client-cpus 8-15 --server-cpus 0-7] [--per-chunk] [--per-chunk-levels 256:256:20] [--repeats 3] \
+        [--out FILE]
 """
 
 from __future__ import annotations
@@ -168,11 +171,13 @@ def _run(coroutine: Any) -> Any:
         return runner.run(coroutine)
 
 
-async def _decode_calls(url: str, calls: int) -> tuple[list[float], list[float]]:
-    """Sequential 16- and 512-token calls on ONE keep-alive session, as `bench measure` makes them."""
+async def _decode_calls(url: str, calls: int) -> tuple[list[float], list[float], list[float]]:
+    """Sequential 16- and 512-token calls on ONE keep-alive session, as `bench measure` makes them:
+    their walls (short, long) and every call's TTFT."""
     transport = HttpTransport(url, timeout_s=120)
     short: list[float] = []
     long: list[float] = []
+    ttfts: list[float] = []
     try:
         await run_batch(
             transport, [("warm", ChatRequest("warm up", 2))], concurrency=1, clock=time.perf_counter, timeout_s=120
@@ -189,17 +194,20 @@ async def _decode_calls(url: str, calls: int) -> tuple[list[float], list[float]]
                     timeout_s=120,
                 )
                 into.append(batch.outcomes[0].metrics.e2el_s)  # type: ignore[union-attr,arg-type]
+                ttfts.append(batch.outcomes[0].metrics.ttft_s)  # type: ignore[union-attr,arg-type]
     finally:
         await transport.aclose()
-    return short, long
+    return short, long, ttfts
 
 
-def decode_check(calls: int) -> dict[str, Any]:
+def decode_check(calls: int, empty_text_every: int = 0) -> dict[str, Any]:
+    """``empty_text_every`` k: every k-th token decodes to "" (a random-weight model's stream), which must
+    be timed like any other token."""
     itl_s, fixed_s = 0.004, 0.010
     # ttft = itl, so the line's value at 0 tokens is exactly the fixed cost the server adds.
-    config = MockConfig(ttft_s=itl_s, itl_s=itl_s, fixed_cost_s=fixed_s, record=True)
+    config = MockConfig(ttft_s=itl_s, itl_s=itl_s, fixed_cost_s=fixed_s, empty_text_every=empty_text_every, record=True)
     with start_mock_process(config) as server:
-        short, long = _run(_decode_calls(server.url, calls))
+        short, long, ttfts = _run(_decode_calls(server.url, calls))
         records = fetch_json(server.url + "/mock/requests")
     line = stats.decode_rate(short, long)
     # The same line from the server's own clock: arrival -> last token written.
@@ -208,7 +216,12 @@ def decode_check(calls: int) -> dict[str, Any]:
         server_walls[record["tokens"]].append(record["token_times_s"][-1] - record["received_s"])
     server_line = stats.decode_rate(server_walls[16], server_walls[512])
     true_rate = 1 / itl_s
+    server_ttft_s = statistics.median(r["token_times_s"][0] - r["received_s"] for r in records)
     return {
+        "empty_text_every": empty_text_every,
+        "ttft_p50_s": statistics.median(ttfts),
+        "server_recorded_ttft_p50_s": server_ttft_s,
+        "ttft_error_vs_server_s": statistics.median(ttfts) - server_ttft_s,
         "true_rate_tokens_per_s": true_rate,
         "rate_tokens_per_s": line.rate_tokens_per_s,
         "rate_error_share": line.rate_tokens_per_s / true_rate - 1,
@@ -761,6 +774,9 @@ def main() -> int:
     parser.add_argument("--side-by-side", action="store_true", help="gemmaserve, GuideLLM, vllm bench serve")
     parser.add_argument("--scale", action="store_true", help="the sharded client up to 2,048 streams")
     parser.add_argument("--no-basic", action="store_true", help="skip the decode and latency checks")
+    parser.add_argument(
+        "--empty-text", action="store_true", help="the decode check again with every token, then every third, empty"
+    )
     parser.add_argument("--streams", default="1,16,64,256,512", help="side-by-side levels")
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 1, help="gemmaserve client processes")
     parser.add_argument(
@@ -808,6 +824,9 @@ def main() -> int:
                 row["repeat"], row["load_average"] = repeat, os.getloadavg()
                 print(json.dumps(row), flush=True)
                 results["per_chunk"].append(row)
+    if args.empty_text:
+        results["decode_empty_text"] = [decode_check(3 if args.quick else 5, every) for every in (1, 3)]
+        print(json.dumps(results["decode_empty_text"], indent=1), flush=True)
     if args.side_by_side:
         results["side_by_side"] = []
         tools = [("gemmaserve", None), ("guidellm", args.guidellm), ("vllm", args.vllm)]

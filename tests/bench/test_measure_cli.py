@@ -118,16 +118,18 @@ def test_sigint_saves_and_exits_130(tmp_path: Path) -> None:
                 "40",
                 "--quality-set",
                 "none",
+                "--max-client-lag-ms",
+                "0",
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         path = tmp_path / "x.json"
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if path.exists() and "decode" in load_result(path).completeness.finished:
-                break
+        # The interrupt must land after the decode step, during the 50 load repeats (seconds of them).
+        deadline = time.monotonic() + 120
+        while not (path.exists() and "decode" in load_result(path).completeness.finished):
+            assert client.poll() is None and time.monotonic() < deadline, "the run never finished its decode step"
             time.sleep(0.05)
         client.send_signal(signal.SIGINT)
         client.communicate(timeout=20)

@@ -65,6 +65,7 @@ def test_stdio_server_lists_calls_errors_and_reports_progress(
                         "output_tokens": 4,
                         "quality_set": "none",
                         "warmup": 0,
+                        "max_client_lag_ms": 0,  # the guard's verdict on this machine's load is not under test
                     },
                     progress_callback=progress,
                 )
@@ -175,6 +176,7 @@ def test_cancellation_over_stdio_reaches_the_server(tmp_path: Path, moto_server_
                                 "output_tokens": 30,
                                 "quality_set": "none",
                                 "warmup": 0,
+                                "max_client_lag_ms": 0,
                             },
                             progress_callback=cancel_after_two,
                         )
