@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import re
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import NetworkAccessBlocked
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_non_loopback_connect_is_refused() -> None:
@@ -25,3 +32,40 @@ def test_loopback_is_allowed() -> None:
         server.listen(1)
         with socket.create_connection(server.getsockname(), timeout=2):
             pass
+
+
+def test_without_the_cache_the_vllm_source_tests_skip_naming_the_fill_command(tmp_path: Path) -> None:
+    """The guard covers this process only: the tests that need vLLM's sources must read them from the
+    cache, never fetch them (not even through a subprocess), and without it skip rather than pass."""
+    empty_cache = tmp_path / "cache"
+    empty_cache.mkdir()
+    tests = [
+        "tests/turing/test_filepatch.py::test_every_tested_release_is_on_the_index_and_new_ones_are_reported",
+        "tests/turing/test_filepatch.py::test_apply_verify_reapply_revert_round_trip[0.34.0]",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *tests],
+        cwd=ROOT,
+        env={**os.environ, "GEMMASERVE_TEST_CACHE": str(empty_cache)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0 and "2 skipped" in done.stdout, done.stdout + done.stderr
+    skips = [line for line in done.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert len(skips) == 2 and all("python tools/fetch_vllm_sources.py" in line for line in skips), skips
+    assert list(empty_cache.rglob("*")) == []  # nothing was fetched into it
+
+
+def test_no_test_runs_the_fill() -> None:
+    """Only the documented step fills the cache: no test calls the network half of the tool or runs it, and
+    the one fixture module that loads it reads the cache through it."""
+    fill_calls = re.compile(r"\b(fetch_kernel_file|store_released_versions|released_versions|main)\(")
+    users = {
+        path.relative_to(ROOT).as_posix(): path.read_text(encoding="utf-8")
+        for path in (ROOT / "tests").rglob("*.py")
+        if "fetch_vllm_sources" in path.read_text(encoding="utf-8") and path != Path(__file__)
+    }
+    assert set(users) == {"tests/turing/conftest.py"}
+    assert fill_calls.findall(users["tests/turing/conftest.py"]) == []

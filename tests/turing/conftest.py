@@ -1,32 +1,44 @@
-"""Real vLLM kernel files, fetched once per session by a subprocess (the socket guard covers this process only)."""
+"""Real vLLM kernel files, read from the tests' cache only; ``python tools/fetch_vllm_sources.py`` fills it.
+
+The test run needs no network once installed: a test that needs a file the cache lacks is skipped with
+the fill command in its reason (a skip, never a pass). CI fills the cache before the test command.
+"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from gemmaserve.turing.versions import TESTED_VLLM_VERSIONS, is_supported
 
-FETCHER = Path(__file__).with_name("vllm_sources.py")
+
+def _load_sources_tool() -> ModuleType:
+    path = Path(__file__).resolve().parents[2] / "tools" / "fetch_vllm_sources.py"
+    spec = importlib.util.spec_from_file_location("fetch_vllm_sources", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SOURCES = _load_sources_tool()
+
+
+def _not_cached(what: str) -> str:
+    return f"{what} not in the test cache ({SOURCES.cache_root()}): fill it with `{SOURCES.FILL_COMMAND}`"
 
 
 @pytest.fixture(scope="session")
 def vllm_kernel_files() -> dict[str, Path]:
-    """{version: path} for every release in TESTED_VLLM_VERSIONS; a failed fetch fails the tests loudly."""
-    done = subprocess.run(
-        [sys.executable, str(FETCHER), *TESTED_VLLM_VERSIONS], capture_output=True, text=True, timeout=600, check=False
-    )
-    if done.returncode != 0:
-        pytest.fail(f"fetching the real vLLM sources failed:\n{done.stdout}\n{done.stderr}", pytrace=False)
-    files = {}
-    for line in done.stdout.splitlines():
-        version, path = line.split(" ", 1)
-        files[version] = Path(path)
-    assert sorted(files) == sorted(TESTED_VLLM_VERSIONS)
-    return files
+    """{version: path} for every release in TESTED_VLLM_VERSIONS, from the cache."""
+    files = {version: SOURCES.cached_kernel_file(version) for version in TESTED_VLLM_VERSIONS}
+    missing = [version for version, path in files.items() if path is None]
+    if missing:
+        pytest.skip(_not_cached(f"vLLM {', '.join(missing)} sources"))
+    return {version: path for version, path in files.items() if path is not None}
 
 
 _UNTESTED: list[str] = []
@@ -52,22 +64,19 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that needs the real vLLM files fetched from the package index carries the network marker."""
+    """Every test that needs the real vLLM sources carries the vllm_sources marker (`-m "not vllm_sources"`)."""
     for item in items:
         if {"vllm_kernel_files", "released_vllm_versions"} & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.network)
+            item.add_marker(pytest.mark.vllm_sources)
 
 
 @pytest.fixture(scope="session")
 def released_vllm_versions() -> list[str]:
-    """Every release from 0.26.0 on, as the package index lists them now."""
-    code = "import sys; sys.path.insert(0, sys.argv[1]); import vllm_sources; print(*vllm_sources.released_versions())"
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(FETCHER.parent)], capture_output=True, text=True, timeout=120, check=False
-    )
-    if done.returncode != 0:
-        pytest.fail(f"listing vLLM releases on the index failed:\n{done.stderr}", pytrace=False)
-    return done.stdout.split()
+    """Every release from 0.26.0 on, as the package index listed them when the cache was filled."""
+    versions = SOURCES.cached_released_versions()
+    if versions is None:
+        pytest.skip(_not_cached("the list of vLLM releases"))
+    return list(versions)
 
 
 def installed_copy(source: Path, version: str, site: Path) -> Path:

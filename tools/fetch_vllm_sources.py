@@ -1,9 +1,14 @@
-"""Fetch the real `triton_unified_attention.py` of each vLLM release from the package index.
+"""Fill the tests' cache of real vLLM sources from the package index: the one step that needs the network.
 
-Reads only the needed bytes of the published wheel (HTTP range requests on the zip's central
-directory and one member), checks the member against the wheel's own RECORD hash, and keeps it in
-a cache outside the repository (`~/.cache/gemmaserve-tests/vllm/<version>/`). Run as a script or
-from a session fixture: the test network guard blocks sockets inside tests.
+For each vLLM release the Turing clamp is tested on, reads only the needed bytes of the published
+wheel (HTTP range requests on the zip's central directory and two members), checks each member
+against the wheel's own RECORD hash, and keeps it in a cache outside the repository
+(`~/.cache/gemmaserve-tests/vllm/<version>/`, or under `$GEMMASERVE_TEST_CACHE`); it also keeps the
+index's list of releases (`released.json`). The test run reads this cache only and skips, naming
+this command, what it does not find. Needs only the standard library and this checkout:
+
+    python tools/fetch_vllm_sources.py            # the tested releases and the list of releases
+    python tools/fetch_vllm_sources.py 0.35.0     # one more release, to study it
 """
 
 from __future__ import annotations
@@ -17,16 +22,34 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
+FILL_COMMAND = "python tools/fetch_vllm_sources.py"
 KERNEL_MEMBER = "vllm/v1/attention/ops/triton_unified_attention.py"
 HELPERS_MEMBER = "vllm/v1/attention/ops/triton_attention_helpers.py"
 SIMPLE_INDEX_URL = "https://pypi.org/simple/vllm/"
 FIRST_VERSION = (0, 26, 0)
+RELEASES_FILE = "released.json"
 
 
 def cache_root() -> Path:
     override = os.environ.get("GEMMASERVE_TEST_CACHE")
     base = Path(override) if override else Path.home() / ".cache" / "gemmaserve-tests"
     return base / "vllm"
+
+
+def cached_kernel_file(version: str) -> Path | None:
+    """The cached kernel file of ``version`` when the fill completed for it (its helpers module beside it)."""
+    folder = cache_root() / version
+    target = folder / "triton_unified_attention.py"
+    return target if target.is_file() and (folder / "triton_attention_helpers.py").is_file() else None
+
+
+def cached_released_versions() -> list[str] | None:
+    """The index's releases as the last fill listed them; None before any fill."""
+    listing = cache_root() / RELEASES_FILE
+    if not listing.is_file():
+        return None
+    versions: list[str] = json.loads(listing.read_text())["versions"]
+    return versions
 
 
 class _HttpRangeFile:
@@ -105,10 +128,11 @@ def _sha256_record_form(data: bytes) -> str:
 
 def fetch_kernel_file(version: str) -> Path:
     """The cached kernel file of `version` (its helpers module beside it), fetched and hash-checked once."""
+    cached = cached_kernel_file(version)
+    if cached is not None:
+        return cached
     folder = cache_root() / version
     target = folder / "triton_unified_attention.py"
-    if target.is_file() and (folder / "triton_attention_helpers.py").is_file():
-        return target
     url = _wheel_url(version)
     with zipfile.ZipFile(_HttpRangeFile(url)) as wheel:  # type: ignore[arg-type]
         record_name = next(n for n in wheel.namelist() if n.endswith(".dist-info/RECORD"))
@@ -125,10 +149,29 @@ def fetch_kernel_file(version: str) -> Path:
     return target
 
 
+def store_released_versions() -> list[str]:
+    versions = released_versions()
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    partial = root / (RELEASES_FILE + ".partial")
+    partial.write_text(json.dumps({"index": SIMPLE_INDEX_URL, "versions": versions}))
+    partial.replace(root / RELEASES_FILE)
+    return versions
+
+
+def tested_versions() -> tuple[str, ...]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # this checkout, installed or not
+    from gemmaserve.turing.versions import TESTED_VLLM_VERSIONS
+
+    return TESTED_VLLM_VERSIONS
+
+
 def main() -> int:
-    versions = sys.argv[1:] or released_versions()
+    versions = sys.argv[1:] or tested_versions()
     for version in versions:
         print(version, fetch_kernel_file(version), flush=True)
+    print("releases on the index:", *store_released_versions(), flush=True)
+    print(f"cache: {cache_root()}", flush=True)
     return 0
 
 
