@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
+from types import ModuleType
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,3 +28,26 @@ def test_ci_runs_the_readmes_test_command_verbatim() -> None:
     test_command = _quick_start_commands()[1]
     ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
     assert test_command in ci_lines
+
+
+def _tool(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_flake_check_runs_the_pytest_part_of_the_readmes_test_command() -> None:
+    flake_check = _tool("flake_check")
+    command = flake_check.readme_pytest_command((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert _quick_start_commands()[1].endswith("&& " + " ".join(command)) and command[0] == "pytest"
+    changed = "## Quick start\n```bash\nrun\n```\n```bash\npip install -e . && make test\n```\n"
+    with pytest.raises(SystemExit, match="does not end in a pytest run"):
+        flake_check.readme_pytest_command(changed)
+
+
+def test_ci_fills_the_test_cache_before_the_test_command() -> None:
+    ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    fill = next(i for i, line in enumerate(ci_lines) if line.startswith("python3 tools/fetch_vllm_sources.py"))
+    assert fill < ci_lines.index(_quick_start_commands()[1])
