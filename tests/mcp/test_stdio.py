@@ -188,6 +188,9 @@ def test_cancellation_over_stdio_reaches_the_server(tmp_path: Path, moto_server_
 
         still_serving = anyio.run(session)
 
-    assert len(events) == 2
+    # Sent at the second progress event; one already on its way may still arrive (more on a busy machine).
+    assert len(events) >= 2
     assert interrupted()
+    completeness = json.loads(result_file.read_text())["completeness"]
+    assert completeness["finished"] != completeness["planned"]  # it stopped early
     assert still_serving
