@@ -1,7 +1,8 @@
 """Where a client's TTFT differs from the mock server's own record of the same request.
 
 The client times a request from its last byte written to its first content chunk read; the
-server (``MockConfig(record=True)``) from its handler's start to its first content chunk written.
+server (``MockConfig(record=True)``) from its handler's start to its first content chunk handed to the
+connection (stamped just before the write, so the client can never read it earlier).
 ``time.perf_counter`` is CLOCK_MONOTONIC on Linux, one clock for every process of the machine,
 so the two records of one request (joined by :func:`~gemmaserve.testing.mock_server.prompt_key`)
 split the client's TTFT exactly into three parts: the trip to the server's handler (the request
