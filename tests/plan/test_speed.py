@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from gemmaserve.bench.measure import measure_endpoints
 from gemmaserve.bench.requests import MeasureRequest
-from gemmaserve.catalog import SpeedData, load_catalog, load_speed_data
+from gemmaserve.catalog import SpeedData, SpeedRun, load_catalog, load_speed_data
 from gemmaserve.cli import app
 from gemmaserve.errors import UnknownName, UsageError
 from gemmaserve.plan import PlanRequest, plan
@@ -22,7 +22,6 @@ from gemmaserve.speed import (
     Workload,
     _resolve,
     calibrate,
-    call_seconds_of,
     check_error,
     costs_for,
     experts_touched_share,
@@ -31,6 +30,7 @@ from gemmaserve.speed import (
     predict,
     step_seconds,
     weight_bytes_per_step,
+    workload_of,
 )
 from gemmaserve.testing.mock_server import MockConfig
 from gemmaserve.testing.runner import ThreadedMockServer, start_mock_thread
@@ -106,21 +106,27 @@ def test_constants_come_from_calibration_runs_alone() -> None:
             assert rate == pytest.approx(run.decode_tokens_per_s, rel=0.01)
 
 
-@pytest.mark.parametrize("run", PUBLISHED_CHECKS, ids=[f"{r.model}-{r.encoding}-{r.gpu}" for r in PUBLISHED_CHECKS])
-def test_held_out_published_runs_are_predicted_within_15_percent(run: object) -> None:
-    from gemmaserve.catalog import SpeedRun
-
-    assert isinstance(run, SpeedRun)
+def _predicted(run: SpeedRun) -> tuple[float, dict[int, float]]:
+    """A check run's decode rate and stream levels as the model predicts them, with the run's own cost per
+    request (its client's network, read from its one-stream level) and its streams' routing."""
     item = _resolve(run)
     gpu = GPUS[run.gpu]
     costs, _, _ = costs_for(gpu, DATA, GPUS)
     decode = 1 / step_seconds(item.geometry, item.checkpoint, gpu, costs, batch=1, context=run.prompt_tokens + 128)
+    workload = workload_of(item, gpu)
+    levels = {
+        streams: output_tokens_per_s(item.geometry, item.checkpoint, gpu, costs, workload, streams)
+        for streams in run.output_tokens_per_s
+    }
+    return decode, levels
+
+
+@pytest.mark.parametrize("run", PUBLISHED_CHECKS, ids=[f"{r.model}-{r.encoding}-{r.gpu}" for r in PUBLISHED_CHECKS])
+def test_held_out_published_runs_are_predicted_within_15_percent(run: SpeedRun) -> None:
+    decode, levels = _predicted(run)
     assert decode == pytest.approx(run.decode_tokens_per_s, rel=0.15)
-    # The client's own cost per request is the platform's (its network), read from the run's one-stream level.
-    workload = Workload(run.prompt_tokens, run.output_tokens, call_seconds_of(item, gpu))
     for streams, measured in run.output_tokens_per_s.items():
-        predicted = output_tokens_per_s(item.geometry, item.checkpoint, gpu, costs, workload, streams)
-        assert predicted == pytest.approx(measured, rel=0.15), streams
+        assert levels[streams] == pytest.approx(measured, rel=0.15), streams
 
 
 def test_the_h200_engine_runs_held_out_are_the_31b_and_the_moe() -> None:
@@ -130,18 +136,10 @@ def test_the_h200_engine_runs_held_out_are_the_31b_and_the_moe() -> None:
 
 
 @pytest.mark.parametrize("run", ENGINE_CHECKS, ids=[f"{r.model}-{r.gpu}" for r in ENGINE_CHECKS])
-def test_held_out_engine_runs_decode_and_16_streams_within_15_percent(run: object) -> None:
-    from gemmaserve.catalog import SpeedRun
-    from gemmaserve.speed import workload_of
-
-    assert isinstance(run, SpeedRun)
-    item = _resolve(run)
-    gpu = GPUS[run.gpu]
-    costs, _, _ = costs_for(gpu, DATA, GPUS)
-    decode = 1 / step_seconds(item.geometry, item.checkpoint, gpu, costs, batch=1, context=run.prompt_tokens + 128)
+def test_held_out_engine_runs_decode_and_16_streams_within_15_percent(run: SpeedRun) -> None:
+    decode, levels = _predicted(run)
     assert decode == pytest.approx(run.decode_tokens_per_s, rel=0.15)
-    predicted = output_tokens_per_s(item.geometry, item.checkpoint, gpu, costs, workload_of(item, gpu), 16)
-    assert predicted == pytest.approx(run.output_tokens_per_s[16], rel=0.15)
+    assert levels[16] == pytest.approx(run.output_tokens_per_s[16], rel=0.15)
 
 
 def test_streams_in_lockstep_route_a_moe_batch_to_one_tokens_experts() -> None:
