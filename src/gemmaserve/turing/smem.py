@@ -71,6 +71,15 @@ class LayerGeometry(BaseModel):
     def block_m(self) -> int:
         return block_m_for(self.num_queries_per_kv)
 
+    def shape(self) -> dict[str, int]:
+        """The four numbers a compiled launch and every row about it are keyed by."""
+        return {
+            "head_size": self.head_size,
+            "sliding_window": self.sliding_window,
+            "num_query_heads": self.num_query_heads,
+            "num_queries_per_kv": self.num_queries_per_kv,
+        }
+
 
 def layer_geometries(head_sizes: tuple[int, ...]) -> list[LayerGeometry]:
     """Every distinct attention-layer geometry of the catalog's Gemma 4 models with one of ``head_sizes``.
@@ -264,12 +273,9 @@ PHASES = (("prefill", "2D", True), ("decode", "2D", True), ("decode", "3D", Fals
 
 def _spec(geometry: LayerGeometry, launch: LaunchParams, is_3d: bool) -> LaunchSpec:
     return LaunchSpec(
-        head_size=geometry.head_size,
+        **geometry.shape(),
         tile_size=launch.tile_size,
         is_3d=is_3d,
-        sliding_window=geometry.sliding_window,
-        num_query_heads=geometry.num_query_heads,
-        num_queries_per_kv=geometry.num_queries_per_kv,
         num_warps=launch.num_warps,
         num_stages=launch.num_stages,
     )
@@ -326,10 +332,7 @@ def compile_report(
             rows.append(
                 SmemRow(
                     arch=arch,
-                    head_size=geometry.head_size,
-                    sliding_window=geometry.sliding_window,
-                    num_query_heads=geometry.num_query_heads,
-                    num_queries_per_kv=geometry.num_queries_per_kv,
+                    **geometry.shape(),
                     models=list(geometry.models),
                     phase=phase,
                     layout=layout,
@@ -437,10 +440,7 @@ def search_launches(
         own = measured[0]
         picks.append(
             SearchPick(
-                head_size=geometry.head_size,
-                sliding_window=geometry.sliding_window,
-                num_query_heads=geometry.num_query_heads,
-                num_queries_per_kv=geometry.num_queries_per_kv,
+                **geometry.shape(),
                 models=list(geometry.models),
                 layout=layout,
                 stock=stock,
@@ -475,10 +475,7 @@ def _search_row(
     picked: MeasuredLaunch | None,
 ) -> SearchRow:
     return SearchRow(
-        head_size=geometry.head_size,
-        sliding_window=geometry.sliding_window,
-        num_query_heads=geometry.num_query_heads,
-        num_queries_per_kv=geometry.num_queries_per_kv,
+        **geometry.shape(),
         layout=layout,
         tile_size=launch.tile_size,
         block_m=launch.block_m,
