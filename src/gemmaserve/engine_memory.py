@@ -29,11 +29,13 @@ Terms that rest on an assumption rather than on source or measurement are named 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel
 
 from gemmaserve.catalog import Checkpoint, Geometry, Gpu
+from gemmaserve.request_model import ServingSettings
 from gemmaserve.tensor_parallel import bytes_removed_per_rank, rank_geometry
 from gemmaserve.vllm_releases import VllmRelease
 
@@ -131,28 +133,24 @@ def resolve_batch(
     geometry: Geometry,
     gpu: Gpu,
     release: VllmRelease,
-    *,
-    max_model_len: int,
-    max_num_seqs: int | None,
-    max_num_batched_tokens: int | None,
-    language_model_only: bool,
+    settings: ServingSettings,
 ) -> tuple[int, int, bool]:
     """``(max_num_batched_tokens, max_num_seqs, raised)`` as ``_set_default_max_num_seqs_and_batched_tokens_args`` sets them."""
     default_batched, default_seqs = default_batch(gpu, release)
-    seqs = max_num_seqs or default_seqs
+    seqs = settings.max_num_seqs or default_seqs
     raised = False
-    if max_num_batched_tokens is None:
+    if settings.max_num_batched_tokens is None:
         batched = default_batched
         if (
-            (not language_model_only or not release.language_model_only_clears_prefix_lm)
+            (not settings.language_model_only or not release.language_model_only_clears_prefix_lm)
             and geometry.use_bidirectional_attention == "vision"
             and VIDEO_TOKENS_PER_ITEM > batched
         ):
             batched, raised = VIDEO_TOKENS_PER_ITEM, True
-        batched = min(seqs * max_model_len, batched)
+        batched = min(seqs * settings.max_model_len, batched)
     else:
-        batched = max_num_batched_tokens
-    if max_num_seqs is None:
+        batched = settings.max_num_batched_tokens
+    if settings.max_num_seqs is None:
         seqs = min(seqs, batched)
     return batched, seqs, raised
 
@@ -300,35 +298,32 @@ def withheld_by_headroom_margin(gpu: Gpu, release: VllmRelease, requested_gib: f
     return max(0.0, requested_gib - (gpu.visible_memory_gib - margin))
 
 
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """What one start puts where: ``checkpoint`` of the model of ``geometry`` on ``gpu`` (or split over
+    ``tensor_parallel_size`` of them), following ``release``'s memory arithmetic."""
+
+    geometry: Geometry
+    checkpoint: Checkpoint
+    gpu: Gpu
+    release: VllmRelease
+    tensor_parallel_size: int = 1
+
+
 def engine_memory(
-    geometry: Geometry,
-    checkpoint: Checkpoint,
-    gpu: Gpu,
-    release: VllmRelease,
+    placement: Placement,
+    settings: ServingSettings,
     *,
-    max_model_len: int,
-    gpu_memory_utilization: float,
-    max_num_seqs: int | None = None,
-    max_num_batched_tokens: int | None = None,
-    language_model_only: bool = False,
     first_start: bool = True,
-    tensor_parallel_size: int = 1,
 ) -> EngineMemory:
     """Every term vLLM subtracts before the KV pool, for one start of ``checkpoint`` on ``gpu`` (on one of
     ``tensor_parallel_size`` ranks: :mod:`gemmaserve.tensor_parallel` says what each rank holds)."""
+    whole, checkpoint, gpu, release = placement.geometry, placement.checkpoint, placement.gpu, placement.release
+    tensor_parallel_size, language_model_only = placement.tensor_parallel_size, settings.language_model_only
     estimated: list[str] = []
-    whole = geometry
     geometry = rank_geometry(whole, tensor_parallel_size)
     runner = runner_for(geometry, release)
-    batched, seqs, raised = resolve_batch(
-        geometry,
-        gpu,
-        release,
-        max_model_len=max_model_len,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        language_model_only=language_model_only,
-    )
+    batched, seqs, raised = resolve_batch(geometry, gpu, release, settings)
     weights, weights_source = weights_gib(checkpoint, whole, language_model_only=language_model_only)
     weights -= bytes_removed_per_rank(whole, checkpoint, tensor_parallel_size) / GIB
     if weights_source == "parts" and "derived" in checkpoint.source:
@@ -366,7 +361,7 @@ def engine_memory(
             "per rank: CUDA graphs, non-torch memory and the compile peak's table shard as on one GPU "
             "(no multi-GPU start measured)"
         )
-    requested = gpu.visible_memory_gib * gpu_memory_utilization
+    requested = gpu.visible_memory_gib * settings.gpu_memory_utilization
     fixed = weights + NON_TORCH_GIB + (graphs if counted else 0.0)
     withheld = withheld_by_headroom_margin(gpu, release, requested, peak)
     withheld_warm = withheld_by_headroom_margin(gpu, release, requested, warm_peak)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Annotated, ClassVar, Literal
 
@@ -41,6 +42,7 @@ from gemmaserve.engine_memory import (
     SMALL_GPU_BATCHED,
     UNEXPLAINED_GIB,
     EngineMemory,
+    Placement,
     default_batch,
     engine_memory,
     is_multimodal,
@@ -169,14 +171,17 @@ def _series_for(vllm_version: str | None, instance: Instance | None) -> str:
     return resolve_release(vllm_version).series
 
 
+DEFAULT_SERVING = ServingSettings()  # the request models' own defaults, written once there
+
+
 def plan_deployment(
     model: str | Model,
     encoding: str | Checkpoint,
     gpu: str | Gpu | None = None,
     *,
     instance: Instance | None = None,
-    max_model_len: int = 8192,
-    gpu_memory_utilization: float = 0.9,
+    max_model_len: int = DEFAULT_SERVING.max_model_len,
+    gpu_memory_utilization: float = DEFAULT_SERVING.gpu_memory_utilization,
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
     language_model_only: bool = False,
@@ -184,29 +189,16 @@ def plan_deployment(
     first_start: bool = True,
     tensor_parallel_size: int = 1,
 ) -> PlanRow:
-    """Plan one model × encoding on one GPU (or on the GPU of ``instance``), or split over
-    ``tensor_parallel_size`` of them on one host (the memory and KV figures are then one rank's).
-
-    ``language_model_only`` plans vLLM's ``--language-model-only``: the vision and audio
-    towers are neither loaded nor profiled. ``vllm_version`` picks the release whose memory
-    arithmetic is followed (default: the newest supported, or the SageMaker image's release
-    for a SageMaker instance). ``first_start`` plans a start that compiles (a fresh
-    container); the warm figures are returned beside it either way.
+    """:func:`plan_for` called with names and loose settings, as the callers outside the plan still do
+    (``sagemaker``, ``host``); new code hands :func:`plan_for` a :class:`PlanTarget` and the request's
+    :class:`ServingSettings` instead.
 
     Raises:
         UnknownName: for names not in the catalog.
-        UsageError: for out-of-range numbers or an unsupported vLLM version.
+        UsageError: for out-of-range numbers, an unsupported vLLM version, or neither GPU nor instance.
     """
     from gemmaserve.errors import UsageError
 
-    release = resolve_release(_series_for(vllm_version, instance))
-    if not 0.05 <= gpu_memory_utilization <= 0.99:
-        raise UsageError(
-            f"--gpu-memory-utilization must be between 0.05 and 0.99, got {gpu_memory_utilization}",
-            hint="vLLM's default is 0.92 (0.34: unset sizes the pool from measured free memory).",
-        )
-    if max_model_len < MIN_MAX_MODEL_LEN:
-        raise UsageError(f"--max-model-len must be at least {MIN_MAX_MODEL_LEN}, got {max_model_len}")
     model_obj = resolve_model(model) if isinstance(model, str) else model
     checkpoint = resolve_encoding(model_obj, encoding) if isinstance(encoding, str) else encoding
     if instance is not None:
@@ -215,6 +207,57 @@ def plan_deployment(
         raise UsageError("Name a GPU or an instance type.", hint="--gpu t4 or --instance ml.g4dn.xlarge")
     else:
         gpu_obj = resolve_gpu(gpu) if isinstance(gpu, str) else gpu
+    settings = ServingSettings.model_construct(
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        language_model_only=language_model_only,
+        vllm=vllm_version,
+        tensor_parallel_size=tensor_parallel_size,
+    )
+    return plan_for(PlanTarget(model_obj, checkpoint, gpu_obj, instance, tensor_parallel_size), settings, first_start)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanTarget:
+    """Where one row is planned: ``checkpoint`` of ``model`` on ``gpu`` (on ``instance`` when one is named, which
+    carries the GPU, host RAM and price), split over ``tensor_parallel_size`` GPUs of one host."""
+
+    model: Model
+    checkpoint: Checkpoint
+    gpu: Gpu
+    instance: Instance | None = None
+    tensor_parallel_size: int = 1
+
+
+def plan_for(target: PlanTarget, settings: ServingSettings, first_start: bool = True) -> PlanRow:
+    """Plan one model × encoding on one GPU (or on the GPU of the target's instance), or split over
+    ``tensor_parallel_size`` of them on one host (the memory and KV figures are then one rank's).
+
+    ``settings.language_model_only`` plans vLLM's ``--language-model-only``: the vision and audio
+    towers are neither loaded nor profiled. ``settings.vllm`` picks the release whose memory
+    arithmetic is followed (default: the newest supported, or the SageMaker image's release
+    for a SageMaker instance); ``settings.tensor_parallel_size`` is not read (the target says it).
+    ``first_start`` plans a start that compiles (a fresh container); the warm figures are returned
+    beside it either way.
+
+    Raises:
+        UsageError: for out-of-range numbers or an unsupported vLLM version.
+    """
+    from gemmaserve.errors import UsageError
+
+    model_obj, checkpoint, gpu_obj, instance = target.model, target.checkpoint, target.gpu, target.instance
+    max_model_len, gpu_memory_utilization = settings.max_model_len, settings.gpu_memory_utilization
+    max_num_batched_tokens, language_model_only = settings.max_num_batched_tokens, settings.language_model_only
+    release = resolve_release(_series_for(settings.vllm, instance))
+    if not 0.05 <= gpu_memory_utilization <= 0.99:
+        raise UsageError(
+            f"--gpu-memory-utilization must be between 0.05 and 0.99, got {gpu_memory_utilization}",
+            hint="vLLM's default is 0.92 (0.34: unset sizes the pool from measured free memory).",
+        )
+    if max_model_len < MIN_MAX_MODEL_LEN:
+        raise UsageError(f"--max-model-len must be at least {MIN_MAX_MODEL_LEN}, got {max_model_len}")
     geometry = model_obj.geometry
     if max_model_len > geometry.max_position_embeddings:
         raise UsageError(
@@ -223,7 +266,7 @@ def plan_deployment(
             hint=f"Use --max-model-len {geometry.max_position_embeddings} or less.",
         )
 
-    n = tensor_parallel_size
+    n = target.tensor_parallel_size
     if n not in TENSOR_PARALLEL_SIZES:
         raise UsageError(f"--tensor-parallel-size must be one of {', '.join(map(str, TENSOR_PARALLEL_SIZES))}")
     if instance is not None and instance.gpu_count < n:
@@ -238,19 +281,7 @@ def plan_deployment(
         notes.append(f"{gpu_obj.name} has no bf16 datapath: serve in float16")
     needs_clamp = gpu_obj.pre_ampere and geometry.full_head_dim >= 512
 
-    memory = engine_memory(
-        geometry,
-        checkpoint,
-        gpu_obj,
-        release,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        language_model_only=language_model_only,
-        first_start=first_start,
-        tensor_parallel_size=n,
-    )
+    memory = engine_memory(Placement(geometry, checkpoint, gpu_obj, release, n), settings, first_start=first_start)
     batched, seqs = memory.max_num_batched_tokens, memory.max_num_seqs
     budget_gib = memory.kv_budget_gib
     capacity = kv_capacity(
@@ -353,12 +384,11 @@ def plan_deployment(
         else:
             binding += "; no context fits: a smaller model, encoding or --max-num-batched-tokens"
     if verdict == "does-not-fit" and binding and is_multimodal(checkpoint) and not language_model_only:
-        text_only = plan_deployment(
-            model_obj, checkpoint, gpu_obj, max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens, language_model_only=True,
-            vllm_version=release.series, first_start=first_start, tensor_parallel_size=n,
-        )  # fmt: skip
+        text_only = plan_for(
+            PlanTarget(model_obj, checkpoint, gpu_obj, None, n),
+            settings.model_copy(update={"language_model_only": True, "vllm": release.series}),
+            first_start,
+        )
         rescued = text_only.fits
     else:
         rescued = False
@@ -463,7 +493,7 @@ def next_command(row: PlanRow) -> str:
         f"--encoding {row.encoding}",
         f"--max-model-len {row.max_model_len}",
     ]
-    if row.gpu_memory_utilization != 0.9:
+    if row.gpu_memory_utilization != DEFAULT_SERVING.gpu_memory_utilization:
         flags.append(f"--gpu-memory-utilization {row.gpu_memory_utilization:g}")
     if row.language_model_only:
         flags.append("--language-model-only")
@@ -558,6 +588,7 @@ def plan(request: PlanRequest) -> PlanTable:
         resolve_release(vllm_version)  # bad versions fail before any row
     elif request.platform == "sagemaker" or (request.instance or "").strip().lower().startswith("ml."):
         vllm_version = sagemaker_image_series()
+    settings = request.serving().model_copy(update={"vllm": vllm_version})
     bench = read_bench_speeds(request.from_bench) if request.from_bench else BenchSpeeds()
     chosen_models = [resolve_model(name) for name in request.model] if request.model else list(catalog.models.values())
     asked_n = request.tensor_parallel_size
@@ -579,7 +610,7 @@ def plan(request: PlanRequest) -> PlanTable:
             for gpu, target_instance in targets:
                 if request.max_model_len > model.geometry.max_position_embeddings:
                     continue
-                plan_on = partial(_plan_row, request, model, checkpoint, gpu, vllm_version)
+                plan_on = partial(_plan_on, PlanTarget(model, checkpoint, gpu), settings, not request.warm)
                 planned = [plan_on(target_instance, asked_n or 1)]
                 if asked_n is None and planned[0].verdict == "does-not-fit":
                     split = smallest_split_that_fits(gpu, target_instance, request.platform, plan_on)
@@ -609,29 +640,11 @@ def plan(request: PlanRequest) -> PlanTable:
     )
 
 
-def _plan_row(
-    request: PlanRequest,
-    model: Model,
-    checkpoint: Checkpoint,
-    gpu: Gpu,
-    vllm_version: str | None,
-    instance: Instance | None,
-    n: int,
+def _plan_on(
+    row: PlanTarget, settings: ServingSettings, first_start: bool, instance: Instance | None, n: int
 ) -> PlanRow:
-    return plan_deployment(
-        model,
-        checkpoint,
-        gpu,
-        instance=instance,
-        max_model_len=request.max_model_len,
-        gpu_memory_utilization=request.gpu_memory_utilization,
-        max_num_seqs=request.max_num_seqs,
-        max_num_batched_tokens=request.max_num_batched_tokens,
-        language_model_only=request.language_model_only,
-        vllm_version=vllm_version,
-        first_start=not request.warm,
-        tensor_parallel_size=n,
-    )
+    """``row`` planned on ``instance`` over ``n`` GPUs (the one-GPU row, then each split tried)."""
+    return plan_for(replace(row, instance=instance, tensor_parallel_size=n), settings, first_start)
 
 
 def smallest_split_that_fits(

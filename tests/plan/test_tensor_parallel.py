@@ -16,9 +16,10 @@ import pytest
 
 from gemmaserve.capacity import GIB, kv_capacity
 from gemmaserve.catalog import load_catalog
-from gemmaserve.engine_memory import engine_memory, rotary_cache_bytes, weights_gib
+from gemmaserve.engine_memory import Placement, engine_memory, rotary_cache_bytes, weights_gib
 from gemmaserve.errors import UsageError
 from gemmaserve.plan import PlanRequest, next_command, plan, plan_deployment
+from gemmaserve.request_model import ServingSettings
 from gemmaserve.speed import body_parameters
 from gemmaserve.tensor_parallel import (
     SOURCES,
@@ -30,6 +31,7 @@ from gemmaserve.tensor_parallel import (
 from gemmaserve.vllm_releases import resolve_release
 
 SIZES = (1, 2, 4, 8)
+TEXT_ONLY = ServingSettings(language_model_only=True)
 # (sliding, full) KV heads a rank caches at N = 1, 2, 4, 8: max(1, total // N) on the catalog's heads
 # (E2B 1 / 1, 26B A4B 8 / 2, 31B 16 / 4).
 KV_HEADS = {
@@ -107,8 +109,7 @@ def test_a_ranks_weights_are_its_shards_plus_what_every_rank_holds_whole() -> No
     release = resolve_release("0.26")
 
     def rank_weights(n: int) -> float:
-        memory = engine_memory(geometry, checkpoint, gpu, release, max_model_len=8192, gpu_memory_utilization=0.9,
-                               language_model_only=True, tensor_parallel_size=n)  # fmt: skip
+        memory = engine_memory(Placement(geometry, checkpoint, gpu, release, n), TEXT_ONLY)
         return memory.weights_gib * GIB
 
     # N = 2 and 4: every head count divides, nothing in 31B's body is replicated; the rotary caches are whole.
@@ -128,10 +129,9 @@ def test_the_gathered_logits_keep_the_sampler_peak_whole_and_the_mlp_activation_
     geometry = catalog.models[model].geometry
     checkpoint = catalog.models[model].encodings["bf16"]
     terms = [
-        engine_memory(geometry, checkpoint, catalog.gpus["l40s"], resolve_release("0.34"), max_model_len=8192,
-                      gpu_memory_utilization=0.9, language_model_only=True, tensor_parallel_size=n)
+        engine_memory(Placement(geometry, checkpoint, catalog.gpus["l40s"], resolve_release("0.34"), n), TEXT_ONLY)
         for n in SIZES
-    ]  # fmt: skip
+    ]
     assert len({memory.sampler_peak_gib for memory in terms}) == 1
     forward = [memory.forward_peak_gib for memory in terms]
     assert forward == sorted(forward, reverse=True) and forward[-1] < forward[0]
