@@ -17,7 +17,15 @@ from pathlib import Path
 from doc_table import print_or_check
 
 from gemmaserve.catalog import load_catalog, load_speed_data
-from gemmaserve.speed import _resolve, call_seconds_of, costs_for, output_tokens_per_s, step_seconds, workload_of
+from gemmaserve.speed import (
+    Served,
+    _resolve,
+    call_seconds_of,
+    costs_for,
+    output_tokens_per_s,
+    step_seconds,
+    workload_of,
+)
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "plan.md"
 
@@ -33,7 +41,7 @@ def table() -> str:
         gpu = catalog.gpus[run.gpu]
         costs, _, _ = costs_for(gpu, data, catalog.gpus)
         context = run.prompt_tokens + run.output_tokens // 2
-        decode = 1 / step_seconds(item.geometry, item.checkpoint, gpu, costs, batch=1, context=context)
+        decode = 1 / step_seconds(Served(item.geometry, item.checkpoint, gpu), costs, batch=1, context=context)
         call_s = call_seconds_of(item, gpu)
         workload = workload_of(item, gpu)
         cells = []
@@ -42,7 +50,7 @@ def table() -> str:
             if measured is None:
                 cells.append("—")
                 continue
-            predicted = output_tokens_per_s(item.geometry, item.checkpoint, gpu, costs, workload, streams)
+            predicted = output_tokens_per_s(Served(item.geometry, item.checkpoint, gpu), costs, workload, streams)
             cells.append(f"{measured:,.1f} / {predicted:,.1f} ({predicted / measured - 1:+.1%})")
         name = f"{run.model.removeprefix('gemma-4-')} {run.encoding} {run.gpu} vLLM {run.vllm_version}"
         if run.routing == "lockstep":

@@ -119,14 +119,13 @@ class SpeedQuestion:
         return {c: max(1, min(c, self.stream_limit)) for c in self.concurrency}
 
     def decode_rate(self, costs: StepCosts, bound: str = "central") -> float:
-        return 1.0 / step_seconds(
-            self.geometry, self.checkpoint, self.gpu, costs, batch=1, context=self.context, split=self.split(bound)
-        )
+        return 1.0 / step_seconds(self.served(bound), costs, batch=1, context=self.context)
 
     def rate(self, costs: StepCosts, streams: int, bound: str = "central") -> float:
-        return output_tokens_per_s(
-            self.geometry, self.checkpoint, self.gpu, costs, self.workload, streams, split=self.split(bound)
-        )
+        return output_tokens_per_s(self.served(bound), costs, self.workload, streams)
+
+    def served(self, bound: str = "central") -> Served:
+        return Served(self.geometry, self.checkpoint, self.gpu, self.split(bound))
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,19 +256,21 @@ def active_parameters(geometry: Geometry, checkpoint: Checkpoint) -> float:
     return body + geometry.vocab_size * geometry.hidden_size
 
 
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What a step runs on: ``checkpoint`` of the model of ``geometry`` on ``gpu``, or split over several."""
+
+    geometry: Geometry
+    checkpoint: Checkpoint
+    gpu: Gpu
+    split: Split = ONE_GPU
+
+
 def roofline_seconds(
-    geometry: Geometry,
-    checkpoint: Checkpoint,
-    gpu: Gpu,
-    efficiency: float,
-    *,
-    batch: int,
-    context: int,
-    distinct_tokens: int | None = None,
-    tensor_parallel_size: int = 1,
+    served: Served, efficiency: float, *, batch: int, context: int, distinct_tokens: int | None = None
 ) -> float:
     """The step's memory or compute time, whichever binds (on one GPU of a split: its shard, in parallel)."""
-    n = tensor_parallel_size
+    geometry, checkpoint, gpu, n = served.geometry, served.checkpoint, served.gpu, served.split.size
     weights = weight_bytes_per_step(
         geometry, checkpoint, batch, distinct_tokens=distinct_tokens, tensor_parallel_size=n
     )
@@ -282,21 +283,13 @@ def roofline_seconds(
 
 
 def step_seconds(
-    geometry: Geometry,
-    checkpoint: Checkpoint,
-    gpu: Gpu,
-    costs: StepCosts,
-    *,
-    batch: int,
-    context: int,
-    distinct_tokens: int | None = None,
-    split: Split = ONE_GPU,
+    served: Served, costs: StepCosts, *, batch: int, context: int, distinct_tokens: int | None = None
 ) -> float:
     roofline = roofline_seconds(
-        geometry, checkpoint, gpu, costs.bandwidth_efficiency, batch=batch, context=context,
-        distinct_tokens=distinct_tokens, tensor_parallel_size=split.size,
-    )  # fmt: skip
-    return costs.fixed_s + batch * costs.per_sequence_s + roofline + split.collective_seconds(geometry, batch)
+        served, costs.bandwidth_efficiency, batch=batch, context=context, distinct_tokens=distinct_tokens
+    )
+    split = served.split
+    return costs.fixed_s + batch * costs.per_sequence_s + roofline + split.collective_seconds(served.geometry, batch)
 
 
 def prefill_extra_seconds(
@@ -307,34 +300,18 @@ def prefill_extra_seconds(
     return flops / (gpu.fp16_tensor_tflops * 1e12 * COMPUTE_EFFICIENCY)
 
 
-def request_seconds(
-    geometry: Geometry,
-    checkpoint: Checkpoint,
-    gpu: Gpu,
-    costs: StepCosts,
-    workload: Workload,
-    streams: int,
-    split: Split = ONE_GPU,
-) -> float:
+def request_seconds(served: Served, costs: StepCosts, workload: Workload, streams: int) -> float:
     context = workload.prompt_tokens + workload.output_tokens // 2
     distinct = 1 if workload.streams_route_alike else streams
-    step = step_seconds(
-        geometry, checkpoint, gpu, costs, batch=streams, context=context, distinct_tokens=distinct, split=split
+    step = step_seconds(served, costs, batch=streams, context=context, distinct_tokens=distinct)
+    prefill = prefill_extra_seconds(
+        served.geometry, served.checkpoint, served.gpu, workload.prompt_tokens, served.split.size
     )
-    prefill = prefill_extra_seconds(geometry, checkpoint, gpu, workload.prompt_tokens, split.size)
     return workload.call_s + prefill + workload.output_tokens * step
 
 
-def output_tokens_per_s(
-    geometry: Geometry,
-    checkpoint: Checkpoint,
-    gpu: Gpu,
-    costs: StepCosts,
-    workload: Workload,
-    streams: int,
-    split: Split = ONE_GPU,
-) -> float:
-    seconds = request_seconds(geometry, checkpoint, gpu, costs, workload, streams, split)
+def output_tokens_per_s(served: Served, costs: StepCosts, workload: Workload, streams: int) -> float:
+    seconds = request_seconds(served, costs, workload, streams)
     return streams * workload.output_tokens / seconds
 
 
@@ -406,16 +383,14 @@ def calibrate(runs: Iterable[SpeedRun], gpu: Gpu) -> StepCosts:
         context = run.prompt_tokens + run.output_tokens // 2
         call_s = call_seconds_of(item, gpu)
         prefill_s = prefill_extra_seconds(item.geometry, item.checkpoint, gpu, run.prompt_tokens)
-        one = roofline_seconds(item.geometry, item.checkpoint, gpu, efficiency, batch=1, context=context)
+        served = Served(item.geometry, item.checkpoint, gpu)
+        one = roofline_seconds(served, efficiency, batch=1, context=context)
         for streams, rate in run.output_tokens_per_s.items():
             if streams == 1:
                 continue
             step = (streams * run.output_tokens / rate - call_s - prefill_s) / run.output_tokens
             distinct = 1 if run.routing == "lockstep" else streams
-            roofline = roofline_seconds(
-                item.geometry, item.checkpoint, gpu, efficiency, batch=streams, context=context,
-                distinct_tokens=distinct,
-            )  # fmt: skip
+            roofline = roofline_seconds(served, efficiency, batch=streams, context=context, distinct_tokens=distinct)
             per_stream.append((step - 1.0 / run.decode_tokens_per_s - (roofline - one)) / (streams - 1))
     per_sequence_s = max(0.0, sum(per_stream) / len(per_stream)) if per_stream else 0.0
     return StepCosts(efficiency, intercept_s - per_sequence_s, per_sequence_s, (gpu.key,))
@@ -460,11 +435,12 @@ def check_error(data: SpeedData, gpus: dict[str, Gpu], geometry: Geometry) -> fl
         gpu = gpus[run.gpu]
         costs, _, _ = costs_for(gpu, data, gpus)
         context = run.prompt_tokens + run.output_tokens // 2
-        decode = 1.0 / step_seconds(item.geometry, item.checkpoint, gpu, costs, batch=1, context=context)
+        served = Served(item.geometry, item.checkpoint, gpu)
+        decode = 1.0 / step_seconds(served, costs, batch=1, context=context)
         worst = max(worst, abs(decode / run.decode_tokens_per_s - 1))
         workload = workload_of(item, gpu)
         for streams, rate in run.output_tokens_per_s.items():
-            predicted = output_tokens_per_s(item.geometry, item.checkpoint, gpu, costs, workload, streams)
+            predicted = output_tokens_per_s(served, costs, workload, streams)
             worst = max(worst, abs(predicted / rate - 1))
     return worst
 

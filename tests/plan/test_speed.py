@@ -17,6 +17,7 @@ from gemmaserve.cli import app
 from gemmaserve.errors import UnknownName, UsageError
 from gemmaserve.plan import PlanRequest, plan
 from gemmaserve.speed import (
+    Served,
     SpeedQuestion,
     StepCosts,
     Workload,
@@ -85,9 +86,9 @@ def test_kv_reads_grow_with_context_until_the_sliding_window_then_only_for_full_
 def test_large_batches_become_compute_bound() -> None:
     costs = StepCosts(0.9, 0.0, 0.0, ("l4",))
     checkpoint = E4B.encodings["bf16"]
-    small = [step_seconds(E4B.geometry, checkpoint, L4, costs, batch=b, context=1) for b in (1, 2)]
+    small = [step_seconds(Served(E4B.geometry, checkpoint, L4), costs, batch=b, context=1) for b in (1, 2)]
     assert small[1] == pytest.approx(small[0], rel=0.01)  # memory-bound: a second sequence is nearly free
-    large = [step_seconds(E4B.geometry, checkpoint, L4, costs, batch=b, context=1) for b in (4096, 8192)]
+    large = [step_seconds(Served(E4B.geometry, checkpoint, L4), costs, batch=b, context=1) for b in (4096, 8192)]
     assert large[1] == pytest.approx(2 * large[0], rel=0.01)  # compute-bound: twice the tokens, twice the time
 
 
@@ -102,7 +103,9 @@ def test_constants_come_from_calibration_runs_alone() -> None:
     for run in DATA.runs:
         if run.role == "calibration" and run.gpu == "l4":  # the solved constants reproduce what they came from
             item = _resolve(run)
-            rate = 1 / step_seconds(item.geometry, item.checkpoint, L4, costs, batch=1, context=run.prompt_tokens + 128)
+            rate = 1 / step_seconds(
+                Served(item.geometry, item.checkpoint, L4), costs, batch=1, context=run.prompt_tokens + 128
+            )
             assert rate == pytest.approx(run.decode_tokens_per_s, rel=0.01)
 
 
@@ -112,10 +115,12 @@ def _predicted(run: SpeedRun) -> tuple[float, dict[int, float]]:
     item = _resolve(run)
     gpu = GPUS[run.gpu]
     costs, _, _ = costs_for(gpu, DATA, GPUS)
-    decode = 1 / step_seconds(item.geometry, item.checkpoint, gpu, costs, batch=1, context=run.prompt_tokens + 128)
+    decode = 1 / step_seconds(
+        Served(item.geometry, item.checkpoint, gpu), costs, batch=1, context=run.prompt_tokens + 128
+    )
     workload = workload_of(item, gpu)
     levels = {
-        streams: output_tokens_per_s(item.geometry, item.checkpoint, gpu, costs, workload, streams)
+        streams: output_tokens_per_s(Served(item.geometry, item.checkpoint, gpu), costs, workload, streams)
         for streams in run.output_tokens_per_s
     }
     return decode, levels
@@ -153,8 +158,8 @@ def test_streams_in_lockstep_route_a_moe_batch_to_one_tokens_experts() -> None:
     )
     alike, apart = Workload(44, 256, 0.01, streams_route_alike=True), Workload(44, 256, 0.01)
     costs, _, _ = costs_for(H200, DATA, GPUS)
-    fast = output_tokens_per_s(MOE.geometry, checkpoint, H200, costs, alike, 16)
-    assert fast > 2 * output_tokens_per_s(MOE.geometry, checkpoint, H200, costs, apart, 16)
+    fast = output_tokens_per_s(Served(MOE.geometry, checkpoint, H200), costs, alike, 16)
+    assert fast > 2 * output_tokens_per_s(Served(MOE.geometry, checkpoint, H200), costs, apart, 16)
     # The 26B A4B run on the H200 (dummy weights) is recorded as lockstep: its 16 streams stepped in
     # 4.72 ms (median gap), one stream in 4.07 ms: one token's experts, not the ~82 of 128 that 16
     # independent tokens would read.
