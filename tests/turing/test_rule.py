@@ -10,7 +10,9 @@ from gemmaserve.turing.rule import (
     MIN_TILE_SIZE,
     STOCK_NUM_WARPS,
     LaunchParams,
+    LaunchShape,
     MeasuredLaunch,
+    SmemDevice,
     block_m_for,
     choose_launch,
     clamp_tile_size,
@@ -38,13 +40,9 @@ def test_model_matches_the_compiler_on_sm75_fp16(head: int, tile: int, expected:
 
 def test_gemma4_global_layer_on_t4_is_clamped_to_exactly_the_limit() -> None:
     choice = choose_launch(
-        capability=(7, 5),
-        smem_limit_bytes=OPTIN_SM75,
-        head_size_padded=512,
-        element_size=2,
-        block_size=16,
-        stock=LaunchParams(tile_size=32, block_m=16, num_stages=3),
-        num_queries_per_kv=8,
+        SmemDevice(capability=(7, 5), smem_limit_bytes=OPTIN_SM75),
+        LaunchShape(head_size_padded=512, element_size=2, num_queries_per_kv=8, block_size=16),
+        LaunchParams(tile_size=32, block_m=16, num_stages=3),
     )
     assert choice.changed and choice.fits
     assert choice.launch == LaunchParams(tile_size=16, block_m=16, num_stages=3, num_warps=8)
@@ -55,13 +53,9 @@ def test_gemma4_global_layer_on_t4_is_clamped_to_exactly_the_limit() -> None:
 def test_ampere_and_newer_keep_the_stock_launch_even_when_the_model_would_not_fit(capability: tuple[int, int]) -> None:
     stock = LaunchParams(tile_size=32, block_m=16, num_stages=2)
     choice = choose_launch(
-        capability=capability,
-        smem_limit_bytes=1,
-        head_size_padded=512,
-        element_size=2,
-        block_size=16,
-        stock=stock,
-        num_queries_per_kv=8,
+        SmemDevice(capability=capability, smem_limit_bytes=1),
+        LaunchShape(head_size_padded=512, element_size=2, num_queries_per_kv=8, block_size=16),
+        stock,
     )
     assert choice.launch == stock and not choice.changed and choice.smem_bytes is None
 
@@ -88,13 +82,9 @@ def test_rule_equals_brute_force_for_every_stock_tile(
     for tile, stages in itertools.product(TILES, (1, 2, 3)):
         stock = LaunchParams(tile_size=tile, block_m=block_m, num_stages=stages)
         choice = choose_launch(
-            capability=capability,
-            smem_limit_bytes=limit,
-            head_size_padded=head,
-            element_size=element,
-            block_size=16,
-            stock=stock,
-            num_queries_per_kv=8,
+            SmemDevice(capability=capability, smem_limit_bytes=limit),
+            LaunchShape(head_size_padded=head, element_size=element, num_queries_per_kv=8, block_size=16),
+            stock,
         )
         best = _brute_force(capability, limit, head, element, stock)
         embedded = clamp_tile_size(capability[0], limit, head, element, tile, block_m)
@@ -116,14 +106,9 @@ def test_rule_equals_brute_force_for_every_stock_tile(
 def test_margin_is_honoured() -> None:
     stock = LaunchParams(tile_size=32, block_m=16, num_stages=1)
     choice = choose_launch(
-        capability=(7, 5),
-        smem_limit_bytes=OPTIN_SM75,
-        head_size_padded=512,
-        element_size=2,
-        block_size=16,
-        stock=stock,
-        num_queries_per_kv=8,
-        margin_bytes=1,
+        SmemDevice(capability=(7, 5), smem_limit_bytes=OPTIN_SM75, margin_bytes=1),
+        LaunchShape(head_size_padded=512, element_size=2, num_queries_per_kv=8, block_size=16),
+        stock,
     )
     assert not choice.fits  # tile 16 needs exactly the limit, nothing is left for a margin
     assert clamp_tile_size(7, OPTIN_SM75, 512, 2, 32, 16, margin_bytes=1) == MIN_TILE_SIZE
@@ -144,13 +129,9 @@ def test_margin_is_honoured() -> None:
 def test_impossible_inputs_are_refused(head: int, tile: int, block_m: int, element: int, warps: int) -> None:
     with pytest.raises(ValueError):
         choose_launch(
-            capability=(7, 5),
-            smem_limit_bytes=OPTIN_SM75,
-            head_size_padded=head,
-            element_size=element,
-            block_size=16,
-            stock=LaunchParams(tile_size=tile, block_m=block_m, num_stages=1, num_warps=warps),
-            num_queries_per_kv=8,
+            SmemDevice(capability=(7, 5), smem_limit_bytes=OPTIN_SM75),
+            LaunchShape(head_size_padded=head, element_size=element, num_queries_per_kv=8, block_size=16),
+            LaunchParams(tile_size=tile, block_m=block_m, num_stages=1, num_warps=warps),
         )
 
 
@@ -175,15 +156,16 @@ def test_every_table_launch_changes_only_where_vllms_own_launch_overflows(
     for stock_tile in (16, 32, 64, 128):
         stock = LaunchParams(tile_size=stock_tile, block_m=block_m, num_stages=3)
         choice = choose_launch(
-            capability=capability,
-            smem_limit_bytes=limit,
-            head_size_padded=head,
-            element_size=2,
-            block_size=16,
-            stock=stock,
-            num_queries_per_kv=per_kv,
-            sliding_window=window,
-            is_3d=is_3d,
+            SmemDevice(capability=capability, smem_limit_bytes=limit),
+            LaunchShape(
+                head_size_padded=head,
+                element_size=2,
+                num_queries_per_kv=per_kv,
+                block_size=16,
+                sliding_window=window,
+                is_3d=is_3d,
+            ),
+            stock,
         )
         where = (capability, stock_tile, choice.reason)
         if capability[0] >= 8 or kernel_smem_bytes(head, stock_tile, block_m, 2) <= limit:
@@ -201,15 +183,16 @@ def test_on_a_v100_no_gemma4_launch_changes() -> None:
     ):
         stock = LaunchParams(tile_size=stock_tile, block_m=16, num_stages=3)
         choice = choose_launch(
-            capability=(7, 0),
-            smem_limit_bytes=98_304,
-            head_size_padded=head,
-            element_size=2,
-            block_size=16,
-            stock=stock,
-            num_queries_per_kv=per_kv,
-            sliding_window=window,
-            is_3d=is_3d,
+            SmemDevice(capability=(7, 0), smem_limit_bytes=98_304),
+            LaunchShape(
+                head_size_padded=head,
+                element_size=2,
+                num_queries_per_kv=per_kv,
+                block_size=16,
+                sliding_window=window,
+                is_3d=is_3d,
+            ),
+            stock,
         )
         assert choice.launch == stock and not choice.changed, choice.reason
 
@@ -238,34 +221,38 @@ def test_warps_change_only_before_ampere_for_tabled_16_bit_launches_that_overflo
 
 @pytest.mark.parametrize("is_3d", [False, True])
 def test_choice_on_t4_for_both_gemma4_layer_kinds(is_3d: bool) -> None:
-    t4 = {"capability": (7, 5), "smem_limit_bytes": OPTIN_SM75, "element_size": 2, "block_size": 16, "is_3d": is_3d}
+    t4 = SmemDevice(capability=(7, 5), smem_limit_bytes=OPTIN_SM75)
     stock_tile = 32 if not is_3d else 16
     stock = LaunchParams(tile_size=stock_tile, block_m=16, num_stages=3)
-    glob = choose_launch(head_size_padded=512, stock=stock, num_queries_per_kv=8, **t4)  # type: ignore[arg-type]
+    glob = choose_launch(
+        t4, LaunchShape(head_size_padded=512, element_size=2, num_queries_per_kv=8, is_3d=is_3d), stock
+    )
     if is_3d:  # vLLM's decode tile 16 needs exactly the limit: its launch stays as it is
         assert glob.launch == stock and not glob.changed
     else:
         assert glob.launch == LaunchParams(tile_size=16, block_m=16, num_stages=3, num_warps=8)
         assert glob.changed and glob.smem_bytes == OPTIN_SM75
     for per_kv, window in ((8, 512), (4, 512), (2, 1024)):
-        sliding = choose_launch(
-            head_size_padded=256, stock=stock, num_queries_per_kv=per_kv, sliding_window=window, **t4
-        )  # type: ignore[arg-type]
+        shape = LaunchShape(
+            head_size_padded=256, element_size=2, num_queries_per_kv=per_kv, sliding_window=window, is_3d=is_3d
+        )
+        sliding = choose_launch(t4, shape, stock)
         assert sliding.launch == stock and not sliding.changed  # 49,152 B or less: fits, untouched
-    on_l4 = choose_launch(head_size_padded=512, stock=stock, num_queries_per_kv=8, **{**t4, "capability": (8, 9)})  # type: ignore[arg-type]
+    l4 = t4.model_copy(update={"capability": (8, 9)})
+    on_l4 = choose_launch(
+        l4, LaunchShape(head_size_padded=512, element_size=2, num_queries_per_kv=8, is_3d=is_3d), stock
+    )
     assert on_l4.launch.num_warps == STOCK_NUM_WARPS and not on_l4.changed
 
 
 @pytest.mark.parametrize(("capability", "element"), [((7, 5), 4), ((6, 0), 2), ((8, 9), 2)])
 def test_the_reason_names_warps_only_where_they_change(capability: tuple[int, int], element: int) -> None:
     choice = choose_launch(
-        capability=capability,
-        smem_limit_bytes=49_152 if capability[0] == 6 else OPTIN_SM75,
-        head_size_padded=512 if element == 2 else 256,
-        element_size=element,
-        block_size=16,
-        stock=LaunchParams(tile_size=32, block_m=16, num_stages=3),
-        num_queries_per_kv=8,
+        SmemDevice(capability=capability, smem_limit_bytes=49_152 if capability[0] == 6 else OPTIN_SM75),
+        LaunchShape(
+            head_size_padded=512 if element == 2 else 256, element_size=element, num_queries_per_kv=8, block_size=16
+        ),
+        LaunchParams(tile_size=32, block_m=16, num_stages=3),
     )
     assert choice.launch.num_warps == STOCK_NUM_WARPS and "num_warps" not in choice.reason
 

@@ -34,6 +34,10 @@ def kernel_smem_bytes(head_size_padded: int, tile_size: int, block_m: int, eleme
     return 2 * element_size * head_size_padded * (tile_size + block_m)
 
 
+# ``clamp_tile_size`` and ``launch_num_warps`` take flat builtins on purpose: ``block.py`` embeds their source
+# verbatim in vLLM's file, where neither gemmaserve nor pydantic can be imported, and calls them there with
+# the kernel's own keyword arguments. Python callers group their inputs (``SmemDevice``, ``LaunchShape``) and go
+# through ``choose_launch``.
 def clamp_tile_size(
     capability_major: int,
     smem_limit_bytes: int,
@@ -182,19 +186,33 @@ def next_power_of_2(value: int) -> int:
     return 1 if value <= 1 else 1 << (value - 1).bit_length()
 
 
-def choose_launch(
-    *,
-    capability: tuple[int, int],
-    smem_limit_bytes: int,
-    head_size_padded: int,
-    element_size: int,
-    block_size: int,
-    stock: LaunchParams,
-    num_queries_per_kv: int,
-    sliding_window: int = 0,
-    is_3d: bool = False,
-    margin_bytes: int = SMEM_MARGIN_BYTES,
-) -> LaunchChoice:
+class SmemDevice(BaseModel):
+    """The GPU a launch is chosen for: its compute capability and the shared memory one block may opt into,
+    less ``margin_bytes`` kept free."""
+
+    model_config = ConfigDict(frozen=True)
+
+    capability: tuple[int, int]
+    smem_limit_bytes: int
+    margin_bytes: int = SMEM_MARGIN_BYTES
+
+
+class LaunchShape(BaseModel):
+    """What the attention layer fixes of a launch: its padded head, element size, KV block size, query heads
+    per KV head and window (two of the kernel's compile-time constants the measured warps depend on), and
+    whether the grid is the split-KV decode one (3D)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    head_size_padded: int
+    element_size: int
+    num_queries_per_kv: int
+    block_size: int = 16
+    sliding_window: int = 0
+    is_3d: bool = False
+
+
+def choose_launch(device: SmemDevice, shape: LaunchShape, stock: LaunchParams) -> LaunchChoice:
     """vLLM's launch, unchanged, on sm >= 80 and wherever it fits; else the largest tile that fits, then warps.
 
     The tile is ``clamp_tile_size``'s, num_warps is ``launch_num_warps``'s for the launch that tile
@@ -205,6 +223,9 @@ def choose_launch(
     Raises:
         ValueError: on inputs that no launch can have (non-power-of-two head or tile, sizes <= 0).
     """
+    capability, smem_limit_bytes, margin_bytes = device.capability, device.smem_limit_bytes, device.margin_bytes
+    head_size_padded, element_size, block_size = shape.head_size_padded, shape.element_size, shape.block_size
+    num_queries_per_kv, sliding_window, is_3d = shape.num_queries_per_kv, shape.sliding_window, shape.is_3d
     _check_inputs(head_size_padded, element_size, block_size, stock, num_queries_per_kv)
     if capability[0] >= AMPERE_MAJOR:
         return LaunchChoice(

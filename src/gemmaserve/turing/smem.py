@@ -35,7 +35,9 @@ from gemmaserve.turing.rule import (
     MIN_TILE_SIZE,
     STOCK_NUM_WARPS,
     LaunchParams,
+    LaunchShape,
     MeasuredLaunch,
+    SmemDevice,
     block_m_for,
     choose_launch,
     kernel_smem_bytes,
@@ -284,17 +286,15 @@ def _spec(geometry: LayerGeometry, launch: LaunchParams, is_3d: bool) -> LaunchS
 def _rule_launch(
     capability: int, limit: int, geometry: LayerGeometry, stock: LaunchParams, is_3d: bool
 ) -> LaunchParams:
-    return choose_launch(
-        capability=(capability // 10, capability % 10),
-        smem_limit_bytes=limit,
+    device = SmemDevice(capability=(capability // 10, capability % 10), smem_limit_bytes=limit)
+    shape = LaunchShape(
         head_size_padded=geometry.head_size,
         element_size=ELEMENT_SIZE,
-        block_size=16,
-        stock=stock,
         num_queries_per_kv=geometry.num_queries_per_kv,
         sliding_window=geometry.sliding_window,
         is_3d=is_3d,
-    ).launch
+    )
+    return choose_launch(device, shape, stock).launch
 
 
 def compile_report(
