@@ -59,7 +59,8 @@ def test_search_picks_what_the_rule_launches_for_head_512(vllm_kernel_files: dic
 
     e2b_global = next(g for g in smem.layer_geometries((512,)) if g.models == ("gemma-4-e2b",))
     found = smem.search_launches(
-        vllm_file=str(vllm_kernel_files["0.26.0"]), head_sizes=(512,), warps=(4, 8), geometries=[e2b_global]
+        smem.KernelTarget(str(vllm_kernel_files["0.26.0"]), head_sizes=(512,)),
+        smem.SearchSpace(warps=(4, 8), geometries=(e2b_global,)),
     )
     assert found.rule_agrees, found.picks
     by_layout = {pick.layout: pick for pick in found.picks}

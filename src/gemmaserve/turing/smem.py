@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 import types
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -230,6 +231,35 @@ class SmemResult(BaseModel):
     rule_agrees: bool | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class CompileDeps:
+    """What a compile run reports to and is stopped by, and the compiler and clock it uses (tests hand in fakes)."""
+
+    progress: ProgressCallback | None = None
+    cancel: CancelToken | None = None
+    compiler: Callable[[types.ModuleType, Any, int], Compiler] = kernel_compiler
+    clock: Callable[[], float] = time.monotonic
+
+
+@dataclass(frozen=True, slots=True)
+class KernelTarget:
+    """Which kernel file is compiled, for which GPU architecture, at which Gemma 4 head sizes."""
+
+    vllm_file: str
+    arch: str = "sm_75"
+    head_sizes: tuple[int, ...] = (256, 512)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSpace:
+    """What the launch search tries: the warps of each smaller tile, the stages a pick is compiled again at,
+    and the layer geometries (None: every Gemma 4 layer with one of the target's head sizes)."""
+
+    warps: tuple[int, ...] = SEARCH_WARPS
+    stage_checks: tuple[int, ...] = (1,)
+    geometries: tuple[LayerGeometry, ...] | None = None
+
+
 def compile_smem(
     request: SmemRequest,
     *,
@@ -244,13 +274,11 @@ def compile_smem(
     for a minute or more on a small machine); ``cancel`` stops it between two compiles. Raises
     MissingExtra, UsageError (no kernel file: the hint names --vllm-file).
     """
-    path = request.vllm_file or _installed_kernel_file(request.python)
-    seams: dict[str, Any] = {"progress": progress, "cancel": cancel, "compiler": compiler, "clock": clock}
+    target = KernelTarget(request.vllm_file or _installed_kernel_file(request.python), request.arch, request.head_size)
+    deps = CompileDeps(progress=progress, cancel=cancel, compiler=compiler, clock=clock)
     if request.search:
-        return search_launches(vllm_file=path, arch=request.arch, head_sizes=request.head_size, **seams)
-    return compile_report(
-        vllm_file=path, arch=request.arch, head_sizes=request.head_size, num_warps=request.num_warps, **seams
-    )
+        return search_launches(target, deps=deps)
+    return compile_report(target, request.num_warps, deps)
 
 
 def _installed_kernel_file(python: str | None) -> str:
@@ -297,25 +325,16 @@ def _rule_launch(
     return choose_launch(device, shape, stock).launch
 
 
-def compile_report(
-    *,
-    vllm_file: str,
-    arch: str = "sm_75",
-    head_sizes: tuple[int, ...] = (256, 512),
-    num_warps: int = NUM_WARPS,
-    progress: ProgressCallback | None = None,
-    cancel: CancelToken | None = None,
-    compiler: Callable[[types.ModuleType, Any, int], Compiler] = kernel_compiler,
-    clock: Callable[[], float] = time.monotonic,
-) -> SmemReport:
-    """Compile every Gemma 4 launch stock (``num_warps``) and as the rule launches it, for ``arch``.
+def compile_report(target: KernelTarget, num_warps: int = NUM_WARPS, deps: CompileDeps = CompileDeps()) -> SmemReport:
+    """Compile every Gemma 4 launch stock (``num_warps``) and as the rule launches it, for the target's arch.
 
     Raises MissingExtra, UsageError.
     """
     triton = _require_kernel_extra()
-    capability, limit, module, path = _prepare(vllm_file, arch)
+    arch = target.arch
+    capability, limit, module, path = _prepare(target.vllm_file, arch)
     plan: list[tuple[LayerGeometry, str, str, LaunchParams, LaunchParams]] = []
-    for geometry in layer_geometries(head_sizes):
+    for geometry in layer_geometries(target.head_sizes):
         for phase, layout, prefill_tile in PHASES:
             stock_tile = module._get_tile_size(geometry.head_size, geometry.sliding_window, ELEMENT_SIZE, prefill_tile)
             stock = LaunchParams(
@@ -324,7 +343,7 @@ def compile_report(
             rule = _rule_launch(capability, limit, geometry, stock, layout == "3D")
             plan.append((geometry, phase, layout, stock, rule))
     distinct = {_spec(g, launch, layout == "3D") for g, _, layout, stock, rule in plan for launch in (stock, rule)}
-    run = CompileRun(compiler(module, triton, capability), len(distinct), progress=progress, cancel=cancel, clock=clock)
+    run = _compile_run(deps, module, triton, capability, len(distinct))
     rows: list[SmemRow] = []
     for geometry, phase, layout, stock, rule in plan:
         for variant, launch in (("stock", stock), ("clamped", rule)):
@@ -380,30 +399,20 @@ def candidate_launches(stock: LaunchParams, *, overflows: bool, warps: tuple[int
 
 
 def search_launches(
-    *,
-    vllm_file: str,
-    arch: str = "sm_75",
-    head_sizes: tuple[int, ...] = (256, 512),
-    warps: tuple[int, ...] = SEARCH_WARPS,
-    stage_checks: tuple[int, ...] = (1,),
-    geometries: list[LayerGeometry] | None = None,
-    progress: ProgressCallback | None = None,
-    cancel: CancelToken | None = None,
-    compiler: Callable[[types.ModuleType, Any, int], Compiler] = kernel_compiler,
-    clock: Callable[[], float] = time.monotonic,
+    target: KernelTarget, space: SearchSpace = SearchSpace(), deps: CompileDeps = CompileDeps()
 ) -> LaunchSearch:
     """Per Gemma 4 layer geometry and grid: vLLM's launch where it fits, else the candidate that spills least.
 
     A launch whose stock tile overflows (by the rule's model, which the stock compile checks) gets
-    every smaller tile at each of ``warps`` compiled (``candidate_launches``), and its pick compiled
-    again at ``stage_checks`` stages to show the figures do not depend on them; a launch that fits
-    is compiled stock only. ``geometries`` defaults to every Gemma 4 layer with one of ``head_sizes``.
-    Raises MissingExtra, UsageError.
+    every smaller tile at each of the space's ``warps`` compiled (``candidate_launches``), and its pick
+    compiled again at ``stage_checks`` stages to show the figures do not depend on them; a launch that
+    fits is compiled stock only. Raises MissingExtra, UsageError.
     """
     triton = _require_kernel_extra()
-    capability, limit, module, path = _prepare(vllm_file, arch)
+    capability, limit, module, path = _prepare(target.vllm_file, target.arch)
+    warps, stage_checks, geometries = space.warps, space.stage_checks, space.geometries
     plan: list[tuple[LayerGeometry, str, LaunchParams, list[LaunchParams]]] = []
-    for geometry in layer_geometries(head_sizes) if geometries is None else geometries:
+    for geometry in layer_geometries(target.head_sizes) if geometries is None else geometries:
         for layout, prefill_tile in (("2D", True), ("3D", False)):
             stock_tile = module._get_tile_size(geometry.head_size, geometry.sliding_window, ELEMENT_SIZE, prefill_tile)
             stock = LaunchParams(
@@ -415,7 +424,7 @@ def search_launches(
             )
             plan.append((geometry, layout, stock, candidate_launches(stock, overflows=overflows, warps=warps)))
     planned = sum(len(candidates) + (len(stage_checks) if len(candidates) > 1 else 0) for *_, candidates in plan)
-    run = CompileRun(compiler(module, triton, capability), planned, progress=progress, cancel=cancel, clock=clock)
+    run = _compile_run(deps, module, triton, capability, planned)
     rows: list[SearchRow] = []
     picks: list[SearchPick] = []
     for geometry, layout, stock, candidates in plan:
@@ -426,7 +435,8 @@ def search_launches(
             for launch, figures in compiled
         ]
         picked = pick_launch(measured, smem_limit_bytes=limit, stock=stock)
-        rows += [_search_row(geometry, layout, launch, figures, limit, stock, picked) for launch, figures in compiled]
+        searched = _Searched(geometry, layout, stock, picked, limit)
+        rows += [_search_row(searched, launch, figures) for launch, figures in compiled]
         rule = _rule_launch(capability, limit, geometry, stock, is_3d)
         checked, independent = [], True
         if len(candidates) > 1:
@@ -456,7 +466,7 @@ def search_launches(
         )
     return LaunchSearch(
         vllm_file=str(path),
-        arch=arch,
+        arch=target.arch,
         triton_version=triton.__version__,
         smem_limit_bytes=limit,
         rows=rows,
@@ -465,18 +475,27 @@ def search_launches(
     )
 
 
-def _search_row(
-    geometry: LayerGeometry,
-    layout: str,
-    launch: LaunchParams,
-    figures: LaunchFigures,
-    limit: int,
-    stock: LaunchParams,
-    picked: MeasuredLaunch | None,
-) -> SearchRow:
+def _compile_run(deps: CompileDeps, module: types.ModuleType, triton: Any, capability: int, planned: int) -> CompileRun:
+    compiler = deps.compiler(module, triton, capability)
+    return CompileRun(compiler, planned, progress=deps.progress, cancel=deps.cancel, clock=deps.clock)
+
+
+@dataclass(frozen=True, slots=True)
+class _Searched:
+    """One launch searched: its layer and grid, vLLM's own launch, the search's pick and the smem limit."""
+
+    geometry: LayerGeometry
+    layout: str
+    stock: LaunchParams
+    picked: MeasuredLaunch | None
+    limit: int
+
+
+def _search_row(searched: _Searched, launch: LaunchParams, figures: LaunchFigures) -> SearchRow:
+    stock, picked, limit = searched.stock, searched.picked, searched.limit
     return SearchRow(
-        **geometry.shape(),
-        layout=layout,
+        **searched.geometry.shape(),
+        layout=searched.layout,
         tile_size=launch.tile_size,
         block_m=launch.block_m,
         num_warps=launch.num_warps,
