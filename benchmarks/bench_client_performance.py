@@ -482,7 +482,7 @@ def _client_command_gemmaserve(
 
 def client_run(url: str, streams: int, requests: int, tokens: int, processes: int, out: Path) -> int:
     """The gemmaserve side of --side-by-side, in its own process: the sharded client, no guard."""
-    from gemmaserve.bench.shards import run_sharded_batch
+    from gemmaserve.bench.shards import ShardedRun, run_sharded_batch
 
     batch = run_sharded_batch(
         url,
@@ -490,10 +490,7 @@ def client_run(url: str, streams: int, requests: int, tokens: int, processes: in
             (f"s{i}", ChatRequest(synthetic_prompt(32, seed=1, salt=("side", i)), tokens, ignore_eos=True))
             for i in range(requests)
         ],
-        processes=processes,
-        concurrency=streams,
-        timeout_s=300,
-        raise_on_saturation=False,
+        ShardedRun(processes=processes, concurrency=streams, timeout_s=300, raise_on_saturation=False),
     )
     ok = [o for o in batch.batch.outcomes if o.success and o.metrics]
     out.write_text(
@@ -698,7 +695,7 @@ def scale_check(
     client_cpus: set[int] | None = None,
     server_cpus: set[int] | None = None,
 ) -> dict[str, Any]:
-    from gemmaserve.bench.shards import run_sharded_batch
+    from gemmaserve.bench.shards import ShardedRun, run_sharded_batch
     from gemmaserve.errors import ClientSaturated
 
     config = MockConfig(ttft_s=ttft_s, itl_s=itl_s, record=True)
@@ -716,7 +713,9 @@ def scale_check(
                 fetch_json(url + "/mock/requests", method="DELETE")
 
         try:
-            result = run_sharded_batch(server.url, requests, processes=processes, timeout_s=300, before_start=clear)
+            result = run_sharded_batch(
+                server.url, requests, ShardedRun(processes=processes, timeout_s=300), before_start=clear
+            )
         except ClientSaturated as exc:
             return {"streams": streams, "processes": processes, "saturated": exc.message, **exc.fields}
         records = _take_records(*shard_urls)

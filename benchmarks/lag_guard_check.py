@@ -25,7 +25,7 @@ from typing import Any
 
 from gemmaserve.bench import stats
 from gemmaserve.bench.engine import quantile
-from gemmaserve.bench.shards import DEFAULT_MAX_LAG_S, run_sharded_batch
+from gemmaserve.bench.shards import DEFAULT_MAX_LAG_S, ShardedRun, run_sharded_batch
 from gemmaserve.bench.transports import ChatRequest
 from gemmaserve.bench.workloads import synthetic_prompt
 from gemmaserve.testing.mock_server import MockConfig
@@ -48,9 +48,7 @@ def check(streams: int, hog: bool, server_cpu: int, client_cpu: int) -> dict[str
             result = run_sharded_batch(
                 server.url,
                 requests,
-                processes=1,
-                timeout_s=120,
-                raise_on_saturation=False,
+                ShardedRun(processes=1, timeout_s=120, raise_on_saturation=False),
                 before_start=lambda: fetch_json(server.url + "/mock/requests", method="DELETE"),
             )
             records = fetch_json(server.url + "/mock/requests")

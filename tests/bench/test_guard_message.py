@@ -9,7 +9,7 @@ import pytest
 
 from gemmaserve.bench.engine import LagVerdict, Outcome, window_cpu_share
 from gemmaserve.bench.metrics import compute_request_metrics
-from gemmaserve.bench.shards import saturation_error
+from gemmaserve.bench.shards import LaggedRun, MachineLoad, saturation_error
 from gemmaserve.bench.transports import ChatRequest, Chunk
 
 FIRST_TOKENS = "while the first tokens arrived"
@@ -20,12 +20,8 @@ def test_a_starved_one_stream_step_blames_the_machine_and_never_asks_for_more_pr
     error = saturation_error(
         "t decode #4, one process",
         LagVerdict(0.0104, 0.0104, FIRST_TOKENS),
-        max_lag_s=0.005,
-        cpu_share=0.06,
-        streams=1,
-        processes=1,
-        load_average=2.4,
-        cpu_count=2,
+        LaggedRun(0.005, 0.06, 1, 1),
+        MachineLoad(2.4, 2),
     )
     assert "the machine did not give it the CPU" in error.message
     assert "load average 2.4 on 2 cores" in error.message
@@ -37,22 +33,13 @@ def test_a_starved_one_stream_step_blames_the_machine_and_never_asks_for_more_pr
 
 @pytest.mark.parametrize("share", [0.02, 0.07, 0.3, 0.49])
 def test_a_client_that_used_little_cpu_is_never_told_to_shard(share: float) -> None:
-    error = saturation_error(
-        "w", LagVerdict(0.02, 0.03, "over the run"), max_lag_s=0.005, cpu_share=share, streams=512, processes=2
-    )
+    error = saturation_error("w", LagVerdict(0.02, 0.03, "over the run"), LaggedRun(0.005, share, 512, 2))
     assert "--client-processes" not in (error.hint or "") and "CPU-bound" not in error.message
 
 
 def test_a_busy_client_is_told_to_spread_its_streams() -> None:
     error = saturation_error(
-        "worker 0 of 4",
-        LagVerdict(0.178, 0.2, FIRST_TOKENS),
-        max_lag_s=0.005,
-        cpu_share=0.98,
-        streams=2048,
-        processes=4,
-        load_average=3.9,
-        cpu_count=16,
+        "worker 0 of 4", LagVerdict(0.178, 0.2, FIRST_TOKENS), LaggedRun(0.005, 0.98, 2048, 4), MachineLoad(3.9, 16)
     )
     assert "CPU-bound" in error.message
     assert "--client-processes" in (error.hint or "") and "taskset" not in (error.hint or "")

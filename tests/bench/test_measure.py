@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gemmaserve.bench import stats
-from gemmaserve.bench.measure import RunStatus, TargetOptions, measure_targets
+from gemmaserve.bench.measure import MeasureDeps, RunStatus, TargetOptions, measure_targets
 from gemmaserve.bench.schema import ClientSettings, RequestKind, load_result
 from gemmaserve.bench.transports import ChatRequest, Chunk, TargetSpec
 from gemmaserve.bench.workloads import plan_steps
@@ -33,7 +33,7 @@ def _small(**changes: object) -> ClientSettings:
 
 
 def test_small_run_writes_a_valid_complete_file(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
-    report = measure_targets([mock_server.url], tmp_path, settings=_small(), use_uvloop=False)
+    report = measure_targets([mock_server.url], tmp_path, settings=_small(), deps=MeasureDeps(use_uvloop=False))
     assert report.status == RunStatus.SUCCESS and report.exit_code == 0
     result = load_result(report.targets[0].path)
     assert result.completeness.finished == ["decode", "load:1", "load:3"] and not result.completeness.missing
@@ -113,7 +113,7 @@ def test_targets_are_interleaved_step_by_step(tmp_path: Path) -> None:
     a, b = "http://127.0.0.1:1", "http://127.0.0.1:2"
     settings = _small(concurrency_levels=[2], load_repeats=2)
     report = measure_targets(
-        [a, b, a], tmp_path, settings=settings, transport_factory=recorder.factory, use_uvloop=False
+        [a, b, a], tmp_path, settings=settings, deps=MeasureDeps(transport_factory=recorder.factory, use_uvloop=False)
     )
     order = [url for url, _ in recorder.calls]
     # warmup, 4 decode calls: one request per step, A B A each time; then the connection
@@ -126,7 +126,7 @@ def test_targets_are_interleaved_step_by_step(tmp_path: Path) -> None:
 
 def test_failures_are_results_and_the_run_goes_on(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
     mock_server.configure(fault="http_500", fault_every=4)
-    report = measure_targets([mock_server.url], tmp_path, settings=_small(), use_uvloop=False)
+    report = measure_targets([mock_server.url], tmp_path, settings=_small(), deps=MeasureDeps(use_uvloop=False))
     assert report.status == RunStatus.PARTIAL and report.exit_code == 1
     result = load_result(report.targets[0].path)
     assert not result.completeness.missing  # every phase still ran
@@ -138,7 +138,7 @@ def test_failures_are_results_and_the_run_goes_on(mock_server: ThreadedMockServe
 
 def test_short_replies_are_counted(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
     mock_server.configure(fault="short_reply", fault_every=2)
-    report = measure_targets([mock_server.url], tmp_path, settings=_small(), use_uvloop=False)
+    report = measure_targets([mock_server.url], tmp_path, settings=_small(), deps=MeasureDeps(use_uvloop=False))
     result = load_result(report.targets[0].path)
     assert result.failures.short_replies == result.failures.failed > 0
     short = [r for r in result.requests if not r.success]
@@ -154,7 +154,7 @@ def test_unreachable_target_is_recorded_and_the_others_measured(
     sock.bind(("127.0.0.1", 0))
     dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
     sock.close()
-    report = measure_targets([dead, mock_server.url], tmp_path, settings=_small(), use_uvloop=False)
+    report = measure_targets([dead, mock_server.url], tmp_path, settings=_small(), deps=MeasureDeps(use_uvloop=False))
     down, up = report.targets
     assert down.status == RunStatus.FAILED and down.failures_by_reason == {"connect_error": 1}
     assert down.missing == ["decode", "load:1", "load:3"] and down.note and "unreachable" in down.note
@@ -172,7 +172,9 @@ def test_interruption_keeps_finished_steps_and_says_what_is_missing(
         if "load:3" in event.message:  # type: ignore[attr-defined]
             raise KeyboardInterrupt
 
-    report = measure_targets([mock_server.url], tmp_path, settings=_small(), progress=progress, use_uvloop=False)
+    report = measure_targets(
+        [mock_server.url], tmp_path, settings=_small(), deps=MeasureDeps(progress=progress, use_uvloop=False)
+    )
     assert report.status == RunStatus.INTERRUPTED and report.exit_code == 130
     result = load_result(report.targets[0].path)
     assert result.completeness.interrupted and result.run.finished_at is None
@@ -193,9 +195,8 @@ def test_file_is_rewritten_after_every_step(mock_server: ThreadedMockServer, tmp
         [mock_server.url],
         tmp_path,
         settings=_small(),
-        progress=progress,
         target_options=[TargetOptions(label="t")],
-        use_uvloop=False,
+        deps=MeasureDeps(progress=progress, use_uvloop=False),
     )
     assert sizes[0] == 0 and sizes[-1] > 0 and sizes == sorted(sizes) and len(set(sizes)) >= 6
 
@@ -217,7 +218,7 @@ def test_quality_answers_are_scored_and_stored(tmp_path: Path) -> None:
             [running.url],
             tmp_path,
             settings=_small(decode_calls=0, load_repeats=0, quality_set="published-40"),
-            use_uvloop=False,
+            deps=MeasureDeps(use_uvloop=False),
         )
     result = load_result(report.targets[0].path)
     assert result.quality is not None and result.quality.total == 40 and len(result.quality.answers) == 40
@@ -235,7 +236,7 @@ def test_engine_log_facts_are_read(mock_server: ThreadedMockServer, tmp_path: Pa
         tmp_path / "out",
         settings=_small(decode_calls=0, load_repeats=0),
         target_options=[TargetOptions(log_path=str(log))],
-        use_uvloop=False,
+        deps=MeasureDeps(use_uvloop=False),
     )
     facts = load_result(report.targets[0].path).engine_facts
     # /metrics states the capacity itself (unrounded), so it wins; the log adds what only it says
@@ -245,7 +246,7 @@ def test_engine_log_facts_are_read(mock_server: ThreadedMockServer, tmp_path: Pa
 
 def test_sagemaker_target_through_the_event_stream_route(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
     target = f"sagemaker://gemma-mock?region=us-east-1&endpoint_url={mock_server.url}"
-    report = measure_targets([target], tmp_path, settings=_small(), use_uvloop=False)
+    report = measure_targets([target], tmp_path, settings=_small(), deps=MeasureDeps(use_uvloop=False))
     assert report.status == RunStatus.SUCCESS, report.targets[0].failures_by_reason
     result = load_result(report.targets[0].path)
     assert result.target.kind == "sagemaker" and result.target.label == "gemma-mock"
@@ -266,7 +267,7 @@ def test_empty_text_tokens_are_timed_like_any_other(tmp_path: Path, every: int) 
         decode_calls=3, decode_long_tokens=128, concurrency_levels=[], load_repeats=0, extra={"warmup_calls": 0}
     )
     with start_mock_process(config) as server:
-        report = measure_targets([server.url], tmp_path, settings=settings, use_uvloop=False)
+        report = measure_targets([server.url], tmp_path, settings=settings, deps=MeasureDeps(use_uvloop=False))
         records = fetch_json(server.url + "/mock/requests")
     result = load_result(report.targets[0].path)
     assert result.failures.failed == 0, result.failures.by_reason
@@ -340,9 +341,9 @@ def test_a_lagging_client_stops_the_run_instead_of_reporting_inflated_latencies(
             ["http://127.0.0.1:1"],
             tmp_path,
             settings=settings,
-            transport_factory=lambda spec: _LoopBlocking(spec.url),
-            cpu_clock=cpu_clock,
-            use_uvloop=False,
+            deps=MeasureDeps(
+                transport_factory=lambda spec: _LoopBlocking(spec.url), cpu_clock=cpu_clock, use_uvloop=False
+            ),
         )
     assert info.value.fields["lag_p50_s"] > 0.005
     assert cause in info.value.message and helps in (info.value.hint or "")

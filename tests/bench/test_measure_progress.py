@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmaserve.bench.measure import measure_targets
+from gemmaserve.bench.measure import MeasureDeps, measure_targets
 from gemmaserve.bench.requests import MeasureRequest
 from gemmaserve.bench.run_progress import MeasureProgress, StepWork
 from gemmaserve.bench.schema import ClientSettings, RequestKind, load_result
@@ -82,7 +82,9 @@ def test_remaining_extrapolates_the_pace_so_far(
 def test_events_count_requests_and_work_per_phase(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
     events: list[MeasureProgress] = []
     settings = _settings()
-    measure_targets([mock_server.url], tmp_path, settings=settings, progress=events.append, use_uvloop=False)
+    measure_targets(
+        [mock_server.url], tmp_path, settings=settings, deps=MeasureDeps(progress=events.append, use_uvloop=False)
+    )
     assert all(isinstance(event, ProgressEvent) for event in events)
     last = events[-1]
     planned = plan_steps(settings)
@@ -106,8 +108,7 @@ def test_a_long_request_moves_the_progress_while_it_streams(tmp_path: Path) -> N
             [server.url],
             tmp_path,
             settings=settings.model_copy(update={"extra": {"warmup_calls": 0}}),
-            progress=events.append,
-            use_uvloop=False,
+            deps=MeasureDeps(progress=events.append, use_uvloop=False),
         )
     during = [event for event in events if event.done_requests == 1 and "decode" in event.message]
     moving = [event.done_work for event in during]
@@ -123,7 +124,10 @@ def test_a_cancelled_run_stops_and_saves_marked_interrupted(mock_server: Threade
             cancel.cancel()
 
     report = measure_targets(
-        [mock_server.url], tmp_path, settings=_settings(), progress=progress, cancel=cancel, use_uvloop=False
+        [mock_server.url],
+        tmp_path,
+        settings=_settings(),
+        deps=MeasureDeps(progress=progress, cancel=cancel, use_uvloop=False),
     )
     assert report.status.value == "interrupted" and report.exit_code == 130
     result = load_result(report.targets[0].path)

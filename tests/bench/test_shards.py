@@ -8,7 +8,7 @@ import pytest
 
 from gemmaserve.bench.engine import LagVerdict, Outcome, first_token_lags, lag_over_budget, quantile
 from gemmaserve.bench.metrics import compute_request_metrics
-from gemmaserve.bench.shards import run_sharded_batch, saturation_error, split_requests
+from gemmaserve.bench.shards import LaggedRun, ShardedRun, run_sharded_batch, saturation_error, split_requests
 from gemmaserve.bench.transports import ChatRequest, Chunk
 from gemmaserve.errors import ClientSaturated, UsageError
 from gemmaserve.testing.mock_server import MockConfig
@@ -31,10 +31,8 @@ def test_sharded_burst_is_merged_in_order_and_timed_against_the_server() -> None
         result = run_sharded_batch(
             server.url,
             _requests(24, 20),
-            processes=3,
-            timeout_s=30,
+            ShardedRun(processes=3, timeout_s=30, max_lag_s=math.inf),
             before_start=lambda: fetch_json(server.url + "/mock/requests", method="DELETE"),
-            max_lag_s=math.inf,  # no budget: the timing relations, not this machine's load, are under test
         )
         records = fetch_json(server.url + "/mock/requests")
     outcomes = result.batch.outcomes
@@ -63,7 +61,7 @@ def test_a_lagging_client_stops_with_a_clear_message() -> None:
         pytest.raises(ClientSaturated, match="client could not keep time") as info,
     ):
         # a budget no event loop meets: the verdict path, not the machine, is under test here
-        run_sharded_batch(server.url, _requests(4, 40), processes=2, timeout_s=30, max_lag_s=-1.0)
+        run_sharded_batch(server.url, _requests(4, 40), ShardedRun(processes=2, timeout_s=30, max_lag_s=-1.0))
     # the worker used little CPU: the hint must not ask for more of them
     assert info.value.hint and ("--client-processes" in info.value.hint) == ("CPU-bound" in info.value.message)
     assert info.value.fields["processes"] == 2 and info.value.fields["streams"] == 4
@@ -71,7 +69,7 @@ def test_a_lagging_client_stops_with_a_clear_message() -> None:
 
 def test_no_request_is_a_usage_error() -> None:
     with pytest.raises(UsageError):
-        run_sharded_batch("http://127.0.0.1:9", [], processes=2)
+        run_sharded_batch("http://127.0.0.1:9", [], ShardedRun(processes=2))
 
 
 def _outcome(sent_s: float, ttft_s: float) -> Outcome:
@@ -125,12 +123,7 @@ def test_no_first_token_means_no_window() -> None:
 
 def test_the_saturation_message_says_when_the_loop_lagged() -> None:
     error = saturation_error(
-        "worker 0 of 4",
-        LagVerdict(0.015, 0.02, "while the first tokens arrived"),
-        max_lag_s=0.005,
-        cpu_share=0.91,
-        streams=2048,
-        processes=4,
+        "worker 0 of 4", LagVerdict(0.015, 0.02, "while the first tokens arrived"), LaggedRun(0.005, 0.91, 2048, 4)
     )
     assert "lagged 15.0 ms while the first tokens arrived (median; p90 20.0 ms)" in error.message
     assert "CPU-bound" in error.message
@@ -139,5 +132,7 @@ def test_the_saturation_message_says_when_the_loop_lagged() -> None:
 def test_every_shard_reports_its_lag_while_the_first_tokens_arrived() -> None:
     with start_mock_process(MockConfig(ttft_s=0.05, itl_s=0.01)) as server:
         # no budget: the report, not the verdict on this machine's load, is under test here
-        result = run_sharded_batch(server.url, _requests(8, 10), processes=2, timeout_s=30, max_lag_s=math.inf)
+        result = run_sharded_batch(
+            server.url, _requests(8, 10), ShardedRun(processes=2, timeout_s=30, max_lag_s=math.inf)
+        )
     assert all(0.0 <= s.first_token_lag_p50_s <= s.first_token_lag_p90_s for s in result.shards)

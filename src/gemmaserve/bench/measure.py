@@ -30,7 +30,7 @@ from typing import Any
 from gemmaserve import __version__
 from gemmaserve.bench import results, stats
 from gemmaserve.bench.client_overhead import OverheadMeter
-from gemmaserve.bench.engine import BatchResult, Outcome, StreamTally, lag_over_budget, run_batch
+from gemmaserve.bench.engine import BatchResult, lag_over_budget, run_batch
 from gemmaserve.bench.engine_facts import (
     build_engine_facts,
     facts_from_log,
@@ -60,7 +60,7 @@ from gemmaserve.bench.schema import (
     TargetKind,
     save_result,
 )
-from gemmaserve.bench.shards import judged_share, machine_load, saturation_error
+from gemmaserve.bench.shards import LaggedRun, judged_share, machine_load, saturation_error
 from gemmaserve.bench.transports import (
     Clock,
     TargetSpec,
@@ -188,6 +188,24 @@ def _host() -> HostInfo:
     )
 
 
+@dataclass(frozen=True)
+class MeasureDeps:
+    """What a measure run is wired to: the transport per target (tests inject one; called in the event loop),
+    its clocks, where progress goes and what cancels it, the command line recorded in each file, and
+    whether the loop is uvloop's.
+
+    ``cancel`` is checked between steps and while one runs; once set, the run stops as on Ctrl-C (files
+    saved, marked interrupted) and the report's status is ``interrupted``."""
+
+    transport_factory: TransportFactory | None = None
+    clock: Clock = time.perf_counter
+    cpu_clock: Callable[[], float] = time.process_time
+    progress: ProgressSink | None = None
+    cancel: CancelToken | None = None
+    command: Sequence[str] = ()
+    use_uvloop: bool = True
+
+
 def measure_endpoints(
     request: MeasureRequest,
     *,
@@ -202,41 +220,25 @@ def measure_endpoints(
     Raises:
         UsageError: a malformed target, or an instance or GPU the catalog does not know (nothing is sent).
     """
-    return measure_targets(
-        request.targets,
-        request.out,
-        settings=request.client_settings(),
-        target_options=request.target_options(),
-        transport_factory=transport_factory,
-        progress=progress,
-        cancel=cancel,
-        command=command,
-        use_uvloop=use_uvloop,
+    deps = MeasureDeps(
+        transport_factory=transport_factory, progress=progress, cancel=cancel, command=command, use_uvloop=use_uvloop
     )
+    return measure_targets(request.targets, request.out, request.client_settings(), request.target_options(), deps)
 
 
 def measure_targets(
     targets: Sequence[str],
     out_dir: str | Path,
-    *,
     settings: ClientSettings | None = None,
     target_options: Sequence[TargetOptions] | None = None,
-    transport_factory: TransportFactory | None = None,
-    clock: Clock = time.perf_counter,
-    cpu_clock: Callable[[], float] = time.process_time,
-    progress: ProgressSink | None = None,
-    cancel: CancelToken | None = None,
-    command: Sequence[str] = (),
-    use_uvloop: bool = True,
+    deps: MeasureDeps = MeasureDeps(),
 ) -> MeasureReport:
     """Measure every target into ``out_dir/<label>.json``; see the module docstring.
 
     Args:
         targets: ``http(s)://host:port`` or ``sagemaker://NAME?region=R``, in interleaving order;
             the same target may appear twice (A-B-A).
-        transport_factory: builds a transport per target (tests inject one); called in the event loop.
-        cancel: checked between steps and while one runs; once set, the run stops as on Ctrl-C
-            (files saved, marked interrupted) and the report's status is ``interrupted``.
+        deps: the transports, clocks, progress and cancel (:class:`MeasureDeps`).
 
     Raises:
         UsageError: a malformed target, label or setting (nothing is sent).
@@ -268,7 +270,7 @@ def measure_targets(
                 gemmaserve_version=__version__,
                 started_at=started_at,
                 host=_host(),
-                command=list(command),
+                command=list(deps.command),
                 run_id=run_id,
                 target_order=index,
             ),
@@ -284,16 +286,16 @@ def measure_targets(
             except OSError as exc:
                 raise UsageError(f"Cannot read engine log {run.options.log_path}: {exc}") from None
         run.save()
-    factory = transport_factory or (lambda spec: open_transport(spec, timeout_s=settings.timeout_s, clock=clock))
-    # Sharded load levels open their own sessions in worker processes: only with the real transports.
-    shard = settings.client_processes > 1 and transport_factory is None
-    coroutine = _measure(
-        runs, settings, factory, clock=clock, cpu_clock=cpu_clock, progress=progress, cancel=cancel, shard=shard
+    factory = deps.transport_factory or (
+        lambda spec: open_transport(spec, timeout_s=settings.timeout_s, clock=deps.clock)
     )
+    # Sharded load levels open their own sessions in worker processes: only with the real transports.
+    shard = settings.client_processes > 1 and deps.transport_factory is None
+    coroutine = _measure(runs, settings, factory, deps, shard)
     description = "aiohttp"
     interrupted = False
     try:
-        description = _run_loop(coroutine, use_uvloop=use_uvloop)
+        description = _run_loop(coroutine, use_uvloop=deps.use_uvloop)
     except (KeyboardInterrupt, Cancelled):
         interrupted = True
         for run in runs:
@@ -318,19 +320,11 @@ def _run_loop(coroutine: Any, *, use_uvloop: bool) -> str:
 
 
 async def _measure(
-    runs: list[_TargetRun],
-    settings: ClientSettings,
-    factory: TransportFactory,
-    *,
-    clock: Clock,
-    cpu_clock: Callable[[], float],
-    progress: ProgressSink | None,
-    cancel: CancelToken | None = None,
-    shard: bool = False,
+    runs: list[_TargetRun], settings: ClientSettings, factory: TransportFactory, deps: MeasureDeps, shard: bool
 ) -> str:
-    run_started_s = clock()
+    run_started_s = deps.clock()
     plans = [plan_steps(settings, target_index=run.index) for run in runs]
-    tracker = ProgressTracker(plans, progress, cancel)
+    tracker = ProgressTracker(plans, deps.progress, deps.cancel)
     description = "aiohttp"
     try:
         for run in runs:
@@ -345,19 +339,7 @@ async def _measure(
                     continue
                 tracker.start(run.label, step)
                 assert run.transport is not None
-                batch = await _with_heartbeat(
-                    _run_step(
-                        run,
-                        step,
-                        settings,
-                        clock=clock,
-                        cpu_clock=cpu_clock,
-                        on_done=tracker.done,
-                        shard=shard,
-                        tally=tracker.tally,
-                    ),
-                    tracker,
-                )
+                batch = await _with_heartbeat(_run_step(run, step, settings, deps, tracker, shard), tracker)
                 tracker.finish(step)
                 _account(run, step, batch, run_started_s)
                 run.save()
@@ -401,34 +383,25 @@ async def _with_heartbeat(step: Coroutine[Any, Any, BatchResult], tracker: Progr
 
 
 async def _run_step(
-    run: _TargetRun,
-    step: Step,
-    settings: ClientSettings,
-    *,
-    clock: Clock,
-    cpu_clock: Callable[[], float],
-    on_done: Callable[[Outcome], None],
-    shard: bool,
-    tally: StreamTally | None = None,
+    run: _TargetRun, step: Step, settings: ClientSettings, deps: MeasureDeps, tracker: ProgressTracker, shard: bool
 ) -> BatchResult:
     """One step's batch, sharded over processes for a load level when asked; stop if the client lagged."""
+    on_done = tracker.done
     requests = [(p.request_id, p.request) for p in step.requests]
     processes = min(settings.client_processes, step.concurrency)
     budget = settings.max_client_lag_s
     if shard and step.kind == RequestKind.LOAD and run.spec.kind == "http" and processes > 1:
-        from gemmaserve.bench.shards import run_sharded_batch
+        from gemmaserve.bench.shards import ShardedRun, run_sharded_batch
 
         assert run.spec.base_url is not None
-        sharded = await asyncio.to_thread(
-            run_sharded_batch,
-            run.spec.base_url,
-            requests,
+        how = ShardedRun(
             processes=processes,
             concurrency=step.concurrency,
             timeout_s=settings.timeout_s,
             max_lag_s=settings.max_client_lag_s or float("inf"),
             raise_on_saturation=False,
         )
+        sharded = await asyncio.to_thread(run_sharded_batch, run.spec.base_url, requests, how)
         for outcome in sharded.batch.outcomes:
             on_done(outcome)
         batch = sharded.batch
@@ -441,11 +414,11 @@ async def _run_step(
             run.transport,
             requests,
             concurrency=step.concurrency,
-            clock=clock,
+            clock=deps.clock,
             timeout_s=settings.timeout_s,
-            cpu_clock=cpu_clock,
+            cpu_clock=deps.cpu_clock,
             on_done=on_done,
-            tally=tally,
+            tally=tracker.tally,
         )
         first_tokens = (batch.first_token_lag_p50_s, batch.first_token_lag_p90_s)
         verdict = (
@@ -460,15 +433,7 @@ async def _run_step(
         where = f"{run.label} {step.label}, one process"
     if verdicts and budget is not None and step.kind in (RequestKind.DECODE, RequestKind.LOAD):
         worst, share = max(verdicts, key=lambda item: item[0].p50_s)
-        raise saturation_error(
-            where,
-            worst,
-            max_lag_s=budget,
-            cpu_share=share,
-            streams=step.concurrency,
-            processes=processes,
-            **machine_load(),
-        )
+        raise saturation_error(where, worst, LaggedRun(budget, share, step.concurrency, processes), machine_load())
     return batch
 
 

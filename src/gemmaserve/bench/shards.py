@@ -113,17 +113,22 @@ def split_requests(requests: Sequence[tuple[str, ChatRequest]], shards: int) -> 
     return [list(range(shard, len(requests), shards)) for shard in range(shards)]
 
 
-async def _shard(
-    url: str,
-    requests: list[tuple[str, ChatRequest]],
-    concurrency: int,
-    timeout_s: float,
-    ready: Any,
-    go: Any,
-    probe_interval_s: float,
-    warm: bool,
-) -> _ShardRun:
-    transport = HttpTransport(url, timeout_s=timeout_s)
+@dataclass(frozen=True, slots=True)
+class ShardPlan:
+    """What one worker process does: send its requests to ``url`` over ``concurrency`` streams, each within
+    ``timeout_s``, probing its event loop every ``probe_interval_s``; ``warm`` opens every connection first."""
+
+    url: str
+    concurrency: int
+    timeout_s: float
+    probe_interval_s: float
+    warm: bool
+    use_uvloop: bool
+
+
+async def _shard(plan: ShardPlan, requests: list[tuple[str, ChatRequest]], ready: Any, go: Any) -> _ShardRun:
+    concurrency, timeout_s, probe_interval_s = plan.concurrency, plan.timeout_s, plan.probe_interval_s
+    transport = HttpTransport(plan.url, timeout_s=timeout_s)
     ticks: list[tuple[float, float]] = []
     tick_cpu_s: list[float] = []
     running = True
@@ -137,7 +142,7 @@ async def _shard(
 
     try:
         await transport.discover_model()
-        if warm:  # open every keep-alive connection before the clock matters
+        if plan.warm:  # open every keep-alive connection before the clock matters
             warmup = [(f"warm-{i}", ChatRequest(f"warm up {os.getpid()} {i}", 1)) for i in range(concurrency)]
             await run_batch(transport, warmup, concurrency=concurrency, clock=time.perf_counter, timeout_s=timeout_s)
         await asyncio.to_thread(ready.wait, BARRIER_TIMEOUT_S)  # every shard warm, the parent told
@@ -158,20 +163,10 @@ async def _shard(
 
 
 def _shard_main(
-    index: int,
-    url: str,
-    requests: list[tuple[str, ChatRequest]],
-    concurrency: int,
-    timeout_s: float,
-    ready: Any,
-    go: Any,
-    probe_interval_s: float,
-    warm: bool,
-    use_uvloop: bool,
-    results: Any,
+    index: int, plan: ShardPlan, requests: list[tuple[str, ChatRequest]], ready: Any, go: Any, results: Any
 ) -> None:
     loop_factory = None
-    if use_uvloop:
+    if plan.use_uvloop:
         try:
             import uvloop
 
@@ -180,9 +175,7 @@ def _shard_main(
             loop_factory = None
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            outcomes, cpu_s, wall_s, ticks, window_share = runner.run(
-                _shard(url, requests, concurrency, timeout_s, ready, go, probe_interval_s, warm)
-            )
+            outcomes, cpu_s, wall_s, ticks, window_share = runner.run(_shard(plan, requests, ready, go))
     except BaseException as exc:  # report, never leave the others waiting at a barrier
         ready.abort()
         go.abort()
@@ -206,22 +199,30 @@ def _shard_main(
     results.put((index, (outcomes, stats), None))
 
 
+@dataclass(frozen=True, slots=True)
+class ShardedRun:
+    """How a sharded batch runs: ``processes`` workers, ``concurrency`` streams in all (None: every request
+    at once), each request within ``timeout_s``; a worker whose loop lags past ``max_lag_s`` (median) makes
+    the run saturated, which raises unless ``raise_on_saturation`` is off."""
+
+    processes: int
+    concurrency: int | None = None
+    timeout_s: float = 600.0
+    warm: bool = True
+    max_lag_s: float = DEFAULT_MAX_LAG_S
+    probe_interval_s: float = PROBE_INTERVAL_S
+    use_uvloop: bool = True
+    raise_on_saturation: bool = True
+
+
 def run_sharded_batch(
     url: str,
     requests: Sequence[tuple[str, ChatRequest]],
-    *,
-    processes: int,
-    concurrency: int | None = None,
-    timeout_s: float = 600.0,
-    warm: bool = True,
-    max_lag_s: float = DEFAULT_MAX_LAG_S,
-    probe_interval_s: float = PROBE_INTERVAL_S,
-    use_uvloop: bool = True,
-    raise_on_saturation: bool = True,
+    run: ShardedRun,
     before_start: Callable[[], None] | None = None,
 ) -> ShardedBatch:
-    """Send the requests from ``processes`` workers, ``concurrency`` streams in all (default: every
-    request at once), each worker a round-robin share; merge the outcomes in input order.
+    """Send the requests from ``run.processes`` workers, each a round-robin share of the streams; merge the
+    outcomes in input order.
 
     ``before_start`` runs in the parent once every worker has warmed its connections and
     before any is released (a test clears its server's records there).
@@ -231,6 +232,7 @@ def run_sharded_batch(
         ClientSaturated: a worker's loop lagged past ``max_lag_s`` (median), so its timestamps are not trusted.
         BenchError: a worker died.
     """
+    processes, concurrency, timeout_s, max_lag_s = run.processes, run.concurrency, run.timeout_s, run.max_lag_s
     if processes < 1 or not requests or (concurrency is not None and concurrency < 1):
         raise UsageError("A sharded batch needs at least one process, one stream and one request.")
     streams = len(requests) if concurrency is None else min(concurrency, len(requests))
@@ -243,22 +245,9 @@ def run_sharded_batch(
     for index, part in enumerate(parts):
         shard_requests = [requests[i] for i in part]
         shard_streams = streams // processes + (1 if index < streams % processes else 0)
+        plan = ShardPlan(url, shard_streams, timeout_s, run.probe_interval_s, run.warm, run.use_uvloop)
         worker = context.Process(
-            target=_shard_main,
-            args=(
-                index,
-                url,
-                shard_requests,
-                shard_streams,
-                timeout_s,
-                ready,
-                go,
-                probe_interval_s,
-                warm,
-                use_uvloop,
-                results,
-            ),
-            daemon=True,
+            target=_shard_main, args=(index, plan, shard_requests, ready, go, results), daemon=True
         )
         worker.start()
         workers.append(worker)
@@ -309,17 +298,10 @@ def run_sharded_batch(
     )
     over = [(shard, verdict) for shard in shards if (verdict := shard.lag_verdict(max_lag_s)) is not None]
     result = ShardedBatch(batch=batch, shards=shards, saturated=bool(over), max_lag_s=max_lag_s)
-    if over and raise_on_saturation:
+    if over and run.raise_on_saturation:
         worst, verdict = max(over, key=lambda item: item[1].p50_s)
-        raise saturation_error(
-            f"worker {worst.shard} of {len(shards)}",
-            verdict,
-            max_lag_s=max_lag_s,
-            cpu_share=worst.share_for(verdict),
-            streams=streams,
-            processes=len(shards),
-            **machine_load(),
-        )
+        lagged = LaggedRun(max_lag_s, worst.share_for(verdict), streams, len(shards))
+        raise saturation_error(f"worker {worst.shard} of {len(shards)}", verdict, lagged, machine_load())
     return result
 
 
@@ -328,33 +310,48 @@ def run_sharded_batch(
 CPU_BOUND_SHARE = 0.5
 
 
-def machine_load() -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class MachineLoad:
+    """The load average (1 minute) and the cores the client may run on; None where the platform does not say."""
+
+    load_average: float | None = None
+    cpu_count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LaggedRun:
+    """The run whose client lagged: its timing budget, the lagging process's CPU share over the judged window,
+    the streams in all and the client processes that sent them."""
+
+    max_lag_s: float
+    cpu_share: float
+    streams: int
+    processes: int
+
+
+def machine_load() -> MachineLoad:
     """The load average (1 minute) and the cores this process may run on, for the guard's message."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"load_average": load, "cpu_count": cores}
+    return MachineLoad(load, cores)
 
 
 def saturation_error(
-    where: str,
-    lag: LagVerdict,
-    *,
-    max_lag_s: float,
-    cpu_share: float,
-    streams: int,
-    processes: int,
-    load_average: float | None = None,
-    cpu_count: int | None = None,
+    where: str, lag: LagVerdict, run: LaggedRun, machine: MachineLoad = MachineLoad()
 ) -> ClientSaturated:
     """The error that stops a run whose client lagged past its timing budget.
 
-    ``cpu_share``: the lagging process's CPU time over the wall time of the judged window (see
+    ``run.cpu_share``: the lagging process's CPU time over the wall time of the judged window (see
     :func:`~gemmaserve.bench.engine.window_cpu_share`). A loop that lags near a full core is doing too
     much itself: more processes help. One that lags while using little CPU was not given a core when
     it asked (other processes on the machine): more processes would only add to the competition, so
     the hint names what does help.
     """
-    machine = f"load average {load_average:.1f} on {cpu_count} cores" if load_average is not None and cpu_count else ""
+    max_lag_s, cpu_share, streams, processes = run.max_lag_s, run.cpu_share, run.streams, run.processes
+    load_average, cpu_count = machine.load_average, machine.cpu_count
+    load_text = (
+        f"load average {load_average:.1f} on {cpu_count} cores" if load_average is not None and cpu_count else ""
+    )
     if cpu_share >= CPU_BOUND_SHARE:
         cause = "it was CPU-bound: its own work kept the loop late"
         hint = (
@@ -363,7 +360,7 @@ def saturation_error(
         )
     else:
         cause = "the machine did not give it the CPU it needed: the loop waited for a core" + (
-            f" ({machine})" if machine else " that other processes held"
+            f" ({load_text})" if load_text else " that other processes held"
         )
         hint = (
             "The client itself is not the limit (extra client processes would only compete for the same cores). "
