@@ -56,7 +56,7 @@ from typing import Any
 import uvloop
 
 from gemmaserve.bench import stats
-from gemmaserve.bench.engine import quantile, run_batch
+from gemmaserve.bench.engine import BatchDeps, quantile, run_batch
 from gemmaserve.bench.transports import ChatRequest, HttpTransport
 from gemmaserve.bench.workloads import synthetic_prompt
 from gemmaserve.testing.mock_server import MockConfig
@@ -127,8 +127,8 @@ async def _batch(
                 transport,
                 [(f"w{i}", ChatRequest(f"warm {salt} {i}", 2)) for i in range(concurrency)],
                 concurrency=concurrency,
-                clock=time.perf_counter,
                 timeout_s=120,
+                deps=BatchDeps(clock=time.perf_counter),
             )
             await asyncio.to_thread(fetch_json, url + "/mock/requests", method="DELETE")
         batch = await run_batch(
@@ -138,8 +138,8 @@ async def _batch(
                 for i in range(requests)
             ],
             concurrency=concurrency,
-            clock=time.perf_counter,
             timeout_s=120,
+            deps=BatchDeps(clock=time.perf_counter),
         )
     finally:
         await transport.aclose()
@@ -180,7 +180,11 @@ async def _decode_calls(url: str, calls: int) -> tuple[list[float], list[float],
     ttfts: list[float] = []
     try:
         await run_batch(
-            transport, [("warm", ChatRequest("warm up", 2))], concurrency=1, clock=time.perf_counter, timeout_s=120
+            transport,
+            [("warm", ChatRequest("warm up", 2))],
+            concurrency=1,
+            timeout_s=120,
+            deps=BatchDeps(clock=time.perf_counter),
         )
         await asyncio.to_thread(fetch_json, url + "/mock/requests", method="DELETE")
         for call in range(calls):
@@ -190,8 +194,8 @@ async def _decode_calls(url: str, calls: int) -> tuple[list[float], list[float],
                     transport,
                     [(f"d{call}", ChatRequest(prompt, tokens, ignore_eos=True))],
                     concurrency=1,
-                    clock=time.perf_counter,
                     timeout_s=120,
+                    deps=BatchDeps(clock=time.perf_counter),
                 )
                 into.append(batch.outcomes[0].metrics.e2el_s)  # type: ignore[union-attr,arg-type]
                 ttfts.append(batch.outcomes[0].metrics.ttft_s)  # type: ignore[union-attr,arg-type]

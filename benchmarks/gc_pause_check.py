@@ -73,7 +73,12 @@ async def _burst(url: str, streams: int, index: int, frozen: bool, objects: int,
             _make_a_full_collection_due(objects, keep)
             collections_before = len(_full_collections)
             batch = await engine.run_batch(
-                transport, requests, concurrency=streams, clock=time.perf_counter, timeout_s=60, probe_lag=False
+                transport,
+                requests,
+                concurrency=streams,
+                timeout_s=60,
+                probe_lag=False,
+                deps=engine.BatchDeps(clock=time.perf_counter),
             )
         finally:
             engine._heap_frozen = shipped

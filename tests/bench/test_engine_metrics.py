@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from gemmaserve.bench.engine import run_batch, run_request
+from gemmaserve.bench.engine import BatchDeps, run_batch, run_request
 from gemmaserve.bench.metrics import compute_request_metrics
 from gemmaserve.bench.transports import ChatRequest, Chunk, RequestFailed
 
@@ -159,9 +159,8 @@ def test_batch_bounds_concurrency_and_keeps_order(concurrency: int) -> None:
             transport,
             requests,
             concurrency=concurrency,
-            clock=time.perf_counter,
             timeout_s=5,
-            on_done=lambda o: done.append(o.request_id),
+            deps=BatchDeps(clock=time.perf_counter, on_done=lambda o: done.append(o.request_id)),
         )
     )
     assert transport.peak == concurrency
@@ -173,7 +172,7 @@ def test_batch_bounds_concurrency_and_keeps_order(concurrency: int) -> None:
 
 def test_batch_rejects_zero_concurrency() -> None:
     with pytest.raises(ValueError):
-        asyncio.run(run_batch(_Counting(), [], concurrency=0, clock=lambda: 0.0, timeout_s=1))
+        asyncio.run(run_batch(_Counting(), [], concurrency=0, timeout_s=1, deps=BatchDeps(clock=lambda: 0.0)))
 
 
 class _FreezeWatching(_Counting):
@@ -201,8 +200,8 @@ def test_a_batch_runs_with_the_heap_before_it_frozen_and_leaves_the_collector_as
 
     async def two_overlapping_batches() -> None:
         await asyncio.gather(
-            run_batch(transport, requests[:3], concurrency=3, clock=time.perf_counter, timeout_s=5),
-            run_batch(transport, requests[3:], concurrency=3, clock=time.perf_counter, timeout_s=5),
+            run_batch(transport, requests[:3], concurrency=3, timeout_s=5, deps=BatchDeps(clock=time.perf_counter)),
+            run_batch(transport, requests[3:], concurrency=3, timeout_s=5, deps=BatchDeps(clock=time.perf_counter)),
         )
 
     asyncio.run(two_overlapping_batches())
@@ -226,7 +225,9 @@ def test_a_batch_never_walks_the_callers_heap_itself() -> None:
     gc.callbacks.append(watch)
     try:
         requests = [(f"r{i}", ChatRequest(f"p{i}", 1)) for i in range(4)]
-        asyncio.run(run_batch(_Counting(), requests, concurrency=4, clock=time.perf_counter, timeout_s=5))
+        asyncio.run(
+            run_batch(_Counting(), requests, concurrency=4, timeout_s=5, deps=BatchDeps(clock=time.perf_counter))
+        )
     finally:
         gc.callbacks.remove(watch)
         gc.set_threshold(*thresholds)

@@ -12,9 +12,9 @@ import bisect
 import contextlib
 import gc
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from gemmaserve.bench.metrics import RequestMetrics, compute_request_metrics
 from gemmaserve.bench.transports import (
@@ -24,6 +24,8 @@ from gemmaserve.bench.transports import (
     RequestFailed,
     Transport,
 )
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,17 +269,58 @@ def _heap_frozen() -> Iterator[None]:
             gc.unfreeze()
 
 
+def run_in_loop(coroutine: Coroutine[Any, Any, T], *, use_uvloop: bool) -> T:
+    """Run ``coroutine`` to its end in a fresh event loop: uvloop's when asked and installed, else asyncio's."""
+    loop_factory = None
+    if use_uvloop:
+        try:
+            import uvloop
+
+            loop_factory = uvloop.new_event_loop
+        except ImportError:  # pragma: no cover - uvloop is a base dependency off Windows
+            loop_factory = None
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        return runner.run(coroutine)
+
+
+class LagProbe:
+    """A timer that wakes every ``interval_s`` and records how late it woke (on ``time.perf_counter``) and the
+    process's CPU time then: the event loop's lateness while a batch runs."""
+
+    def __init__(self, interval_s: float, cpu_clock: Callable[[], float]) -> None:
+        self.interval_s = interval_s
+        self.cpu_clock = cpu_clock
+        self.ticks: list[tuple[float, float]] = []
+        self.tick_cpu_s: list[float] = []
+        self.running = True
+
+    async def run(self) -> None:
+        while self.running:
+            due = time.perf_counter() + self.interval_s
+            await asyncio.sleep(self.interval_s)
+            self.ticks.append((due, max(0.0, time.perf_counter() - due)))
+            self.tick_cpu_s.append(self.cpu_clock())
+
+
+@dataclass(frozen=True)
+class BatchDeps:
+    """What a batch is timed with and reports to: the clock its outcomes read, the process's CPU clock, a
+    callback per finished request and the live stream tally."""
+
+    clock: Clock
+    cpu_clock: Callable[[], float] = time.process_time
+    on_done: Callable[[Outcome], None] | None = None
+    tally: StreamTally | None = None
+
+
 async def run_batch(
     transport: Transport,
     requests: Sequence[tuple[str, ChatRequest]],
     *,
     concurrency: int,
-    clock: Clock,
     timeout_s: float,
-    cpu_clock: Callable[[], float] = time.process_time,
-    on_done: Callable[[Outcome], None] | None = None,
+    deps: BatchDeps,
     probe_lag: bool = True,
-    tally: StreamTally | None = None,
 ) -> BatchResult:
     """Run ``requests`` with at most ``concurrency`` in flight; outcomes keep the input order.
 
@@ -287,6 +330,7 @@ async def run_batch(
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     gate = asyncio.Semaphore(concurrency)
+    clock, cpu_clock, on_done, tally = deps.clock, deps.cpu_clock, deps.on_done, deps.tally
 
     async def one(request_id: str, request: ChatRequest) -> Outcome:
         async with gate:
@@ -295,25 +339,17 @@ async def run_batch(
             on_done(outcome)
         return outcome
 
-    ticks: list[tuple[float, float]] = []
-    tick_cpu_s: list[float] = []
-    running = True
-
-    async def probe() -> None:
-        while running:
-            due = time.perf_counter() + LAG_PROBE_INTERVAL_S
-            await asyncio.sleep(LAG_PROBE_INTERVAL_S)
-            ticks.append((due, max(0.0, time.perf_counter() - due)))
-            tick_cpu_s.append(cpu_clock())
+    probe = LagProbe(LAG_PROBE_INTERVAL_S, cpu_clock)
+    ticks, tick_cpu_s = probe.ticks, probe.tick_cpu_s
 
     with _heap_frozen():
-        probe_task = asyncio.create_task(probe()) if probe_lag else None
+        probe_task = asyncio.create_task(probe.run()) if probe_lag else None
         cpu_started = cpu_clock()
         started_s = clock()
         try:
             outcomes = await asyncio.gather(*(one(request_id, request) for request_id, request in requests))
         finally:
-            running = False
+            probe.running = False
             if probe_task is not None:
                 probe_task.cancel()
         finished_s = clock()

@@ -30,7 +30,7 @@ from typing import Any
 from gemmaserve import __version__
 from gemmaserve.bench import results, stats
 from gemmaserve.bench.client_overhead import OverheadMeter
-from gemmaserve.bench.engine import BatchResult, lag_over_budget, run_batch
+from gemmaserve.bench.engine import BatchDeps, BatchResult, lag_over_budget, run_batch, run_in_loop
 from gemmaserve.bench.engine_facts import (
     build_engine_facts,
     facts_from_log,
@@ -295,7 +295,7 @@ def measure_targets(
     description = "aiohttp"
     interrupted = False
     try:
-        description = _run_loop(coroutine, use_uvloop=deps.use_uvloop)
+        description = run_in_loop(coroutine, use_uvloop=deps.use_uvloop)
     except (KeyboardInterrupt, Cancelled):
         interrupted = True
         for run in runs:
@@ -303,20 +303,6 @@ def measure_targets(
                 run.interrupted = True
                 run.save()
     return _report(runs, run_id, out, description, interrupted)
-
-
-def _run_loop(coroutine: Any, *, use_uvloop: bool) -> str:
-    loop_factory = None
-    if use_uvloop:
-        try:
-            import uvloop
-
-            loop_factory = uvloop.new_event_loop
-        except ImportError:  # pragma: no cover - uvloop is a base dependency off Windows
-            loop_factory = None
-    with asyncio.Runner(loop_factory=loop_factory) as runner:
-        result: str = runner.run(coroutine)
-    return result
 
 
 async def _measure(
@@ -414,11 +400,8 @@ async def _run_step(
             run.transport,
             requests,
             concurrency=step.concurrency,
-            clock=deps.clock,
             timeout_s=settings.timeout_s,
-            cpu_clock=deps.cpu_clock,
-            on_done=on_done,
-            tally=tracker.tally,
+            deps=BatchDeps(deps.clock, deps.cpu_clock, on_done, tracker.tally),
         )
         first_tokens = (batch.first_token_lag_p50_s, batch.first_token_lag_p90_s)
         verdict = (

@@ -30,13 +30,16 @@ from typing import Any, NamedTuple
 from gemmaserve.bench.engine import (
     FIRST_TOKENS_WINDOW,
     LAG_PROBE_INTERVAL_S,
+    BatchDeps,
     BatchResult,
+    LagProbe,
     LagVerdict,
     Outcome,
     first_token_lags,
     lag_over_budget,
     quantile,
     run_batch,
+    run_in_loop,
     window_cpu_share,
 )
 from gemmaserve.bench.transports import ChatRequest, HttpTransport
@@ -129,53 +132,37 @@ class ShardPlan:
 async def _shard(plan: ShardPlan, requests: list[tuple[str, ChatRequest]], ready: Any, go: Any) -> _ShardRun:
     concurrency, timeout_s, probe_interval_s = plan.concurrency, plan.timeout_s, plan.probe_interval_s
     transport = HttpTransport(plan.url, timeout_s=timeout_s)
-    ticks: list[tuple[float, float]] = []
-    tick_cpu_s: list[float] = []
-    running = True
-
-    async def probe() -> None:
-        while running:
-            due = time.perf_counter() + probe_interval_s
-            await asyncio.sleep(probe_interval_s)
-            ticks.append((due, max(0.0, time.perf_counter() - due)))
-            tick_cpu_s.append(time.process_time())
-
+    probe = LagProbe(probe_interval_s, time.process_time)
+    deps = BatchDeps(clock=time.perf_counter)
     try:
         await transport.discover_model()
         if plan.warm:  # open every keep-alive connection before the clock matters
             warmup = [(f"warm-{i}", ChatRequest(f"warm up {os.getpid()} {i}", 1)) for i in range(concurrency)]
-            await run_batch(transport, warmup, concurrency=concurrency, clock=time.perf_counter, timeout_s=timeout_s)
+            await run_batch(transport, warmup, concurrency=concurrency, timeout_s=timeout_s, deps=deps)
         await asyncio.to_thread(ready.wait, BARRIER_TIMEOUT_S)  # every shard warm, the parent told
         await asyncio.to_thread(go.wait, BARRIER_TIMEOUT_S)  # released together
-        probe_task = asyncio.create_task(probe())
+        probe_task = asyncio.create_task(probe.run())
         cpu_started, wall_started = time.process_time(), time.perf_counter()
         batch = await run_batch(
-            transport, requests, concurrency=concurrency, clock=time.perf_counter, timeout_s=timeout_s, probe_lag=False
+            transport, requests, concurrency=concurrency, timeout_s=timeout_s, deps=deps, probe_lag=False
         )
         cpu_s, wall_s = time.process_time() - cpu_started, time.perf_counter() - wall_started
-        running = False
+        probe.running = False
         await probe_task
     finally:
         await transport.aclose()
     outcomes = list(batch.outcomes)
-    share = window_cpu_share(ticks, tick_cpu_s, outcomes, started_s=wall_started, cpu_started_s=cpu_started)
-    return _ShardRun(outcomes, cpu_s, wall_s, ticks, share)
+    share = window_cpu_share(probe.ticks, probe.tick_cpu_s, outcomes, started_s=wall_started, cpu_started_s=cpu_started)
+    return _ShardRun(outcomes, cpu_s, wall_s, probe.ticks, share)
 
 
 def _shard_main(
     index: int, plan: ShardPlan, requests: list[tuple[str, ChatRequest]], ready: Any, go: Any, results: Any
 ) -> None:
-    loop_factory = None
-    if plan.use_uvloop:
-        try:
-            import uvloop
-
-            loop_factory = uvloop.new_event_loop
-        except ImportError:  # pragma: no cover - uvloop is a base dependency off Windows
-            loop_factory = None
     try:
-        with asyncio.Runner(loop_factory=loop_factory) as runner:
-            outcomes, cpu_s, wall_s, ticks, window_share = runner.run(_shard(plan, requests, ready, go))
+        outcomes, cpu_s, wall_s, ticks, window_share = run_in_loop(
+            _shard(plan, requests, ready, go), use_uvloop=plan.use_uvloop
+        )
     except BaseException as exc:  # report, never leave the others waiting at a barrier
         ready.abort()
         go.abort()
