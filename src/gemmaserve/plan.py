@@ -24,7 +24,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from gemmaserve.bench.schema import ClientSettings
-from gemmaserve.capacity import GIB, in_flight_tokens, kv_capacity, longest_context_that_fits
+from gemmaserve.capacity import GIB, KvCapacity, in_flight_tokens, kv_capacity, longest_context_that_fits
 from gemmaserve.catalog import (
     Checkpoint,
     Gpu,
@@ -284,27 +284,13 @@ def plan_for(target: PlanTarget, settings: ServingSettings, first_start: bool = 
     memory = engine_memory(Placement(geometry, checkpoint, gpu_obj, release, n), settings, first_start=first_start)
     batched, seqs = memory.max_num_batched_tokens, memory.max_num_seqs
     budget_gib = memory.kv_budget_gib
-    capacity = kv_capacity(
-        max(0.0, budget_gib) * GIB,
-        rank,
-        max_model_len=max_model_len,
-        max_num_batched_tokens=batched,
-        release=release,
-    )
-    warm = kv_capacity(
-        max(0.0, memory.kv_budget_warm_gib) * GIB,
-        rank,
-        max_model_len=max_model_len,
-        max_num_batched_tokens=batched,
-        release=release,
-    )
-    low = kv_capacity(
-        max(0.0, budget_gib - UNEXPLAINED_GIB) * GIB,
-        rank,
-        max_model_len=max_model_len,
-        max_num_batched_tokens=batched,
-        release=release,
-    )
+
+    def pool(gib: float) -> KvCapacity:  # one rank's KV pool of ``gib`` (none below zero)
+        return kv_capacity(
+            max(0.0, gib) * GIB, rank, max_model_len=max_model_len, max_num_batched_tokens=batched, release=release
+        )
+
+    capacity, warm, low = pool(budget_gib), pool(memory.kv_budget_warm_gib), pool(budget_gib - UNEXPLAINED_GIB)
     overhead_gib = memory.requested_gib - memory.weights_gib - budget_gib
     if memory.compile_peak_gib > memory.peak_activation_warm_gib:
         notes.append(
