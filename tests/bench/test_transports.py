@@ -14,6 +14,7 @@ from gemmaserve.bench.transports import (
     ChatRequest,
     HttpTransport,
     SageMakerTransport,
+    TargetSpec,
     Transport,
     parse_target,
 )
@@ -30,9 +31,11 @@ def _frozen_credentials() -> Any:
 def _transport(kind: str, url: str, timeout_s: float) -> Transport:
     if kind == "http":
         return HttpTransport(url, timeout_s=timeout_s)
-    return SageMakerTransport(
-        "gemma-test", "us-east-1", endpoint_url=url, credentials_provider=_frozen_credentials, timeout_s=timeout_s
-    )
+    spec = TargetSpec(
+        "sagemaker://gemma-test?region=us-east-1", "sagemaker", endpoint_name="gemma-test", region="us-east-1",
+        endpoint_url=url,
+    )  # fmt: skip
+    return SageMakerTransport(spec, credentials_provider=_frozen_credentials, timeout_s=timeout_s)
 
 
 def _one(kind: str, url: str, request: ChatRequest, *, timeout_s: float = 5.0) -> Outcome:

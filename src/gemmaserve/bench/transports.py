@@ -236,20 +236,21 @@ class SageMakerTransport:
 
     def __init__(
         self,
-        endpoint_name: str,
-        region: str,
+        spec: TargetSpec,
         *,
-        url: str | None = None,
         credentials_provider: Callable[[], Any] | None = None,
-        endpoint_url: str | None = None,
         timeout_s: float = 600.0,
         clock: Clock = time.perf_counter,
         session: Any = None,
     ) -> None:
-        self.url = url or f"sagemaker://{endpoint_name}?region={region}"
+        """``spec``: a ``sagemaker://`` target (its endpoint, region and, for a local fake, runtime URL)."""
+        if spec.endpoint_name is None or spec.region is None:
+            raise ValueError(f"{spec.url} is no SageMaker target")
+        endpoint_name, region = spec.endpoint_name, spec.region
+        self.url = spec.url
         self.endpoint_name = endpoint_name
         self.region = region
-        self.endpoint_url = endpoint_url
+        self.endpoint_url = spec.endpoint_url
         self.model: str | None = None
         self._credentials_provider = credentials_provider or _default_credentials(region)
         self._clock = clock
@@ -317,7 +318,4 @@ def open_transport(spec: TargetSpec, *, timeout_s: float, clock: Clock = time.pe
     if spec.kind == "http":
         assert spec.base_url is not None
         return HttpTransport(spec.base_url, timeout_s=timeout_s, clock=clock)
-    assert spec.endpoint_name is not None and spec.region is not None
-    return SageMakerTransport(
-        spec.endpoint_name, spec.region, url=spec.url, endpoint_url=spec.endpoint_url, timeout_s=timeout_s, clock=clock
-    )
+    return SageMakerTransport(spec, timeout_s=timeout_s, clock=clock)
