@@ -400,33 +400,15 @@ def _drift_rows(first: ResultFile, second: ResultFile) -> list[DriftRow]:
             short_tokens=first.decode.short_tokens,
             long_tokens=first.decode.long_tokens,
         )
-        ratio = rate_2.rate_tokens_per_s / rate_1.rate_tokens_per_s
-        rows.append(
-            _drift_row(
-                label,
-                "decode rate",
-                rate_1.rate_tokens_per_s,
-                rate_2.rate_tokens_per_s,
-                ratio,
-                interval.low,
-                interval.high,
-            )
-        )
+        rows.append(_drift_row(label, "decode rate", rate_1.rate_tokens_per_s, rate_2.rate_tokens_per_s, interval))
     levels_1, levels_2 = _levels(first), _levels(second)
     for concurrency in sorted(set(levels_1) & set(levels_2)):
         s1, s2 = levels_1[concurrency].output_tokens_per_s, levels_2[concurrency].output_tokens_per_s
         t1, t2 = level_throughput(s1), level_throughput(s2)
         if not t1 or not t2:
             continue
-        if min(len(s1), len(s2)) >= 2:
-            result = stats.drift(s1, s2)
-            rows.append(
-                _drift_row(
-                    label, f"throughput c={concurrency}", t1, t2, t2 / t1, result.interval.low, result.interval.high
-                )
-            )
-        else:
-            rows.append(_drift_row(label, f"throughput c={concurrency}", t1, t2, t2 / t1, None, None))
+        spread = stats.drift(s1, s2).interval if min(len(s1), len(s2)) >= 2 else None
+        rows.append(_drift_row(label, f"throughput c={concurrency}", t1, t2, spread))
     if first.quality and second.quality and first.quality.set_name == second.quality.set_name:
         q = compare_quality(first.quality, second.quality, "run 1", "run 2")
         rows.append(
@@ -446,9 +428,10 @@ def _drift_rows(first: ResultFile, second: ResultFile) -> list[DriftRow]:
     return rows
 
 
-def _drift_row(
-    label: str, metric: str, first: float, second: float, ratio: float, low: float | None, high: float | None
-) -> DriftRow:
+def _drift_row(label: str, metric: str, first: float, second: float, interval: stats.Interval | None) -> DriftRow:
+    """``interval``: of second / first (None with one repeat a side)."""
+    ratio = second / first
+    low, high = (interval.low, interval.high) if interval is not None else (None, None)
     significant = low is not None and high is not None and not low <= 1.0 <= high
     change = (ratio - 1) * 100
     if low is None or high is None:

@@ -91,11 +91,9 @@ def decode_findings(
         ratio = token / stats.median(tpots)
         ratio_min = max(min(long_walls) - max(short_walls), 0.0) / extra / max(tpots)
         ratio_max = (max(long_walls) - min(short_walls)) / extra / min(tpots)
-        allowed_low, allowed_high = rate_ratio_bounds(short_tokens, long_tokens)
-        if ratio_min > allowed_high * (1 + RATIO_ROUNDING) or ratio_max < allowed_low * (1 - RATIO_ROUNDING):
-            findings.append(
-                _rates_finding(token, ratio, ratio_min, ratio_max, allowed_low, allowed_high, short_tokens, long_tokens)
-            )
+        allowed = rate_ratio_bounds(short_tokens, long_tokens)
+        if ratio_min > allowed[1] * (1 + RATIO_ROUNDING) or ratio_max < allowed[0] * (1 - RATIO_ROUNDING):
+            findings.append(_rates_finding(token, ratio, (ratio_min, ratio_max), allowed, short_tokens, long_tokens))
     return findings
 
 
@@ -127,13 +125,13 @@ def _fixed_cost_finding(
 def _rates_finding(
     token_s: float,
     ratio: float,
-    low: float,
-    high: float,
-    allowed_low: float,
-    allowed_high: float,
+    spread: tuple[float, float],
+    allowed: tuple[float, float],
     short_tokens: int,
     long_tokens: int,
 ) -> PlausibilityFinding:
+    """``spread``: the lowest and highest ratio the calls allow; ``allowed``: the range a sound stream gives."""
+    (low, high), (allowed_low, allowed_high) = spread, allowed
     differencing = 1 / token_s
     stream = ratio * differencing
     numbers = {

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Annotated, Any, Literal
 
@@ -24,6 +25,15 @@ from gemmaserve.bench.schema import Percentiles
 
 DEFAULT_RESAMPLES = 4000
 DEFAULT_SEED = 20261202
+
+
+@dataclass(frozen=True, slots=True)
+class Bootstrap:
+    """How an interval is bootstrapped: its confidence, how many resamples, and the seed that makes it repeat."""
+
+    confidence: float = 0.95
+    resamples: int = DEFAULT_RESAMPLES
+    seed: int = DEFAULT_SEED
 
 
 class Interval(BaseModel):
@@ -222,14 +232,12 @@ def decode_rate_ci(
     *,
     short_tokens: int = 16,
     long_tokens: int = 512,
-    confidence: float = 0.95,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
+    bootstrap: Bootstrap = Bootstrap(),
 ) -> Interval:
     """Bootstrap interval of the differencing rate (short and long calls resampled independently)."""
-    rng = np.random.default_rng(seed)
-    rates = _resampled_rates(rng, short_s, long_s, short_tokens, long_tokens, resamples)
-    return _quantiles(rates, confidence)
+    rng = np.random.default_rng(bootstrap.seed)
+    rates = _resampled_rates(rng, short_s, long_s, short_tokens, long_tokens, bootstrap.resamples)
+    return _quantiles(rates, bootstrap.confidence)
 
 
 def decode_rate_ratio_ci(
@@ -238,20 +246,18 @@ def decode_rate_ratio_ci(
     *,
     short_tokens: int = 16,
     long_tokens: int = 512,
-    confidence: float = 0.95,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
+    bootstrap: Bootstrap = Bootstrap(),
 ) -> Interval:
     """Interval for rate(B) / rate(A); each argument is (short walls, long walls)."""
-    rng = np.random.default_rng(seed)
-    rate_a = _resampled_rates(rng, a[0], a[1], short_tokens, long_tokens, resamples)
-    rate_b = _resampled_rates(rng, b[0], b[1], short_tokens, long_tokens, resamples)
+    rng = np.random.default_rng(bootstrap.seed)
+    rate_a = _resampled_rates(rng, a[0], a[1], short_tokens, long_tokens, bootstrap.resamples)
+    rate_b = _resampled_rates(rng, b[0], b[1], short_tokens, long_tokens, bootstrap.resamples)
     with np.errstate(invalid="ignore", divide="ignore"):
         ratios = rate_b / rate_a
     ratios = ratios[~np.isnan(ratios)]  # inf / inf: both lines flat in that resample, no ratio
     if ratios.size == 0:
         raise ValueError("decode_rate_ratio_ci: no resample gave two finite rates")
-    return _quantiles(ratios, confidence)
+    return _quantiles(ratios, bootstrap.confidence)
 
 
 def binomial_two_sided_p(successes: int, trials: int) -> float:
