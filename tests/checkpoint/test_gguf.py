@@ -6,6 +6,7 @@ import pytest
 
 from gemmaserve.checkpoint import grid_check
 from gemmaserve.checkpoint.gguf import hf_module_name, read_gguf
+from gemmaserve.checkpoint.gridcheck import GridScope
 from gemmaserve.errors import MalformedCheckpoint
 from tests.checkpoint.builders import PREFIX, write_gguf_build
 
@@ -21,7 +22,7 @@ def test_a_gguf_built_from_the_grid_has_no_value_off_by_a_level(unquantized_dir:
 
 def test_a_gguf_one_level_off_is_caught(unquantized_dir: Path, tmp_path: Path) -> None:
     build = write_gguf_build(unquantized_dir, tmp_path / "off.gguf", shift_levels=True)
-    report = grid_check(str(build), str(unquantized_dir), tensor=f"{PREFIX}.layers.1.mlp.down_proj")
+    report = grid_check(str(build), str(unquantized_dir), GridScope(tensor=f"{PREFIX}.layers.1.mlp.down_proj"))
     assert report.verdict == "off-grid" and 0.2 < report.share_off_by_a_level_or_more < 0.5
 
 

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from gemmaserve.checkpoint import grid_check, repack_checkpoint
+from gemmaserve.checkpoint.gridcheck import GridScope
 from gemmaserve.errors import UsageError
 from tests.checkpoint.builders import PREFIX, write_awq_build, write_observer_build
 
@@ -21,7 +22,7 @@ def test_a_faithful_repack_is_bit_identical(unquantized_dir: Path, tmp_path: Pat
 
 def test_an_awq_build_moves_weights_off_the_grid(unquantized_dir: Path, tmp_path: Path) -> None:
     build = write_awq_build(unquantized_dir, tmp_path / "awq")
-    report = grid_check(str(build), str(unquantized_dir), tensor=f"{PREFIX}.layers.0.self_attn.q_proj")
+    report = grid_check(str(build), str(unquantized_dir), GridScope(tensor=f"{PREFIX}.layers.0.self_attn.q_proj"))
     [only] = report.tensors
     assert only.build_format == "awq-gemm" and only.values == 64 * 64
     assert report.verdict == "off-grid"
@@ -31,7 +32,7 @@ def test_an_awq_build_moves_weights_off_the_grid(unquantized_dir: Path, tmp_path
 
 def test_the_compressed_tensors_observer_rule_is_not_the_qat_grid(unquantized_dir: Path, tmp_path: Path) -> None:
     build = write_observer_build(unquantized_dir, tmp_path / "observer")
-    report = grid_check(str(build), str(unquantized_dir), layers="1")
+    report = grid_check(str(build), str(unquantized_dir), GridScope(layers="1"))
     assert {t.tensor.split(".layers.")[1][0] for t in report.tensors} == {"1"}
     # absmax/7.5 stretches the step by 8/7.5: most values move, but by less than one level.
     assert report.values_bit_identical < 0.9 * report.values
@@ -42,9 +43,9 @@ def test_the_compressed_tensors_observer_rule_is_not_the_qat_grid(unquantized_di
 def test_selection_errors_are_usage_errors(unquantized_dir: Path, tmp_path: Path) -> None:
     repack_checkpoint(unquantized_dir, tmp_path / "ct")
     with pytest.raises(UsageError, match="no tensor"):
-        grid_check(str(tmp_path / "ct"), str(unquantized_dir), tensor="model.nothing")
+        grid_check(str(tmp_path / "ct"), str(unquantized_dir), GridScope(tensor="model.nothing"))
     with pytest.raises(UsageError, match="--layers"):
-        grid_check(str(tmp_path / "ct"), str(unquantized_dir), layers="a-b")
+        grid_check(str(tmp_path / "ct"), str(unquantized_dir), GridScope(layers="a-b"))
 
 
 def _poison(build: Path, tensor: str, value: float) -> int:
@@ -128,7 +129,7 @@ def test_a_narrow_terminal_folds_tensor_names_instead_of_cutting_them(
     from gemmaserve.cli import checkpoint as cli_checkpoint
 
     repack_checkpoint(unquantized_dir, tmp_path / "ct")
-    report = grid_check(str(tmp_path / "ct"), str(unquantized_dir), layers="0")
+    report = grid_check(str(tmp_path / "ct"), str(unquantized_dir), GridScope(layers="0"))
     screen = io.StringIO()
     monkeypatch.setattr(cli_checkpoint, "console", lambda: Console(file=screen, width=100, soft_wrap=False))
     cli_checkpoint._render_grid(report)

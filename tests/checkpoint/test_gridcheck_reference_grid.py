@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from safetensors.numpy import load_file as load_numpy
 
 from gemmaserve.checkpoint import grid_check
+from gemmaserve.checkpoint.gridcheck import GridScope
 from gemmaserve.cli import app, main
 from gemmaserve.errors import OffGrid, UsageError
 from tests.checkpoint.builders import (
@@ -178,13 +179,13 @@ def test_the_reference_group_size_is_detected_not_assumed(tmp_path: Path) -> Non
 def test_a_given_reference_group_size_is_used_and_checked(reference: tuple[Path, Truth], tmp_path: Path) -> None:
     ref_dir, truth = reference
     build = write_requantized_build({m: v for m, (v, _) in truth.items()}, tmp_path / "b", group_size=128)
-    given = grid_check(str(build), str(ref_dir), reference_group_size=32)
+    given = grid_check(str(build), str(ref_dir), GridScope(reference_group_size=32))
     assert given.reference_group_size_source == "given" and given.reference_group_size == 32
     assert given.values_off_by_a_level_or_more == grid_check(str(build), str(ref_dir)).values_off_by_a_level_or_more
     with pytest.raises(OffGrid, match="not on a 4-bit grid"):
-        grid_check(str(build), str(ref_dir), reference_group_size=128)  # the reference's groups are 32
+        grid_check(str(build), str(ref_dir), GridScope(reference_group_size=128))  # the reference's groups are 32
     with pytest.raises(UsageError, match="reference-group-size"):
-        grid_check(str(build), str(ref_dir), reference_group_size=48)
+        grid_check(str(build), str(ref_dir), GridScope(reference_group_size=48))
 
 
 def _random_reference(root: Path) -> Path:

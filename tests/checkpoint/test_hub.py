@@ -10,6 +10,7 @@ from gemmaserve.checkpoint import (
     repack_checkpoint,
     validate_checkpoint,
 )
+from gemmaserve.checkpoint.gridcheck import GridScope
 from gemmaserve.errors import CheckpointNotFound
 from tests.checkpoint.builders import PREFIX
 from tests.checkpoint.conftest import FakeHub
@@ -39,7 +40,10 @@ def test_inspect_reads_headers_only_through_range_requests(hub_repos: FakeHub, t
 def test_grid_check_over_the_hub_fetches_only_the_tensor_asked_for(hub_repos: FakeHub) -> None:
     module = f"{PREFIX}.layers.1.mlp.down_proj"
     report = grid_check(
-        "google/tiny-qat-w4a16-ct", "google/tiny-qat-q4_0-unquantized", tensor=module, hub_api=hub_repos.api()
+        "google/tiny-qat-w4a16-ct",
+        "google/tiny-qat-q4_0-unquantized",
+        GridScope(tensor=module),
+        hub_api=hub_repos.api(),
     )
     assert report.verdict == "bit-identical" and report.values == 64 * 128
     tensor_bytes = 64 * 128 * 2

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from gemmaserve.checkpoint import grid, grid_check, repack_checkpoint
-from gemmaserve.checkpoint.gridcheck import GridCheckReport
+from gemmaserve.checkpoint.gridcheck import GridCheckReport, GridScope
 from gemmaserve.checkpoint.native import NativeKernels
 from gemmaserve.errors import OffGrid
 from tests.checkpoint.builders import write_awq_build, write_grid_reference, write_requantized_build
@@ -280,7 +280,7 @@ def test_grid_check_at_other_reference_group_sizes_matches_numpy(
 
     def run() -> GridCheckReport | str:
         try:
-            return grid_check(str(build), str(tmp_path / "ref"), reference_group_size=reference_group_size)
+            return grid_check(str(build), str(tmp_path / "ref"), GridScope(reference_group_size=reference_group_size))
         except OffGrid as exc:
             return str(exc)
 

@@ -295,7 +295,7 @@ def _recover_block_numpy(values: np.ndarray, model_dtype: str, scale_dtype: str,
     todo = np.flatnonzero(~ok)
     if len(todo):
         groups = columns.T
-        _search_steps(groups, peaks, steps, levels, ok, peak_elsewhere, same, todo, model_dtype, scale_dtype)
+        _search_steps(groups, peaks, GridFit(levels, steps, ok, peak_elsewhere, same), todo, model_dtype, scale_dtype)
     shape = (rows, cols // group_size)
     return GridFit(
         levels.reshape(rows, cols),
@@ -325,30 +325,27 @@ def _recover_block_compiled(fast: Kernels, values: np.ndarray, group_size: int, 
     if len(todo):
         g = group_size
         with np.errstate(all="ignore"):
-            _search_steps(
-                values.reshape(-1, g), peaks.reshape(-1), steps.reshape(-1), levels.reshape(-1, g), ok.reshape(-1),
-                peak_elsewhere.reshape(-1), same.reshape(-1, g), todo, "BF16", "BF16",
-            )  # fmt: skip
+            per_group = GridFit(
+                levels.reshape(-1, g),
+                steps.reshape(-1),
+                ok.reshape(-1),
+                peak_elsewhere.reshape(-1),
+                same.reshape(-1, g),
+            )
+            _search_steps(values.reshape(-1, g), peaks.reshape(-1), per_group, todo, "BF16", "BF16")
     return GridFit(levels, steps, ok, peak_elsewhere, same)
 
 
 def _search_steps(
-    groups: np.ndarray,
-    peaks: np.ndarray,
-    steps: np.ndarray,
-    levels: np.ndarray,
-    ok: np.ndarray,
-    peak_elsewhere: np.ndarray,
-    same: np.ndarray,
-    todo: np.ndarray,
-    model_dtype: str,
-    scale_dtype: str,
+    groups: np.ndarray, peaks: np.ndarray, fit: GridFit, todo: np.ndarray, model_dtype: str, scale_dtype: str
 ) -> None:
     """For groups whose step is not peak/-8: try peak/m for every level m, nearest values first.
 
     A candidate that reconstructs every value bit for bit wins; failing that, one
-    that reconstructs them as numbers (zeros of the other sign). Updates in place.
+    that reconstructs them as numbers (zeros of the other sign). Updates ``fit``'s arrays in place, taken
+    one row per group (``groups`` [groups, group], ``peaks`` [groups]).
     """
+    levels, steps, ok, peak_elsewhere, same = fit.levels, fit.steps, fit.on_grid, fit.peak_elsewhere, fit.bit_exact
     fast = kernels()
     if fast is not None and model_dtype == scale_dtype == "BF16":  # the same search, compiled (group by group)
         sub_steps, sub_levels, sub_same = steps[todo], levels[todo], same[todo]
@@ -488,7 +485,8 @@ def _search_groups(bits: np.ndarray, peaks: np.ndarray) -> tuple[np.ndarray, np.
     levels, steps, same = np.zeros((k, group), np.int8), np.zeros(k, np.float32), np.zeros((k, group), np.bool_)
     with np.errstate(all="ignore"):
         steps[:] = round_to_dtype(peaks * np.float32(-0.125), "BF16")
-        _search_steps(values, peaks, steps, levels, found, np.zeros(k, np.bool_), same, np.arange(k), "BF16", "BF16")
+        fit = GridFit(levels, steps, found, np.zeros(k, np.bool_), same)
+        _search_steps(values, peaks, fit, np.arange(k), "BF16", "BF16")
     return found, levels, steps, same
 
 

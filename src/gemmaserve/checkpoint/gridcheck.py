@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import chain
 from types import ModuleType
 from typing import Any, cast
@@ -365,16 +366,34 @@ def _build_group_size(module: str, what: str, cols: int, scale_groups: int) -> i
     return cols // scale_groups
 
 
+@dataclass(frozen=True)
+class OpenedCheckpoint:
+    """A checkpoint opened for reading, with where each of its tensors lies."""
+
+    source: CheckpointSource
+    locations: Locations
+
+
+@dataclass(frozen=True)
+class GridScope:
+    """Which part of a build a grid check compares (one ``tensor``, or the decoder ``layers``; default all its 4-bit
+    tensors) and at which reference group size (a number, or "channel"; None detects it per tensor)."""
+
+    tensor: str | None = None
+    layers: str | None = None
+    reference_group_size: ReferenceGroupSize = None
+
+
 def check_module(
     module: str,
-    build: CheckpointSource,
-    build_locations: Locations,
-    reference: CheckpointSource,
-    reference_locations: Locations,
+    build_side: OpenedCheckpoint,
+    reference_side: OpenedCheckpoint,
     *,
     reference_group_size: ReferenceGroupSize = None,
     progress: Progress | None = None,
 ) -> TensorGridResult:
+    build, build_locations = build_side.source, build_side.locations
+    reference, reference_locations = reference_side.source, reference_side.locations
     ref_loc = _need(reference_locations, f"{module}.weight", f"Reference {reference.label}")
     ref_entry = ref_loc[1]
     if ref_entry.dtype not in grid.FLOAT_DTYPES or len(ref_entry.shape) != 2:
@@ -479,51 +498,35 @@ def check_module(
             spans, compare_values(lambda r0, r1: _float_rows(build, loc, r0, r1, "build")), ref_grid, counts, report
         )
     ref_grid.finish()
-    return _result(module, fmt, rows, cols, build_group, ref_grid, counts)
+    return _result(module, fmt, (rows, cols), build_group, ref_grid, counts)
 
 
 def grid_check(
-    build: str,
-    reference: str,
-    *,
-    tensor: str | None = None,
-    layers: str | None = None,
-    reference_group_size: ReferenceGroupSize = None,
-    hub_api: Any = None,
-    progress: Progress | None = None,
+    build: str, reference: str, scope: GridScope = GridScope(), *, hub_api: Any = None, progress: Progress | None = None
 ) -> GridCheckReport:
     """Compare a 4-bit build with the QAT reference (local paths or hub repo ids).
 
-    ``reference_group_size``: the reference grid's group size (a number, or "channel");
-    None detects it per tensor from the reference's values.
+    ``scope``: the tensors compared and the reference grid's group size (:class:`GridScope`).
 
     Raises:
         UsageError: a tensor or layer selection that matches nothing; a group size that does not divide a row.
         OffGrid: the reference is not on a 4-bit grid (at the given group size, or at any).
         CheckpointNotFound / MalformedCheckpoint: unreadable sources or inconsistent tensors.
     """
+    reference_group_size = scope.reference_group_size
     _check_given_group_size(reference_group_size)
     if build.endswith(".gguf") and os.path.isfile(build):
-        return _grid_check_gguf(
-            build, reference, tensor=tensor, layers=layers, reference_group_size=reference_group_size,
-            hub_api=hub_api, progress=progress,
-        )  # fmt: skip
+        return _grid_check_gguf(build, reference, scope, hub_api, progress)
     build_src = open_source(build, hub_api=hub_api)
     ref_src = open_source(reference, hub_api=hub_api)
     try:
         build_locations = tensor_locations(build_src)
         reference_locations = tensor_locations(ref_src)
-        modules = select_modules(build_locations, tensor=tensor, layers=layers)
+        modules = select_modules(build_locations, tensor=scope.tensor, layers=scope.layers)
+        build_side = OpenedCheckpoint(build_src, build_locations)
+        reference_side = OpenedCheckpoint(ref_src, reference_locations)
         results = [
-            check_module(
-                m,
-                build_src,
-                build_locations,
-                ref_src,
-                reference_locations,
-                reference_group_size=reference_group_size,
-                progress=progress,
-            )
+            check_module(m, build_side, reference_side, reference_group_size=reference_group_size, progress=progress)
             for m in modules
         ]
     finally:
@@ -546,14 +549,9 @@ def checkpoint_grid_check(
     tensor's total); ``cancel`` stops the check between two blocks (:class:`~gemmaserve.progress.Cancelled`).
     Raises as :func:`grid_check`.
     """
+    scope = GridScope(request.tensor, request.layers, request.reference_group_size)
     return grid_check(
-        request.build,
-        request.reference,
-        tensor=request.tensor,
-        layers=request.layers,
-        reference_group_size=request.reference_group_size,
-        hub_api=hub_api,
-        progress=tensor_progress(progress, cancel, "checking"),
+        request.build, request.reference, scope, hub_api=hub_api, progress=tensor_progress(progress, cancel, "checking")
     )
 
 
@@ -597,10 +595,10 @@ def _summarize(
 
 
 def _grid_check_gguf(
-    build: str, reference: str, *, tensor: str | None, layers: str | None, reference_group_size: ReferenceGroupSize,
-    hub_api: Any, progress: Progress | None,
-) -> GridCheckReport:  # fmt: skip
+    build: str, reference: str, scope: GridScope, hub_api: Any, progress: Progress | None
+) -> GridCheckReport:
     """GGUF q4_0 builds: the same comparison, blocks of 32 along each row with an fp16 step."""
+    reference_group_size = scope.reference_group_size
     from gemmaserve.checkpoint.gguf import (
         GGML_Q4_0,
         hf_module_name,
@@ -611,7 +609,7 @@ def _grid_check_gguf(
     _, tensors = read_gguf(build)
     by_module = {module: t for t in tensors.values() if t.ggml_type == GGML_Q4_0 and (module := hf_module_name(t.name))}
     pseudo: Locations = {f"{m}.qweight": None for m in by_module}  # type: ignore[misc]
-    modules = select_modules(pseudo, tensor=tensor, layers=layers)
+    modules = select_modules(pseudo, tensor=scope.tensor, layers=scope.layers)
     ref_src = open_source(reference, hub_api=hub_api)
     build_bytes = 0
     results = []
@@ -637,7 +635,7 @@ def _grid_check_gguf(
                 if progress:
                     progress(module, r1 * ref_loc[1].row_bytes, ref_loc[1].nbytes)
             ref_grid.finish()
-            results.append(_result(module, "gguf-q4_0", rows, cols, 32, ref_grid, counts))
+            results.append(_result(module, "gguf-q4_0", (rows, cols), 32, ref_grid, counts))
     finally:
         ref_src.close()
     source = "detected" if reference_group_size is None else "given"
@@ -649,9 +647,10 @@ def _fit_group(fit: grid.GridFit) -> int:
 
 
 def _result(
-    module: str, fmt: str, rows: int, cols: int, build_group: int | None, ref_grid: _ReferenceGrid,
+    module: str, fmt: str, shape: tuple[int, int], build_group: int | None, ref_grid: _ReferenceGrid,
     counts: grid.GridComparison,
 ) -> TensorGridResult:  # fmt: skip
+    rows, cols = shape
     return TensorGridResult(
         tensor=module,
         build_format=fmt,
