@@ -18,6 +18,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, cast
@@ -197,12 +198,27 @@ def _quantize_block_rows(entry: TensorEntry) -> int:
     return max(1, size // max(entry.row_bytes, 1))
 
 
+@dataclass(frozen=True)
+class _ShardOut:
+    """An output shard being written: its file descriptor, where its data starts, and each tensor's offset there."""
+
+    fd: int
+    base: int
+    offsets: dict[str, int]
+
+    def write(self, data: Any, tensor: str, at: int = 0) -> None:
+        """``data`` at byte ``at`` of ``tensor``'s data."""
+        _pwrite_all(self.fd, data, self.base + self.offsets[tensor] + at)
+
+
 def _write_quantized(
-    src: LocalSource, header: SafetensorsHeader, entry: TensorEntry, scale_dtype: str,
-    fd: int, base: int, offsets: dict[str, int], stats: _Stats, progress: Progress | None,
+    shard: tuple[LocalSource, SafetensorsHeader], entry: TensorEntry, scale_dtype: str, out: _ShardOut,
+    stats: _Stats, progress: Progress | None,
 ) -> None:  # fmt: skip
-    """Pack one tensor block by block on worker threads (each writes its own byte ranges); stats and
-    progress are summed in block order on this thread, and the first off-grid block in order is the one reported."""
+    """Pack one tensor of ``shard`` (its source and header) block by block on worker threads (each writes its
+    own byte ranges); stats and progress are summed in block order on this thread, and the first off-grid block
+    in order is the one reported."""
+    src, header = shard
     rows, cols = entry.shape
     module = entry.name[: -len(".weight")]
     packed_row, scale_row = cols // 8 * 4, cols // grid.GROUP_SIZE * DTYPE_BYTES[scale_dtype]
@@ -228,8 +244,8 @@ def _write_quantized(
         if len(block.off_grid):
             groups_per_row = cols // grid.GROUP_SIZE
             raise off_grid(r0, r1, np.stack(np.divmod(block.off_grid, groups_per_row), axis=1))
-        _pwrite_all(fd, packed.data, base + offsets[f"{module}.weight_packed"] + r0 * packed_row)
-        _pwrite_all(fd, scales.view(np.uint8).data, base + offsets[f"{module}.weight_scale"] + r0 * scale_row)
+        out.write(packed.data, f"{module}.weight_packed", r0 * packed_row)
+        out.write(scales.view(np.uint8).data, f"{module}.weight_scale", r0 * scale_row)
         return bits.size, block.bit_exact, block.groups, block.peak_elsewhere, r1
 
     def work(span: tuple[int, int]) -> tuple[int, int, int, int, int]:
@@ -239,9 +255,9 @@ def _write_quantized(
         if not fit.on_grid.all():
             raise off_grid(r0, r1, np.argwhere(~fit.on_grid))
         packed = grid.pack_int4(fit.levels).astype("<i4", copy=False)
-        _pwrite_all(fd, _bytes_of(packed), base + offsets[f"{module}.weight_packed"] + r0 * packed_row)
+        out.write(_bytes_of(packed), f"{module}.weight_packed", r0 * packed_row)
         scales = grid.encode_values(fit.steps, scale_dtype)
-        _pwrite_all(fd, _bytes_of(scales), base + offsets[f"{module}.weight_scale"] + r0 * scale_row)
+        out.write(_bytes_of(scales), f"{module}.weight_scale", r0 * scale_row)
         return values.size, int(fit.bit_exact.sum()), fit.on_grid.size, int(fit.peak_elsewhere.sum()), r1
 
     for n_values, bit_exact, groups, peak_elsewhere, stop in map_in_order(
@@ -253,7 +269,7 @@ def _write_quantized(
         stats.peak_elsewhere += peak_elsewhere
         if progress:
             progress(entry.name, stop * entry.row_bytes, entry.nbytes)
-    _pwrite_all(fd, np.array([rows, cols], dtype="<i8").tobytes(), base + offsets[f"{module}.weight_shape"])
+    out.write(np.array([rows, cols], dtype="<i8").tobytes(), f"{module}.weight_shape")
     stats.tensors += 1
 
 
@@ -366,11 +382,12 @@ def repack_checkpoint(
             header_json, offsets = layout.header()
             base = 8 + len(header_json)
             fd = os.open(tmp / shard, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            shard_out = _ShardOut(fd, base, offsets)
             try:
                 _pwrite_all(fd, len(header_json).to_bytes(8, "little") + header_json, 0)
                 for e in kept:
                     if plans[e.name] == "quantize":
-                        _write_quantized(src, header, e, scale_dtypes[e.name], fd, base, offsets, stats, progress)
+                        _write_quantized((src, header), e, scale_dtypes[e.name], shard_out, stats, progress)
                     else:
                         _copy_tensor(src, header, e, fd, base + offsets[e.name])
             except BaseException:
