@@ -99,8 +99,7 @@ def test_comparison_counts_match_numpy(monkeypatch: pytest.MonkeyPatch, ref_grou
     def run() -> tuple[grid.GridComparison, grid.GridComparison]:
         floats, packs = grid.GridComparison(), grid.GridComparison()
         floats.add(build, reference, fit.steps, ref_group)
-        packs.add_packed(packed, scales, build_group_size=build_group, scale_dtype="BF16",
-                         reference=reference, reference_steps=fit.steps, group_size=ref_group)  # fmt: skip
+        packs.add_packed(grid.PackedWeights(packed, scales, build_group, "BF16"), reference, fit.steps, ref_group)
         return floats, packs
 
     (slow_f, slow_p), (fast_f, fast_p) = _both(monkeypatch, run)
@@ -244,8 +243,7 @@ def test_one_pass_comparison_matches_the_numpy_path(
     packed = grid.pack_int4(levels)
     slow = grid.GridComparison()
     with np.errstate(all="ignore"):  # inf and NaN scales: the numpy path warns, the counts are what matter
-        slow.add_packed(packed, scales, build_group_size=build_group, scale_dtype="BF16",
-                        reference=reference, reference_steps=fit.steps, group_size=ref_group)  # fmt: skip
+        slow.add_packed(grid.PackedWeights(packed, scales, build_group, "BF16"), reference, fit.steps, ref_group)
     monkeypatch.setenv(grid.KERNEL_ENV, compiled)
     fast, on_grid, peak_elsewhere = grid.compare_packed_block_bf16(
         grid.kernels(), bits, ref_group, packed, grid.encode_values(scales, "BF16"), build_group

@@ -664,6 +664,17 @@ def count_nearest_level_differs(build: np.ndarray, reference: np.ndarray, steps:
 
 
 @dataclass(slots=True)
+@dataclass(frozen=True)
+class PackedWeights:
+    """A pack-quantized build block: int32 words [rows, cols/8] and a float32 scale per ``group_size`` values
+    (stored as ``scale_dtype``)."""
+
+    packed: np.ndarray
+    scales: np.ndarray
+    group_size: int
+    scale_dtype: str
+
+
 class GridComparison:
     """Running counts of a build against the reference, accumulated block by block."""
 
@@ -692,10 +703,11 @@ class GridComparison:
         self._add_numpy(build, reference, reference_steps, group_size)
 
     def add_packed(
-        self, packed: np.ndarray, scales: np.ndarray, *, build_group_size: int, scale_dtype: str,
-        reference: np.ndarray, reference_steps: np.ndarray, group_size: int,
-    ) -> None:  # fmt: skip
-        """``add`` for a pack-quantized build block (int32 [rows, cols/8], float32 scales), dequantized as dtype(q * scale)."""
+        self, weights: PackedWeights, reference: np.ndarray, reference_steps: np.ndarray, group_size: int
+    ) -> None:
+        """``add`` for a pack-quantized build block, dequantized as dtype(q * scale)."""
+        packed, scales, build_group_size = weights.packed, weights.scales, weights.group_size
+        scale_dtype = weights.scale_dtype
         cols = reference.shape[1]
         fast = kernels()
         bad_scale = np.repeat(~np.isfinite(scales), build_group_size, axis=1)[:, :cols]

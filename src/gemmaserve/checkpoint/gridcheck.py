@@ -469,9 +469,8 @@ def check_module(
             fit = ref_grid.fit(ref_values)
             part = grid.GridComparison()
             part.add_packed(
-                packed, scales, build_group_size=build_group, scale_dtype=scale_dtype,
-                reference=ref_values, reference_steps=fit.steps, group_size=_fit_group(fit),
-            )  # fmt: skip
+                grid.PackedWeights(packed, scales, build_group, scale_dtype), ref_values, fit.steps, _fit_group(fit)
+            )
             return _BlockResult(fit, part, r1)
 
         _run_blocks(spans, work_packed if fast is None else work_fused, ref_grid, counts, report)
