@@ -83,6 +83,12 @@ def decode_bf16(bits: Any, out: Any) -> None:
 
 _LANES = 64  # groups per tile in fit_bf16
 
+# The one-pass kernels below take flat arrays and numbers on purpose: numba's nopython mode compiles them
+# (and ``native_build.py`` exports them as C entry points, one pointer or integer per argument), so a grouping
+# object would have to be a numba structref or jitclass, compiled on every first run and not passable through
+# the C ABI. The Python side groups instead: ``grid.py`` builds the scratch buffers (``_fit_scratch``,
+# ``_kernel_scratch``) and hands a block's arrays over in one call.
+
 
 @_jit
 def fit_bf16(

@@ -213,7 +213,10 @@ def _pointer(array: np.ndarray, dtype: type, size: int) -> int:
 
 class NativeKernels:
     """The kernels ``grid.py`` calls, with the signatures of ``kernels.py``'s: the one-pass ones run the loaded
-    object code; any other attribute is numba's (``kernels.py``, imported on first use)."""
+    object code; any other attribute is numba's (``kernels.py``, imported on first use).
+
+    The signatures stay flat because they are the numba kernels' own (``grid.py`` calls either through the same
+    names), and those are flat for nopython mode and the C ABI: see the note above ``kernels.fit_bf16``."""
 
     def __init__(self, engine: Any, functions: dict[str, Any], constants: dict[str, int]) -> None:
         self._engine = engine  # owns the code's memory: it lives as long as this object

@@ -41,6 +41,8 @@ def _decode_bf16(bits: Any, out: Any, n: int) -> int:
     return 0
 
 
+# One C entry point per kernel, one pointer or integer per argument (the ABI ``native.py`` calls through ctypes):
+# flat by necessity, see the note above ``kernels.fit_bf16``.
 def _fit_bf16(
     values: Any, n: int, group: int, levels: Any, same: Any, steps: Any, ok: Any, peaks: Any, tiles: Any,
     ltile: Any, stile: Any, lanes: Any, ok_l: Any,
