@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from gemmaserve.catalog import resolve_gpu
-from gemmaserve.plan import plan_deployment
+from tests.plan.replay import replay_h200_start
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 RUNS = [
@@ -25,19 +24,8 @@ GRAPH_SOLVED_FROM = {"e2b-graphs-seqs4", "e2b-graphs-seqs64", "e2b-mm-l4", "e2b-
 
 
 def _replay(run: dict[str, Any]) -> Any:
-    settings, figures = run["settings"], run["figures"]
-    gpu = resolve_gpu("h200").model_copy(update={"visible_memory_gib": figures["total_gib"]})
-    return plan_deployment(
-        settings["model"],
-        "bf16",
-        gpu,
-        max_model_len=settings["max_model_len"],
-        gpu_memory_utilization=settings["gpu_memory_utilization"],
-        max_num_seqs=settings["max_num_seqs"],
-        max_num_batched_tokens=settings["max_num_batched_tokens"],
-        language_model_only=settings["text_only"],
-        vllm_version="0.26",
-    )
+    settings = run["settings"]
+    return replay_h200_start(settings, run["figures"]["total_gib"], settings["text_only"], "0.26")
 
 
 def test_the_results_hold_every_kind_of_start() -> None:

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from gemmaserve.catalog import load_catalog, resolve_gpu
+from gemmaserve.catalog import load_catalog
 from gemmaserve.plan import plan_deployment
+from tests.plan.replay import replay_h200_start
 
 RUNS_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "plan_gpu_memory_runs.json"
 DOCUMENT = json.loads(RUNS_FILE.read_text(encoding="utf-8"))
@@ -25,21 +26,11 @@ RECORDED = [
 
 def _replay(run: dict[str, Any]) -> Any:
     settings = run["settings"]
-    gpu = resolve_gpu("h200").model_copy(update={"visible_memory_gib": settings["device_total_gib"]})
-    return plan_deployment(
-        settings["model"],
-        "bf16",
-        gpu,
-        max_model_len=settings["max_model_len"],
-        gpu_memory_utilization=settings["gpu_memory_utilization"],
-        max_num_seqs=settings["max_num_seqs"],
-        max_num_batched_tokens=settings["max_num_batched_tokens"],
-        language_model_only=settings.get("language_model_only", True),
-        vllm_version=DOCUMENT["vllm_version"],
-        # Whether this start compiled, as its own log says (a warm cache can miss: the compile
-        # hash covers more than the settings the script varies); else as the run was set up.
-        first_start=run["figures"].get("compiled_this_start", settings["cold"]),
-    )
+    text_only = settings.get("language_model_only", True)
+    # Whether this start compiled, as its own log says (a warm cache can miss: the compile
+    # hash covers more than the settings the script varies); else as the run was set up.
+    compiled = run["figures"].get("compiled_this_start", settings["cold"])
+    return replay_h200_start(settings, settings["device_total_gib"], text_only, DOCUMENT["vllm_version"], compiled)
 
 
 def test_the_data_file_holds_real_runs() -> None:
