@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def fake_interpreter(
@@ -24,3 +25,31 @@ def fake_interpreter(
     script.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable}{flags} "$@"\n')
     script.chmod(0o755)
     return script
+
+
+class FakeQuery:
+    """The query tensor as the launch wrapper reads it: only its element size."""
+
+    def __init__(self, element_size: int) -> None:
+        self.size = element_size
+
+    def element_size(self) -> int:
+        return self.size
+
+
+def launch_unified_attention(
+    kernel: Any, head: int, tile: int, is_3d: bool, *, window: int = 0, per_kv: int = 8, element_size: int = 2,
+    **extra: Any,
+) -> None:  # fmt: skip
+    """One launch of ``kernel`` with the keyword arguments ``unified_attention`` gives it (BLOCK_M 16)."""
+    kernel[(1, 1)](
+        HEAD_SIZE=head,
+        HEAD_SIZE_PADDED=head,
+        TILE_SIZE=tile,
+        BLOCK_M=16,
+        IS_3D=is_3d,
+        SLIDING_WINDOW=window,
+        num_queries_per_kv=per_kv,
+        query_ptr=FakeQuery(element_size),
+        **extra,
+    )

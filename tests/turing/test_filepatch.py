@@ -22,7 +22,7 @@ from gemmaserve.errors import (
 from gemmaserve.turing import block, filepatch
 from gemmaserve.turing.filepatch import PatchTarget, PatchVerdict
 from gemmaserve.turing.versions import TESTED_VLLM_VERSIONS, is_supported, parse_version
-from tests.turing.fakes import fake_interpreter
+from tests.turing.fakes import fake_interpreter, launch_unified_attention
 
 
 def _target(path: Path) -> PatchTarget:
@@ -153,14 +153,6 @@ class _Recorder:
         return lambda **kwargs: self.launches.append(kwargs)
 
 
-class _Query:
-    def __init__(self, element_size: int) -> None:
-        self.size = element_size
-
-    def element_size(self) -> int:
-        return self.size
-
-
 def _patched_launch(source: str, capability_major: int, smem_limit_bytes: int) -> tuple[object, _Recorder]:
     """The patched file's ``kernel_unified_attention`` run in isolation, wrapping a recorder."""
     import ast
@@ -198,16 +190,7 @@ def test_patched_launch_changes_warps_only_where_vllms_own_tile_overflows(
         (512, 16, False, 0, 8, 4),
     ]
     for head, tile, is_3d, window, per_kv, element_size in launches:
-        kernel[(1, 1)](  # type: ignore[index]
-            HEAD_SIZE=head,
-            HEAD_SIZE_PADDED=head,
-            TILE_SIZE=tile,
-            BLOCK_M=16,
-            IS_3D=is_3d,
-            SLIDING_WINDOW=window,
-            num_queries_per_kv=per_kv,
-            query_ptr=_Query(element_size),
-        )
+        launch_unified_attention(kernel, head, tile, is_3d, window=window, per_kv=per_kv, element_size=element_size)
     warps = [launch.get("num_warps") for launch in recorder.launches]
     # Only the 16-bit head-512 2D launch overflows (vLLM's prefill tile 32 needs 98,304 B), and only on sm_75.
     expected_overflow = 8 if (major, limit) == (7, 65_536) else None

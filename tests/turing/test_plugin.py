@@ -24,6 +24,7 @@ from gemmaserve.turing.plugin import (
     platform_view,
     register,
 )
+from tests.turing.fakes import launch_unified_attention
 
 T4 = PlatformView("cuda", (7, 5), "0.26.0")
 H200 = PlatformView("cuda", (9, 0), "0.26.0")
@@ -114,14 +115,6 @@ def _must_not_load() -> types.ModuleType:
     raise AssertionError("stepping aside must not even import the kernel module")
 
 
-class _Query:
-    def __init__(self, element_size: int) -> None:
-        self.size = element_size
-
-    def element_size(self) -> int:
-        return self.size
-
-
 def _launch(
     module: types.ModuleType,
     head: int,
@@ -135,16 +128,8 @@ def _launch(
 ) -> dict[str, Any]:
     """The keyword arguments the real kernel gets for one launch, named as ``unified_attention`` names them."""
     kernel = module.kernel_unified_attention
-    kernel[(1, 1)](
-        HEAD_SIZE=head,
-        HEAD_SIZE_PADDED=head,
-        TILE_SIZE=tile,
-        BLOCK_M=16,
-        IS_3D=is_3d,
-        SLIDING_WINDOW=window,
-        num_queries_per_kv=per_kv,
-        query_ptr=_Query(element_size),
-        **extra,
+    launch_unified_attention(
+        kernel, head, tile, is_3d, window=window, per_kv=per_kv, element_size=element_size, **extra
     )
     inner = kernel.kernel if isinstance(kernel, TuringLaunch) else kernel
     kwargs: dict[str, Any] = inner.launches[-1][1]
