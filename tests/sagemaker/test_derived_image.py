@@ -264,19 +264,17 @@ def test_the_build_writes_its_record_from_inside_the_image(tmp_path: Path) -> No
 
 def test_preflight_on_another_host_reads_the_record_the_build_wrote(moto_factory: Any) -> None:
     from gemmaserve.sagemaker.image import record_location
-    from gemmaserve.sagemaker.preflight import run_preflight
+    from gemmaserve.sagemaker.preflight import PreflightDeps, run_preflight
+    from gemmaserve.sagemaker.requests import PreflightRequest
 
     image = plan_image_build(region=REGION, account=ACCOUNT).target_image
 
     def clamp() -> Any:
-        report = run_preflight(
-            moto_factory,
-            model="gemma-4-e2b",
-            encoding="qat-w4a16",
-            instance_types=["ml.g4dn.xlarge"],
-            regions=[REGION],
-            image_uri=image,
-        )
+        request = PreflightRequest.parse(
+            {"model": "gemma-4-e2b", "encoding": "qat-w4a16", "instance": ["ml.g4dn.xlarge"], "region": REGION,
+             "image": image}
+        )  # fmt: skip
+        report = run_preflight(request, PreflightDeps(moto_factory), regions=[REGION])
         return next(f for f in report.findings if f.check == "turing-clamp")
 
     missing = clamp()

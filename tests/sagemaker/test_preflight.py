@@ -13,13 +13,14 @@ from gemmaserve.findings import Status
 from gemmaserve.sagemaker import api
 from gemmaserve.sagemaker.container import DEFAULT_AMI, default_image_uri
 from gemmaserve.sagemaker.preflight import (
+    PreflightDeps,
     PreflightReport,
     Reachability,
     plan_finding,
     run_preflight,
 )
 from gemmaserve.sagemaker.quota import instances_held, quota_verdict
-from gemmaserve.sagemaker.requests import DeployRequest
+from gemmaserve.sagemaker.requests import DeployRequest, PreflightRequest
 from tests.sagemaker.helpers import DERIVED_T4, make_role, record_derived_image
 
 REGION = "us-east-1"
@@ -53,6 +54,15 @@ class Factory:
         return self.sq[region] if service == "service-quotas" else self.moto(service, region)
 
 
+def preflight(
+    factory: Any, regions: list[str] | None = None, check_model: Any = None, **fields: Any
+) -> PreflightReport:
+    """run_preflight on the request these fields make, in ``regions`` (default: us-east-1)."""
+    regions = regions or [REGION]
+    request = PreflightRequest.parse({"regions": regions, **fields})
+    return run_preflight(request, PreflightDeps(factory, check_model=check_model), regions=regions)
+
+
 def by_check(report: PreflightReport) -> dict[str, Any]:
     return {f.check: f for f in report.findings}
 
@@ -60,12 +70,11 @@ def by_check(report: PreflightReport) -> dict[str, Any]:
 def test_t4_with_the_stock_image_fails_on_the_clamp_and_passes_the_rest(moto_factory: Any) -> None:
     role = make_role(moto_factory("iam", REGION))
     factory = Factory(moto_factory, {"ml.g4dn.xlarge for endpoint usage": 1}, [REGION])
-    report = run_preflight(
+    report = preflight(
         factory,
         model="gemma-4-e2b",
         encoding="qat-w4a16",
-        instance_types=["ml.g4dn.xlarge"],
-        regions=[REGION],
+        instance=["ml.g4dn.xlarge"],
         role_arn=role,
         check_model=lambda repo: Reachability.GATED,
     )
@@ -95,14 +104,13 @@ def test_derived_image_and_held_quota(moto_factory: Any) -> None:
     sm.create_endpoint(EndpointName="busy", EndpointConfigName="c")
     assert instances_held(sm, region=REGION) == {"ml.g4dn.xlarge": 1}
     factory = Factory(moto_factory, {"ml.g4dn.xlarge for endpoint usage": 1}, [REGION])
-    report = run_preflight(
+    report = preflight(
         factory,
         model="gemma-4-e2b",
         encoding="qat-w4a16",
-        instance_types=["ml.g4dn.xlarge"],
-        regions=[REGION],
+        instance=["ml.g4dn.xlarge"],
         role_arn=role,
-        image_uri=T4_DERIVED.replace("us-east-1", "{region}"),
+        image=T4_DERIVED.replace("us-east-1", "{region}"),
         check_model=lambda repo: Reachability.REACHABLE,
     )
     checks = by_check(report)
@@ -114,12 +122,11 @@ def test_derived_image_and_held_quota(moto_factory: Any) -> None:
 
 def test_missing_role_unknown_model_and_missing_quota_are_not_ok(moto_factory: Any) -> None:
     factory = Factory(moto_factory, {}, [REGION])
-    report = run_preflight(
+    report = preflight(
         factory,
         model="gemma-4-e2b",
         encoding="bf16",
-        instance_types=["ml.g6.xlarge"],
-        regions=[REGION],
+        instance=["ml.g6.xlarge"],
         role_arn="arn:aws:iam::123456789012:role/nope",
     )
     checks = by_check(report)
@@ -167,36 +174,32 @@ def test_an_unknown_finding_blocks_the_deploy_and_creates_nothing(
 def test_cuda_13_image_on_g4dn_without_the_new_ami_fails(moto_factory: Any) -> None:
     factory = Factory(moto_factory, {}, [REGION])
     image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm:0.34-gpu-py312-cu130-turing"
-    report = run_preflight(
-        factory,
-        model="gemma-4-e2b",
-        encoding="qat-w4a16",
-        instance_types=["ml.g4dn.xlarge"],
-        regions=[REGION],
-        image_uri=image,
-        inference_ami_version=None,
-    )
+    # an AMI of CUDA 12.2 under an image built for CUDA 13.0
+    report = preflight(
+        factory, model="gemma-4-e2b", encoding="qat-w4a16", instance=["ml.g4dn.xlarge"], image=image,
+        ami="al2-ami-sagemaker-inference-gpu-2",
+    )  # fmt: skip
     finding = by_check(report)["cuda:ml.g4dn.xlarge"]
     assert finding.status is Status.FAIL and DEFAULT_AMI in finding.fix
 
 
 def test_host_ram_is_hard_on_sagemaker() -> None:
     # A plan that fits only with swap cannot run on a SageMaker host: there is no swap to add.
-    finding = plan_finding("fits-with-swap", "host RAM: loading needs 18 GiB", "ml.g4dn.xlarge", 1000, 2.0, 18.0, 16)
+    from gemmaserve.plan import plan_deployment
+
+    fits = plan_deployment("gemma-4-e2b", "qat-w4a16", "l4")
+    swap = fits.model_copy(update={"verdict": "fits-with-swap", "binding_term": "host RAM: loading needs 18 GiB",
+                                   "host_ram_gib": 16.0})  # fmt: skip
+    finding = plan_finding(swap, "ml.g4dn.xlarge")
     assert finding.status is Status.FAIL and "no swap" in finding.detail
-    assert plan_finding("fits", None, "ml.g6.xlarge", 1000, 2.0, 8.0, 16).status is Status.OK
-    assert plan_finding("does-not-fit", "GPU memory", "ml.g4dn.xlarge", 0, 0.0, 8.0, 16).status is Status.FAIL
+    assert plan_finding(fits.model_copy(update={"host_ram_gib": 16.0}), "ml.g6.xlarge").status is Status.OK
+    short = fits.model_copy(update={"verdict": "does-not-fit", "binding_term": "GPU memory"})
+    assert plan_finding(short, "ml.g4dn.xlarge").status is Status.FAIL
 
 
 def test_mixed_gpus_in_a_pool_fail(moto_factory: Any) -> None:
     factory = Factory(moto_factory, {}, [REGION])
-    report = run_preflight(
-        factory,
-        model="gemma-4-e2b",
-        encoding="qat-w4a16",
-        instance_types=["ml.g6.xlarge", "ml.g4dn.xlarge"],
-        regions=[REGION],
-    )
+    report = preflight(factory, model="gemma-4-e2b", encoding="qat-w4a16", instance=["ml.g6.xlarge", "ml.g4dn.xlarge"])
     assert by_check(report)["one-gpu"].status is Status.FAIL
 
 
@@ -238,16 +241,11 @@ def test_preflight_says_each_check_as_it_starts_with_an_eta_from_the_pace_so_far
     factory = Factory(moto_factory, {"ml.g6.xlarge for endpoint usage": 1}, regions)
     ticks = iter([0.0, 0.0, 4.0, 8.0, 12.0, 16.0])  # each check takes 4 s on this clock
     events: list[Any] = []
-    run_preflight(
-        factory,
-        model="gemma-4-e2b",
-        encoding="bf16",
-        instance_types=["ml.g6.xlarge"],
-        regions=regions,
-        role_arn="arn:aws:iam::123456789012:role/nope",
-        progress=events.append,
-        clock=lambda: next(ticks),
-    )
+    request = PreflightRequest.parse(
+        {"model": "gemma-4-e2b", "encoding": "bf16", "instance": ["ml.g6.xlarge"], "regions": regions,
+         "role_arn": "arn:aws:iam::123456789012:role/nope"}
+    )  # fmt: skip
+    run_preflight(request, PreflightDeps(factory, progress=events.append, clock=lambda: next(ticks)), regions=regions)
     messages = [event.message for event in events]
     assert [event.phase for event in events] == ["preflight"] * 4
     assert [(event.done, event.total) for event in events] == [(0, 4), (1, 4), (2, 4), (3, 4)]

@@ -48,6 +48,7 @@ from gemmaserve.sagemaker.jumpstart import JumpStartListing
 from gemmaserve.sagemaker.logs import EndpointLogs, read_endpoint_logs
 from gemmaserve.sagemaker.preflight import (
     ModelChecker,
+    PreflightDeps,
     PreflightReport,
     hub_reachability,
     run_offline_preflight,
@@ -59,7 +60,6 @@ from gemmaserve.sagemaker.requests import (
     AutoscaleRequest,
     CleanupRequest,
     DeleteRequest,
-    DeploymentSettings,
     DeployRequest,
     ImageBuildRequest,
     ImageRenderRequest,
@@ -122,28 +122,8 @@ def preflight(
 ) -> PreflightReport:
     """Every check of a deploy, each ok / warn / fail / unknown with its fix; AWS is read, nothing created."""
     regions = request.chosen_regions()
-    return run_preflight(
-        _factory(factory),
-        **_preflight_terms(request, regions),
-        role_arn=request.role_arn,
-        check_model=check_model,
-        rows=request.plan_rows(),
-        progress=progress,
-    )
-
-
-def _preflight_terms(request: DeploymentSettings, regions: list[str]) -> dict[str, Any]:
-    return {
-        "model": request.model,
-        "encoding": request.encoding,
-        "instance_types": request.instance,
-        "regions": regions,
-        "image_uri": request.image,
-        "inference_ami_version": request.ami,
-        "max_model_len": request.max_model_len,
-        "gpu_memory_utilization": request.gpu_memory_utilization,
-        "language_model_only": request.language_model_only,
-    }
+    deps = PreflightDeps(_factory(factory), check_model=check_model, progress=progress)
+    return run_preflight(request, deps, regions=regions)
 
 
 @dataclass(frozen=True)
@@ -176,20 +156,8 @@ def prepare_deploy(
         resolve_instance(first)  # not in the catalog: its error names the types that are
     row = rows[first]
     clients = _factory(factory) if not request.dry_run else factory
-    spec = spec_for_plan(
-        row,
-        endpoint_name=request.endpoint_name or default_endpoint_name(row.model, row.gpu),
-        instance_types=request.instance,
-        role_arn=request.execution_role(),
-        image_uri=request.image,
-        owner=default_owner(request.owner),
-        ttl_s=request.ttl_s(),
-        vllm_overrides=request.vllm_arg,
-        extra_env=request.environment(),
-        inference_ami_version=request.ami,
-        startup_health_check_timeout_s=request.startup_timeout_s,
-        model_download_timeout_s=request.download_timeout_s,
-    )
+    endpoint_name = request.endpoint_name or default_endpoint_name(row.model, row.gpu)
+    spec = spec_for_plan(request, row, endpoint_name=endpoint_name, owner=default_owner(request.owner))
     price_lookup = make_price_lookup(None if request.list_prices else clients, today=date.today())
     plan = plan_deploy(spec, region=regions[0], now=now(), price_lookup=price_lookup)
     return PreparedDeploy(request, regions, rows, spec, plan, price_lookup)
@@ -221,19 +189,13 @@ def deploy(
         prepared = prepare_deploy(request, factory=factory, now=now)
     regions, spec, name = prepared.regions, prepared.spec, prepared.spec.endpoint_name
     if request.dry_run:
-        offline = run_offline_preflight(**_preflight_terms(request, regions), rows=prepared.rows)
+        offline = run_offline_preflight(request, regions=regions, rows=prepared.rows)
         return DeployOutcome(dry_run=True, plan=prepared.plan, preflight=offline)
     clients = _factory(factory)
     report = None
     if not request.skip_preflight:
-        report = run_preflight(
-            clients,
-            **_preflight_terms(request, regions),
-            role_arn=request.role_arn,
-            check_model=check_model,
-            rows=prepared.rows,
-            progress=progress,
-        )
+        deps = PreflightDeps(clients, check_model=check_model, progress=progress)
+        report = run_preflight(request, deps, regions=regions, rows=prepared.rows)
         accept_unknown = request.accept_unknown
         # A finding with no ``where`` is about every region; one naming a region only rules that one out.
         region_blind = [f for f in report.failures(accept_unknown=accept_unknown) if f.where is None]

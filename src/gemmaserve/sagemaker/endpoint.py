@@ -10,7 +10,7 @@ Following the endpoint into service is :mod:`.startup`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -59,6 +59,7 @@ from gemmaserve.sagemaker.tags import CREATED_KEY, OWNER_KEY, build_tags, tags_t
 
 if TYPE_CHECKING:
     from gemmaserve.plan import PlanRow
+    from gemmaserve.sagemaker.requests import DeployRequest
 
 MAX_POOL_TYPES = 5
 MAX_TIMEOUT_S = 3600
@@ -93,39 +94,21 @@ class DeploySpec(BaseModel):
         return validate_endpoint_name(value)
 
 
-def spec_for_plan(
-    row: PlanRow,
-    *,
-    endpoint_name: str,
-    instance_types: list[str],
-    role_arn: str,
-    image_uri: str | None,
-    owner: str,
-    ttl_s: float | None,
-    served_model_name: str | None = None,
-    vllm_overrides: list[str] | None = None,
-    extra_env: Mapping[str, str] | None = None,
-    inference_ami_version: str | None = DEFAULT_AMI,
-    startup_health_check_timeout_s: int = 1800,
-    model_download_timeout_s: int = 1800,
-    instance_count: int = 1,
-) -> DeploySpec:
-    """The DeploySpec of a plan row: its environment from :func:`environment_for_plan`, the rest as given."""
+def spec_for_plan(request: DeployRequest, row: PlanRow, *, endpoint_name: str, owner: str) -> DeploySpec:
+    """The DeploySpec of ``request`` on its plan ``row``: the container environment from the row's flags
+    (:func:`environment_for_plan`, with the split over the instance's GPUs), the rest from the request."""
     return DeploySpec(
         endpoint_name=endpoint_name,
-        instance_types=instance_types,
-        instance_count=instance_count,
-        image_uri=image_uri,
-        role_arn=role_arn,
-        environment=environment_for_plan(
-            row, served_model_name=served_model_name, vllm_overrides=vllm_overrides, extra_env=extra_env
-        ),
+        instance_types=request.instance,
+        image_uri=request.image,
+        role_arn=request.execution_role(),
+        environment=environment_for_plan(row, vllm_overrides=request.vllm_arg, extra_env=request.environment()),
         model_label=f"{row.model}/{row.encoding}",
-        inference_ami_version=inference_ami_version,
-        startup_health_check_timeout_s=startup_health_check_timeout_s,
-        model_download_timeout_s=model_download_timeout_s,
+        inference_ami_version=request.ami,
+        startup_health_check_timeout_s=request.startup_timeout_s,
+        model_download_timeout_s=request.download_timeout_s,
         owner=owner,
-        ttl_s=ttl_s,
+        ttl_s=request.ttl_s(),
     )
 
 

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from gemmaserve.plan import PlanRow
 
 PREFIX = "SM_VLLM_"
+# The image's tensor-parallel setting: "SM_VLLM_TENSOR_PARALLEL_SIZE | Number of GPUs | 1"
+# (https://aws.github.io/deep-learning-containers/vllm/configuration/), i.e. vLLM's --tensor-parallel-size.
+TENSOR_PARALLEL_ENV = PREFIX + "TENSOR_PARALLEL_SIZE"
 _ENV_NAME = re.compile(r"^SM_VLLM_[A-Z0-9_]+$")
 _FLAG = re.compile(r"^--([a-z0-9][a-z0-9_-]*)$")
 
@@ -163,4 +166,16 @@ def environment_for_plan(
         else:
             env[key] = value
     validate_environment(env)
+    planned = str(row.tensor_parallel_size)
+    given = env.get(TENSOR_PARALLEL_ENV, "1")
+    if given.strip().lower() in ("", "true", "false") or given != planned:
+        # The plan's memory is one rank's of its own split: another size would start what was not checked.
+        raise UsageError(
+            f"The container environment sets {TENSOR_PARALLEL_ENV}={given!r}, but the plan splits the model "
+            f"over {planned} GPU(s).",
+            hint=f"Give --tensor-parallel-size instead of setting {TENSOR_PARALLEL_ENV} or --vllm-arg "
+            "--tensor-parallel-size, so preflight checks the split the container runs.",
+        )
+    if row.tensor_parallel_size == 1:
+        env.pop(TENSOR_PARALLEL_ENV, None)
     return env

@@ -127,6 +127,63 @@ def validate_instance_types(instance_types: Iterable[str]) -> list[str]:
     return types
 
 
+# vLLM starts ``--tensor-parallel-size N`` as N worker processes, rank i on the host's GPU i; a world larger than
+# the host's GPUs is refused at start ("World size (N) is larger than the number of available GPUs", read in
+# vllm 0.32.0 config/parallel.py:1047-1058), one smaller runs but leaves the other GPUs idle. A SageMaker
+# real-time endpoint runs one container per instance and the AWS vLLM image one ``vllm serve`` in it
+# (SM_VLLM_TENSOR_PARALLEL_SIZE, "Number of GPUs", default 1:
+# https://aws.github.io/deep-learning-containers/vllm/configuration/), so nothing else would use them:
+# the billed GPUs and N must match.
+def tensor_parallel_for_pool(instance_types: Iterable[str], asked: int | None) -> int:
+    """The ``--tensor-parallel-size`` a deploy on these types runs with: the one asked, which must equal
+    the instance's GPU count, or (none asked) that count. Types outside the catalog are left to preflight.
+
+    Raises:
+        UsageError: when the pool's types differ in GPU count, or ``asked`` is not the instance's count.
+    """
+    from gemmaserve.catalog import load_catalog
+
+    catalog = load_catalog().instances
+    counts = {name: catalog[name].gpu_count for name in instance_types if name in catalog}
+    if not counts:
+        return asked or 1
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"{name} ({count})" for name, count in counts.items())
+        raise UsageError(
+            f"The instance pool mixes GPU counts: {listed}; one container environment sets one "
+            "--tensor-parallel-size for every type SageMaker may place.",
+            hint="List only instance types with as many GPUs as each other.",
+            instance_types=list(counts),
+        )
+    gpus = next(iter(counts.values()))
+    if asked is None or asked == gpus:
+        return gpus
+    first = next(iter(counts))
+    gpu = catalog[first].gpu
+    same_gpu = sorted(
+        (
+            item
+            for item in catalog.values()
+            if item.platform == "sagemaker" and item.gpu == gpu and item.gpu_count == asked
+        ),
+        key=lambda item: item.memory_gib,
+    )
+    other = (
+        f" or an instance type with {asked} {gpu.upper()} ({', '.join(i.key for i in same_gpu)})" if same_gpu else ""
+    )
+    idle = (
+        f"vLLM would use {asked} and leave {gpus - asked} billed and idle"
+        if asked < gpus
+        else f"vLLM refuses to start {asked} ranks on {gpus}"
+    )
+    raise UsageError(
+        f"--tensor-parallel-size {asked} does not match {first}'s {gpus} GPU(s): {idle}.",
+        hint=f"Use --tensor-parallel-size {gpus} (or leave it out){other}.",
+        instance_type=first,
+        tensor_parallel_size=asked,
+    )
+
+
 def validate_ami(ami: str | None) -> str | None:
     """An ``InferenceAmiVersion`` the service knows, or None (the service's default)."""
     if ami is None:

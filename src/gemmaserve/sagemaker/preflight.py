@@ -14,17 +14,18 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from gemmaserve.catalog import resolve_gpu
 from gemmaserve.errors import AwsAccessDenied, AwsError, CredentialsMissing, GemmaserveError
 from gemmaserve.findings import Finding, Status, all_pass
 from gemmaserve.progress import ProgressCallback, StepPace
 from gemmaserve.sagemaker.aws import ClientFactory, call, is_not_found
 from gemmaserve.sagemaker.container import (
-    AMI_LEVELS,
     CudaVerdict,
     ami_for_cuda,
     cuda_verdict,
@@ -38,6 +39,11 @@ from gemmaserve.sagemaker.quota import check_quotas
 
 if TYPE_CHECKING:
     from gemmaserve.plan import PlanRow
+    from gemmaserve.sagemaker.requests import DeploymentSettings
+
+# Instances of the variant a deploy creates (InitialInstanceCount): quota is counted in instances, whatever
+# their GPUs.
+INSTANCE_COUNT = 1
 
 
 class Reachability(StrEnum):
@@ -68,92 +74,68 @@ class PreflightReport(BaseModel):
         return [f for f in self.findings if f.blocks and not (accept_unknown and f.status is Status.UNKNOWN)]
 
 
+@dataclass(frozen=True)
+class PreflightDeps:
+    """What preflight reads AWS and the Hub through, and how it reports its steps (tests pass moto's
+    clients, a scripted clock)."""
+
+    factory: ClientFactory
+    check_model: ModelChecker | None = None
+    progress: ProgressCallback | None = None
+    clock: Callable[[], float] = time.monotonic
+
+
 def run_preflight(
-    factory: ClientFactory,
+    settings: DeploymentSettings,
+    deps: PreflightDeps,
     *,
-    model: str,
-    encoding: str,
-    instance_types: list[str],
     regions: list[str],
-    image_uri: str | None = None,
-    role_arn: str | None = None,
-    inference_ami_version: str | None = AMI_LEVELS["al2023-ami-sagemaker-inference-gpu-4-1"].name,
-    instance_count: int = 1,
-    max_model_len: int = 8192,
-    gpu_memory_utilization: float = 0.9,
-    check_model: ModelChecker | None = None,
-    image_labels: dict[str, str] | None = None,
-    language_model_only: bool = False,
     rows: Mapping[str, PlanRow] | None = None,
-    progress: ProgressCallback | None = None,
-    clock: Callable[[], float] = time.monotonic,
 ) -> PreflightReport:
-    """Run every check; AWS failures become findings (unknown), never exceptions, except bad usage and
-    missing credentials (:class:`CredentialsMissing`: then nothing in AWS can be checked). Each check that
-    asks AWS or the Hub is named on ``progress`` as it starts, with an ETA from the pace so far (a refused
-    deploy spent 22 s here in silence)."""
-    report = run_offline_preflight(
-        model=model,
-        encoding=encoding,
-        instance_types=instance_types,
-        regions=regions,
-        image_uri=image_uri,
-        inference_ami_version=inference_ami_version,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        image_labels=image_labels,
-        language_model_only=language_model_only,
-        rows=rows,
-    )
+    """Run every check of a deploy with ``settings`` in ``regions``; AWS failures become findings (unknown),
+    never exceptions, except bad usage and missing credentials (:class:`CredentialsMissing`: then nothing in
+    AWS can be checked). Each check that asks AWS or the Hub is named on ``deps.progress`` as it starts,
+    with an ETA from the pace so far (a refused deploy spent 22 s here in silence)."""
+    report = run_offline_preflight(settings, regions=regions, rows=rows)
     findings = report.findings
     remote_clamp = [
         index
         for index, finding in enumerate(findings)
         if finding.check == "turing-clamp" and finding.status is Status.UNKNOWN and report.image_uri
     ]
-    pace = StepPace(len(remote_clamp) + len(regions) + 2, "preflight", progress, clock=clock)
+    pace = StepPace(len(remote_clamp) + len(regions) + 2, "preflight", deps.progress, clock=deps.clock)
     for index in remote_clamp:
         pace.begin("Reading the image's build record")
-        findings[index] = _remote_clamp_finding(factory, report.image_uri or "", findings[index])
+        findings[index] = _remote_clamp_finding(deps.factory, report.image_uri or "", findings[index])
     for region in regions:
         pace.begin(f"Checking quotas in {region}")
-        findings.extend(_quota_findings(factory, instance_types, instance_count, region))
+        findings.extend(_quota_findings(deps.factory, settings.instance, INSTANCE_COUNT, region))
     pace.begin("Checking the execution role")
-    findings.extend(role_findings(factory, role_arn, regions, image_uri))
+    findings.extend(role_findings(deps.factory, settings.role_arn, regions, settings.image))
     pace.begin("Checking the model on the Hugging Face Hub")
-    findings.append(_model_finding(report.repo_id or "", check_model))
+    findings.append(_model_finding(report.repo_id or "", deps.check_model))
     return report
 
 
 def run_offline_preflight(
-    *,
-    model: str,
-    encoding: str,
-    instance_types: list[str],
-    regions: list[str],
-    image_uri: str | None = None,
-    inference_ami_version: str | None = AMI_LEVELS["al2023-ami-sagemaker-inference-gpu-4-1"].name,
-    max_model_len: int = 8192,
-    gpu_memory_utilization: float = 0.9,
-    image_labels: dict[str, str] | None = None,
-    language_model_only: bool = False,
-    rows: Mapping[str, PlanRow] | None = None,
+    settings: DeploymentSettings, *, regions: list[str], rows: Mapping[str, PlanRow] | None = None
 ) -> PreflightReport:
-    """The checks that need no AWS call: memory fit per type, one GPU per pool, CUDA vs AMI, the Turing clamp.
+    """The checks that need no AWS call: memory fit per type (per rank where the model is split over the
+    instance's GPUs), one GPU per pool, CUDA vs AMI, the Turing clamp.
 
     ``rows`` are the plan of each instance type, when the caller planned already (deploy hands its plan
-    down rather than have it computed twice); types missing from it are planned here.
+    down rather than have it computed twice); otherwise :meth:`DeploymentSettings.plan_rows` plans them.
     """
     from gemmaserve.catalog import resolve_encoding, resolve_instance, resolve_model
     from gemmaserve.errors import UnknownName
-    from gemmaserve.plan import plan_deployment
 
-    model_obj = resolve_model(model)
-    checkpoint = resolve_encoding(model_obj, encoding)
+    model_obj = resolve_model(settings.model)
+    checkpoint = resolve_encoding(model_obj, settings.encoding)
+    planned = dict(rows) if rows is not None else settings.plan_rows()
     findings: list[Finding] = []
     needs_clamp = False
     gpus = set()
-    for name in instance_types:
+    for name in settings.instance:
         try:
             instance = resolve_instance(name)
         except UnknownName:
@@ -168,30 +150,9 @@ def run_offline_preflight(
             )
             continue
         gpus.add(instance.gpu)
-        row = (
-            rows[name]
-            if rows is not None and name in rows
-            else plan_deployment(
-                model_obj,
-                checkpoint,
-                instance=instance,
-                max_model_len=max_model_len,
-                gpu_memory_utilization=gpu_memory_utilization,
-                language_model_only=language_model_only,
-            )
-        )
+        row = planned[name] if name in planned else settings.plan_rows()[name]
         needs_clamp = needs_clamp or row.needs_turing_clamp
-        findings.append(
-            plan_finding(
-                row.verdict,
-                row.binding_term,
-                instance.key,
-                row.kv_cache_tokens,
-                row.max_concurrency,
-                row.host_ram_needed_gib,
-                row.host_ram_gib,
-            )
-        )
+        findings.append(plan_finding(row, instance.key))
     if len(gpus) > 1:
         findings.append(
             Finding(
@@ -201,50 +162,57 @@ def run_offline_preflight(
                 fix="List only instance types with the same GPU in --instance.",
             )
         )
-    image = image_for_region(image_uri, regions[0])
-    findings.extend(_cuda_findings(image, instance_types, inference_ami_version))
+    image = image_for_region(settings.image, regions[0])
+    findings.extend(_cuda_findings(image, settings.instance, settings.ami))
     if needs_clamp:
-        findings.append(_clamp_finding(image, image_labels))
+        findings.append(_clamp_finding(image, None))
     return PreflightReport(
         model=model_obj.key,
         encoding=checkpoint.key,
         repo_id=checkpoint.repo_id,
-        instance_types=instance_types,
+        instance_types=settings.instance,
         regions=regions,
         image_uri=image,
         findings=findings,
     )
 
 
-def plan_finding(
-    verdict: str,
-    binding: str | None,
-    instance: str,
-    kv_tokens: int,
-    concurrency: float,
-    host_needed: float,
-    host_ram: float | None,
-) -> Finding:
-    detail = (
-        f"{instance}: {verdict}; KV cache {kv_tokens:,} tokens, max concurrency {concurrency:g}x; "
-        f"loading needs {host_needed:g} GiB host RAM of {host_ram:g}"
-        if host_ram
-        else f"{instance}: {verdict}"
+def rank_memory(row: PlanRow) -> str:
+    """One rank's GPU memory as the plan counts it: weights + engine + KV cache within the requested share."""
+    gpu = resolve_gpu(row.gpu)
+    rank = f"per GPU (1 of {row.tensor_parallel_size} × {gpu.name})" if row.tensor_parallel_size > 1 else "on the GPU"
+    return (
+        f"{rank}: weights {row.weights_gib:g} GiB + engine {row.engine_overhead_gib:g} GiB + KV cache "
+        f"{row.kv_budget_gib:g} GiB of {row.gpu_memory_utilization:g} × {gpu.visible_memory_gib:g} GiB"
     )
-    if verdict == "fits":
-        return Finding(check=f"memory-fit:{instance}", status=Status.OK, detail=detail)
-    if verdict == "fits-with-swap":
+
+
+def plan_finding(row: PlanRow, instance: str) -> Finding:
+    """The memory-fit finding of one instance type's plan (host RAM is hard: a SageMaker host has no swap)."""
+    split = f" over {row.tensor_parallel_size} GPUs" if row.tensor_parallel_size > 1 else ""
+    per_rank = " per GPU" if row.tensor_parallel_size > 1 else ""
+    detail = (
+        f"{instance}: {row.verdict}{split}; {rank_memory(row)}; KV cache {row.kv_cache_tokens:,} tokens{per_rank}, "
+        f"max concurrency {row.max_concurrency:g}x; loading needs {row.host_ram_needed_gib:g} GiB host RAM of "
+        f"{row.host_ram_gib:g}"
+        if row.host_ram_gib
+        else f"{instance}: {row.verdict}"
+    )
+    check = f"memory-fit:{instance}"
+    if row.verdict == "fits":
+        return Finding(check=check, status=Status.OK, detail=detail)
+    if row.verdict == "fits-with-swap":
         return Finding(
-            check=f"memory-fit:{instance}",
+            check=check,
             status=Status.FAIL,
-            detail=f"{detail}. {binding}. A SageMaker host has no swap to add.",
+            detail=f"{detail}. {row.binding_term}. A SageMaker host has no swap to add.",
             fix="Pick a larger host of the same GPU (e.g. the 2xlarge) or a 4-bit encoding.",
         )
     return Finding(
-        check=f"memory-fit:{instance}",
+        check=check,
         status=Status.FAIL,
-        detail=f"{detail}: {binding}",
-        fix="See `gemmaserve plan` for a model/encoding/GPU that fits.",
+        detail=f"{detail}: {row.binding_term}",
+        fix="See `gemmaserve plan` for a model/encoding/GPU that fits (--tensor-parallel-size N for several GPUs).",
     )
 
 

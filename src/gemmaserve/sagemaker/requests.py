@@ -17,7 +17,7 @@ from typing import Annotated, Any, ClassVar, Self, TypeVar
 from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from gemmaserve.errors import UsageError
-from gemmaserve.request_model import ActionRequest, Cli, DryRun, ServingSettings, token_count
+from gemmaserve.request_model import ActionRequest, Cli, DryRun, ServingSettings, TensorParallelSize, token_count
 from gemmaserve.sagemaker.container import DEFAULT_AMI
 
 # A dry run plans the calls without a role; this ARN only fills the CreateModel it shows.
@@ -267,6 +267,9 @@ class RegionChoice(InputRules):
 class DeploymentSettings(ServingSettings, RegionChoice):
     """What preflight checks and deploy creates: model, encoding, instance pool, image, role and AMI."""
 
+    # The container's SM_VLLM_TENSOR_PARALLEL_SIZE carries a split over the instance's GPUs to vLLM.
+    plans_tensor_parallel: ClassVar[bool] = True
+
     model: Annotated[str, Field(description="Catalog model, e.g. gemma-4-e2b (see gemmaserve plan).")]
     encoding: Annotated[str, Field(description="bf16, qat-w4a16, qat-q4_0-unquantized or gguf-q4_0.")] = "qat-w4a16"
     instance: Annotated[
@@ -287,6 +290,27 @@ class DeploymentSettings(ServingSettings, RegionChoice):
     ami: Annotated[str, Field(description="InferenceAmiVersion of the instance.")] = DEFAULT_AMI
     regions: Regions = None
     region: Region = None
+    tensor_parallel_size: Annotated[
+        TensorParallelSize,
+        Field(
+            description="vLLM's --tensor-parallel-size (SM_VLLM_TENSOR_PARALLEL_SIZE in the container): the "
+            "instance's GPUs the model is split over; it must equal the instance type's GPU count (the default)."
+        ),
+    ] = None
+
+    def tensor_parallel(self) -> int:
+        """The split the container runs: the size given, or the GPU count of the pool's instance type."""
+        from gemmaserve.sagemaker.inputs import tensor_parallel_for_pool
+
+        return tensor_parallel_for_pool(self.instance, self.tensor_parallel_size)
+
+    @model_validator(mode="after")
+    def _split_over_every_gpu(self) -> Self:
+        try:
+            self.tensor_parallel()
+        except UsageError as exc:
+            raise refuse(exc.message, exc.hint) from None
+        return self
 
     @model_validator(mode="after")
     def _vllm_is_the_image_s(self) -> Self:
@@ -332,6 +356,7 @@ class DeploymentSettings(ServingSettings, RegionChoice):
                 max_num_batched_tokens=self.max_num_batched_tokens,
                 language_model_only=self.language_model_only,
                 vllm_version=self.vllm,
+                tensor_parallel_size=self.tensor_parallel(),
             )
         return rows
 
