@@ -127,7 +127,9 @@ def test_31b_bf16_fits_per_gpu_on_four_l40s_but_not_on_one() -> None:
     split = {f.check: f for f in run_offline_preflight(four, regions=[REGION]).findings}["memory-fit:ml.g6e.12xlarge"]
     whole = {f.check: f for f in run_offline_preflight(one, regions=[REGION]).findings}["memory-fit:ml.g6e.2xlarge"]
     assert split.status is Status.OK and whole.status is Status.FAIL
-    assert "GPU memory" in whole.detail and "--tensor-parallel-size" in (whole.fix or "")
+    assert "GPU memory" in whole.detail
+    # the fix is the cheapest type of the same GPU on which the split fits
+    assert "Split it over 4 GPUs: --instance ml.g6e.12xlarge --tensor-parallel-size 4" in (whole.fix or "")
     # the figures shown are the plan's rank figures, not the whole model's
     rank = plan_deployment("31b", "bf16", instance=resolve_instance("ml.g6e.12xlarge"), tensor_parallel_size=4)
     single = plan_deployment("31b", "bf16", instance=resolve_instance("ml.g6e.2xlarge"))

@@ -38,6 +38,7 @@ from gemmaserve.sagemaker.container import (
 from gemmaserve.sagemaker.quota import check_quotas
 
 if TYPE_CHECKING:
+    from gemmaserve.catalog import Instance
     from gemmaserve.plan import PlanRow
     from gemmaserve.sagemaker.requests import DeploymentSettings
 
@@ -152,7 +153,10 @@ def run_offline_preflight(
         gpus.add(instance.gpu)
         row = planned[name] if name in planned else settings.plan_rows()[name]
         needs_clamp = needs_clamp or row.needs_turing_clamp
-        findings.append(plan_finding(row, instance.key))
+        finding = plan_finding(row, instance.key)
+        if row.verdict == "does-not-fit":
+            finding = _with_a_split_that_fits(finding, settings, instance)
+        findings.append(finding)
     if len(gpus) > 1:
         findings.append(
             Finding(
@@ -180,19 +184,49 @@ def run_offline_preflight(
 def rank_memory(row: PlanRow) -> str:
     """One rank's GPU memory as the plan counts it: weights + engine + KV cache within the requested share."""
     gpu = resolve_gpu(row.gpu)
-    rank = f"per GPU (1 of {row.tensor_parallel_size} × {gpu.name})" if row.tensor_parallel_size > 1 else "on the GPU"
     return (
-        f"{rank}: weights {row.weights_gib:g} GiB + engine {row.engine_overhead_gib:g} GiB + KV cache "
+        f"per GPU (1 of {row.tensor_parallel_size} × {gpu.name}): weights {row.weights_gib:g} GiB + engine {row.engine_overhead_gib:g} GiB + KV cache "
         f"{row.kv_budget_gib:g} GiB of {row.gpu_memory_utilization:g} × {gpu.visible_memory_gib:g} GiB"
     )
+
+
+def _with_a_split_that_fits(finding: Finding, settings: DeploymentSettings, instance: Instance) -> Finding:
+    """A memory-fit failure's fix names the cheapest SageMaker type of the same GPU with more of them on
+    which the model, split over all of its GPUs, fits (the plan's smallest split that does), if one does."""
+    from gemmaserve.catalog import load_catalog
+    from gemmaserve.errors import UsageError
+
+    larger = sorted(
+        (
+            other
+            for other in load_catalog().instances.values()
+            if other.platform == "sagemaker" and other.gpu == instance.gpu and other.gpu_count > instance.gpu_count
+        ),
+        key=lambda other: (other.price_usd_per_hour or float("inf"), other.gpu_count),
+    )
+    for other in larger:
+        there = settings.model_copy(update={"instance": [other.key], "tensor_parallel_size": None})
+        try:
+            row = there.plan_rows()[other.key]
+        except UsageError:
+            continue
+        if row.verdict == "fits":
+            price = f", ${other.price_usd_per_hour:.3f}/hour" if other.price_usd_per_hour else ""
+            fix = (
+                f"Split it over {other.gpu_count} GPUs: --instance {other.key} --tensor-parallel-size "
+                f"{other.gpu_count} fits per GPU ({other.gpu_count} × {resolve_gpu(other.gpu).name}{price})."
+            )
+            return finding.model_copy(update={"fix": fix})
+    return finding
 
 
 def plan_finding(row: PlanRow, instance: str) -> Finding:
     """The memory-fit finding of one instance type's plan (host RAM is hard: a SageMaker host has no swap)."""
     split = f" over {row.tensor_parallel_size} GPUs" if row.tensor_parallel_size > 1 else ""
     per_rank = " per GPU" if row.tensor_parallel_size > 1 else ""
+    memory = f"{rank_memory(row)}; " if row.tensor_parallel_size > 1 else ""
     detail = (
-        f"{instance}: {row.verdict}{split}; {rank_memory(row)}; KV cache {row.kv_cache_tokens:,} tokens{per_rank}, "
+        f"{instance}: {row.verdict}{split}; {memory}KV cache {row.kv_cache_tokens:,} tokens{per_rank}, "
         f"max concurrency {row.max_concurrency:g}x; loading needs {row.host_ram_needed_gib:g} GiB host RAM of "
         f"{row.host_ram_gib:g}"
         if row.host_ram_gib
