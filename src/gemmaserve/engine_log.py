@@ -28,6 +28,21 @@ class EngineStage(StrEnum):
     FAILED = "failed"  # a known fatal line was seen
 
 
+class RankFacts(BaseModel):
+    """What the log says of one worker of a model split over several devices (``None``: not stated)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rank: int
+    pid: int | None = None
+    clamp_plugin: str | None = Field(
+        default=None,
+        description="The Turing clamp plugin's outcome in this worker (wrapped, not-cuda, …); None: no line from it.",
+    )
+    weights_gib: float | None = None
+    kv_cache_gib: float | None = Field(default=None, description="The memory this rank gave its KV cache.")
+
+
 class EngineFacts(BaseModel):
     """What the engine log says. ``None`` means the log did not say it (yet)."""
 
@@ -46,6 +61,11 @@ class EngineFacts(BaseModel):
     max_concurrency_context_tokens: int | None = Field(
         default=None,
         description="The tokens-per-request the max_concurrency figure refers to.",
+    )
+    tensor_parallel_size: int | None = None
+    ranks: list[RankFacts] = Field(
+        default_factory=list,
+        description="One entry per worker rank the log names, in rank order (empty for one device).",
     )
     stage: EngineStage = EngineStage.NOT_STARTED
     errors: list[str] = Field(default_factory=list, description="Known fatal lines, each once, in order.")
@@ -72,6 +92,26 @@ _CFG_MODEL = re.compile(r"(?:^|[\s,])model='(?P<v>[^']*)'")
 _CFG_QUANT = re.compile(r"(?:^|[\s,])quantization=(?P<v>[\w\-.]+)")
 _CFG_DTYPE = re.compile(r"(?:^|[\s,])dtype=(?:torch\.)?(?P<v>\w+)")
 _CFG_MAX_LEN = re.compile(r"(?:^|[\s,])max_seq_len=(?P<v>\d+)")
+_CFG_TP = re.compile(r"(?:^|[\s,])tensor_parallel_size=(?P<v>\d+)")
+# A worker's rank, from the prefix vLLM gives its lines (vLLM 0.32.0 vllm/v1/executor/multiproc_executor.py:747
+# names the process ``VllmWorker-{rank}``; :917 ``Worker_{rank}``; :1086-1103 ``Worker[_DPd][_PPd][_PCPd]_TP{r}…``
+# once the groups exist) or from its own statement (vllm/distributed/parallel_state.py:1906
+# ``world_size=… rank=… local_rank=…``, under the bare ``(Worker pid=…)`` prefix).
+_RANK_PREFIXES = (
+    re.compile(r"\(VllmWorker-(?P<r>\d+) pid=(?P<pid>\d+)\)"),
+    re.compile(r"\(Worker(?:_(?:DP|PP|PCP)\d+)*_TP(?P<r>\d+)(?:_[A-Z]+\d+)* pid=(?P<pid>\d+)\)"),
+    re.compile(r"\(Worker_(?P<r>\d+) pid=(?P<pid>\d+)\)"),
+)
+_WORKER_PID = re.compile(r"\((?:VllmWorker-\d+|Worker[\w]*) pid=(?P<pid>\d+)\)")
+_RANK_STATEMENT = re.compile(r"world_size=\d+ rank=(?P<r>\d+) local_rank=\d+")
+# gemmaserve.turing.plugin._log: "gemmaserve turing plugin (pid N): ACTION: detail", in every process.
+_PLUGIN = re.compile(r"gemmaserve turing plugin \(pid (?P<pid>\d+)\): (?P<action>[\w-]+):")
+# vLLM 0.32.0 vllm/v1/worker/cpu_worker.py:229/251 (every rank; the GPU figures of gpu_worker.py:760 and
+# gpu_model_runner.py:5150 are ``info_once`` of scope "local", vllm/logger.py:141-151: local rank 0 only).
+_RANK_KV = (
+    re.compile(r"(?:Explicitly|Auto) set \((?P<gib>[\d.]+)/[\d.]+\) GiB for KV cache"),
+    re.compile(r"Available KV cache memory: (?P<gib>[\d.]+) ?GiB"),
+)
 # The CPU build reports weight memory as an RSS difference, which can be negative.
 _MODEL_LOADING = re.compile(r"Model loading took (?P<gib>-?[\d.]+) ?GiB(?: memory)? and (?P<s>[\d.]+) ?seconds")
 _MODEL_LOADING_TIME_ONLY = re.compile(r"Model loading took (?P<s>[\d.]+) ?seconds")
@@ -154,6 +194,37 @@ class _Accumulator:
         self.values: dict[str, object] = {}
         self.errors: list[str] = []
         self.stage = EngineStage.NOT_STARTED
+        self.rank_of_pid: dict[int, int] = {}
+        self.plugin_of_pid: dict[int, str] = {}
+        self.rank_values: dict[int, dict[str, float]] = {}
+
+    def ranks(self) -> list[RankFacts]:
+        """One entry per rank seen, with what was said by that rank's process (pure)."""
+        by_rank = {rank: pid for pid, rank in self.rank_of_pid.items()}
+        return [
+            RankFacts(rank=rank, pid=pid, clamp_plugin=self.plugin_of_pid.get(pid), **self.rank_values.get(pid, {}))
+            for rank, pid in sorted(by_rank.items())
+        ]
+
+    def _feed_rank(self, text: str) -> None:
+        if match := _PLUGIN.search(text):
+            self.plugin_of_pid[int(match["pid"])] = match["action"]
+        worker = _WORKER_PID.search(text)
+        if worker is None:
+            return
+        pid = int(worker["pid"])
+        for pattern in _RANK_PREFIXES:
+            if match := pattern.search(text):
+                self.rank_of_pid[pid] = int(match["r"])
+                break
+        else:
+            if match := _RANK_STATEMENT.search(text):
+                self.rank_of_pid[pid] = int(match["r"])
+        for kv in _RANK_KV:
+            if match := kv.search(text):
+                self.rank_values.setdefault(pid, {})["kv_cache_gib"] = float(match["gib"])
+        if (match := _MODEL_LOADING.search(text)) and float(match["gib"]) >= 0:
+            self.rank_values.setdefault(pid, {})["weights_gib"] = float(match["gib"])
 
     def advance(self, stage: EngineStage) -> None:
         order = list(EngineStage)
@@ -186,6 +257,8 @@ class _Accumulator:
                     values[key] = None if found["v"] == "None" else found["v"]
             if found := _CFG_MAX_LEN.search(cfg):
                 values["max_model_len"] = int(found["v"])
+            if found := _CFG_TP.search(cfg):
+                values["tensor_parallel_size"] = int(found["v"])
             self.advance(EngineStage.STARTING)
         if match := _MODEL_LOADING.search(text):
             gib = float(match["gib"])
@@ -211,6 +284,7 @@ class _Accumulator:
             self.advance(EngineStage.COMPILING)
         if any(marker in text for marker in _SERVING_MARKERS):
             self.advance(EngineStage.SERVING)
+        self._feed_rank(text)
         message = _strip_prefix(text)
         if any(pattern.search(message) for pattern in _FATAL_PATTERNS):
             if message not in self.errors:
@@ -233,4 +307,6 @@ def parse_engine_log(lines: Iterable[str]) -> EngineFacts:
     served = values.pop("served_model", None)
     if values.get("model") is None and served is not None:  # the engine config names the path
         values["model"] = served
-    return EngineFacts.model_validate({**values, "stage": accumulator.stage, "errors": accumulator.errors})
+    return EngineFacts.model_validate(
+        {**values, "ranks": accumulator.ranks(), "stage": accumulator.stage, "errors": accumulator.errors}
+    )
