@@ -39,6 +39,7 @@ from gemmaserve.host.interpreter import (
     probe_interpreter,
 )
 from gemmaserve.host.memory import MEMINFO_PATH, MemoryFacts, probe_memory
+from gemmaserve.host.multi_gpu import VISIBLE_ENV, SplitInputs, tensor_parallel_checks
 from gemmaserve.host.probed import Probed, describe_exception
 from gemmaserve.host.runner import CommandRunner, run_command
 from gemmaserve.host.verdicts import (
@@ -309,6 +310,7 @@ class HostProbes:
     disk_paths: dict[DiskRole, Path]
     disk: DiskFacts
     gpu: str | None  # the catalog GPU: the one asked for, else the one nvidia-smi reports (None: not in the catalog)
+    visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES in doctor's environment (None: unset)
 
 
 @dataclass(frozen=True)
@@ -362,6 +364,7 @@ def probe_host(python: str | None, *, gpu: str | None = None, sources: DoctorSou
         disk_paths=disk_paths,
         disk=disk,
         gpu=gpu or matched,
+        visible_devices=src.env.get(VISIBLE_ENV),
     )
 
 
@@ -430,6 +433,12 @@ def diagnose(probes: HostProbes, plan: HostPlan, target: Target) -> DoctorReport
         gpus=probes.gpus,
         interpreter=probes.interpreter,
         needs=needs,
+    )
+    size = plan.row.tensor_parallel_size if plan.row else 1
+    checks += tensor_parallel_checks(
+        SplitInputs(
+            size=size, gpus=probes.gpus, visible=probes.visible_devices, interpreter=probes.interpreter, plan=plan
+        )
     )
     vllm = facts.vllm if facts else None
     return make_report(

@@ -57,6 +57,12 @@ class TorchFacts(_Loose):
     capability_error: str | None = None
     fp16_matmul: MatmulFacts | None = None
     fp16_matmul_error: str | None = None
+    nccl_available: bool | None = None  # torch.distributed.is_nccl_available()
+    nccl_available_error: str | None = None
+    nccl_version: str | None = None  # torch.cuda.nccl.version()
+    nccl_version_error: str | None = None
+    peer_access: list[list[bool]] | None = None  # torch.cuda.can_device_access_peer(i, j), probed with 2+ devices
+    peer_access_error: str | None = None
     probe_error: str | None = None
 
 

@@ -77,8 +77,21 @@ def probe_torch():
             result[key] = step()
         except BaseException as exc:
             result[key + "_error"] = _error(exc)
+    for key, step in (
+        ("nccl_available", lambda: bool(torch.distributed.is_nccl_available())),
+        ("nccl_version", lambda: nccl_version(torch)),
+    ):
+        try:
+            result[key] = step()
+        except BaseException as exc:
+            result[key + "_error"] = _error(exc)
     if not result.get("cuda_available"):
         return result
+    if (result.get("device_count") or 0) > 1:
+        try:
+            result["peer_access"] = peer_access(torch, result["device_count"])
+        except BaseException as exc:
+            result["peer_access_error"] = _error(exc)
     try:
         result["device_name"] = torch.cuda.get_device_name(0)
         result["capability"] = list(torch.cuda.get_device_capability(0))
@@ -89,6 +102,19 @@ def probe_torch():
     except BaseException as exc:
         result["fp16_matmul_error"] = _error(exc)
     return result
+
+
+def nccl_version(torch):
+    """The NCCL torch was built with, "2.27.3" (an int such as 22703 on old torch)."""
+    version = torch.cuda.nccl.version()
+    if isinstance(version, tuple):
+        return ".".join(str(part) for part in version)
+    return str(version)
+
+
+def peer_access(torch, count):
+    """Whether device i can reach device j directly (a row per device; the diagonal is True)."""
+    return [[i == j or bool(torch.cuda.can_device_access_peer(i, j)) for j in range(count)] for i in range(count)]
 
 
 def fp16_matmul(torch):
