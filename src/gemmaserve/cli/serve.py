@@ -75,6 +75,21 @@ def _render_start(result: Any) -> None:
         )
     if result.clamp is not None:
         out.print(f"  Turing clamp: {result.clamp.evidence}", highlight=False)
+    for line in _rank_lines(result.ranks):
+        out.print(line, highlight=False)
+
+
+def _rank_lines(ranks: list[Any]) -> list[str]:
+    """One line per worker of a split model: what its own log lines said ("not stated" where vLLM is silent)."""
+
+    def said(value: float | None) -> str:
+        return "not stated" if value is None else f"{value:g} GiB"
+
+    return [
+        f"  rank {rank.rank} (pid {rank.pid}): Turing plugin {rank.clamp_plugin or 'no line'}, "
+        f"weights {said(rank.weights_gib)}, KV cache {said(rank.kv_cache_gib)}"
+        for rank in ranks
+    ]
 
 
 # Off a terminal (a log, CI): a line when the stage changes, else one this often. A first start on a
@@ -152,11 +167,14 @@ def _render_status(status: Any) -> None:
         "weights GiB": e.weights_gib,
         "load s": e.load_seconds,
         "KV tokens": e.kv_cache_tokens,
+        "tensor parallel": e.tensor_parallel_size if (e.tensor_parallel_size or 1) > 1 else None,
         "max concurrency": f"{e.max_concurrency}x at {e.max_concurrency_context_tokens} tokens"
         if e.max_concurrency
         else None,
     }
     out.print("  " + ", ".join(f"{k} {v}" for k, v in facts.items() if v is not None))
+    for line in _rank_lines(e.ranks):
+        out.print(line, highlight=False)
     for error in e.errors:
         out.print(f"  [red]{error}[/]", markup=True, highlight=False)
     if status.oom_hint:
