@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -107,5 +108,14 @@ def test_status_reports_the_per_rank_facts_of_the_log(split: dict[str, Any]) -> 
         assert stated and rank["kv_cache_gib"] == float(stated[-1])
     tokens = re.findall(r"CPU KV cache size: ([\d,]+) tokens", log)
     assert facts["kv_cache_tokens"] == int(tokens[-1].replace(",", ""))
-    # A split model answers like any other.
     assert len(process_group(split["pgid"])) >= 4  # API server, engine core, two workers
+
+
+def test_the_split_model_answers(split: dict[str, Any]) -> None:
+    body = json.dumps({"model": "gemma-4-e2b", "prompt": "hi", "max_tokens": 4, "ignore_eos": True}).encode()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{split['port']}/v1/completions", data=body, headers={"content-type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=300) as response:
+        answer = json.loads(response.read())
+    assert answer["usage"]["completion_tokens"] == 4

@@ -59,3 +59,19 @@ def test_doctor_rejects_an_unknown_argument_naming_the_nearest(tmp_path: Path) -
     result = call_tool(build_server(ServerDeps(doctor_sources=sources)), "doctor", {"python": python, "models": "e2b"})
     assert result.is_error
     assert "unknown argument 'models'" in error_text(result) and "Did you mean 'model'" in error_text(result)
+
+
+def test_doctor_tool_takes_the_split_and_asks_its_questions(tmp_path: Path) -> None:
+    sources, python = scripted_host(tmp_path)  # one T4: a split over two cannot pass
+    result = call_tool(
+        build_server(ServerDeps(doctor_sources=sources)),
+        "doctor",
+        {"python": python, "encoding": "bf16", "tensor_parallel_size": 2},
+    )
+    report = result.structured_content
+    assert report == doctor(
+        DoctorRequest(python=python, encoding="bf16", tensor_parallel_size=2), sources=sources
+    ).model_dump(mode="json")
+    statuses = {check["check"]: check["status"] for check in report["checks"]}  # type: ignore[index]
+    assert statuses["gpu.count"] == "fail" and report["ok"] is False  # type: ignore[index]
+    assert report["plan"]["row"]["tensor_parallel_size"] == 2  # type: ignore[index]
