@@ -40,7 +40,10 @@ class StartRequest(DoctorRequest):
     action: ClassVar[str] = "serve start"
 
     port: Port = DEFAULT_PORT
-    gpu_index: Annotated[int, Field(ge=0, description="Which GPU (CUDA_VISIBLE_DEVICES).")] = 0
+    gpu_index: Annotated[
+        int,
+        Field(ge=0, description="Which GPU (CUDA_VISIBLE_DEVICES); split over N, this one and the next N-1."),
+    ] = 0
     served_model_name: Annotated[
         str | None, Field(description="The name clients ask for (default: the model key).")
     ] = None
