@@ -36,6 +36,7 @@ SERVE: tuple[str, ...] = (
 SAGEMAKER: tuple[str, ...] = (
     "gemmaserve.sagemaker.requests:PreflightRequest",
     "gemmaserve.sagemaker.requests:DeployRequest",
+    "gemmaserve.sagemaker.requests:UpdateRequest",
     "gemmaserve.sagemaker.requests:StatusRequest",
     "gemmaserve.sagemaker.requests:WaitRequest",
     "gemmaserve.sagemaker.requests:LogsRequest",

@@ -206,6 +206,10 @@ class SageMakerTimedOut(AwsError, TimeoutError):
     pass
 
 
+class UpdateRolledBack(AwsError):
+    """An endpoint update went back to the old config (the gate, an alarm or a failed health check); says why."""
+
+
 class DeployInterrupted(AwsError):
     """Ctrl-C or SIGTERM/SIGHUP stopped a deploy; ``deleted`` and ``remaining`` say what the teardown did."""
 

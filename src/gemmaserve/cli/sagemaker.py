@@ -31,6 +31,7 @@ from gemmaserve.sagemaker.requests import (
     PreflightRequest,
     RoleCreateRequest,
     StatusRequest,
+    UpdateRequest,
     WaitRequest,
 )
 
@@ -124,6 +125,63 @@ def deploy(request: DeployRequest, yes: bool, as_json: bool) -> None:
     if outcome.dry_run and outcome.preflight is not None and outcome.preflight.failures(accept_unknown=True):
         click.echo("A deploy with these settings would be refused by preflight (fail above).", err=True)
         raise click.exceptions.Exit(1)
+
+
+@cli.command()
+@request_options(UpdateRequest, yes_in_body=True)
+@json_option
+def update(request: UpdateRequest, yes: bool, as_json: bool) -> None:
+    """Update a live endpoint blue/green: new variant, traffic shifting, alarms, rollback on a regression.
+
+    Preflight checks the new variant first. SageMaker shifts traffic (--canary PERCENT, the default;
+    --linear STEP; --all-at-once) and rolls back when an alarm fires; during the bake gemmaserve measures
+    old / new / old (decode rate, the 40 questions) and rolls back on worse answers or a slower decode.
+    Exits 1 when the update went back. --dry-run shows the calls and the extra $/hour instead.
+
+    \b
+    Examples:
+      gemmaserve sagemaker update gemma-4-e2b-l4 --model e2b --encoding bf16 --instance ml.g6.xlarge --dry-run
+      gemmaserve sagemaker update gemma-4-e2b-l4 --model e2b --instance ml.g6.xlarge --role-arn ARN \\
+          --linear 25 --bake-min 15 --max-slowdown 5 --yes
+    """
+    from gemmaserve.sagemaker import api
+
+    if not request.dry_run:
+        confirm(request, yes, prompt=request.describe_change())
+    result = api.update(request, progress=_progress)
+    emit(result, as_json=as_json, render=_render_update)
+
+
+def _render_update(result: Any) -> None:
+    plan = result.plan
+    policy = plan.policy
+    size = f" {policy.percent}% of the new fleet" if policy.percent else ""
+    click.echo(
+        f"Update {plan.endpoint_name} in {plan.region}: new variant {plan.variant_name} "
+        f"({plan.model_name}, {plan.config_name})"
+    )
+    click.echo(
+        f"Policy: {policy.mode.value}{size}, bake {policy.bake_s} s per step, old fleet kept "
+        f"{policy.termination_wait_s} s after the last shift, at most {policy.max_execution_s} s in all"
+    )
+    click.echo("Rollback alarms: " + ", ".join(plan.alarm_names))
+    click.echo(f"Gate: {plan.gate}")
+    extra = f"${plan.usd_per_hour:.3f}/hour" if plan.usd_per_hour is not None else "an unknown price"
+    click.echo(f"While both fleets run the new one adds {extra}")
+    if result.dry_run:
+        click.echo("Dry run — these calls would be made (preflight of the new variant first):")
+        for planned in plan.masked_calls():
+            click.echo(f"  {planned.service}:{planned.operation} " + _short_params(planned.params))
+        return
+    if result.gate is not None:
+        click.echo(f"Gate verdict: {result.gate.verdict.value}: " + "; ".join(result.gate.reasons))
+    click.echo(f"Outcome: {result.outcome.value}" + (f" ({result.rollback})" if result.rollback else ""))
+    if result.deleted:
+        click.echo("Deleted: " + ", ".join(result.deleted))
+    if result.remaining:
+        click.echo("Left: " + ", ".join(result.remaining))
+    for command in result.commands:
+        click.echo(f"  next: {command}")
 
 
 def _usd_range(price_range: Any) -> str:

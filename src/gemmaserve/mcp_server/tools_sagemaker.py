@@ -39,11 +39,13 @@ from gemmaserve.sagemaker.requests import (
     LogsRequest,
     PreflightRequest,
     StatusRequest,
+    UpdateRequest,
     WaitRequest,
 )
 from gemmaserve.sagemaker.runtime import InvokeResult
 from gemmaserve.sagemaker.startup import status_line
 from gemmaserve.sagemaker.status import EndpointState
+from gemmaserve.sagemaker.update import UpdateResult
 
 INVOKE = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
 DEPLOY = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
@@ -73,6 +75,19 @@ def summarise_deploy(outcome: DeployOutcome) -> str:
     state = outcome.result.state if outcome.result else None
     tail = summarise_state(state) if state else "created; not waited for (call sagemaker_wait)"
     return f"{head}. {tail}. It bills until deleted: sagemaker_delete {plan.endpoint_name}."
+
+
+def summarise_update(result: UpdateResult) -> str:
+    plan = result.plan
+    extra = f"${plan.usd_per_hour:.3f}/hour" if plan.usd_per_hour is not None else "an unknown price"
+    head = (
+        f"Update {plan.endpoint_name} in {plan.region} to variant {plan.variant_name}, "
+        f"{plan.policy.mode.value}; the new fleet adds {extra} while both run"
+    )
+    if result.dry_run:
+        return f"Dry run: {head}. Would call {', '.join(c.operation for c in plan.calls)}. Gate: {plan.gate}."
+    verdict = f" Gate: {result.gate.verdict.value}." if result.gate else ""
+    return f"{head}. {result.outcome.value}.{verdict}"
 
 
 def register(tools: ToolSet, deps: ServerDeps) -> None:
@@ -124,6 +139,34 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
             ctx, work, label=f"sagemaker_deploy {request.endpoint_name or request.model}", describe=summarise_deploy
         )
         return typed_result(outcome, summarise_deploy(outcome))
+
+    @tools.action(UpdateRequest, title="Update a live SageMaker endpoint", annotations=DEPLOY, result=UpdateResult)
+    async def sagemaker_update(request: UpdateRequest, ctx: Context) -> CallToolResult:
+        """Blue/green update of a live endpoint with traffic shifting, alarms and a quality and speed gate. Costs money.
+
+        Preflight of the new variant runs first (nothing is created unless it passes). SageMaker shifts traffic
+        (canary by default) and rolls back when an alarm fires; gemmaserve measures old / new / old during the
+        bake and rolls back on worse answers or a slower decode. Call with dry_run=true first to see the calls
+        and the extra $/hour, then confirm=true once the user agreed. A cancel before UpdateEndpoint deletes
+        what was made; after it, the update is rolled back. Same as `gemmaserve sagemaker update --yes --json`.
+        """
+        from gemmaserve.sagemaker import api
+
+        def work(cancellation: CancelToken, report: ProgressSink) -> UpdateResult:
+            return api.update(
+                request,
+                check_model=deps.model_checker(),
+                factory=None if request.dry_run else deps.clients(),
+                progress=relay(report),
+                cancel=cancellation,
+                now=deps.now,
+                sleep=deps.sleep,
+            )
+
+        result = await run_blocking(
+            ctx, work, label=f"sagemaker_update {request.endpoint_name}", describe=summarise_update
+        )
+        return typed_result(result, summarise_update(result))
 
     @tools.action(StatusRequest, title="Endpoint status", annotations=READ_ONLY_REMOTE, result=EndpointState)
     def sagemaker_status(request: StatusRequest) -> CallToolResult:

@@ -70,6 +70,7 @@ from gemmaserve.sagemaker.requests import (
     PreflightRequest,
     RoleCreateRequest,
     StatusRequest,
+    UpdateRequest,
     WaitRequest,
 )
 from gemmaserve.sagemaker.runtime import (
@@ -81,6 +82,7 @@ from gemmaserve.sagemaker.runtime import (
 from gemmaserve.sagemaker.runtime import invoke as invoke_endpoint
 from gemmaserve.sagemaker.startup import DEFAULT_THRESHOLDS, WatchThresholds, wait_for_endpoint
 from gemmaserve.sagemaker.status import EndpointState, EndpointStatus, describe_endpoint_state
+from gemmaserve.sagemaker.update import UpdateResult
 
 Clock = Callable[[], datetime]
 
@@ -541,3 +543,109 @@ def create_execution_role(request: RoleCreateRequest, *, factory: ClientFactory 
         s3_model_uri=request.model_s3,
         dry_run=request.dry_run,
     )
+
+
+def update(
+    request: UpdateRequest,
+    *,
+    check_model: ModelChecker | None = hub_reachability,
+    factory: ClientFactory | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+    now: Clock = _now,
+    sleep: Callable[[float], None] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> UpdateResult:
+    """Blue/green update of a live endpoint (see :mod:`.update`): preflight first, then the planned calls.
+
+    ``request.dry_run`` calls nothing: the calls, the policy, the gate and the $/hour while both fleets run.
+    Raises InterlockRefused when preflight fails (nothing created), UpdateRolledBack when it went back.
+    """
+    from gemmaserve.sagemaker.update import (
+        MAX_EXECUTION_S,
+        MIN_EXECUTION_S,
+        ShiftMode,
+        UpdateDeps,
+        UpdateOutcome,
+        UpdatePolicy,
+        execute_update,
+        measure_gate,
+        plan_update,
+    )
+
+    deploy_like = DeployRequest.model_validate(
+        request.model_dump(
+            exclude={"canary", "linear", "all_at_once", "bake_min", "termination_wait_min", "max_slowdown", "gate"}
+        )
+    )
+    prepared = prepare_deploy(deploy_like, factory=factory, now=now)
+    mode, percent = request.policy_mode()
+    policy = UpdatePolicy(
+        mode=ShiftMode(mode),
+        percent=percent,
+        bake_s=round(request.bake_min * 60),
+        termination_wait_s=round(request.termination_wait_min * 60),
+        max_execution_s=min(max(round(request.timeout_s), MIN_EXECUTION_S), MAX_EXECUTION_S),
+        max_slowdown=request.max_slowdown / 100,
+    )
+    region = prepared.regions[0]
+    plan = plan_update(prepared.spec, policy, region=region, now=now(), price_lookup=prepared.price_lookup)
+    if request.dry_run:
+        return UpdateResult(
+            dry_run=True,
+            plan=plan,
+            outcome=UpdateOutcome.PLANNED,
+            extra_usd_per_hour=plan.usd_per_hour,
+        )
+    clients = _factory(factory)
+    if not request.skip_preflight:
+        _refuse_unless_preflight_passes(deploy_like, prepared, clients, check_model, progress)
+    old_price = _old_price(clients, request.endpoint_name, region, prepared.price_lookup, now)
+    runtime = clients("sagemaker-runtime", region)
+    deps = UpdateDeps(
+        clients=clients,
+        gate=measure_gate(runtime, plan, clock=clock) if request.gate else None,
+        now=now,
+        sleep=sleep or time.sleep,
+        progress=_uncounted(progress),
+        cancel=cancel,
+        timeout_s=request.timeout_s,
+    )
+    result = execute_update(plan, deps)
+    result.old_usd_per_hour = old_price
+    result.extra_usd_per_hour = plan.usd_per_hour
+    return result
+
+
+def _refuse_unless_preflight_passes(
+    request: DeployRequest,
+    prepared: PreparedDeploy,
+    clients: ClientFactory,
+    check_model: ModelChecker | None,
+    progress: ProgressCallback | None,
+) -> None:
+    """The deploy's interlock for the new variant: any failure (or unknown, unless accepted) creates nothing."""
+    report = run_preflight(
+        clients,
+        **_preflight_terms(request, prepared.regions[:1]),
+        role_arn=request.role_arn,
+        check_model=check_model,
+        rows=prepared.rows,
+        progress=progress,
+    )
+    failures = report.failures(accept_unknown=request.accept_unknown)
+    if failures:
+        raise InterlockRefused(
+            "Preflight of the new variant found problems; nothing was created: "
+            + "; ".join(f"{f.check}: {f.detail}" for f in failures),
+            hint=" ".join(f.fix for f in failures if f.fix)
+            or "See each check: " + _preflight_command(request, prepared.regions[:1]),
+            reasons=[f.model_dump(mode="json") for f in failures],
+        )
+
+
+def _old_price(clients: ClientFactory, name: str, region: str, lookup: PriceLookup, now: Clock) -> float | None:
+    from gemmaserve.sagemaker.status import with_prices
+
+    state = describe_endpoint_state(clients("sagemaker", region), name, region=region, now=now())
+    return with_prices(state, lookup).usd_per_hour

@@ -454,6 +454,89 @@ class DeployRequest(DeploymentSettings, DeployOptions, ActionRequest):
         return f"deploy {self.model} on {where} (billed by the hour until deleted)"
 
 
+class UpdateRequest(DeploymentSettings, DeployOptions, ActionRequest):
+    """``gemmaserve sagemaker update NAME``: a new variant blue/green, with alarms and the quality and speed gate.
+
+    What to serve comes from the same models as a deploy; the rest is the traffic-shifting policy.
+    """
+
+    action: ClassVar[str] = "sagemaker update"
+    confirmation: ClassVar[bool] = True
+
+    endpoint_name: EndpointName  # the live endpoint: required here
+    canary: Annotated[
+        int | None,
+        Cli(metavar="PERCENT"),
+        Field(ge=1, le=50, description="Canary: this % of the new fleet takes traffic first (the default, 50)."),
+    ] = None
+    linear: Annotated[
+        int | None,
+        Cli(metavar="STEP"),
+        Field(ge=10, le=50, description="Linear: shift in steps of this % of the new fleet (10-50)."),
+    ] = None
+    all_at_once: Annotated[bool, Field(description="Shift all traffic at once, then bake.")] = False
+    bake_min: Annotated[
+        float, Field(ge=0, le=60, description="Minutes each step bakes (watched by the alarms and the gate).")
+    ] = 10.0
+    termination_wait_min: Annotated[
+        float, Field(ge=0, le=60, description="Minutes the old fleet stays up after the last shift.")
+    ] = 0.0
+    max_slowdown: Annotated[
+        float,
+        Cli(metavar="PERCENT"),
+        Field(ge=0, le=100, description="Roll back when the new variant decodes more than this % slower."),
+    ] = 10.0
+    gate: Annotated[
+        bool,
+        Cli(flag_off="--no-gate"),
+        Field(description="Measure old and new during the bake and roll back on a regression."),
+    ] = True
+
+    @model_validator(mode="after")
+    def _one_policy(self) -> Self:
+        chosen = [
+            flag
+            for flag, on in (
+                ("--canary", self.canary is not None),
+                ("--linear", self.linear is not None),
+                ("--all-at-once", self.all_at_once),
+            )
+            if on
+        ]
+        if len(chosen) > 1:
+            raise refuse(
+                f"Give one traffic policy, not {' and '.join(chosen)}.",
+                hint="--canary (default), --linear or --all-at-once.",
+            )
+        if self.role_arn is None and not self.dry_run:
+            raise refuse("update needs --role-arn (role_arn).", hint="The role the new model runs as (as for deploy).")
+        return self
+
+    def policy_mode(self) -> tuple[str, int | None]:
+        if self.all_at_once:
+            return "ALL_AT_ONCE", None
+        if self.linear is not None:
+            return "LINEAR", self.linear
+        return "CANARY", self.canary if self.canary is not None else 50
+
+    def execution_role(self) -> str:
+        return self.role_arn or DRY_RUN_ROLE_ARN
+
+    def environment(self) -> dict[str, str]:
+        return dict(pair.partition("=")[::2] for pair in self.env or [])
+
+    def ttl_s(self) -> float | None:
+        return None if self.keep else self.ttl_hours * 3600.0
+
+    def describe_change(self) -> str:
+        mode, percent = self.policy_mode()
+        size = f" {percent}%" if percent else ""
+        return (
+            f"update {self.endpoint_name} to {self.model} on {', '.join(self.instance)} ({mode}{size}; "
+            "both fleets bill while it bakes)"
+        )
+
+
 class StatusRequest(InputRules, ActionRequest):
     """``gemmaserve sagemaker status``: one endpoint's state, placed type, image and $/hour."""
 
@@ -747,6 +830,7 @@ class ImageBuildRequest(InputRules, ActionRequest):
 REQUESTS = (
     PreflightRequest,
     DeployRequest,
+    UpdateRequest,
     StatusRequest,
     WaitRequest,
     LogsRequest,
