@@ -32,6 +32,7 @@ EXPECTED_CONFIRMATION = sorted(
         "sagemaker deploy",
         "sagemaker image build",
         "sagemaker role create",
+        "sagemaker update",
         "serve stop",
         "turing apply",
         "turing revert",

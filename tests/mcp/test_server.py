@@ -13,6 +13,7 @@ from tests.mcp.conftest import list_tools
 CONFIRMED = {
     "sagemaker_deploy",
     "sagemaker_delete",
+    "sagemaker_update",
     "sagemaker_cleanup",
     "sagemaker_image_build",
     "sagemaker_role_create",

@@ -218,3 +218,18 @@ def test_an_endpoint_not_in_service_is_refused_before_anything_is_made(fake: Upd
     with pytest.raises(UsageError, match="not InService"):
         execute_update(plan, deps(clients, plan, clock, fake))
     assert [op for op, _ in fake.calls if op.startswith("Create")] == []
+
+
+def test_a_cancel_after_update_endpoint_rolls_back_and_keeps_the_old_variant_serving(
+    fake: UpdateFake, live: Any, moto_server_url: str
+) -> None:
+    clients, plan, clock = live
+    token = CancelToken()
+    with pytest.raises(Cancelled) as caught:  # the 6th event follows UpdateEndpoint
+        execute_update(plan, deps(clients, plan, clock, fake, cancel=token, progress=CancelAt(token, 6)))
+    assert "SageMaker rolls the update back" in str(caught.value)
+    assert f"Left: model:{plan.model_name}, endpoint-config:{plan.config_name}" in str(caught.value)
+    assert alarms(moto_server_url, plan)[plan.gate_alarm] == "ALARM"
+    assert serving(clients) == f"{NAME}-config"
+    states = {e.name: e.state for e in Journal().entries() if e.name in (plan.model_name, plan.config_name)}
+    assert states == {plan.model_name: EntryState.LEFT, plan.config_name: EntryState.LEFT}
