@@ -324,7 +324,8 @@ def execute_update(plan: UpdatePlan, deps: UpdateDeps) -> UpdateResult:
         result.rollback = f"The update did not complete: {reason}"
     _remove_new(sm, cw, plan, run, result, deps)
     raise UpdateRolledBack(
-        f"{plan.endpoint_name} serves the old config {old_config} again. {result.rollback}",
+        f"{plan.endpoint_name} serves the old config {old_config} again. {result.rollback}. "
+        f"Deleted: {', '.join(result.deleted) or 'nothing'}; left: {', '.join(result.remaining) or 'nothing'}.",
         hint="Fix the new variant (see gemmaserve sagemaker logs) and update again; nothing of the new variant bills.",
         result=result.model_dump(mode="json"),
     )
@@ -384,7 +385,7 @@ def _follow(
             result.gate = decision
             if not decision.passed:
                 why = "; ".join(decision.reasons)
-                result.rollback = f"The gate found the new variant {decision.verdict.value}: {why}"
+                result.rollback = f"The gate's verdict is {decision.verdict.value}: {why}"
                 _say(deps.progress, "rollback", result.rollback)
                 _trip(cw, plan, result.rollback)
         if (deps.now() - started).total_seconds() > deps.timeout_s:
