@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -233,3 +235,35 @@ def test_a_cancel_after_update_endpoint_rolls_back_and_keeps_the_old_variant_ser
     assert serving(clients) == f"{NAME}-config"
     states = {e.name: e.state for e in Journal().entries() if e.name in (plan.model_name, plan.config_name)}
     assert states == {plan.model_name: EntryState.LEFT, plan.config_name: EntryState.LEFT}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_during_the_gate_rolls_back(
+    fake: UpdateFake, live: Any, moto_server_url: str, signum: int
+) -> None:
+    clients, plan, clock = live
+    measure = measure_gate(clients("sagemaker-runtime", REGION), plan, clock=fake.clock)
+
+    def signalled(old: str, new: str) -> Any:
+        os.kill(os.getpid(), signum)  # delivered to the main thread: the update's handler raises there
+        return measure(old, new)
+
+    with pytest.raises(DeployInterrupted, match=signal.Signals(signum).name):
+        execute_update(plan, deps(clients, plan, clock, fake, gate=signalled))
+    assert alarms(moto_server_url, plan)[plan.gate_alarm] == "ALARM"
+    assert serving(clients) == f"{NAME}-config"
+
+
+def test_a_cancel_during_the_measurement_stops_it_and_rolls_back(fake: UpdateFake, live: Any) -> None:
+    clients, plan, clock = live
+    token = CancelToken()
+    measure = measure_gate(clients("sagemaker-runtime", REGION), plan, clock=fake.clock, cancel=token)
+
+    def cancelled_midway(old: str, new: str) -> Any:
+        token.cancel()
+        return measure(old, new)
+
+    with pytest.raises(Cancelled, match="SageMaker rolls the update back"):
+        execute_update(plan, deps(clients, plan, clock, fake, gate=cancelled_midway, cancel=token))
+    assert fake.invocations == []  # not one request after the cancel
+    assert serving(clients) == f"{NAME}-config"

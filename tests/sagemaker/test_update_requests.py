@@ -102,3 +102,10 @@ def test_a_failed_preflight_creates_nothing(moto_factory: Any) -> None:
         api.update(request, factory=moto_factory, check_model=reachable)
     sm = moto_factory("sagemaker", REGION)
     assert sm.list_models()["Models"] == [] and sm.list_endpoint_configs()["EndpointConfigs"] == []
+
+
+def test_one_region_and_always_followed() -> None:
+    with pytest.raises(ValidationError, match="one region"):
+        UpdateRequest(**{**BASE, "region": None}, regions=["us-east-1", "us-west-2"], dry_run=True)
+    with pytest.raises(ValidationError, match="follows the update"):
+        UpdateRequest(**BASE, dry_run=True, wait=False)

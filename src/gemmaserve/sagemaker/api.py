@@ -604,7 +604,7 @@ def update(
     runtime = clients("sagemaker-runtime", region)
     deps = UpdateDeps(
         clients=clients,
-        gate=measure_gate(runtime, plan, clock=clock) if request.gate else None,
+        gate=measure_gate(runtime, plan, clock=clock, cancel=cancel) if request.gate else None,
         now=now,
         sleep=sleep or time.sleep,
         progress=_uncounted(progress),

@@ -510,6 +510,13 @@ class UpdateRequest(DeploymentSettings, DeployOptions, ActionRequest):
             )
         if self.role_arn is None and not self.dry_run:
             raise refuse("update needs --role-arn (role_arn).", hint="The role the new model runs as (as for deploy).")
+        if self.regions is not None and len(self.regions) > 1:
+            raise refuse("An endpoint lives in one region: give --region, not several.", hint="--region REGION")
+        if not self.wait:
+            raise refuse(
+                "update follows the update to its end (the gate measures during the bake and rolls back).",
+                hint="Drop --no-wait; --no-gate leaves the rollback to SageMaker's alarms alone.",
+            )
         return self
 
     def policy_mode(self) -> tuple[str, int | None]:

@@ -499,6 +499,7 @@ def measure_gate(
     *,
     repeats: int = 3,
     clock: Callable[[], float] | None = None,
+    cancel: CancelToken | None = None,
 ) -> GateRunner:
     """The gate's measurement through InvokeEndpoint's TargetVariant: A-B-A decode timings, then the questions.
 
@@ -521,6 +522,7 @@ def measure_gate(
         }
         if ignore_eos:
             body["ignore_eos"] = True
+        check(cancel)  # a stop during the measurement: the caller rolls back
         started = tick()
         try:
             answer = call(
