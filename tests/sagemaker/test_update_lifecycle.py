@@ -267,3 +267,12 @@ def test_a_cancel_during_the_measurement_stops_it_and_rolls_back(fake: UpdateFak
         execute_update(plan, deps(clients, plan, clock, fake, gate=cancelled_midway, cancel=token))
     assert fake.invocations == []  # not one request after the cancel
     assert serving(clients) == f"{NAME}-config"
+
+
+def test_an_update_that_ends_before_the_gate_measured_goes_back(fake: UpdateFake, live: Any) -> None:
+    clients, plan, clock = live
+    fake.scenario.bake_reads = 0  # the first read already shows the update done: never seen baking
+    with pytest.raises(UpdateRolledBack, match="not measured"):
+        execute_update(plan, deps(clients, plan, clock, fake))
+    assert fake.invocations == []
+    assert serving(clients) == f"{NAME}-config"

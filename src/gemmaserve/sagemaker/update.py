@@ -36,7 +36,7 @@ from gemmaserve.sagemaker.interrupts import signal_name, stop_signals_interrupt
 from gemmaserve.sagemaker.journal import EntryState, Journal
 from gemmaserve.sagemaker.names import validate_name
 from gemmaserve.sagemaker.tags import CREATED_KEY, OWNER_KEY, tags_to_dict
-from gemmaserve.sagemaker.update_gate import GateDecision
+from gemmaserve.sagemaker.update_gate import GateDecision, Verdict
 
 # The runtime's own limit on one answer: a container must answer InvokeEndpoint within 60 s
 # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_runtime_InvokeEndpoint.html). A variant whose
@@ -353,12 +353,15 @@ def _follow(
         described = _described(sm, plan)
         status = described.get("EndpointStatus")
         if status != "Updating":
-            if (
-                status == "InService"
-                and described.get("EndpointConfigName") == plan.config_name
-                and result.gate is not None
-                and not result.gate.passed
-            ):
+            on_new = status == "InService" and described.get("EndpointConfigName") == plan.config_name
+            if on_new and deps.gate is not None and result.gate is None:
+                # The update ended before the new variant was seen baking: nothing was measured, so no pass.
+                result.gate = GateDecision(
+                    verdict=Verdict.UNKNOWN,
+                    reasons=["the update finished before the new variant was seen baking: old and new not measured"],
+                )
+                result.rollback = f"The gate's verdict is unknown: {result.gate.reasons[0]}"
+            if on_new and result.gate is not None and not result.gate.passed:
                 # The rollback alarm came too late (the update had finished): go back to the old config ourselves.
                 _say(deps.progress, "rollback", f"updating {plan.endpoint_name} back to {result.old_config}")
                 call(
