@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gemmaserve.sagemaker.update_gate import MIN_QUESTIONS, DecodeSample, GateInput, Verdict, decide
+from gemmaserve.sagemaker.update_gate import DecodeSample, GateInput, Verdict, decide
 
 SHORT, LONG = 16, 512
 
@@ -92,8 +92,10 @@ def test_too_few_timings_are_unknown(n: int) -> None:
         assert "fewer than" in decision.reasons[0]
 
 
-def test_too_few_questions_are_unknown() -> None:
-    decision = decide(gate(old_correct=[True] * (MIN_QUESTIONS - 1), new_correct=[True] * (MIN_QUESTIONS - 1)))
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_too_few_questions_to_detect_any_gap_are_unknown(n: int) -> None:
+    # McNemar's exact test needs 6 one-sided discordant pairs for p < 0.05: 5 questions can detect nothing.
+    decision = decide(gate(old_correct=[True] * n, new_correct=[True] * n))
     assert decision.verdict is Verdict.UNKNOWN and "answer quality not measured" in decision.reasons[0]
 
 

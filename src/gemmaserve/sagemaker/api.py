@@ -554,7 +554,6 @@ def update(
     cancel: CancelToken | None = None,
     now: Clock = _now,
     sleep: Callable[[float], None] | None = None,
-    clock: Callable[[], float] | None = None,
 ) -> UpdateResult:
     """Blue/green update of a live endpoint (see :mod:`.update`): preflight first, then the planned calls.
 
@@ -604,7 +603,7 @@ def update(
     runtime = clients("sagemaker-runtime", region)
     deps = UpdateDeps(
         clients=clients,
-        gate=measure_gate(runtime, plan, clock=clock, cancel=cancel) if request.gate else None,
+        gate=measure_gate(runtime, plan, cancel=cancel) if request.gate else None,
         now=now,
         sleep=sleep or time.sleep,
         progress=_uncounted(progress),

@@ -302,7 +302,7 @@ def execute_update(plan: UpdatePlan, deps: UpdateDeps) -> UpdateResult:
                 _say(deps.progress, "create", f"{planned.operation} {key} in {plan.region}")
             final = _follow(sm, cw, plan, deps, result, old_variants[0] if old_variants else "AllTraffic")
     except BaseException as exc:
-        _after_stop(sm, cw, plan, run, result, exc, deps)
+        _after_stop(sm, cw, plan, run, result, exc)
         raise
     result.created = list(run.created)
     if final.get("EndpointConfigName") == plan.config_name and (result.gate is None or result.gate.passed):
@@ -322,7 +322,7 @@ def execute_update(plan: UpdatePlan, deps: UpdateDeps) -> UpdateResult:
     if result.rollback is None:
         reason = final.get("FailureReason") or "SageMaker rolled the update back (an alarm or a failed health check)"
         result.rollback = f"The update did not complete: {reason}"
-    _remove_new(sm, cw, plan, run, result, deps)
+    _remove_new(sm, cw, plan, run, result)
     raise UpdateRolledBack(
         f"{plan.endpoint_name} serves the old config {old_config} again. {result.rollback}. "
         f"Deleted: {', '.join(result.deleted) or 'nothing'}; left: {', '.join(result.remaining) or 'nothing'}.",
@@ -421,7 +421,7 @@ def _delete_alarms(cw: Any, plan: UpdatePlan, result: UpdateResult) -> None:
         )
 
 
-def _remove_new(sm: Any, cw: Any, plan: UpdatePlan, run: _Run, result: UpdateResult, deps: UpdateDeps) -> None:
+def _remove_new(sm: Any, cw: Any, plan: UpdatePlan, run: _Run, result: UpdateResult) -> None:
     """Delete this run's model and config (the endpoint no longer uses them) and its alarms."""
     for key in reversed(run.created):
         kind, name = key.split(":", 1)
@@ -442,9 +442,7 @@ def _remove_new(sm: Any, cw: Any, plan: UpdatePlan, run: _Run, result: UpdateRes
         result.commands.append(f"gemmaserve sagemaker cleanup --orphans --region {plan.region}")
 
 
-def _after_stop(
-    sm: Any, cw: Any, plan: UpdatePlan, run: _Run, result: UpdateResult, exc: BaseException, deps: UpdateDeps
-) -> None:
+def _after_stop(sm: Any, cw: Any, plan: UpdatePlan, run: _Run, result: UpdateResult, exc: BaseException) -> None:
     """A stop or a failure: before UpdateEndpoint delete what was made; after it, trip the rollback and say what is left."""
     from gemmaserve.errors import UpdateRolledBack
 
@@ -452,7 +450,7 @@ def _after_stop(
         return
     result.created = list(run.created)
     if not run.update_sent:
-        _remove_new(sm, cw, plan, run, result, deps)
+        _remove_new(sm, cw, plan, run, result)
         verdict = "nothing was changed on the endpoint"
     else:
         try:

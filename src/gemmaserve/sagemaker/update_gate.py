@@ -24,7 +24,6 @@ from gemmaserve.bench import stats
 ALPHA = 0.05  # as the bench's comparison (bench/combine.py ALPHA, POWER)
 POWER = 0.8
 MIN_TIMINGS = 3  # per length and pass: a median of fewer is one call's noise
-MIN_QUESTIONS = 20  # below this McNemar's exact test cannot detect even a 100-point gap at alpha 0.05
 
 
 class Verdict(StrEnum):
@@ -132,8 +131,8 @@ def decide(gate: GateInput) -> GateDecision:
         if failed:
             unknown.append(f"{failed} question(s) got no answer from one variant")
         decision.paired = len(pairs)
-        if len(pairs) < MIN_QUESTIONS:
-            unknown.append(f"{len(pairs)} paired answers, fewer than {MIN_QUESTIONS}: answer quality not measured")
+        if not pairs:
+            unknown.append("no paired answers: answer quality not measured")
         else:
             test = stats.mcnemar_exact([a for a, _ in pairs], [b for _, b in pairs])
             share = (test.a_only + test.b_only) / len(pairs)
@@ -143,7 +142,7 @@ def decide(gate: GateInput) -> GateDecision:
             decision.detectable_gap_points = gap * 100 if gap is not None else None
             drop = (decision.old_right - decision.new_right) / len(pairs)
             if gap is None:
-                unknown.append("the question set is too small to detect any gap")
+                unknown.append(f"{len(pairs)} paired answers cannot detect any gap: answer quality not measured")
             elif test.p_value < ALPHA and drop > 0:
                 regressions.append(
                     (
