@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 import pytest
 
-from gemmaserve.errors import DeployInterrupted, UpdateRolledBack, UsageError
+from gemmaserve.errors import AwsError, DeployInterrupted, UpdateRolledBack, UsageError
 from gemmaserve.progress import Cancelled, CancelToken
 from gemmaserve.sagemaker.aws import Boto3ClientFactory
 from gemmaserve.sagemaker.endpoint import execute_deploy, plan_deploy
@@ -276,3 +276,31 @@ def test_an_update_that_ends_before_the_gate_measured_goes_back(fake: UpdateFake
         execute_update(plan, deps(clients, plan, clock, fake))
     assert fake.invocations == []
     assert serving(clients) == f"{NAME}-config"
+
+
+def test_a_ctrl_c_while_create_model_is_in_flight_says_it_may_exist(fake: UpdateFake, live: Any) -> None:
+    clients, plan, clock = live
+    sm = clients("sagemaker", REGION)
+
+    def interrupt(**_kwargs: Any) -> None:
+        raise KeyboardInterrupt  # the request went out; its answer never came
+
+    sm.meta.events.register("before-send.sagemaker.CreateModel", interrupt)
+    try:
+        with pytest.raises(DeployInterrupted, match="nothing was changed on the endpoint") as caught:
+            execute_update(plan, deps(clients, plan, clock, fake))
+    finally:
+        sm.meta.events.unregister("before-send.sagemaker.CreateModel", interrupt)
+    assert f"model:{plan.model_name} (sent when the run stopped: it may exist)" in caught.value.message
+    assert "cleanup --journal" in (caught.value.hint or "")
+    [entry] = [e for e in Journal().entries() if e.name == plan.model_name]
+    assert entry.state is EntryState.UNCONFIRMED
+
+
+def test_a_refused_create_leaves_nothing_and_says_why(fake: UpdateFake, live: Any) -> None:
+    clients, plan, clock = live
+    fake.refuse["CreateEndpointConfig"] = "The instance type ml.g4dn.xlarge is not supported in this account."
+    with pytest.raises(AwsError, match="nothing was changed on the endpoint") as caught:
+        execute_update(plan, deps(clients, plan, clock, fake))
+    assert f"model:{plan.model_name}" in caught.value.fields["update"]["deleted"]
+    assert not [op for op, _ in fake.calls if op == "UpdateEndpoint"]

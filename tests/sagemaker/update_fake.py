@@ -9,6 +9,7 @@ moto (5.x) has no ``UpdateEndpoint`` and no runtime that answers as a chosen var
   on the new config, or on the old one with a ``FailureReason`` when the new variant fails its health check
   (``fail_health``) or when one of the rollback alarms (read from moto's CloudWatch, as SageMaker would) is
   in ALARM.
+- ``refuse``: an operation answered with SageMaker's ``ValidationException`` instead of reaching moto.
 - ``POST /endpoints/NAME/invocations`` (rest-json, ``X-Amzn-SageMaker-Target-Variant``; the answer's
   ``x-Amzn-Invoked-Production-Variant``) answers as that variant: its decode rate advances ``clock`` by
   the reply's duration (no wall clock), and it answers the published questions right or wrong as told.
@@ -72,6 +73,7 @@ class UpdateFake(SageMakerProxy):
         self.variant_of: dict[str, str] = {}  # config → its variant name
         self.invocations: list[str] = []  # the variant each invocation was aimed at
         self.failure: dict[str, str | None] = {}  # endpoint → FailureReason after an update ended
+        self.refuse: dict[str, str] = {}  # operation → the ValidationException message it is answered with
         self._cw = boto3.client("cloudwatch", region_name="us-east-1", endpoint_url=moto_url)
         self._sm = boto3.client("sagemaker", region_name="us-east-1", endpoint_url=moto_url)
 
@@ -82,6 +84,9 @@ class UpdateFake(SageMakerProxy):
             return
         target = handler.headers.get("X-Amz-Target", "")
         operation = target.rsplit(".", 1)[-1] if target.startswith("SageMaker.") else ""
+        if operation in self.refuse:
+            self._answer(handler, 400, _error("ValidationException", self.refuse[operation]))
+            return
         if operation == "UpdateEndpoint":
             self._update(handler, json.loads(body))
             return

@@ -228,6 +228,7 @@ class _Run:
         self.entries: dict[str, str] = {}
         self.created: list[str] = []  # "model:NAME", "endpoint-config:NAME", "alarm:NAME"
         self.update_sent = False
+        self.in_flight: str | None = None  # the call sent whose answer had not come when the run stopped
 
     def sending(self, kind: str, name: str, tags: dict[str, str]) -> None:
         if kind in ("model", "endpoint-config"):
@@ -294,10 +295,12 @@ def execute_update(plan: UpdatePlan, deps: UpdateDeps) -> UpdateResult:
                 key = _key(planned)
                 kind, name = key.split(":", 1)
                 run.sending(kind, name, tags_to_dict(planned.params.get("Tags", [])))
-                call(plan.region, methods[planned.operation], **planned.params)
+                run.in_flight = key  # its answer not yet in: SageMaker may act on it all the same
                 if planned.operation == "UpdateEndpoint":
-                    run.update_sent = True
-                else:
+                    run.update_sent = True  # in flight counts: the endpoint may be updating
+                call(plan.region, methods[planned.operation], **planned.params)
+                run.in_flight = None
+                if planned.operation != "UpdateEndpoint":
                     run.created.append(key)
                 _say(deps.progress, "create", f"{planned.operation} {key} in {plan.region}")
             final = _follow(sm, cw, plan, deps, result, old_variants[0] if old_variants else "AllTraffic")
@@ -452,6 +455,15 @@ def _after_stop(sm: Any, cw: Any, plan: UpdatePlan, run: _Run, result: UpdateRes
     if not run.update_sent:
         _remove_new(sm, cw, plan, run, result)
         verdict = "nothing was changed on the endpoint"
+        if run.in_flight is not None:
+            # A refused Create made nothing; one whose answer never came may have: SageMaker acts on what it got.
+            code = exc.fields.get("aws_error_code") if isinstance(exc, GemmaserveError) else None
+            if not code:
+                result.remaining.append(f"{run.in_flight} (sent when the run stopped: it may exist)")
+                run.mark(run.in_flight, EntryState.UNCONFIRMED)
+                result.commands.append(f"gemmaserve sagemaker cleanup --journal --region {plan.region}")
+            else:
+                run.mark(run.in_flight, EntryState.ABSENT)
     else:
         try:
             _trip(
