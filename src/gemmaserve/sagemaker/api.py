@@ -198,26 +198,7 @@ def deploy(
     if not request.skip_preflight:
         deps = PreflightDeps(clients, check_model=check_model, progress=progress)
         report = run_preflight(request, deps, regions=regions, rows=prepared.rows)
-        accept_unknown = request.accept_unknown
-        # A finding with no ``where`` is about every region; one naming a region only rules that one out.
-        region_blind = [f for f in report.failures(accept_unknown=accept_unknown) if f.where is None]
-        if region_blind or all(_region_blocked(report, region, accept_unknown) for region in regions):
-            failures = report.failures(accept_unknown=accept_unknown)
-            hint = " ".join(f.fix for f in failures if f.fix) or "See each check: " + _preflight_command(
-                request, regions
-            )
-            unchecked = [f.check for f in failures if f.status is Status.UNKNOWN]
-            if unchecked:
-                hint += (
-                    f" {', '.join(unchecked)} could not be checked; once you have checked "
-                    f"{'it' if len(unchecked) == 1 else 'them'} yourself, a person may deploy with --accept-unknown."
-                )
-            raise InterlockRefused(
-                "Preflight found problems; nothing was created: "
-                + "; ".join(f"{f.check}: {f.detail}" for f in failures),
-                hint=hint,
-                reasons=[f.model_dump(mode="json") for f in failures],
-            )
+        _refuse_unless_preflight_passed(request, report, regions, what="Preflight")
 
     def waiter(region: str) -> EndpointState:
         return wait_for_endpoint(
@@ -598,7 +579,9 @@ def update(
         )
     clients = _factory(factory)
     if not request.skip_preflight:
-        _refuse_unless_preflight_passes(deploy_like, prepared, clients, check_model, progress)
+        checks = PreflightDeps(clients, check_model=check_model, progress=progress)
+        report = run_preflight(deploy_like, checks, regions=prepared.regions[:1], rows=prepared.rows)
+        _refuse_unless_preflight_passed(deploy_like, report, prepared.regions[:1], what="Preflight of the new variant")
     old_price = _old_price(clients, request.endpoint_name, region, prepared.price_lookup, now)
     runtime = clients("sagemaker-runtime", region)
     deps = UpdateDeps(
@@ -616,31 +599,28 @@ def update(
     return result
 
 
-def _refuse_unless_preflight_passes(
-    request: DeployRequest,
-    prepared: PreparedDeploy,
-    clients: ClientFactory,
-    check_model: ModelChecker | None,
-    progress: ProgressCallback | None,
+def _refuse_unless_preflight_passed(
+    request: DeployRequest, report: PreflightReport, regions: list[str], *, what: str
 ) -> None:
-    """The deploy's interlock for the new variant: any failure (or unknown, unless accepted) creates nothing."""
-    report = run_preflight(
-        clients,
-        **_preflight_terms(request, prepared.regions[:1]),
-        role_arn=request.role_arn,
-        check_model=check_model,
-        rows=prepared.rows,
-        progress=progress,
-    )
-    failures = report.failures(accept_unknown=request.accept_unknown)
-    if failures:
-        raise InterlockRefused(
-            "Preflight of the new variant found problems; nothing was created: "
-            + "; ".join(f"{f.check}: {f.detail}" for f in failures),
-            hint=" ".join(f.fix for f in failures if f.fix)
-            or "See each check: " + _preflight_command(request, prepared.regions[:1]),
-            reasons=[f.model_dump(mode="json") for f in failures],
+    """The deploy's interlock: any failure (or unknown, unless accepted) in every region creates nothing."""
+    accept_unknown = request.accept_unknown
+    # A finding with no ``where`` is about every region; one naming a region only rules that one out.
+    region_blind = [f for f in report.failures(accept_unknown=accept_unknown) if f.where is None]
+    if not region_blind and not all(_region_blocked(report, region, accept_unknown) for region in regions):
+        return
+    failures = report.failures(accept_unknown=accept_unknown)
+    hint = " ".join(f.fix for f in failures if f.fix) or "See each check: " + _preflight_command(request, regions)
+    unchecked = [f.check for f in failures if f.status is Status.UNKNOWN]
+    if unchecked:
+        hint += (
+            f" {', '.join(unchecked)} could not be checked; once you have checked "
+            f"{'it' if len(unchecked) == 1 else 'them'} yourself, a person may deploy with --accept-unknown."
         )
+    raise InterlockRefused(
+        f"{what} found problems; nothing was created: " + "; ".join(f"{f.check}: {f.detail}" for f in failures),
+        hint=hint,
+        reasons=[f.model_dump(mode="json") for f in failures],
+    )
 
 
 def _old_price(clients: ClientFactory, name: str, region: str, lookup: PriceLookup, now: Clock) -> float | None:
