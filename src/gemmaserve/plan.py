@@ -470,10 +470,8 @@ def _sort_key(row: PlanRow, sort: SortKey) -> tuple[object, ...]:
 
 
 def next_command(row: PlanRow) -> str:
-    """The command that deploys ``row``: a SageMaker preflight for ml.* instances, else a local serve; for a
-    model split over several GPUs, which gemmaserve does not launch yet, vLLM's own ``vllm serve``."""
-    if row.tensor_parallel_size > 1:
-        return "vllm serve " + " ".join(row.vllm_args)
+    """The command that deploys ``row``: a SageMaker preflight for ml.* instances, else a local serve (a
+    model split over several GPUs with its ``--tensor-parallel-size``)."""
     flags = [
         f"--model {row.model.removeprefix('gemma-4-')}",
         f"--encoding {row.encoding}",
@@ -483,6 +481,8 @@ def next_command(row: PlanRow) -> str:
         flags.append(f"--gpu-memory-utilization {row.gpu_memory_utilization:g}")
     if row.language_model_only:
         flags.append("--language-model-only")
+    if row.tensor_parallel_size > 1:
+        flags.append(f"--tensor-parallel-size {row.tensor_parallel_size}")
     if row.instance and row.instance.startswith("ml."):
         return f"gemmaserve sagemaker preflight {' '.join(flags)} --instance {row.instance}"
     return f"gemmaserve serve start {' '.join(flags)}"
@@ -492,7 +492,6 @@ class PlanRequest(ServingSettings, ActionRequest):
     """``gemmaserve plan``: which rows of the catalog to plan, and under which serving settings."""
 
     action: ClassVar[str] = "plan"
-    plans_tensor_parallel: ClassVar[bool] = True
 
     model: Annotated[list[str] | None, Field(description="Model (e.g. gemma-4-e2b, e2b, 26b-a4b); default all.")] = None
     encoding: Annotated[

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
 from pydantic.fields import FieldInfo
 
 from gemmaserve.errors import UsageError
@@ -217,9 +217,6 @@ class ServingSettings(BaseModel):
     """vLLM settings that decide what fits: embedded (by inheritance) in every request that plans."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    # Whether the action behind the request carries a model split over several GPUs through to what it
-    # does. Only the plan does yet: elsewhere a size above 1 is refused rather than silently served on one.
-    plans_tensor_parallel: ClassVar[bool] = False
 
     max_model_len: MaxModelLen = 8192
     gpu_memory_utilization: GpuMemoryUtilization = 0.9
@@ -228,15 +225,6 @@ class ServingSettings(BaseModel):
     language_model_only: LanguageModelOnly = False
     vllm: VllmVersion = None
     tensor_parallel_size: TensorParallelSize = None
-
-    @model_validator(mode="after")
-    def _tensor_parallel_where_carried(self) -> Self:
-        if (self.tensor_parallel_size or 1) > 1 and not type(self).plans_tensor_parallel:
-            raise ValueError(
-                "a model split over several GPUs is planned only (gemmaserve plan --tensor-parallel-size N); "
-                "this command does not launch one yet"
-            )
-        return self
 
     def serving(self) -> ServingSettings:
         """Just the serving settings, to hand to a layer that plans."""

@@ -20,6 +20,8 @@ from gemmaserve.engine_memory import Placement, engine_memory, rotary_cache_byte
 from gemmaserve.errors import UsageError
 from gemmaserve.plan import PlanRequest, next_command, plan, plan_deployment
 from gemmaserve.request_model import ServingSettings
+from gemmaserve.sagemaker.requests import PreflightRequest
+from gemmaserve.serve.requests import StartRequest
 from gemmaserve.speed import body_parameters
 from gemmaserve.tensor_parallel import (
     SOURCES,
@@ -137,7 +139,7 @@ def test_the_gathered_logits_keep_the_sampler_peak_whole_and_the_mlp_activation_
     assert forward == sorted(forward, reverse=True) and forward[-1] < forward[0]
 
 
-def test_31b_bf16_offers_a_split_row_with_vllms_own_command() -> None:
+def test_31b_bf16_offers_a_split_row_with_its_next_command() -> None:
     table = plan(PlanRequest(model=["31b"], encoding=["bf16"]))
     split = [row for row in table.rows if row.tensor_parallel_size > 1]
     assert split
@@ -145,7 +147,14 @@ def test_31b_bf16_offers_a_split_row_with_vllms_own_command() -> None:
         n = row.tensor_parallel_size
         assert row.vllm_args[-2:] == ["--tensor-parallel-size", str(n)]
         assert row.instance is not None and load_catalog().instances[row.instance].gpu_count >= n
-        assert next_command(row) == "vllm serve " + " ".join(row.vllm_args)
+        command = next_command(row)
+        assert command.startswith("gemmaserve serve start ") or command.startswith("gemmaserve sagemaker preflight ")
+        assert f"--tensor-parallel-size {n}" in command
+        # The command the plan names is one the CLI takes: its request model accepts every flag.
+        verb = StartRequest if " serve start " in command else PreflightRequest
+        options = dict(pair.split(" ", 1) for pair in command.split(" --")[1:])
+        settings = verb.model_validate({key.replace("-", "_"): value for key, value in options.items()})
+        assert settings.tensor_parallel_size == n
         assert row.speed is not None and any("split over" in term for term in row.speed.unmeasured)
         one = next(r for r in table.rows if r.gpu == row.gpu and r.tensor_parallel_size == 1)
         assert one.verdict == "does-not-fit"
@@ -167,14 +176,13 @@ def test_a_split_reads_less_per_gpu_and_pays_for_its_collectives() -> None:
     assert split_row.speed.decode_low < split_row.speed.decode_tokens_per_s < split_row.speed.decode_high
 
 
-def test_a_split_needs_an_instance_with_the_gpus_and_other_commands_refuse_it() -> None:
+def test_a_split_needs_an_instance_with_the_gpus_and_every_planning_command_takes_it() -> None:
     instance = load_catalog().instances["g6.xlarge"]
     with pytest.raises(UsageError, match="cannot hold --tensor-parallel-size 4"):
         plan_deployment("31b", "bf16", instance=instance, tensor_parallel_size=4)
     from gemmaserve.host.doctor import DoctorRequest
 
-    with pytest.raises(UsageError, match="planned only"):
-        DoctorRequest.parse({"tensor_parallel_size": 2})
+    assert DoctorRequest.parse({"tensor_parallel_size": 2}).tensor_parallel_size == 2
     assert PlanRequest.parse({"tensor_parallel_size": "4"}).tensor_parallel_size == 4
     with pytest.raises(UsageError):
         PlanRequest.parse({"tensor_parallel_size": 3})

@@ -279,7 +279,6 @@ class DoctorRequest(ServingSettings, ActionRequest):
     """``gemmaserve doctor``: which interpreter to check, for which deployment (the one plan row it judges)."""
 
     action: ClassVar[str] = "doctor"
-    plans_tensor_parallel: ClassVar[bool] = True  # doctor checks N GPUs; serve start launches them
 
     python: Annotated[
         str | None, Field(description="The interpreter vLLM runs under (default: the `vllm` on PATH's, else this one).")

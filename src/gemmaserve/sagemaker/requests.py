@@ -268,7 +268,6 @@ class DeploymentSettings(ServingSettings, RegionChoice):
     """What preflight checks and deploy creates: model, encoding, instance pool, image, role and AMI."""
 
     # The container's SM_VLLM_TENSOR_PARALLEL_SIZE carries a split over the instance's GPUs to vLLM.
-    plans_tensor_parallel: ClassVar[bool] = True
 
     model: Annotated[str, Field(description="Catalog model, e.g. gemma-4-e2b (see gemmaserve plan).")]
     encoding: Annotated[str, Field(description="bf16, qat-w4a16, qat-q4_0-unquantized or gguf-q4_0.")] = "qat-w4a16"
