@@ -66,6 +66,10 @@ def test_execution_policy_is_least_privilege() -> None:
     assert pull["Resource"] == ["arn:aws:ecr:us-east-1:763104351884:repository/vllm"]
     read = next(s for s in policy["Statement"] if s["Sid"] == "ModelRead")
     assert read["Resource"] == "arn:aws:s3:::models/gemma4/e2b/*"
+    # SageMaker reads an update's rollback alarms as this role: only gemmaserve's own.
+    alarms = next(s for s in policy["Statement"] if s["Sid"] == "UpdateRollbackAlarms")
+    assert alarms["Action"] == "cloudwatch:DescribeAlarms"
+    assert alarms["Resource"] == ["arn:aws:cloudwatch:us-east-1:123456789012:alarm:gemmaserve-*"]
     with pytest.raises(UsageError):
         ecr_repository_arn("docker.io/vllm/vllm-openai:latest")
 

@@ -128,6 +128,16 @@ def execution_role_policy(
             "Resource": "*",
             "Condition": {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}},
         },
+        {
+            # `sagemaker update` rolls back on the alarms it creates (gemmaserve-<endpoint>-<stamp>-…), and
+            # SageMaker reads them as this role: "Ensure that your IAM execution role has permission to perform
+            # the cloudwatch:DescribeAlarms action on the auto-rollback alarms you specify"
+            # (docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-configuration.html).
+            "Sid": "UpdateRollbackAlarms",
+            "Effect": "Allow",
+            "Action": "cloudwatch:DescribeAlarms",
+            "Resource": [f"arn:aws:cloudwatch:{region}:{account_id}:alarm:gemmaserve-*" for region in regions],
+        },
     ]
     if s3_model_uri:
         bucket, objects, prefix = s3_prefix_arns(s3_model_uri)
