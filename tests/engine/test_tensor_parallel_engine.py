@@ -20,7 +20,14 @@ from typing import Any
 import pytest
 
 from gemmaserve.testing.tiny_gemma4 import write_tiny_gemma4
-from tests.engine.conftest import MAX_MODEL_LEN, READY_TIMEOUT_S, engine_python, free_port, process_group
+from tests.engine.conftest import (
+    MAX_MODEL_LEN,
+    READY_TIMEOUT_S,
+    engine_python,
+    free_port,
+    offline_engine_env,
+    process_group,
+)
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1500)]
 
@@ -48,15 +55,7 @@ def split(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         pytest.skip("two ranks need two CPUs")
     work = tmp_path_factory.mktemp("tp2")
     checkpoint = write_tiny_gemma4(work / "tiny-gemma4")
-    env = {
-        **os.environ,
-        "GEMMASERVE_STATE_DIR": str(work / "state"),
-        "HF_HUB_OFFLINE": "1",
-        "HF_HOME": str(work / "hf"),
-        "VLLM_NO_USAGE_STATS": "1",
-        "DO_NOT_TRACK": "1",
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-    }
+    env = offline_engine_env(work)
     env.pop("VLLM_CPU_OMP_THREADS_BIND", None)
     port = str(free_port())
     start = gemmaserve_json(

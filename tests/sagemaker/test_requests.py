@@ -96,13 +96,13 @@ def test_the_plan_is_computed_once_per_instance_type(
     import gemmaserve.plan
 
     planned: list[Any] = []
-    real = gemmaserve.plan.plan_deployment
+    real = gemmaserve.plan.plan_for
 
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        planned.append(kwargs.get("instance"))
-        return real(*args, **kwargs)
+    def counting(target: Any, *args: Any, **kwargs: Any) -> Any:
+        planned.append(target.instance)
+        return real(target, *args, **kwargs)
 
-    monkeypatch.setattr(gemmaserve.plan, "plan_deployment", counting)
+    monkeypatch.setattr(gemmaserve.plan, "plan_for", counting)
     code, _, err = run(
         [*E2B_DRY_RUN, "--instance", "ml.g6.xlarge", "--instance", "ml.g6.2xlarge"],
         capsys,

@@ -394,22 +394,19 @@ def plan_on_host(request: ServingSettings, target: Target, probes: HostProbes) -
     Raises:
         UsageError: the request cannot be planned on any host.
     """
-    from gemmaserve.plan import plan_deployment
+    from gemmaserve.catalog import resolve_encoding, resolve_gpu, resolve_model
+    from gemmaserve.plan import PlanTarget, plan_for
 
     series, why = vllm_rules(request.vllm, probes.interpreter.value)
     try:
-        row = plan_deployment(
-            target.model,
-            target.encoding,
-            probes.gpu or FALLBACK_PLAN_GPU,
-            max_model_len=request.max_model_len,
-            gpu_memory_utilization=request.gpu_memory_utilization,
-            max_num_seqs=request.max_num_seqs,
-            max_num_batched_tokens=request.max_num_batched_tokens,
-            language_model_only=request.language_model_only,
-            vllm_version=series,
+        model = resolve_model(target.model)
+        on = PlanTarget(
+            model,
+            resolve_encoding(model, target.encoding),
+            resolve_gpu(probes.gpu or FALLBACK_PLAN_GPU),
             tensor_parallel_size=request.tensor_parallel_size or 1,
         )
+        row = plan_for(on, request.serving().model_copy(update={"vllm": series}))
     except UsageError:
         raise
     except Exception as exc:  # a plan that cannot be made is an unknown, reported with its reason

@@ -333,9 +333,9 @@ class DeploymentSettings(ServingSettings, RegionChoice):
         Types not in the catalog are left out (preflight reports them). Raises UnknownName for an
         unknown model or encoding.
         """
-        from gemmaserve.catalog import resolve_encoding, resolve_instance, resolve_model
+        from gemmaserve.catalog import resolve_encoding, resolve_gpu, resolve_instance, resolve_model
         from gemmaserve.errors import UnknownName
-        from gemmaserve.plan import plan_deployment
+        from gemmaserve.plan import PlanTarget, plan_for
 
         model = resolve_model(self.model)
         checkpoint = resolve_encoding(model, self.encoding)
@@ -345,18 +345,9 @@ class DeploymentSettings(ServingSettings, RegionChoice):
                 instance = resolve_instance(name)
             except UnknownName:
                 continue
-            rows[name] = plan_deployment(
-                model,
-                checkpoint,
-                instance=instance,
-                max_model_len=self.max_model_len,
-                gpu_memory_utilization=self.gpu_memory_utilization,
-                max_num_seqs=self.max_num_seqs,
-                max_num_batched_tokens=self.max_num_batched_tokens,
-                language_model_only=self.language_model_only,
-                vllm_version=self.vllm,
-                tensor_parallel_size=self.tensor_parallel(),
-            )
+            split = self.tensor_parallel()
+            target = PlanTarget(model, checkpoint, resolve_gpu(instance.gpu), instance, split)
+            rows[name] = plan_for(target, self.serving())
         return rows
 
 
