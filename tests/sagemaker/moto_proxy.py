@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 Hook = Callable[[str, dict[str, Any]], None]
 
@@ -102,7 +102,7 @@ class SageMakerProxy:
         for hook in list(self.hooks):
             hook(operation, payload)
         if operation == "DeleteEndpoint" and payload.get("EndpointName") in self.in_creation:
-            self._answer(handler, 400, self._in_progress(payload["EndpointName"]))
+            answer_with(handler, 400, self._in_progress(payload["EndpointName"]))
             return
         held = self.held.get(operation)
         if held is not None:
@@ -114,22 +114,12 @@ class SageMakerProxy:
         if operation in ("DescribeEndpoint", "ListEndpoints") and status == 200:
             answer = self._as_creating(operation, answer)
         try:
-            self._answer(handler, status, answer, headers)
+            answer_with(handler, status, answer, headers)
         except OSError:  # the client gave up on this request (an interrupt): the service still acted on it
             pass
 
     def _forward(self, handler: BaseHTTPRequestHandler, body: bytes) -> tuple[int, dict[str, str], bytes]:
-        connection = http.client.HTTPConnection(self.moto.hostname or "127.0.0.1", self.moto.port, timeout=30)
-        try:
-            headers = {key: value for key, value in handler.headers.items() if key.lower() != "host"}
-            headers["Host"] = self.moto.netloc
-            connection.request(handler.command, handler.path, body=body or None, headers=headers)
-            response = connection.getresponse()
-            answer = response.read()
-            keep = {"Content-Type", "x-amzn-RequestId"}
-            return response.status, {k: v for k, v in response.getheaders() if k in keep}, answer
-        finally:
-            connection.close()
+        return forward(self.moto, handler, body)
 
     def _as_creating(self, operation: str, answer: bytes) -> bytes:
         if not self.in_creation:
@@ -148,17 +138,33 @@ class SageMakerProxy:
             {"__type": "ValidationException", "Message": f'Cannot update in-progress endpoint "{arn}".'}
         ).encode()
 
-    @staticmethod
-    def _answer(
-        handler: BaseHTTPRequestHandler, status: int, answer: bytes, headers: dict[str, str] | None = None
-    ) -> None:
-        handler.send_response(status)
-        for key, value in (headers or {"Content-Type": "application/x-amz-json-1.1"}).items():
-            handler.send_header(key, value)
-        handler.send_header("Content-Length", str(len(answer)))
-        handler.end_headers()
-        handler.wfile.write(answer)
-        handler.wfile.flush()
+
+def forward(moto: SplitResult, handler: BaseHTTPRequestHandler, body: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Pass ``handler``'s request to moto unchanged; its status, the headers a client reads, and its body."""
+    connection = http.client.HTTPConnection(moto.hostname or "127.0.0.1", moto.port, timeout=30)
+    try:
+        headers = {key: value for key, value in handler.headers.items() if key.lower() != "host"}
+        headers["Host"] = moto.netloc
+        connection.request(handler.command, handler.path, body=body or None, headers=headers)
+        response = connection.getresponse()
+        answer = response.read()
+        keep = {"Content-Type", "x-amzn-RequestId"}
+        return response.status, {k: v for k, v in response.getheaders() if k in keep}, answer
+    finally:
+        connection.close()
+
+
+def answer_with(
+    handler: BaseHTTPRequestHandler, status: int, answer: bytes, headers: dict[str, str] | None = None
+) -> None:
+    """Send one whole answer (JSON 1.1 unless ``headers`` say otherwise)."""
+    handler.send_response(status)
+    for key, value in (headers or {"Content-Type": "application/x-amz-json-1.1"}).items():
+        handler.send_header(key, value)
+    handler.send_header("Content-Length", str(len(answer)))
+    handler.end_headers()
+    handler.wfile.write(answer)
+    handler.wfile.flush()
 
 
 @contextmanager

@@ -11,7 +11,6 @@ client of a deploy (the CLI's ``GEMMASERVE_AWS_ENDPOINT_URL``).
 from __future__ import annotations
 
 import functools
-import http.client
 import json
 import threading
 from collections.abc import Iterator
@@ -19,6 +18,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
+
+from tests.sagemaker.moto_proxy import answer_with, forward
 
 ACCOUNT = "123456789012"
 
@@ -61,12 +62,14 @@ class ServiceQuotasFake:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if self.headers.get("X-Amz-Target", "") == f"{target_prefix()}.ListServiceQuotas":
                     status, answer = fake._list(json.loads(body or b"{}"))
-                    fake._answer(self, status, answer, {"Content-Type": "application/x-amz-json-1.1"})
+                    answer_with(self, status, answer)
                 else:
-                    fake._answer(self, *fake._forward(self, body))
+                    status, headers, answer = forward(fake.moto, self, body)
+                    answer_with(self, status, answer, headers)
 
             def do_GET(self) -> None:
-                fake._answer(self, *fake._forward(self, b""))
+                status, headers, answer = forward(fake.moto, self, b"")
+                answer_with(self, status, answer, headers)
 
         return Handler
 
@@ -97,29 +100,6 @@ class ServiceQuotasFake:
         if start + size < len(names):
             answer["NextToken"] = str(start + size)
         return 200, json.dumps(answer).encode()
-
-    def _forward(self, handler: BaseHTTPRequestHandler, body: bytes) -> tuple[int, bytes, dict[str, str]]:
-        connection = http.client.HTTPConnection(self.moto.hostname or "127.0.0.1", self.moto.port, timeout=30)
-        try:
-            headers = {key: value for key, value in handler.headers.items() if key.lower() != "host"}
-            headers["Host"] = self.moto.netloc
-            connection.request(handler.command, handler.path, body=body or None, headers=headers)
-            response = connection.getresponse()
-            answer = response.read()
-            keep = {"Content-Type", "x-amzn-RequestId"}
-            return response.status, answer, {k: v for k, v in response.getheaders() if k in keep}
-        finally:
-            connection.close()
-
-    @staticmethod
-    def _answer(handler: BaseHTTPRequestHandler, status: int, answer: bytes, headers: dict[str, str]) -> None:
-        handler.send_response(status)
-        for key, value in headers.items():
-            handler.send_header(key, value)
-        handler.send_header("Content-Length", str(len(answer)))
-        handler.end_headers()
-        handler.wfile.write(answer)
-        handler.wfile.flush()
 
 
 @contextmanager

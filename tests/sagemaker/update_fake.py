@@ -26,7 +26,7 @@ from typing import Any
 import boto3
 
 from gemmaserve.bench.questions import get_question_set
-from tests.sagemaker.moto_proxy import SageMakerProxy
+from tests.sagemaker.moto_proxy import SageMakerProxy, answer_with
 
 
 @dataclass
@@ -85,7 +85,7 @@ class UpdateFake(SageMakerProxy):
         target = handler.headers.get("X-Amz-Target", "")
         operation = target.rsplit(".", 1)[-1] if target.startswith("SageMaker.") else ""
         if operation in self.refuse:
-            self._answer(handler, 400, _error("ValidationException", self.refuse[operation]))
+            answer_with(handler, 400, _error("ValidationException", self.refuse[operation]))
             return
         if operation == "UpdateEndpoint":
             self._update(handler, json.loads(body))
@@ -103,15 +103,15 @@ class UpdateFake(SageMakerProxy):
         name, config = request["EndpointName"], request["EndpointConfigName"]
         current = self._current_config(name)
         if current is None:
-            self._answer(handler, 400, _error("ValidationException", f'Could not find endpoint "{name}".'))
+            answer_with(handler, 400, _error("ValidationException", f'Could not find endpoint "{name}".'))
             return
         if name in self.updates:
-            self._answer(handler, 400, _error("ValidationException", f'Cannot update in-progress endpoint "{name}".'))
+            answer_with(handler, 400, _error("ValidationException", f'Cannot update in-progress endpoint "{name}".'))
             return
         try:
             described = self._sm.describe_endpoint_config(EndpointConfigName=config)
         except Exception:
-            self._answer(handler, 400, _error("ValidationException", f'Could not find endpoint config "{config}".'))
+            answer_with(handler, 400, _error("ValidationException", f'Could not find endpoint config "{config}".'))
             return
         self.variant_of[config] = described["ProductionVariants"][0]["VariantName"]
         alarms = [
@@ -120,7 +120,7 @@ class UpdateFake(SageMakerProxy):
         ]
         self.updates[name] = Update(old_config=current, new_config=config, alarms=alarms)
         arn = f"arn:aws:sagemaker:us-east-1:123456789012:endpoint/{name}"
-        self._answer(handler, 200, json.dumps({"EndpointArn": arn}).encode())
+        answer_with(handler, 200, json.dumps({"EndpointArn": arn}).encode())
 
     def _current_config(self, name: str) -> str | None:
         if name in self.serving:
@@ -136,7 +136,7 @@ class UpdateFake(SageMakerProxy):
             self.calls.append(("DescribeEndpoint", request))
         status, headers, answer = self._forward(handler, body)
         if status != 200:
-            self._answer(handler, status, answer, headers)
+            answer_with(handler, status, answer, headers)
             return
         document = json.loads(self._as_creating("DescribeEndpoint", answer))
         name = request["EndpointName"]
@@ -176,7 +176,7 @@ class UpdateFake(SageMakerProxy):
                 production["VariantName"] = self.variant_of.get(config, production["VariantName"])
             if self.failure.get(name):
                 document["FailureReason"] = self.failure[name]
-        self._answer(handler, 200, json.dumps(document).encode(), headers)
+        answer_with(handler, 200, json.dumps(document).encode(), headers)
 
     def _end(self, name: str, update: Update, config: str, reason: str | None) -> None:
         del self.updates[name]
@@ -199,7 +199,7 @@ class UpdateFake(SageMakerProxy):
         behaviour = self.scenario.behaviour.get(variant)
         if behaviour is None:
             message = f"Variant {variant!r} not found for endpoint {name}."
-            self._answer(handler, 400, _error("ValidationError", message))
+            answer_with(handler, 400, _error("ValidationError", message))
             return
         request = json.loads(body)
         tokens = int(request["max_tokens"]) if request.get("ignore_eos") else 12
@@ -216,7 +216,7 @@ class UpdateFake(SageMakerProxy):
                 "usage": {"prompt_tokens": 10, "completion_tokens": tokens, "total_tokens": 10 + tokens},
             }
         ).encode()
-        self._answer(
+        answer_with(
             handler,
             200,
             answer,
