@@ -2,7 +2,7 @@
 
 Every rank holds the same shard shape, so one rank's memory decides the KV pool. What is split by ``N``
 and what every rank holds whole, as vLLM's own source does it (file:line per release in :data:`SOURCES`,
-read in the 0.26.0 and 0.34.0 wheels):
+read in the wheel of every supported release, 0.26.0 – 0.34.0):
 
 - **attention heads** ``heads / N`` (``N`` must divide them); **KV heads** ``max(1, kv_heads // N)``: replicated
   when ``N`` exceeds them, so each rank still caches (and stores the K/V weights of) one head;
@@ -31,11 +31,13 @@ TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
 VOCAB_PADDING = 64  # model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 MIB = 1024**2
 # The custom all-reduce's buffers per rank where it runs (NVLink, or two PCIe GPUs with P2P): the
-# metadata block plus ``max_size`` (8 MiB), the IPC buffer, and 8 MiB of rank data; 0.34's IPC buffer
-# is the largest of all-reduce, all-gather and reduce-scatter sizes (16 MiB). Outside the KV budget.
-CUSTOM_ALL_REDUCE_MIB = {"0.26.0": 8 + 8 + 8, "0.34.0": 8 + 16 + 8}
+# metadata block plus ``max_size`` (8 MiB), the IPC buffer, and 8 MiB of rank data. From 0.27.0 the IPC
+# buffer is the largest of the all-reduce, all-gather and reduce-scatter sizes (16 MiB: 0.27.0
+# custom_all_reduce.py:66,215; 0.26.0:178 sized it ``max_size``). Outside the KV budget.
+CUSTOM_ALL_REDUCE_MIB = {"0.26.0": 8 + 8 + 8, "0.27.0": 8 + 16 + 8}
 
-# file:line of each rule in the two wheels read (``vllm/…``); 0.27 – 0.33 were not re-read for these.
+# file:line of each rule in each release's wheel (``vllm/…``), every supported release read; the 0.27 series
+# is served as 0.27.1, whose members read here are byte-identical to 0.27.0's (one entry under both names).
 SOURCES: dict[str, dict[str, str]] = {
     "0.26.0": {
         "kv_heads_per_rank": "config/model.py:1339 get_num_kv_heads: max(1, total_kv_heads // tp)",
@@ -57,8 +59,164 @@ SOURCES: dict[str, dict[str, str]] = {
         "custom_all_reduce": "distributed/device_communicators/custom_all_reduce.py:59,150,173-185 8 MiB buffers; "
         "off on more than two PCIe-only GPUs",
     },
+    "0.27.1": {
+        "kv_heads_per_rank": "config/model.py:1430 get_num_kv_heads: max(1, total_kv_heads // tp)",
+        "attention_heads": "model_executor/models/gemma4.py:397-404 heads % tp == 0; kv heads replicated below tp",
+        "heads_divisible": "config/model.py:1313-1319 verify_with_parallel_config: heads % tp == 0",
+        "mlp": "model_executor/models/gemma4.py:234-241 MergedColumnParallelLinear gate/up, RowParallelLinear down",
+        "experts": "model_executor/layers/fused_moe/config.py:1333 intermediate_size_per_partition = size // tp",
+        "router": "model_executor/models/gemma4.py:290 GateLinear, replicated for consistent routing",
+        "per_layer_inputs": "model_executor/models/gemma4.py:680-689 per-layer gate and projection ReplicatedLinear",
+        "embeddings": "model_executor/models/gemma4.py:986,999 VocabParallelEmbedding (token and per-layer)",
+        "per_layer_projection": "model_executor/models/gemma4.py:1015 ColumnParallelLinear(gather_output=True)",
+        "vocab_padding": "model_executor/layers/vocab_parallel_embedding.py:32,269,310 pad to 64, then / tp",
+        "logits_gathered": "model_executor/layers/logits_processor.py:56,92 all-gather (platforms/interface.py:1106)",
+        "towers_whole": "model_executor/models/gemma4_mm.py:1060,1076 AutoModel.from_config (not sharded)",
+        "min_over_ranks": "v1/core/kv_cache_utils.py:2210-2213 num_blocks = the smallest over ranks",
+        "logged_tokens": "v1/core/kv_cache_utils.py:2231-2235 GPU KV cache size from that config's concurrency",
+        "snapshot_after_nccl": "v1/worker/gpu_worker.py:372-396 distributed init before the memory snapshot",
+        "requested": "v1/worker/utils.py:415 requested = total × utilisation (used memory not subtracted)",
+        "custom_all_reduce": "distributed/device_communicators/custom_all_reduce.py:74,66,215 8 MiB all-reduce, "
+        "16 MiB IPC buffer (the largest of the three sizes); 208,229 meta and 8 MiB rank data; "
+        "179 off on more than two PCIe-only GPUs",
+    },
+    "0.28.0": {
+        "kv_heads_per_rank": "config/model.py:1491 get_num_kv_heads: max(1, total_kv_heads // tp)",
+        "attention_heads": "model_executor/models/gemma4.py:396-403 heads % tp == 0; kv heads replicated below tp",
+        "heads_divisible": "config/model.py:1365-1371 verify_with_parallel_config: heads % tp == 0",
+        "mlp": "model_executor/models/gemma4.py:235-242 MergedColumnParallelLinear gate/up, RowParallelLinear down",
+        "experts": "model_executor/layers/fused_moe/config.py:1344 intermediate_size_per_partition = size // tp",
+        "router": "model_executor/models/gemma4.py:291 GateLinear, replicated for consistent routing",
+        "per_layer_inputs": "model_executor/models/gemma4.py:660-669 per-layer gate and projection ReplicatedLinear",
+        "embeddings": "model_executor/models/gemma4.py:966,979 VocabParallelEmbedding (token and per-layer)",
+        "per_layer_projection": "model_executor/models/gemma4.py:995 ColumnParallelLinear(gather_output=True)",
+        "vocab_padding": "model_executor/layers/vocab_parallel_embedding.py:32,269,310 pad to 64, then / tp",
+        "logits_gathered": "model_executor/layers/logits_processor.py:90,126 all-gather (platforms/interface.py:1106)",
+        "towers_whole": "model_executor/models/gemma4_mm.py:1068,1084 AutoModel.from_config (not sharded)",
+        "min_over_ranks": "v1/core/kv_cache_utils.py:2213-2216 num_blocks = the smallest over ranks",
+        "logged_tokens": "v1/core/kv_cache_utils.py:1861-1875 update_kv_cache_capacity logs that count's tokens",
+        "snapshot_after_nccl": "v1/worker/gpu_worker.py:383-407 distributed init before the memory snapshot",
+        "requested": "v1/worker/utils.py:450 requested = total × utilisation (used memory not subtracted)",
+        "custom_all_reduce": "distributed/device_communicators/custom_all_reduce.py:74,66,215 8 MiB all-reduce, "
+        "16 MiB IPC buffer (the largest of the three sizes); 208,229 meta and 8 MiB rank data; "
+        "179 off on more than two PCIe-only GPUs",
+    },
+    "0.29.0": {
+        "kv_heads_per_rank": "config/model.py:1537 get_num_kv_heads: max(1, total_kv_heads // tp)",
+        "attention_heads": "model_executor/models/gemma4.py:400-407 heads % tp == 0; kv heads replicated below tp",
+        "heads_divisible": "config/model.py:1411-1417 verify_with_parallel_config: heads % tp == 0",
+        "mlp": "model_executor/models/gemma4.py:235-242 MergedColumnParallelLinear gate/up, RowParallelLinear down",
+        "experts": "model_executor/layers/fused_moe/config.py:1350 intermediate_size_per_partition = size // tp",
+        "router": "model_executor/models/gemma4.py:291 GateLinear, replicated for consistent routing",
+        "per_layer_inputs": "model_executor/models/gemma4.py:672-681 per-layer gate and projection ReplicatedLinear",
+        "embeddings": "model_executor/models/gemma4.py:986,1002 VocabParallelEmbedding (token and per-layer)",
+        "per_layer_projection": "model_executor/models/gemma4.py:1018 ColumnParallelLinear(gather_output=True)",
+        "vocab_padding": "model_executor/layers/vocab_parallel_embedding.py:33,272,314 pad to 64, then / tp",
+        "logits_gathered": "model_executor/layers/logits_processor.py:91,130 all-gather (platforms/interface.py:1113)",
+        "towers_whole": "model_executor/models/gemma4_mm.py:1087,1104 AutoModel.from_config (not sharded)",
+        "min_over_ranks": "v1/core/kv_cache_utils.py:2351-2354 num_blocks = the smallest over ranks",
+        "logged_tokens": "v1/core/kv_cache_utils.py:2024-2038 update_kv_cache_capacity logs that count's tokens",
+        "snapshot_after_nccl": "v1/worker/gpu_worker.py:416-440 distributed init before the memory snapshot",
+        "requested": "v1/worker/utils.py:522 requested = total × utilisation (used memory not subtracted)",
+        "custom_all_reduce": "distributed/device_communicators/custom_all_reduce.py:125,117,272 8 MiB all-reduce, "
+        "16 MiB IPC buffer (the largest of the three sizes); "
+        "265,286 meta and 8 MiB rank data; "
+        "236 off on more than two PCIe-only GPUs",
+    },
+    "0.30.0": {
+        "kv_heads_per_rank": "config/model.py:1550 get_num_kv_heads: max(1, total_kv_heads // tp)",
+        "attention_heads": "model_executor/models/gemma4.py:400-407 heads % tp == 0; kv heads replicated below tp",
+        "heads_divisible": "config/model.py:1424-1430 verify_with_parallel_config: heads % tp == 0",
+        "mlp": "model_executor/models/gemma4.py:235-242 MergedColumnParallelLinear gate/up, RowParallelLinear down",
+        "experts": "model_executor/layers/fused_moe/config.py:1351 intermediate_size_per_partition = size // tp",
+        "router": "model_executor/models/gemma4.py:291 GateLinear, replicated for consistent routing",
+        "per_layer_inputs": "model_executor/models/gemma4.py:688-697 per-layer gate and projection ReplicatedLinear",
+        "embeddings": "model_executor/models/gemma4.py:1002,1018 VocabParallelEmbedding (token and per-layer)",
+        "per_layer_projection": "model_executor/models/gemma4.py:1034 ColumnParallelLinear(gather_output=True)",
+        "vocab_padding": "model_executor/layers/vocab_parallel_embedding.py:35,284,326 pad to 64, then / tp",
+        "logits_gathered": "model_executor/layers/logits_processor.py:91,130 all-gather (platforms/interface.py:1128)",
+        "towers_whole": "model_executor/models/gemma4_mm.py:1113,1130 AutoModel.from_config (not sharded)",
+        "min_over_ranks": "v1/core/kv_cache_utils.py:2757-2760 num_blocks = the smallest over ranks",
+        "logged_tokens": "v1/core/kv_cache_utils.py:2386-2402 update_kv_cache_capacity logs that count's tokens",
+        "snapshot_after_nccl": "v1/worker/gpu_worker.py:428-452 distributed init before the memory snapshot",
+        "requested": "v1/worker/utils.py:540 requested = total × utilisation (used memory not subtracted)",
+        "custom_all_reduce": "distributed/device_communicators/custom_all_reduce.py:125,117,272 8 MiB all-reduce, "
+        "16 MiB IPC buffer (the largest of the three sizes); "
+        "265,286 meta and 8 MiB rank data; "
+        "236 off on more than two PCIe-only GPUs",
+    },
+    "0.31.0": {
+        "kv_heads_per_rank": "config/model.py:1628 get_num_kv_heads: max(1, total_kv_heads // tp)",
+        "attention_heads": "model_executor/models/gemma4.py:387-394 heads % tp == 0; kv heads replicated below tp",
+        "heads_divisible": "config/model.py:1502-1508 verify_with_parallel_config: heads % tp == 0",
+        "mlp": "model_executor/models/gemma4.py:267-274 MergedColumnParallelLinear gate/up, RowParallelLinear down",
+        "experts": "model_executor/layers/fused_moe/config.py:1323 intermediate_size_per_partition = size // tp",
+        "router": "model_executor/models/gemma4.py:326 GateLinear, replicated for consistent routing",
+        "per_layer_inputs": "model_executor/models/gemma4.py:685-694 per-layer gate and projection ReplicatedLinear",
+        "embeddings": "model_executor/models/gemma4.py:1010,1026 VocabParallelEmbedding (token and per-layer)",
+        "per_layer_projection": "model_executor/models/gemma4.py:1042 ColumnParallelLinear(gather_output=True)",
+        "vocab_padding": "model_executor/layers/vocab_parallel_embedding.py:35,285,300 pad to 64, then / tp",
+        "logits_gathered": "model_executor/layers/logits_processor.py:91,130 all-gather (platforms/interface.py:1167)",
+        "towers_whole": "model_executor/models/gemma4_mm.py:1098,1115 AutoModel.from_config (not sharded)",
+        "min_over_ranks": "v1/core/kv_cache_utils.py:2815-2818 num_blocks = the smallest over ranks",
+        "logged_tokens": "v1/core/kv_cache_utils.py:2455-2471 update_kv_cache_capacity logs that count's tokens",
+        "snapshot_after_nccl": "v1/worker/gpu_worker.py:466-490 distributed init before the memory snapshot",
+        "requested": "v1/worker/utils.py:544 requested = total × utilisation (used memory not subtracted)",
+        "custom_all_reduce": "distributed/device_communicators/custom_all_reduce.py:140,130,300 8 MiB all-reduce, "
+        "16 MiB IPC buffer (the largest of the three sizes); "
+        "293,314 meta and 8 MiB rank data; "
+        "264 off on more than two PCIe-only GPUs",
+    },
+    "0.32.0": {
+        "kv_heads_per_rank": "config/model.py:1670 get_num_kv_heads: max(1, total_kv_heads // tp)",
+        "attention_heads": "model_executor/models/gemma4.py:386-393 heads % tp == 0; kv heads replicated below tp",
+        "heads_divisible": "config/model.py:1544-1550 verify_with_parallel_config: heads % tp == 0",
+        "mlp": "model_executor/models/gemma4.py:266-273 MergedColumnParallelLinear gate/up, RowParallelLinear down",
+        "experts": "model_executor/layers/fused_moe/config.py:1342 intermediate_size_per_partition = size // tp",
+        "router": "model_executor/models/gemma4.py:325 GateLinear, replicated for consistent routing",
+        "per_layer_inputs": "model_executor/models/gemma4.py:682-691 per-layer gate and projection ReplicatedLinear",
+        "embeddings": "model_executor/models/gemma4.py:1007,1023 VocabParallelEmbedding (token and per-layer)",
+        "per_layer_projection": "model_executor/models/gemma4.py:1039 ColumnParallelLinear(gather_output=True)",
+        "vocab_padding": "model_executor/layers/vocab_parallel_embedding.py:36,289,304 pad to 64, then / tp",
+        "logits_gathered": "model_executor/layers/logits_processor.py:91,130 all-gather (platforms/interface.py:1269)",
+        "towers_whole": "model_executor/models/gemma4_mm.py:1096,1113 AutoModel.from_config (not sharded)",
+        "min_over_ranks": "v1/core/kv_cache_utils.py:2662-2665 num_blocks = the smallest over ranks",
+        "logged_tokens": "v1/core/kv_cache_utils.py:2316-2334 update_kv_cache_capacity logs that count's tokens",
+        "snapshot_after_nccl": "v1/worker/gpu_worker.py:505-535 distributed init before the memory snapshot",
+        "requested": "v1/worker/utils.py:725 requested = total × utilisation (used memory not subtracted); "
+        "728 externally held weights only checked against it",
+        "custom_all_reduce": "distributed/device_communicators/custom_all_reduce.py:141,131,306 8 MiB all-reduce, "
+        "16 MiB IPC buffer (the largest of the three sizes); "
+        "299,320 meta and 8 MiB rank data; "
+        "270 off on more than two PCIe-only GPUs",
+    },
+    "0.33.0": {
+        "kv_heads_per_rank": "config/model.py:1683 get_num_kv_heads: max(1, total_kv_heads // tp)",
+        "attention_heads": "model_executor/models/gemma4.py:386-393 heads % tp == 0; kv heads replicated below tp",
+        "heads_divisible": "config/model.py:1557-1563 verify_with_parallel_config: heads % tp == 0",
+        "mlp": "model_executor/models/gemma4.py:266-273 MergedColumnParallelLinear gate/up, RowParallelLinear down",
+        "experts": "model_executor/layers/fused_moe/config.py:1353 intermediate_size_per_partition = size // tp",
+        "router": "model_executor/models/gemma4.py:325 GateLinear, replicated for consistent routing",
+        "per_layer_inputs": "model_executor/models/gemma4.py:682-691 per-layer gate and projection ReplicatedLinear",
+        "embeddings": "model_executor/models/gemma4.py:1007,1023 VocabParallelEmbedding (token and per-layer)",
+        "per_layer_projection": "model_executor/models/gemma4.py:1039 ColumnParallelLinear(gather_output=True)",
+        "vocab_padding": "model_executor/layers/vocab_parallel_embedding.py:36,289,304 pad to 64, then / tp",
+        "logits_gathered": "model_executor/layers/logits_processor.py:91,130 all-gather (platforms/interface.py:1281)",
+        "towers_whole": "model_executor/models/gemma4_mm.py:1102,1122 AutoModel.from_config (not sharded)",
+        "min_over_ranks": "v1/core/kv_cache_planning.py:1580-1594 every rank re-planned at the smallest count",
+        "logged_tokens": "v1/core/kv_cache_utils.py:1136-1154 update_kv_cache_capacity logs that count's tokens",
+        "snapshot_after_nccl": "v1/worker/gpu_worker.py:500-542 distributed init before the memory snapshot; "
+        "519-528 cuBLAS handles now also made before it (baseline, like NCCL)",
+        "requested": "v1/worker/utils.py:725 requested = total × utilisation (used memory not subtracted); "
+        "728 externally held weights only checked against it",
+        "custom_all_reduce": "distributed/device_communicators/custom_all_reduce.py:138,128,303 8 MiB all-reduce, "
+        "16 MiB IPC buffer (the largest of the three sizes); "
+        "296,317 meta and 8 MiB rank data; "
+        "267 off on more than two PCIe-only GPUs",
+    },
     "0.34.0": {
         "kv_heads_per_rank": "config/model.py:1703 get_num_kv_heads: max(1, total_kv_heads // tp)",
+        "heads_divisible": "config/model.py:1577-1583 verify_with_parallel_config: heads % tp == 0",
         "attention_heads": "model_executor/models/gemma4.py:405-412 heads % tp == 0; kv heads replicated below tp",
         "mlp": "model_executor/models/gemma4.py:282 MergedColumnParallelLinear gate/up, RowParallelLinear down",
         "experts": "model_executor/layers/fused_moe/config.py:1398 intermediate_size_per_partition = size // tp",
@@ -72,10 +230,13 @@ SOURCES: dict[str, dict[str, str]] = {
         "min_over_ranks": "v1/core/kv_cache_planning.py:1683-1697 every rank re-planned at the smallest count",
         "logged_tokens": "v1/core/kv_cache_utils.py:1157-1175 update_kv_cache_capacity on the scheduler's config",
         "snapshot_after_nccl": "v1/worker/gpu_worker.py:502-549 distributed init before the memory snapshot",
+        "requested": "v1/worker/utils.py:742-743 requested = total × resolved utilisation (1.0 when unset, "
+        "with the extensible KV cache)",
         "custom_all_reduce": "distributed/device_communicators/custom_all_reduce.py:138,268,296-318 "
         "8 MiB all-reduce, 16 MiB IPC buffer, 8 MiB rank data; off on more than two PCIe-only GPUs",
     },
 }
+SOURCES["0.27.0"] = SOURCES["0.27.1"]
 
 
 def kv_heads_per_rank(total_kv_heads: int, tensor_parallel_size: int) -> int:
@@ -189,4 +350,5 @@ def custom_all_reduce_mib(release_version: str, tensor_parallel_size: int, *, fu
     GPUs without NVLink between them all)."""
     if tensor_parallel_size == 1 or (tensor_parallel_size > 2 and not fully_connected):
         return 0
-    return CUSTOM_ALL_REDUCE_MIB["0.34.0" if release_version >= "0.34" else "0.26.0"]
+    major, minor = (int(part) for part in release_version.split(".")[:2])
+    return CUSTOM_ALL_REDUCE_MIB["0.27.0" if (major, minor) >= (0, 27) else "0.26.0"]

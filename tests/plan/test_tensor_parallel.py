@@ -1,5 +1,5 @@
-"""One rank of a model split over N GPUs, replayed from vLLM's own sharding rules (read in the 0.26.0 and
-0.34.0 wheels; file:line in ``gemmaserve.tensor_parallel.SOURCES``).
+"""One rank of a model split over N GPUs, replayed from vLLM's own sharding rules (read in every supported
+release's wheel, 0.26.0 – 0.34.0; file:line in ``gemmaserve.tensor_parallel.SOURCES``).
 
 The expected figures are worked out here from the rules as the source states them, not from the module:
 ``config/model.py`` ``get_num_kv_heads`` = ``max(1, total_kv_heads // tp)`` (0.26.0:1339, 0.34.0:1703);
@@ -25,12 +25,13 @@ from gemmaserve.serve.requests import StartRequest
 from gemmaserve.speed import body_parameters
 from gemmaserve.tensor_parallel import (
     SOURCES,
+    custom_all_reduce_mib,
     kv_bytes_per_token_per_rank,
     rank_geometry,
     unsupported_reason,
     vocab_rows_per_rank,
 )
-from gemmaserve.vllm_releases import resolve_release
+from gemmaserve.vllm_releases import RELEASES, resolve_release
 
 SIZES = (1, 2, 4, 8)
 TEXT_ONLY = ServingSettings(language_model_only=True)
@@ -48,10 +49,28 @@ def _geometry(model: str):  # type: ignore[no-untyped-def]
     return load_catalog().models[model].geometry
 
 
-def test_both_wheels_read_are_cited_for_every_rule_the_plan_uses() -> None:
-    for version in ("0.26.0", "0.34.0"):
-        for rule in ("kv_heads_per_rank", "mlp", "experts", "embeddings", "logits_gathered", "min_over_ranks"):
-            assert ":" in SOURCES[version][rule]
+@pytest.mark.parametrize("series", list(RELEASES))
+def test_every_supported_release_cites_every_rule_the_first_one_does(series: str) -> None:
+    version = RELEASES[series].version
+    assert version in SOURCES, f"vLLM {version}: its sharding rules were not read"
+    assert set(SOURCES[version]) == set(SOURCES["0.26.0"])
+    for rule, citation in SOURCES[version].items():
+        path, _, rest = citation.partition(":")
+        assert path.endswith(".py") and rest[:1].isdigit(), f"{version} {rule}: no file:line in {citation!r}"
+
+
+@pytest.mark.parametrize(
+    ("version", "mib"),
+    # 0.26.0 custom_all_reduce.py:178 sizes the IPC buffer max_size (8 MiB); from 0.27.0 (:66,215) it is the
+    # largest of the all-reduce, all-gather and reduce-scatter defaults (8, 2, 16 MiB). Plus the 8 MiB
+    # metadata block and 8 MiB of rank data either way.
+    [("0.26.0", 24), ("0.27.0", 32), ("0.27.1", 32), ("0.29.0", 32), ("0.33.0", 32), ("0.34.0", 32)],
+)
+def test_the_custom_all_reduce_holds_a_16_mib_ipc_buffer_from_0_27(version: str, mib: int) -> None:
+    assert custom_all_reduce_mib(version, 2, fully_connected=False) == mib
+    assert custom_all_reduce_mib(version, 8, fully_connected=True) == mib
+    assert custom_all_reduce_mib(version, 4, fully_connected=False) == 0
+    assert custom_all_reduce_mib(version, 1, fully_connected=True) == 0
 
 
 @pytest.mark.parametrize("model", MODELS)
