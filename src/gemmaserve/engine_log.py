@@ -93,10 +93,14 @@ _CFG_QUANT = re.compile(r"(?:^|[\s,])quantization=(?P<v>[\w\-.]+)")
 _CFG_DTYPE = re.compile(r"(?:^|[\s,])dtype=(?:torch\.)?(?P<v>\w+)")
 _CFG_MAX_LEN = re.compile(r"(?:^|[\s,])max_seq_len=(?P<v>\d+)")
 _CFG_TP = re.compile(r"(?:^|[\s,])tensor_parallel_size=(?P<v>\d+)")
-# A worker's rank, from the prefix vLLM gives its lines (vLLM 0.32.0 vllm/v1/executor/multiproc_executor.py:747
-# names the process ``VllmWorker-{rank}``; :917 ``Worker_{rank}``; :1086-1103 ``Worker[_DPd][_PPd][_PCPd]_TP{r}…``
-# once the groups exist) or from its own statement (vllm/distributed/parallel_state.py:1906
-# ``world_size=… rank=… local_rank=…``, under the bare ``(Worker pid=…)`` prefix).
+# A worker's rank, from the prefix vLLM gives its lines (vllm/v1/executor/multiproc_executor.py names the
+# process ``VllmWorker-{rank}``, then ``Worker_{rank}``, then ``Worker[_DPd][_PPd][_PCPd]_TP{r}[_DCPd][_EPd]``
+# once the groups exist; the same three names, in the same order, in every release 0.26.0 – 0.34.0:
+# 0.26.0:697,865,1030-1047; 0.27.0 and 0.27.1:708,876,1041-1058; 0.28.0:737,905,1070-1087;
+# 0.29.0 and 0.30.0:740,908,1078-1095; 0.31.0:742,912,1081-1098; 0.32.0:747,917,1086-1103;
+# 0.33.0:848,1020,1212-1229; 0.34.0:882,1054,1246-1263) or from its own statement (0.32.0
+# vllm/distributed/parallel_state.py:1906 ``world_size=… rank=… local_rank=…``, under the bare
+# ``(Worker pid=…)`` prefix).
 _RANK_PREFIXES = (
     re.compile(r"\(VllmWorker-(?P<r>\d+) pid=(?P<pid>\d+)\)"),
     re.compile(r"\(Worker(?:_(?:DP|PP|PCP)\d+)*_TP(?P<r>\d+)(?:_[A-Z]+\d+)* pid=(?P<pid>\d+)\)"),
