@@ -297,6 +297,10 @@ class DeploymentSettings(ServingSettings, RegionChoice):
         ),
     ] = None
 
+    def execution_role(self) -> str:
+        """The role the Model is created with; a dry run shows a placeholder when none was given."""
+        return self.role_arn or DRY_RUN_ROLE_ARN
+
     def tensor_parallel(self) -> int:
         """The split the container runs: the size given, or the GPU count of the pool's instance type."""
         from gemmaserve.sagemaker.inputs import tensor_parallel_for_pool
@@ -410,6 +414,12 @@ class DeployOptions(InputRules):
     list_prices: ListPrices = False
     dry_run: Annotated[bool, Field(description="Print the planned AWS calls and $/hour; create nothing.")] = False
 
+    def environment(self) -> dict[str, str]:
+        return dict(pair.partition("=")[::2] for pair in self.env or [])
+
+    def ttl_s(self) -> float | None:
+        return None if self.keep else self.ttl_hours * 3600.0
+
 
 class DeployRequest(DeploymentSettings, DeployOptions, ActionRequest):
     """``gemmaserve sagemaker deploy``: Model → EndpointConfig → Endpoint, tagged with a TTL, after preflight.
@@ -428,16 +438,6 @@ class DeployRequest(DeploymentSettings, DeployOptions, ActionRequest):
                 hint="Create one: gemmaserve sagemaker role create (or look first with --dry-run).",
             )
         return self
-
-    def execution_role(self) -> str:
-        """The role the Model is created with; a dry run shows a placeholder when none was given."""
-        return self.role_arn or DRY_RUN_ROLE_ARN
-
-    def environment(self) -> dict[str, str]:
-        return dict(pair.partition("=")[::2] for pair in self.env or [])
-
-    def ttl_s(self) -> float | None:
-        return None if self.keep else self.ttl_hours * 3600.0
 
     def describe_change(self) -> str:
         where = ", ".join(self.instance)
@@ -515,15 +515,6 @@ class UpdateRequest(DeploymentSettings, DeployOptions, ActionRequest):
         if self.linear is not None:
             return "LINEAR", self.linear
         return "CANARY", self.canary if self.canary is not None else 50
-
-    def execution_role(self) -> str:
-        return self.role_arn or DRY_RUN_ROLE_ARN
-
-    def environment(self) -> dict[str, str]:
-        return dict(pair.partition("=")[::2] for pair in self.env or [])
-
-    def ttl_s(self) -> float | None:
-        return None if self.keep else self.ttl_hours * 3600.0
 
     def describe_change(self) -> str:
         mode, percent = self.policy_mode()
