@@ -57,6 +57,7 @@ def test_each_contract_catches_an_import_that_breaks_it(tmp_path: Path) -> None:
     package = tmp_path / "src" / "gemmaserve"
     plant(package / "sagemaker" / "names.py", "from gemmaserve.cli import main")  # library -> front end
     plant(package / "speed.py", "import boto3")  # core -> AWS adapter
+    plant(package / "views" / "host.py", "from gemmaserve.mcp_server import build_server")  # a view -> front end
     plant(package / "turing" / "rule.py", "import subprocess")  # a pure module inside a package -> subprocess
     plant(package / "catalog.py", "from gemmaserve.plan import plan_deployment")  # catalog <- plan: a cycle
 
@@ -68,5 +69,6 @@ def test_each_contract_catches_an_import_that_breaks_it(tmp_path: Path) -> None:
         assert f"{name} BROKEN" in report, report
     assert "gemmaserve.sagemaker.names -> gemmaserve.cli" in report
     assert "gemmaserve.speed -> boto3" in report
+    assert "gemmaserve.views.host -> gemmaserve.mcp_server" in report
     assert "gemmaserve.turing.rule -> subprocess" in report
     assert "No cycles are allowed in gemmaserve." in report

@@ -7,10 +7,9 @@ import sys
 from importlib import metadata
 from typing import ClassVar
 
-from pydantic import BaseModel
-
 from gemmaserve import __version__
 from gemmaserve.request_model import ActionRequest
+from gemmaserve.result_model import ActionResult
 
 PACKAGES = (
     "boto3",
@@ -37,7 +36,7 @@ class EnvRequest(ActionRequest):
     action: ClassVar[str] = "env"
 
 
-class EnvReport(BaseModel):
+class EnvReport(ActionResult):
     gemmaserve: str
     python: str
     executable: str

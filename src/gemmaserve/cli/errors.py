@@ -12,11 +12,19 @@ import sys
 import click
 
 from gemmaserve.errors import GemmaserveError
+from gemmaserve.result_model import ActionResult
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+
+def exit_code_for(result: ActionResult) -> int:
+    """A command's exit status from its result: 130 for a run stopped part way, 1 when not ``ok``, else 0."""
+    if result.interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if result.ok else EXIT_FAILED
 
 
 def run_with_error_mapping(app: click.Group, argv: list[str] | None, *, debug: bool) -> int:

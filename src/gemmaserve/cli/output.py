@@ -1,4 +1,5 @@
-"""Render one typed result three ways: a rich table (stdout), ``--json``, or plain lines.
+"""Print one typed result: ``--json``, or its view (:mod:`gemmaserve.views`) as a rich table on a terminal and
+as plain lines elsewhere; then exit with the status its ``ok`` gives (:func:`finish`).
 
 stdout carries exactly one thing; progress, warnings and hints go to stderr.
 """
@@ -12,6 +13,8 @@ from typing import Any
 
 import click
 from pydantic import BaseModel
+
+from gemmaserve.result_model import ActionResult
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 
@@ -42,6 +45,38 @@ def emit(result: Any, *, as_json: bool, render: Callable[[Any], None]) -> None:
         click.echo(json.dumps(standard_json(to_jsonable(result)), indent=2, allow_nan=False))
     else:
         render(result)
+
+
+def show(result: Any, *, as_json: bool) -> None:
+    """Print ``result``: JSON (standard JSON only), else its view, drawn for a terminal or as plain lines."""
+    import sys
+
+    if as_json:
+        click.echo(json.dumps(standard_json(to_jsonable(result)), indent=2, allow_nan=False))
+        return
+    from gemmaserve.views import page_for
+
+    shown = page_for(result)
+    if sys.stdout.isatty():
+        from gemmaserve.views.terminal import draw
+
+        draw(shown, console())
+        return
+    from gemmaserve.views.page import plain_lines
+
+    for line in plain_lines(shown):
+        click.echo(line)
+
+
+def finish(result: ActionResult, *, as_json: bool) -> None:
+    """:func:`show` ``result``, then end the command with the exit status it calls for (the one place a
+    command's status is decided: :func:`gemmaserve.cli.errors.exit_code_for`)."""
+    from gemmaserve.cli.errors import EXIT_OK, exit_code_for
+
+    show(result, as_json=as_json)
+    code = exit_code_for(result)
+    if code != EXIT_OK:
+        raise click.exceptions.Exit(code)
 
 
 def console(min_width: int = 200) -> Any:

@@ -122,10 +122,14 @@ def translate_errors(fn: Callable[P, T]) -> Callable[P, T]:
     return wrapper
 
 
-def typed_result(result: BaseModel, summary: str) -> CallToolResult:
-    """The structured content is exactly what the CLI's ``--json`` prints; ``summary`` is for people."""
+def typed_result(result: BaseModel, summary: str | None = None) -> CallToolResult:
+    """The structured content is exactly what the CLI's ``--json`` prints; the text is the result's view
+    (:func:`gemmaserve.views.summary_for`), the same words the CLI prints."""
+    from gemmaserve.views import summary_for
+
+    text = summary if summary is not None else summary_for(result)
     return CallToolResult(
-        content=[TextContent(type="text", text=summary)],
+        content=[TextContent(type="text", text=text)],
         structured_content=result.model_dump(mode="json"),
     )
 

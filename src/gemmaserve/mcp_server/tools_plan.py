@@ -52,9 +52,4 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
     @tools.action(EnvRequest, title="Versions for bug reports", annotations=READ_ONLY, result=EnvReport)
     def env(request: EnvRequest) -> CallToolResult:
         """Versions of gemmaserve, Python and the packages it uses (same as `gemmaserve env --json`)."""
-        report = collect_env(request)
-        missing = [name for name, version in report.packages.items() if version is None]
-        summary = f"gemmaserve {report.gemmaserve} on Python {report.python} ({report.platform})"
-        if missing:
-            summary += f"; not installed: {', '.join(missing)}"
-        return typed_result(report, summary)
+        return typed_result(collect_env(request))

@@ -1,0 +1,90 @@
+"""One view per result: how each action's result reads to people, shared by the CLI and the MCP server.
+
+A view is a function from one result type to a :class:`~gemmaserve.views.page.Page`, registered with
+:func:`view`. From that page the CLI draws a rich table on a terminal and plain lines elsewhere, and the
+MCP server writes its tool text; ``--json`` and the MCP structured content are the result itself. A
+result type whose MCP text should differ from its page (a one-line status for an agent) registers a
+:func:`summary` too. Views import no front end, and no library module imports a view
+(``[tool.importlinter]`` in pyproject.toml).
+
+Every module of this package is imported on the first lookup (one per noun: ``views/serve.py`` holds the
+serve results' views), not at start-up: ``gemmaserve --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from gemmaserve.views.page import Page, summary_text
+
+R = TypeVar("R")
+
+_PAGES: dict[type, Callable[[Any], Page]] = {}
+_SUMMARIES: dict[type, Callable[[Any], str]] = {}
+_loaded = False
+
+
+def view(result_type: type[R]) -> Callable[[Callable[[R], Page]], Callable[[R], Page]]:
+    """Register the decorated function as ``result_type``'s view (one per type: a second is a bug)."""
+
+    def register(render: Callable[[R], Page]) -> Callable[[R], Page]:
+        if result_type in _PAGES:
+            raise RuntimeError(f"{result_type.__name__} has two views: {_PAGES[result_type]} and {render}")
+        _PAGES[result_type] = render
+        return render
+
+    return register
+
+
+def summary(result_type: type[R]) -> Callable[[Callable[[R], str]], Callable[[R], str]]:
+    """Register the decorated function as ``result_type``'s MCP text, in place of its page's."""
+
+    def register(write: Callable[[R], str]) -> Callable[[R], str]:
+        _SUMMARIES[result_type] = write
+        return write
+
+    return register
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        for module in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{module.name}")
+        _loaded = True
+
+
+def _lookup(table: dict[type, Callable[[Any], Any]], result: object) -> Callable[[Any], Any] | None:
+    _load()
+    for kind in type(result).__mro__:
+        if kind in table:
+            return table[kind]
+    return None
+
+
+def page_for(result: object) -> Page:
+    """``result``'s page. Raises ``LookupError`` for a type with no view (a bug: tests/test_views.py
+    checks every tool's result type has one)."""
+    render = _lookup(_PAGES, result)
+    if render is None:
+        raise LookupError(f"no view for {type(result).__qualname__}: register one in a module of {__name__}")
+    page: Page = render(result)
+    return page
+
+
+def summary_for(result: object) -> str:
+    """The MCP tool's text for ``result``: its own summary if it has one, else its page as plain text."""
+    write = _lookup(_SUMMARIES, result)
+    if write is not None:
+        text: str = write(result)
+        return text
+    return summary_text(page_for(result))
+
+
+def registered() -> set[type]:
+    """Every result type with a view."""
+    _load()
+    return set(_PAGES)
