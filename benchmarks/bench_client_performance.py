@@ -55,10 +55,10 @@ from typing import Any
 
 import uvloop
 
-from gemmaserve.bench import stats
 from gemmaserve.bench.engine import BatchDeps, quantile, run_batch
 from gemmaserve.bench.transports import ChatRequest, HttpTransport
 from gemmaserve.bench.workloads import synthetic_prompt
+from gemmaserve.measurements import stats
 from gemmaserve.testing.mock_server import MockConfig
 from gemmaserve.testing.runner import fetch_json, start_mock_process
 from gemmaserve.testing.truth import ttft_splits

@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gemmaserve.bench import stats
 from gemmaserve.bench.engine import quantile
 from gemmaserve.bench.shards import DEFAULT_MAX_LAG_S, ShardedRun, run_sharded_batch
 from gemmaserve.bench.transports import ChatRequest
 from gemmaserve.bench.workloads import synthetic_prompt
+from gemmaserve.measurements import stats
 from gemmaserve.testing.mock_server import MockConfig
 from gemmaserve.testing.runner import fetch_json, start_mock_process
 from gemmaserve.testing.truth import ttft_splits

@@ -23,7 +23,6 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from gemmaserve.bench.schema import ClientSettings
 from gemmaserve.capacity import GIB, KvCapacity, in_flight_tokens, kv_capacity, longest_context_that_fits
 from gemmaserve.catalog import (
     Checkpoint,
@@ -47,6 +46,8 @@ from gemmaserve.engine_memory import (
     engine_memory,
     is_multimodal,
 )
+from gemmaserve.measurements.schema import ClientSettings
+from gemmaserve.measurements.speeds import BenchSpeeds, read_bench_speeds
 from gemmaserve.request_model import ActionRequest, Cli, ServingSettings, token_count
 from gemmaserve.speed import (
     CONCURRENCY_LEVELS,
@@ -564,7 +565,6 @@ def plan(request: PlanRequest) -> PlanTable:
         UnknownName: for names not in the catalog.
         UsageError: for an unsupported vLLM version, or a ``from_bench`` that is no result folder.
     """
-    from gemmaserve.bench.speeds import BenchSpeeds, read_bench_speeds
     from gemmaserve.catalog import resolve_instance
 
     catalog = load_catalog()

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from gemmaserve.bench import charts, schema
+from gemmaserve.bench import charts
+from gemmaserve.measurements import schema
 
 from .test_schema_builders import build_result
 

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from gemmaserve.bench import combine, schema, stats
+from gemmaserve.bench import combine
 from gemmaserve.errors import ResultFileInvalid, UsageError
+from gemmaserve.measurements import schema, stats
 
 from .test_schema_builders import build_result
 

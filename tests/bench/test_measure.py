@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from gemmaserve.bench import stats
 from gemmaserve.bench.measure import MeasureDeps, RunStatus, TargetOptions, measure_targets
-from gemmaserve.bench.schema import ClientSettings, RequestKind, load_result
 from gemmaserve.bench.transports import ChatRequest, Chunk, TargetSpec
 from gemmaserve.bench.workloads import plan_steps
+from gemmaserve.measurements import stats
+from gemmaserve.measurements.schema import ClientSettings, RequestKind, load_result
 from gemmaserve.testing.mock_server import MockConfig, MockServer
 from gemmaserve.testing.runner import MockProcess, ThreadedMockServer
 
@@ -202,7 +202,7 @@ def test_file_is_rewritten_after_every_step(mock_server: ThreadedMockServer, tmp
 
 
 def test_quality_answers_are_scored_and_stored(tmp_path: Path) -> None:
-    from gemmaserve.bench.questions import get_question_set
+    from gemmaserve.measurements.questions import get_question_set
     from gemmaserve.testing.runner import ThreadedMockServer as Threaded
 
     questions = {q.prompt: q for q in get_question_set("published-40").questions}

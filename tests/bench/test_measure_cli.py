@@ -84,7 +84,7 @@ def test_combine_and_report_are_registered_when_present() -> None:
 
 
 def test_sigint_saves_and_exits_130(tmp_path: Path) -> None:
-    from gemmaserve.bench.schema import load_result
+    from gemmaserve.measurements.schema import load_result
 
     server = subprocess.Popen(
         [sys.executable, "-m", "gemmaserve.testing.mock_server", "--port", "0", "--ttft-ms", "1", "--itl-ms", "5"],

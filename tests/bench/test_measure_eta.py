@@ -17,9 +17,9 @@ import pytest
 from gemmaserve.bench.engine import Outcome
 from gemmaserve.bench.metrics import compute_request_metrics
 from gemmaserve.bench.run_progress import MeasureProgress, ProgressTracker
-from gemmaserve.bench.schema import ClientSettings
 from gemmaserve.bench.transports import ChatRequest, Chunk
 from gemmaserve.bench.workloads import Step, plan_steps
+from gemmaserve.measurements.schema import ClientSettings
 
 TTFT_S, ITL_S, NATURAL_TOKENS = 0.05, 0.005, 32
 TOLERANCE = 0.30

@@ -9,7 +9,6 @@ import pytest
 from gemmaserve.bench.measure import MeasureDeps, measure_targets
 from gemmaserve.bench.requests import MeasureRequest
 from gemmaserve.bench.run_progress import MeasureProgress, StepWork
-from gemmaserve.bench.schema import ClientSettings, RequestKind, load_result
 from gemmaserve.bench.transports import ChatRequest
 from gemmaserve.bench.workloads import (
     REQUEST_OVERHEAD_TOKENS,
@@ -19,6 +18,7 @@ from gemmaserve.bench.workloads import (
     remaining_s,
     request_work,
 )
+from gemmaserve.measurements.schema import ClientSettings, RequestKind, load_result
 from gemmaserve.progress import CancelToken, ProgressEvent
 from gemmaserve.testing.mock_server import MockConfig
 from gemmaserve.testing.runner import ThreadedMockServer, start_mock_thread
@@ -136,8 +136,8 @@ def test_a_cancelled_run_stops_and_saves_marked_interrupted(mock_server: Threade
 
 
 def test_latency_rows_are_the_result_files_percentiles(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
-    from gemmaserve.bench import stats
     from gemmaserve.bench.measure import measure_endpoints
+    from gemmaserve.measurements import stats
 
     request = MeasureRequest(
         targets=[mock_server.url],

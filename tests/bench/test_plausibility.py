@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from gemmaserve.bench import plausibility, results
-from gemmaserve.bench.schema import ClientSettings, PlausibilityFlag, RequestKind, RequestRecord
+from gemmaserve.measurements.schema import ClientSettings, PlausibilityFlag, RequestKind, RequestRecord
 
 SHORT, LONG = 16, 512
 

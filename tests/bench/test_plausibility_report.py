@@ -7,11 +7,12 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from gemmaserve.bench import combine, report, schema
+from gemmaserve.bench import combine, report
 from gemmaserve.bench.requests import MeasureReport, RunStatus, TargetSummary
 from gemmaserve.cli import app
 from gemmaserve.mcp_server import build_server
 from gemmaserve.mcp_server.tools_bench import summarise_measure
+from gemmaserve.measurements import schema
 from tests.mcp.conftest import call_tool
 
 from .test_plausibility import LONG, SHORT, _calls

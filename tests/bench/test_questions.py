@@ -5,8 +5,8 @@ from collections import Counter
 
 import pytest
 
-from gemmaserve.bench import questions as qs
 from gemmaserve.errors import UnknownName
+from gemmaserve.measurements import questions as qs
 
 
 def _evaluate(prompt: str) -> int:

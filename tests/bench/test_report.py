@@ -8,9 +8,10 @@ from types import ModuleType
 import pytest
 from click.testing import CliRunner
 
-from gemmaserve.bench import report, schema
+from gemmaserve.bench import report
 from gemmaserve.cli import app
 from gemmaserve.errors import MissingExtra, ResultFileInvalid, UsageError
+from gemmaserve.measurements import schema
 
 from .test_schema_builders import build_result
 
@@ -192,7 +193,7 @@ def test_perfect_or_zero_score_reports_with_its_interval(tmp_path: Path, correct
 
 
 def test_wilson_interval_contains_the_score_at_both_extremes() -> None:
-    from gemmaserve.bench import stats
+    from gemmaserve.measurements import stats
 
     for total in (1, 3, 7, 40, 391, 1000):
         for correct in (0, 1, total - 1, total):

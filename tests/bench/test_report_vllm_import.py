@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from gemmaserve.bench import report, schema, vllm_import
+from gemmaserve.bench import report, vllm_import
 from gemmaserve.cli import app
 from gemmaserve.errors import ResultFileInvalid
+from gemmaserve.measurements import schema
 
 
 def _vllm_record(concurrency: int | None, throughput: float, *, detailed: bool = False) -> dict[str, Any]:

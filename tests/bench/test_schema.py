@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from gemmaserve.bench import schema as s
 from gemmaserve.errors import ResultFileInvalid
+from gemmaserve.measurements import schema as s
 
 from .test_schema_builders import as_dict, build_result
 
@@ -89,4 +89,4 @@ def test_an_interrupted_file_is_valid_and_says_what_is_missing() -> None:
 
 
 def test_published_schema_doc_is_current() -> None:
-    assert DOC.read_text() == s.render_schema_doc(), "run: python -m gemmaserve.bench.schema"
+    assert DOC.read_text() == s.render_schema_doc(), "run: python -m gemmaserve.measurements.schema"

@@ -10,7 +10,7 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gemmaserve.bench import schema as s
+from gemmaserve.measurements import schema as s
 
 
 def build_result(

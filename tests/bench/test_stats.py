@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmaserve.bench import stats
+from gemmaserve.measurements import stats
 
 
 def test_median_and_percentiles_interpolate_linearly() -> None:
@@ -224,7 +224,7 @@ def test_unbounded_interval_is_null_in_json_and_its_schema_says_so() -> None:
 def test_load_throughput_is_what_docs_bench_schema_says() -> None:
     """Successful requests' tokens over the repeat's first send → end of its last successful request."""
     from gemmaserve.bench.results import load_level
-    from gemmaserve.bench.schema import ClientSettings, RequestKind, RequestRecord
+    from gemmaserve.measurements.schema import ClientSettings, RequestKind, RequestRecord
 
     def record(start: float, e2el: float | None, tokens: int, ok: bool) -> RequestRecord:
         return RequestRecord(
@@ -256,7 +256,7 @@ def test_quality_is_correct_of_answered_with_the_failed_left_out_everywhere() ->
     """One rule: the table says 30/30 (10 failed, left out), as the comparison leaves the 10 out."""
     from gemmaserve.bench.report import quality_cell
     from gemmaserve.bench.results import answered
-    from gemmaserve.bench.schema import QualityAnswer, QualitySection
+    from gemmaserve.measurements.schema import QualityAnswer, QualitySection
 
     answers = [
         QualityAnswer(question_id=f"q{i}", kind="math", prompt="p", expected="1", answer_text="1", extracted="1",

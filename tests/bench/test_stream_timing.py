@@ -17,9 +17,9 @@ import pytest
 from gemmaserve.bench import results
 from gemmaserve.bench.engine import run_request
 from gemmaserve.bench.metrics import compute_request_metrics
-from gemmaserve.bench.schema import ClientSettings, RequestKind, RequestRecord
 from gemmaserve.bench.sse import SseDecoder, decode_event
 from gemmaserve.bench.transports import ChatRequest, Chunk
+from gemmaserve.measurements.schema import ClientSettings, RequestKind, RequestRecord
 
 from .conftest import ScriptedClock, ScriptedTransport
 
@@ -113,7 +113,7 @@ def test_empty_text_reply_with_full_usage_is_a_timing_success(scripted_clock: Sc
 
 
 def test_empty_text_quality_answer_is_a_miss_not_a_failure(scripted_clock: ScriptedClock) -> None:
-    from gemmaserve.bench.questions import get_question_set
+    from gemmaserve.measurements.questions import get_question_set
 
     question = get_question_set("published-40").questions[0]
     script: list[tuple[float, dict[str, object]]] = [

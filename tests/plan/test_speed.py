@@ -273,7 +273,7 @@ def test_bench_results_replace_the_prediction_for_their_own_row_only(
     by_key = {(row.encoding, row.gpu): row for row in table.rows}
     measured = by_key[("qat-w4a16", "l4")]
     assert measured.speed_source == "measured: l4-qat.json"
-    from gemmaserve.bench.schema import load_result
+    from gemmaserve.measurements.schema import load_result
 
     result = load_result(tmp_path / "l4-qat.json")
     assert result.target.catalog_model == "gemma-4-e2b" and result.target.encoding == "qat-w4a16"

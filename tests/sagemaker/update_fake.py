@@ -25,7 +25,7 @@ from typing import Any
 
 import boto3
 
-from gemmaserve.bench.questions import get_question_set
+from gemmaserve.measurements.questions import get_question_set
 from tests.sagemaker.moto_proxy import SageMakerProxy, answer_with
 
 

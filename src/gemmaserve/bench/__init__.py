@@ -1,8 +1,9 @@
 """The benchmark: measure deployed targets, then combine and report from saved files.
 
-``schema`` defines the result file; ``stats``, ``questions``, ``cost_table``,
-``combine``, ``report`` and ``vllm_import`` analyse it (pure or file I/O only);
-the engine modules (transports, measure) produce it. The actions, each taking its
+The result file's format, its statistics and the question sets live below this
+package, in :mod:`gemmaserve.measurements`; ``cost_table``, ``combine``, ``report``
+and ``vllm_import`` analyse result files (pure or file I/O only); the engine modules
+(transports, measure) produce them. The actions, each taking its
 request model from ``requests``::
 
     from gemmaserve.bench import MeasureRequest, measure_endpoints

@@ -15,7 +15,7 @@ from gemmaserve.bench.requests import CombineRequest, ImportRequest, ReportReque
 if TYPE_CHECKING:
     from gemmaserve.bench.combine import Comparison
     from gemmaserve.bench.report import ReportOutput
-    from gemmaserve.bench.schema import HardwareInfo, ResultFile
+    from gemmaserve.measurements.schema import HardwareInfo, ResultFile
 
 
 def comparison_document(comparison: Comparison) -> str:
@@ -69,8 +69,8 @@ def import_vllm_file(request: ImportRequest) -> ResultFile:
         UnknownName: an instance type the catalog does not know.
         ResultFileInvalid: the input is not a vLLM result file.
     """
-    from gemmaserve.bench.schema import save_result
     from gemmaserve.bench.vllm_import import import_vllm_result
+    from gemmaserve.measurements.schema import save_result
 
     hardware = _hardware(request.instance, request.region)
     result = import_vllm_result(request.vllm_file, label=request.label, url=request.url, hardware=hardware)
@@ -80,7 +80,7 @@ def import_vllm_file(request: ImportRequest) -> ResultFile:
 
 
 def _hardware(instance: str | None, region: str) -> HardwareInfo:
-    from gemmaserve.bench.schema import HardwareInfo
+    from gemmaserve.measurements.schema import HardwareInfo
 
     if not instance:
         return HardwareInfo()

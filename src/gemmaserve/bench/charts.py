@@ -14,12 +14,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from gemmaserve.bench import stats
 from gemmaserve.bench.cost_table import cost_table, level_throughput
 from gemmaserve.bench.results import answered
-from gemmaserve.bench.schema import ResultFile
 from gemmaserve.errors import MissingExtra
 from gemmaserve.fileio import write_atomic
+from gemmaserve.measurements import stats
+from gemmaserve.measurements.schema import ResultFile
 
 _DPI = 110
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gemmaserve.bench.schema import ClientOverhead
+from gemmaserve.measurements.schema import ClientOverhead
 
 WARN_SHARE = 0.25  # of one core, over a measured step
 MIN_JUDGED_WALL_S = 0.2  # shorter steps are dominated by connection set-up: too noisy to judge

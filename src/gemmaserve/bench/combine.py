@@ -13,10 +13,13 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from gemmaserve.bench import plausibility, stats
+from gemmaserve.bench import plausibility
 from gemmaserve.bench.cost_table import cost_table, level_throughput
 from gemmaserve.bench.results import answered as answered_questions
-from gemmaserve.bench.schema import (
+from gemmaserve.cost import BreakEven, CostTable, break_even
+from gemmaserve.errors import UsageError
+from gemmaserve.measurements import stats
+from gemmaserve.measurements.schema import (
     LoadLevel,
     PlausibilityFinding,
     PlausibilityFlag,
@@ -24,8 +27,6 @@ from gemmaserve.bench.schema import (
     ResultFile,
     load_result,
 )
-from gemmaserve.cost import BreakEven, CostTable, break_even
-from gemmaserve.errors import UsageError
 
 ALPHA = 0.05
 DRIFT_NOTABLE_PERCENT = 2.0  # a drift the interval resolves but smaller than this is called small

@@ -7,9 +7,9 @@ import the bench package. Pure: reads no file.
 
 from __future__ import annotations
 
-from gemmaserve.bench.schema import ResultFile
-from gemmaserve.bench.stats import decode_rate, median
 from gemmaserve.cost import CostPoint, CostTable, cost_point
+from gemmaserve.measurements.schema import ResultFile
+from gemmaserve.measurements.stats import decode_rate, median
 
 
 def cost_table(result: ResultFile, *, utilisation: float = 1.0) -> CostTable | None:

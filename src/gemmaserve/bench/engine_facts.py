@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gemmaserve.bench.schema import EngineFactsRecord
+from gemmaserve.measurements.schema import EngineFactsRecord
 
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')

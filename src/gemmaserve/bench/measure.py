@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gemmaserve import __version__
-from gemmaserve.bench import results, stats
+from gemmaserve.bench import results
 from gemmaserve.bench.client_overhead import OverheadMeter
 from gemmaserve.bench.engine import BatchDeps, BatchResult, lag_over_budget, run_batch, run_in_loop
 from gemmaserve.bench.engine_facts import (
@@ -47,7 +47,18 @@ from gemmaserve.bench.requests import (
     hardware_info,
 )
 from gemmaserve.bench.run_progress import MeasureProgress, PhaseProgress, ProgressSink, ProgressTracker
-from gemmaserve.bench.schema import (
+from gemmaserve.bench.shards import LaggedRun, judged_share, machine_load, saturation_error
+from gemmaserve.bench.transports import (
+    Clock,
+    TargetSpec,
+    Transport,
+    open_transport,
+    parse_target,
+)
+from gemmaserve.bench.workloads import Step, plan_steps, planned_phases
+from gemmaserve.errors import UsageError
+from gemmaserve.measurements import stats
+from gemmaserve.measurements.schema import (
     ClientSettings,
     Completeness,
     HostInfo,
@@ -60,16 +71,6 @@ from gemmaserve.bench.schema import (
     TargetKind,
     save_result,
 )
-from gemmaserve.bench.shards import LaggedRun, judged_share, machine_load, saturation_error
-from gemmaserve.bench.transports import (
-    Clock,
-    TargetSpec,
-    Transport,
-    open_transport,
-    parse_target,
-)
-from gemmaserve.bench.workloads import Step, plan_steps, planned_phases
-from gemmaserve.errors import UsageError
 from gemmaserve.progress import Cancelled, CancelToken, check
 
 __all__ = [

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gemmaserve.bench import stats
-from gemmaserve.bench.schema import PlausibilityFinding, PlausibilityFlag, RequestKind, RequestRecord
+from gemmaserve.measurements import stats
+from gemmaserve.measurements.schema import PlausibilityFinding, PlausibilityFlag, RequestKind, RequestRecord
 
 # Two timestamps closer than this are one reading (stats.SAME_READ_S): an excess below it is not measured.
 RESOLUTION_S = stats.SAME_READ_S

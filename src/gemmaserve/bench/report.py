@@ -26,10 +26,10 @@ from gemmaserve.bench.combine import (
     summarize_target,
 )
 from gemmaserve.bench.cost_table import cost_table
-from gemmaserve.bench.schema import PlausibilityFinding, ResultFile, parse_result
 from gemmaserve.bench.vllm_import import import_vllm_result, looks_like_vllm_result
 from gemmaserve.errors import ResultFileInvalid, UsageError
 from gemmaserve.fileio import write_atomic
+from gemmaserve.measurements.schema import PlausibilityFinding, ResultFile, parse_result
 
 
 class ReportOutput(BaseModel):

@@ -13,8 +13,8 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
-from gemmaserve.bench.schema import ClientSettings, HardwareInfo, Percentiles
 from gemmaserve.errors import UsageError
+from gemmaserve.measurements.schema import ClientSettings, HardwareInfo, Percentiles
 from gemmaserve.request_model import ActionRequest, Cli, token_count
 
 LABEL_PATTERN = re.compile(r"[A-Za-z0-9._-]+")
@@ -144,7 +144,7 @@ class MeasureRequest(ActionRequest):
     def _known_question_set(cls, name: str) -> str:
         if name.lower() == "none":
             return "none"
-        from gemmaserve.bench.questions import get_question_set
+        from gemmaserve.measurements.questions import get_question_set
 
         return get_question_set(name).name
 

@@ -11,10 +11,11 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Literal
 
-from gemmaserve.bench import plausibility, stats
+from gemmaserve.bench import plausibility
 from gemmaserve.bench.engine import Outcome
-from gemmaserve.bench.questions import Question, score_answer
-from gemmaserve.bench.schema import (
+from gemmaserve.measurements import stats
+from gemmaserve.measurements.questions import Question, score_answer
+from gemmaserve.measurements.schema import (
     ClientSettings,
     DecodeMeasurement,
     FailureSummary,
@@ -214,7 +215,7 @@ def answered(section: QualitySection) -> int:
 
 def quality_section(answers: Sequence[QualityAnswer], settings: ClientSettings, *, total: int) -> QualitySection:
     assert settings.quality_set is not None
-    from gemmaserve.bench.questions import get_question_set
+    from gemmaserve.measurements.questions import get_question_set
 
     question_set = get_question_set(settings.quality_set)
     return QualitySection(

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from gemmaserve import __version__
-from gemmaserve.bench import schema as s
-from gemmaserve.bench import stats
 from gemmaserve.errors import ResultFileInvalid
+from gemmaserve.measurements import schema as s
+from gemmaserve.measurements import stats
 
 _REQUIRED = ("duration", "completed", "output_throughput", "total_output_tokens")
 

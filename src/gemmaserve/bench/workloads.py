@@ -18,9 +18,9 @@ import hashlib
 import random
 from dataclasses import dataclass, field
 
-from gemmaserve.bench.questions import Question, get_question_set
-from gemmaserve.bench.schema import ClientSettings, RequestKind
 from gemmaserve.bench.transports import ChatRequest
+from gemmaserve.measurements.questions import Question, get_question_set
+from gemmaserve.measurements.schema import ClientSettings, RequestKind
 
 # Short, frequent words: nearly all are a single token in Gemma's and Llama's vocabularies.
 VOCABULARY = [

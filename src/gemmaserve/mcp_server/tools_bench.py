@@ -14,7 +14,6 @@ from mcp_types import CallToolResult, ToolAnnotations
 from gemmaserve.bench.combine import Comparison
 from gemmaserve.bench.report import ReportOutput
 from gemmaserve.bench.requests import CombineRequest, ImportRequest, MeasureReport, MeasureRequest, ReportRequest
-from gemmaserve.bench.schema import ResultFile
 from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
     ProgressSink,
@@ -23,6 +22,7 @@ from gemmaserve.mcp_server.framework import (
     run_blocking,
     typed_result,
 )
+from gemmaserve.measurements.schema import ResultFile
 from gemmaserve.progress import CancelToken
 
 # Sends requests to the targets and writes <label>.json files into `out` (replacing same-named ones).

@@ -521,7 +521,7 @@ def measure_gate(
     """
     import time
 
-    from gemmaserve.bench.questions import get_question_set, score_answer
+    from gemmaserve.measurements.questions import get_question_set, score_answer
     from gemmaserve.sagemaker.update_gate import DecodeSample, GateInput, decide
 
     tick = clock or time.perf_counter

@@ -1,6 +1,6 @@
 """The update's quality and speed gate: a pure verdict on A-B-A measurements of the old and the new variant.
 
-The measurements are the bench's own (:mod:`gemmaserve.bench.stats`): each variant's decode rate by
+The measurements are the bench's own (:mod:`gemmaserve.measurements.stats`): each variant's decode rate by
 differencing a short and a long reply (``decode_rate``: the slope between the median walls of the two
 lengths), measured old → new → old so a drift of the old variant between the two passes shows; and the
 question set's answers of old and new paired by question, judged with McNemar's exact test and the
@@ -19,7 +19,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel
 
-from gemmaserve.bench import stats
+from gemmaserve.measurements import stats
 
 ALPHA = 0.05  # as the bench's comparison (bench/combine.py ALPHA, POWER)
 POWER = 0.8

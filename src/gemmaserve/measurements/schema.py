@@ -4,7 +4,7 @@ The saved file is the single source of truth: ``bench combine`` and ``bench
 report`` re-read it and never re-run anything. Loading is strict: a file of an
 unknown ``schema_version`` or with fields this version does not know raises
 :class:`~gemmaserve.errors.ResultFileInvalid`. Pure data and (de)serialisation; no
-measuring here. ``python -m gemmaserve.bench.schema`` rewrites docs/bench-schema.md.
+measuring here. ``python -m gemmaserve.measurements.schema`` rewrites docs/bench-schema.md.
 """
 
 from __future__ import annotations
@@ -372,11 +372,11 @@ _DOC_HEAD = """\
 
 `gemmaserve bench measure` writes one JSON file per target; `bench combine` and
 `bench report` read only these files. The file is validated by the pydantic
-model `gemmaserve.bench.schema.ResultFile`; loading is strict (unknown fields or
-another `schema_version` are refused with `ResultFileInvalid`, exit 1).
+model `gemmaserve.measurements.schema.ResultFile`; loading is strict (unknown
+fields or another `schema_version` are refused with `ResultFileInvalid`, exit 1).
 
-This page is generated: `python -m gemmaserve.bench.schema` rewrites it, and a
-test fails when it is out of date.
+This page is generated: `python -m gemmaserve.measurements.schema` rewrites it,
+and a test fails when it is out of date.
 
 ## Metric definitions (per request)
 

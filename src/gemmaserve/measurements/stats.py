@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, WithJsonSchema, field_serializer, field_validator
 
-from gemmaserve.bench.schema import Percentiles
+from gemmaserve.measurements.schema import Percentiles
 
 DEFAULT_RESAMPLES = 4000
 DEFAULT_SEED = 20261202

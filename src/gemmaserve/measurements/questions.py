@@ -101,7 +101,7 @@ def _arithmetic(
 
 @functools.cache
 def _capitals() -> tuple[tuple[str, str, tuple[str, ...]], ...]:
-    text = resources.files("gemmaserve.bench").joinpath("data/capitals.tsv").read_text(encoding="utf-8")
+    text = resources.files("gemmaserve.measurements").joinpath("data/capitals.tsv").read_text(encoding="utf-8")
     rows = []
     for line in text.splitlines():
         if not line.strip() or line.startswith("#"):
@@ -115,7 +115,9 @@ def _capitals() -> tuple[tuple[str, str, tuple[str, ...]], ...]:
 @functools.cache
 def _city_names() -> tuple[str, ...]:
     """Every city the capital scorer recognises: the capitals, their spellings, common wrong answers."""
-    text = resources.files("gemmaserve.bench").joinpath("data/capital_distractors.txt").read_text(encoding="utf-8")
+    text = (
+        resources.files("gemmaserve.measurements").joinpath("data/capital_distractors.txt").read_text(encoding="utf-8")
+    )
     names = {line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")}
     for _, capital, others in _capitals():
         names.add(capital)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gemmaserve.bench.schema import load_result
 from gemmaserve.errors import ResultFileInvalid, UsageError
+from gemmaserve.measurements.schema import load_result
 from gemmaserve.speed import MeasuredSpeed
 
 
