@@ -98,7 +98,7 @@ RUNS: list[SpeedRun] = [
 
 def add_chat_template(model_dir: Path) -> None:
     """The benchmark speaks to /v1/chat/completions: give the word-level tokenizer Gemma's turn template."""
-    from gemmaserve.testing.tiny_gemma4 import CHAT_TEMPLATE
+    from gemmaserve.testing.tiny_gemma4_parts import CHAT_TEMPLATE
 
     path = model_dir / "tokenizer_config.json"
     config = json.loads(path.read_text(encoding="utf-8"))

@@ -10,15 +10,7 @@ import pytest
 from safetensors.numpy import load_file
 
 from gemmaserve.catalog import resolve_encoding, resolve_model
-from gemmaserve.testing.tiny_gemma4 import (
-    TINY_GEOMETRY,
-    TOKENIZER_SIZE,
-    expected_weight_bytes,
-    main,
-    model_config,
-    to_bf16_bytes,
-    write_tiny_gemma4,
-)
+from gemmaserve.testing.tiny_gemma4 import expected_weight_bytes, main, write_tiny_gemma4
 from gemmaserve.testing.tiny_gemma4_mm import (
     MM_CHAT_TEMPLATE,
     MM_TOKEN_IDS,
@@ -29,6 +21,7 @@ from gemmaserve.testing.tiny_gemma4_mm import (
     mm_tensor_shapes,
     write_tiny_gemma4_mm,
 )
+from gemmaserve.testing.tiny_gemma4_parts import TINY_GEOMETRY, TOKENIZER_SIZE, model_config, to_bf16_bytes
 
 
 def test_the_tiny_checkpoint_mixes_head_sizes_attention_kinds_and_kv_sharing(tmp_path: Path) -> None:

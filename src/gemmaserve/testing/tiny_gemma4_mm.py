@@ -1,8 +1,9 @@
 """Write a random-weight multimodal Gemma 4 checkpoint (``Gemma4ForConditionalGeneration``).
 
 The multimodal sibling of :mod:`gemmaserve.testing.tiny_gemma4`: ``config.json`` with
-``model_type`` ``gemma4`` and its ``text_config`` (the text writer's, from a catalog
-:class:`Geometry`), ``vision_config`` and ``audio_config``; bf16 weights under the Hugging
+``model_type`` ``gemma4`` and its ``text_config`` (the text model of
+:mod:`gemmaserve.testing.tiny_gemma4_parts`, from a catalog :class:`Geometry`),
+``vision_config`` and ``audio_config``; bf16 weights under the Hugging
 Face names (``model.language_model.*``, ``model.vision_tower.*``, ``model.audio_tower.*``,
 ``model.embed_vision.*``, ``model.embed_audio.*``; the LM head is tied and not stored); and
 the processor files vLLM loads offline: the byte-level tokenizer with the image, audio and
@@ -65,7 +66,7 @@ from pydantic import BaseModel
 
 from gemmaserve.catalog import Geometry
 from gemmaserve.fileio import write_atomic
-from gemmaserve.testing.tiny_gemma4 import (
+from gemmaserve.testing.tiny_gemma4_parts import (
     BOS_ID,
     END_OF_TURN_ID,
     EOS_ID,
