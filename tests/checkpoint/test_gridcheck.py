@@ -103,6 +103,7 @@ def test_non_finite_scales_make_the_verdict_invalid(
     assert "NaN" not in out and "Infinity" not in out
     parsed = json.loads(out)
     assert parsed["verdict"] == "invalid" and parsed["values_nearest_level_differs"] == 0
+    assert parsed["ok"] is False
 
 
 def _zero_levels(build: Path, module: str) -> int:
@@ -119,23 +120,35 @@ def _zero_levels(build: Path, module: str) -> int:
     return int(np.count_nonzero(nibbles == 8))
 
 
-def test_a_narrow_terminal_folds_tensor_names_instead_of_cutting_them(
-    unquantized_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_narrow_terminal_folds_tensor_names_instead_of_cutting_them(unquantized_dir: Path, tmp_path: Path) -> None:
     import io
 
     from rich.console import Console
 
-    from gemmaserve.cli import checkpoint as cli_checkpoint
+    from gemmaserve.views import page_for
+    from gemmaserve.views.page import Table, plain_lines
+    from gemmaserve.views.terminal import column_widths, draw
 
     repack_checkpoint(unquantized_dir, tmp_path / "ct")
     report = grid_check(str(tmp_path / "ct"), str(unquantized_dir), GridScope(layers="0"))
     screen = io.StringIO()
-    monkeypatch.setattr(cli_checkpoint, "console", lambda: Console(file=screen, width=100, soft_wrap=False))
-    cli_checkpoint._render_grid(report)
+    draw(page_for(report), Console(file=screen, width=100, soft_wrap=False))
     text = screen.getvalue()
-    assert "model.l…" not in text
-    assert "q_proj" in text and "layers.0" in text.replace("\n", "").replace("│", "").replace(" ", "")
+    assert "…" not in text
+    [shown] = [block for block in page_for(report).blocks if isinstance(block, Table)]
+    width = column_widths(shown, 100)[0]
+    assert width is not None and width >= 16  # too wide for 100 columns: the names are folded
+    lines = text.splitlines()
+    body = lines[next(i for i, line in enumerate(lines) if line.lstrip().startswith("─")) + 1 :]
+    body = body[: next(i for i, line in enumerate(body) if not line.strip())]
+    assert max(len(line) for line in body) <= 100  # the table fits (the verdict line after it wraps as text)
+    # The first column, read down, is every tensor name whole, in order: folded, never cut.
+    assert "".join(line[2 : 2 + width].rstrip() for line in body) == "".join(t.tensor for t in report.tensors)
+    for tensor in report.tensors:
+        assert f"{tensor.values:,}" in text  # the counts are never folded mid-number
+    # Off a terminal each tensor's row is one line, its name whole (for grep).
+    rows = [line for line in plain_lines(page_for(report)) if line.startswith("model.")]
+    assert [line.split()[0] for line in rows] == [tensor.tensor for tensor in report.tensors]
 
 
 def test_a_16_bit_build_is_checked_without_naming_a_tensor(unquantized_dir: Path, tmp_path: Path) -> None:

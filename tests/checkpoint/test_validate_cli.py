@@ -131,7 +131,7 @@ def test_validate_json_and_text_speak_the_finding_fields(ct_dir: Path) -> None:
     _edit_config(ct_dir, lambda c: c["quantization_config"].update(ignore=[]))
     runner = CliRunner()
     result = runner.invoke(app, ["checkpoint", "validate", str(ct_dir), "--json"])
-    assert result.exit_code == 1
+    assert result.exit_code == 1 and json.loads(result.stdout)["ok"] is False
     finding = json.loads(result.stdout)["findings"][0]
     assert finding["check"] == "ignore" and finding["status"] == "fail"
     assert "not in the quantization ignore list" in finding["detail"] and finding["fix"].startswith("Add ")

@@ -36,6 +36,7 @@ from gemmaserve.checkpoint.sources import (
 )
 from gemmaserve.errors import CheckpointError, MalformedCheckpoint, OffGrid, UsageError
 from gemmaserve.progress import CancelToken, ProgressCallback
+from gemmaserve.result_model import ActionResult
 
 Progress = Callable[[str, int, int], None]  # (tensor, bytes done, bytes total)
 # Reference bytes per row block. numpy: small blocks keep its temporaries in cache; the compiled
@@ -85,7 +86,7 @@ class TensorGridResult(BaseModel):
     reference_groups_peak_not_at_8: int
 
 
-class GridCheckReport(BaseModel):
+class GridCheckReport(ActionResult):
     """``reference_group_size``: the one size every tensor's reference grid has (None when they differ,
     e.g. per channel over rows of different lengths); ``reference_group_size_source``: "detected" or "given"."""
 
@@ -110,6 +111,10 @@ class GridCheckReport(BaseModel):
     verdict: str
     build_bytes_fetched: int
     reference_bytes_fetched: int
+
+    def succeeded(self) -> bool:
+        """No value off by a level of the reference's grid, and none NaN or infinite (verdict ``invalid``)."""
+        return not self.values_off_by_a_level_or_more and self.verdict != "invalid"
 
     def measures(self) -> str:
         """Both measures, named, and the bit-identical count: one line for the CLI's verdict and the MCP summary."""

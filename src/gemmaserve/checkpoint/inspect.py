@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from gemmaserve.checkpoint.header import SafetensorsHeader, TensorEntry
 from gemmaserve.checkpoint.requests import InspectRequest
 from gemmaserve.checkpoint.sources import CheckpointSource, open_source
+from gemmaserve.result_model import ActionResult
 
 PARTS = (
     "per_layer_embedding",
@@ -82,7 +83,7 @@ class QuantizationSummary(BaseModel):
     ignore: list[str]
 
 
-class InspectReport(BaseModel):
+class InspectReport(ActionResult):
     """``bytes_fetched`` counts what gemmaserve read itself (config, index, local headers); on the hub
     the shard headers are read by huggingface_hub (a 100 kB range request per shard) on top of it."""
 

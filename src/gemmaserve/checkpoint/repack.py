@@ -24,7 +24,6 @@ from types import ModuleType
 from typing import Any, cast
 
 import numpy as np
-from pydantic import BaseModel
 
 from gemmaserve.checkpoint import grid
 from gemmaserve.checkpoint.blocks import map_in_order, read_rows_reused, row_blocks, submit, tensor_progress
@@ -34,6 +33,7 @@ from gemmaserve.checkpoint.requests import RepackRequest
 from gemmaserve.checkpoint.sources import INDEX_FILE, LocalSource
 from gemmaserve.errors import CheckpointError, OffGrid, UsageError
 from gemmaserve.progress import CancelToken, ProgressCallback
+from gemmaserve.result_model import ActionResult
 
 MANIFEST_FILE = "gemmaserve-manifest.json"
 _ROW_BLOCK_BYTES = 1 << 20  # numpy: its temporaries stay in cache
@@ -43,7 +43,7 @@ _TOWERS = ("vision_tower", "audio_tower")
 _MODALITY_KEY = re.compile(r"vision|audio|image|video|^bo[ia]_|^eo[ia]_")
 
 
-class RepackReport(BaseModel):
+class RepackReport(ActionResult):
     source: str
     output: str
     text_only: bool

@@ -12,7 +12,6 @@ import re
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel
 
 from gemmaserve.checkpoint import grid
 from gemmaserve.checkpoint.inspect import classify_tensor, text_config, tied_embeddings
@@ -24,17 +23,20 @@ from gemmaserve.checkpoint.sources import (
     tensor_locations,
 )
 from gemmaserve.findings import Finding, Status, all_pass
+from gemmaserve.result_model import ActionResult
 
 _TORCH_DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
 
 
-class ValidateReport(BaseModel):
+class ValidateReport(ActionResult):
     """``ok`` is False when any finding fails (a ``warn`` finding, such as a stray dtype, passes)."""
 
     source: str
-    ok: bool
     tensors: int
     findings: list[Finding]
+
+    def succeeded(self) -> bool:
+        return all_pass(self.findings)
 
 
 def _ignored(module: str, ignore: list[str]) -> bool:
@@ -69,7 +71,7 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
             add(Status.FAIL, "index", f"{name} is stored but missing from {INDEX_FILE}.", "Regenerate the index.", name)
     if config is None:
         add(Status.FAIL, "config", "No config.json.", "Copy config.json from the model the weights came from.")
-        return ValidateReport(source=source.label, ok=False, tensors=len(locations), findings=findings)
+        return ValidateReport(source=source.label, tensors=len(locations), findings=findings)
 
     text = text_config(config)
     dtype = _TORCH_DTYPES.get(
@@ -212,7 +214,7 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
                     name,
                 )
                 break
-    return ValidateReport(source=source.label, ok=all_pass(findings), tensors=len(locations), findings=findings)
+    return ValidateReport(source=source.label, tensors=len(locations), findings=findings)
 
 
 def validate_checkpoint(source: str, *, revision: str | None = None, hub_api: Any = None) -> ValidateReport:

@@ -37,10 +37,6 @@ from gemmaserve.mcp_server.framework import (
 from gemmaserve.progress import CancelToken
 
 
-def _gb(n: int) -> str:
-    return f"{n / 1e9:.3f} GB"
-
-
 def register(tools: ToolSet, deps: ServerDeps) -> None:
     @tools.action(InspectRequest, title="What a checkpoint holds", annotations=READ_ONLY_REMOTE, result=InspectReport)
     def inspect_tool(request: InspectRequest) -> CallToolResult:
@@ -48,11 +44,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
 
         Also the quantization config and its ignore list. Same as `gemmaserve checkpoint inspect --json`.
         """
-        report = checkpoint_inspect(request)
-        lines = [f"{report.source}: {report.shards} shard(s), {report.tensors} tensors, {_gb(report.total_bytes)}"]
-        lines += [f"- {p.part}: {_gb(p.bytes)} ({p.share:.1%})" for p in report.parts]
-        lines += [f"note: {finding}" for finding in report.findings]
-        return typed_result(report, "\n".join(lines))
+        return typed_result(checkpoint_inspect(request))
 
     @tools.action(
         GridCheckRequest, title="Are 4-bit weights on the QAT grid?", annotations=READ_ONLY_REMOTE,
@@ -72,11 +64,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         def work(cancellation: CancelToken, report: ProgressSink) -> GridCheckReport:
             return checkpoint_grid_check(request, progress=relay(report), cancel=cancellation)
 
-        result = await run_blocking(ctx, work)
-        summary = f"{result.verdict}: {result.measures()}"
-        if result.values_not_finite:
-            summary += f"; {result.values_not_finite:,} values NaN or infinite (nothing measured on them)"
-        return typed_result(result, summary)
+        return typed_result(await run_blocking(ctx, work))
 
     @tools.action(RepackRequest, title="Repack to W4A16 losslessly", annotations=ADDITIVE, result=RepackReport)
     async def repack_tool(request: RepackRequest, ctx: Context) -> CallToolResult:
@@ -89,12 +77,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         def work(cancellation: CancelToken, report: ProgressSink) -> RepackReport:
             return checkpoint_repack(request, progress=relay(report), cancel=cancellation)
 
-        result = await run_blocking(ctx, work)
-        summary = (
-            f"Wrote {result.output} ({_gb(result.output_bytes)}): {result.tensors_quantized} tensors packed, "
-            f"{result.values_bit_exact:,} of {result.values_quantized:,} values bit-exact"
-        )
-        return typed_result(result, summary)
+        return typed_result(await run_blocking(ctx, work))
 
     @tools.action(
         ValidateRequest, title="Check a checkpoint before deploying", annotations=READ_ONLY_REMOTE,
@@ -102,7 +85,4 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
     )  # fmt: skip
     def validate_tool(request: ValidateRequest) -> CallToolResult:
         """The config against its shards (architecture, quantization targets and ignore list, shapes), each with a fix."""
-        report = checkpoint_validate(request)
-        lines = [f"{report.source}: {report.tensors} tensors, {'ok' if report.ok else 'problems found'}"]
-        lines += [f"{f.status.value}: [{f.check}] {f.detail} (fix: {f.fix})" for f in report.findings]
-        return typed_result(report, "\n".join(lines))
+        return typed_result(checkpoint_validate(request))
