@@ -340,11 +340,13 @@ def test_cli_round_trip(kernel_copy: Path, as_json: bool) -> None:
     original = kernel_copy.read_bytes()
     absent = runner.invoke(cli, ["verify", "--file", str(kernel_copy), *flags])
     assert absent.exit_code == 1
+    if as_json:
+        assert json.loads(absent.stdout)["ok"] is False
     assert runner.invoke(cli, ["apply", "--file", str(kernel_copy), "--yes", *flags]).exit_code == 0
     present = runner.invoke(cli, ["verify", "--file", str(kernel_copy), *flags])
     assert present.exit_code == 0
     if as_json:
-        assert json.loads(present.stdout)["verdict"] == "present"
+        assert json.loads(present.stdout)["verdict"] == "present" and json.loads(present.stdout)["ok"] is True
     assert runner.invoke(cli, ["revert", "--file", str(kernel_copy), "--yes", *flags]).exit_code == 0
     assert kernel_copy.read_bytes() == original
 

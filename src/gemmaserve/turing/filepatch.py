@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from gemmaserve.errors import FileNotWritable, PatchConflict, TuringError, UsageError
 from gemmaserve.fileio import write_atomic
+from gemmaserve.result_model import ActionResult
 from gemmaserve.state import state_dir
 from gemmaserve.turing import block
 from gemmaserve.turing.shape import recognise
@@ -65,15 +66,19 @@ class PatchTarget(BaseModel):
     python: str | None = None
 
 
-class VerifyResult(BaseModel):
+class VerifyResult(ActionResult):
+    """``ok``: the clamp is present, intact, in a file this version recognises (``turing verify`` exits 1 otherwise)."""
+
     target: PatchTarget
     verdict: PatchVerdict
-    ok: bool
     recognised: bool
     detail: str
 
+    def succeeded(self) -> bool:
+        return self.verdict is PatchVerdict.PRESENT and self.recognised
 
-class PatchResult(BaseModel):
+
+class PatchResult(ActionResult):
     target: PatchTarget
     action: (
         str  # "applied" | "updated" | "already-applied" | "reverted" | "not-patched" | "would-apply" | "would-revert"
@@ -207,9 +212,7 @@ def verify(target: PatchTarget) -> VerifyResult:
     try:
         text = Path(target.path).read_bytes().decode()
     except (OSError, UnicodeDecodeError) as error:
-        return VerifyResult(
-            target=target, verdict=PatchVerdict.UNREADABLE, ok=False, recognised=False, detail=str(error)
-        )
+        return VerifyResult(target=target, verdict=PatchVerdict.UNREADABLE, recognised=False, detail=str(error))
     verdict, detail = classify(text)
     recognised = True
     try:
@@ -224,7 +227,6 @@ def verify(target: PatchTarget) -> VerifyResult:
     return VerifyResult(
         target=target,
         verdict=verdict,
-        ok=verdict is PatchVerdict.PRESENT and recognised,
         recognised=recognised,
         detail=detail,
     )

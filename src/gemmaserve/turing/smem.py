@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from gemmaserve.errors import MissingExtra, UsageError
 from gemmaserve.progress import CancelToken, ProgressCallback
+from gemmaserve.result_model import ActionResult
 from gemmaserve.turing.arch import SMEM_OPTIN_BYTES, arch_number
 from gemmaserve.turing.filepatch import resolve_target
 from gemmaserve.turing.kernel_compile import (
@@ -192,7 +193,7 @@ class SearchPick(BaseModel):
     stages_independent: bool
 
 
-class LaunchSearch(BaseModel):
+class LaunchSearch(ActionResult):
     vllm_file: str
     arch: str
     triton_version: str
@@ -202,7 +203,7 @@ class LaunchSearch(BaseModel):
     rule_agrees: bool
 
 
-class SmemReport(BaseModel):
+class SmemReport(ActionResult):
     vllm_file: str
     arch: str
     triton_version: str
@@ -212,7 +213,7 @@ class SmemReport(BaseModel):
     clamp_changes_launch: bool
 
 
-class SmemResult(BaseModel):
+class SmemResult(ActionResult):
     """The output schema of the MCP tool: a :class:`SmemReport`, or with ``search`` a :class:`LaunchSearch`.
 
     Both front ends return the very same document (the CLI's ``--json``); this model only describes the

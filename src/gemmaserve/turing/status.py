@@ -14,11 +14,10 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
 from gemmaserve.host.gpu import GpuInfo, probe_gpus
 from gemmaserve.host.probed import Probed
 from gemmaserve.host.runner import CommandRunner, run_command
+from gemmaserve.result_model import ActionResult
 from gemmaserve.turing.arch import parse_capability
 from gemmaserve.turing.filepatch import PatchTarget, PatchVerdict, verify
 from gemmaserve.turing.plugin import DIAG_SMEM_LIMIT_ENV
@@ -62,7 +61,9 @@ CLAMPED_BY = {
 }
 
 
-class TuringStatus(BaseModel):
+class TuringStatus(ActionResult):
+    """``ok``: vLLM would start here (``engine_would_start``, the verdict serve start's interlock uses)."""
+
     python: str
     gpu_name: str | None
     capability: str | None  # "7.5"
@@ -80,6 +81,9 @@ class TuringStatus(BaseModel):
     active_delivery: Delivery
     engine_would_start: bool
     reasons: list[str]
+
+    def succeeded(self) -> bool:
+        return self.engine_would_start
 
 
 def check_status(request: TuringStatusRequest) -> TuringStatus:
