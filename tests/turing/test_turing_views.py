@@ -57,7 +57,13 @@ def test_a_dry_run_shows_its_diff_before_what_it_would_do_and_the_summary_the_ot
     shown = page_for(dry)
     assert plain_lines(shown) == ["--- a", "+++ b", "@@ -1 +1,2 @@", " x", "+clamp", "would-apply: 1 block",
                                   f"  {TARGET.path}"]  # fmt: skip
-    assert [block.style for block in shown.blocks if isinstance(block, Line)][:5] == ["bold", "bold", None, None, "good"]
+    assert [block.style for block in shown.blocks if isinstance(block, Line)][:5] == [
+        "bold",
+        "bold",
+        None,
+        None,
+        "good",
+    ]
     assert summary_for(dry).splitlines()[0] == f"would-apply: 1 block ({TARGET.path})"
     applied = PatchResult(target=TARGET, action="applied", changed=True, dry_run=False, diff=diff, detail="1 block",
                           backup="/site/x.orig")  # fmt: skip

@@ -5,17 +5,28 @@ Each result is drawn by its view (:mod:`gemmaserve.views.checkpoint`) and its ``
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import click
 
 from gemmaserve.checkpoint.requests import GridCheckRequest, InspectRequest, RepackRequest, ValidateRequest
 from gemmaserve.cli.options import request_options
 from gemmaserve.cli.output import finish, json_option
-from gemmaserve.cli.progress_display import progress_display
+from gemmaserve.cli.progress_display import event_lines, progress_display
+from gemmaserve.request_model import ActionRequest
+from gemmaserve.result_model import ActionResult
 
 
 @click.group(name="checkpoint")
 def cli() -> None:
     """Inspect, grid-check, repack and validate Gemma 4 checkpoints."""
+
+
+def _finish_with_progress(action: Callable[..., ActionResult], request: ActionRequest, *, as_json: bool) -> None:
+    """Run a long action with its per-tensor progress on stderr (the one progress display), then print it."""
+    with progress_display(event_lines) as progress:
+        report = action(request, progress=progress)
+    finish(report, as_json=as_json)
 
 
 @cli.command(name="inspect")
@@ -53,9 +64,7 @@ def grid_check_cmd(request: GridCheckRequest, as_json: bool) -> None:
     """
     from gemmaserve.checkpoint import checkpoint_grid_check
 
-    with progress_display() as progress:
-        report = checkpoint_grid_check(request, progress=progress)
-    finish(report, as_json=as_json)
+    _finish_with_progress(checkpoint_grid_check, request, as_json=as_json)
 
 
 @cli.command(name="repack")
@@ -73,9 +82,7 @@ def repack_cmd(request: RepackRequest, as_json: bool) -> None:
     """
     from gemmaserve.checkpoint import checkpoint_repack
 
-    with progress_display() as progress:
-        report = checkpoint_repack(request, progress=progress)
-    finish(report, as_json=as_json)
+    _finish_with_progress(checkpoint_repack, request, as_json=as_json)
 
 
 @cli.command(name="validate")

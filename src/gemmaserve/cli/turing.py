@@ -10,7 +10,7 @@ import click
 
 from gemmaserve.cli.options import request_options
 from gemmaserve.cli.output import finish, json_option
-from gemmaserve.cli.progress_display import progress_display
+from gemmaserve.cli.progress_display import event_lines, progress_display
 from gemmaserve.turing.requests import (
     ApplyRequest,
     RevertRequest,
@@ -115,6 +115,6 @@ def smem(request: SmemRequest, as_json: bool) -> None:
 
     # Each compile with the launches left and an ETA (a cold run compiles for a minute or more): redrawn on a
     # terminal; in a log a line when the run starts, then one every 30 s.
-    with progress_display() as progress:
+    with progress_display(event_lines) as progress:
         result = compile_smem(request, progress=progress)
     finish(result, as_json=as_json)

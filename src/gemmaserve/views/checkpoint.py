@@ -7,7 +7,7 @@ from gemmaserve.checkpoint.inspect import InspectReport
 from gemmaserve.checkpoint.repack import RepackReport
 from gemmaserve.checkpoint.validate import ValidateReport
 from gemmaserve.views import summary, view
-from gemmaserve.views.page import Line, Page, Row, Table, page, table
+from gemmaserve.views.page import Line, Page, Row, Style, Table, page, table
 
 #: How many names of the quantization ignore list ``inspect`` shows (``--json`` has them all).
 IGNORE_SHOWN = 8
@@ -151,7 +151,7 @@ def validate_page(report: ValidateReport) -> Page:
         )
     ]
     for finding in report.findings:
-        style = "bad" if finding.blocks else "warn"
+        style: Style = "bad" if finding.blocks else "warn"
         blocks.append(Line(f"{finding.status.value}: [{finding.check}] {finding.detail}", style))
         if finding.fix:
             blocks.append(Line(f"  fix: {finding.fix}"))

@@ -98,33 +98,21 @@ def patch_summary(result: PatchResult) -> str:
 GEOMETRY = ["head>", "heads>", "q/kv>", "window>"]
 
 
-def _geometry(row: SearchRow | SmemRow) -> list[object]:
-    return [row.head_size, row.num_query_heads, row.num_queries_per_kv, row.sliding_window or "global"]
-
-
-def _figures(row: SearchRow | SmemRow) -> list[object]:
+def _row(launch: list[object], row: SearchRow | SmemRow, style: Style | None, *after: str) -> Row:
+    """A compiled launch's row: its geometry, ``launch``'s cells, then whether it fits, registers and spills
+    (``?`` where ptxas did not say)."""
     spill = "?" if row.spill_store_bytes is None else f"{row.spill_store_bytes}/{row.spill_load_bytes}"
-    return [_yes(row.fits), "?" if row.registers is None else row.registers, spill]
+    figures = [_yes(row.fits), "?" if row.registers is None else row.registers, spill]
+    geometry = [row.head_size, row.num_query_heads, row.num_queries_per_kv, row.sliding_window or "global"]
+    return Row(tuple(str(cell) for cell in (*geometry, *launch, *figures, *after)), style)
 
 
 @view(SmemReport)
 def smem_page(report: SmemReport) -> Page:
     rows = [
-        Row(
-            tuple(
-                str(cell)
-                for cell in (
-                    *_geometry(row),
-                    row.phase,
-                    row.layout,
-                    row.variant,
-                    row.tile_size,
-                    row.num_warps,
-                    row.smem_bytes,
-                    row.smem_limit_bytes,
-                    *_figures(row),
-                )
-            ),
+        _row(
+            [row.phase, row.layout, row.variant, row.tile_size, row.num_warps, row.smem_bytes, row.smem_limit_bytes],
+            row,
             None if row.fits else "bad",
         )
         for row in report.rows
@@ -144,21 +132,11 @@ def smem_page(report: SmemReport) -> Page:
 @view(LaunchSearch)
 def search_page(found: LaunchSearch) -> Page:
     rows = [
-        Row(
-            tuple(
-                str(cell)
-                for cell in (
-                    *_geometry(row),
-                    row.layout,
-                    row.tile_size,
-                    row.num_warps,
-                    row.num_stages,
-                    row.smem_bytes,
-                    *_figures(row),
-                    " ".join(mark for mark, on in (("stock", row.stock), ("<- choice", row.chosen)) if on),
-                )
-            ),
+        _row(
+            [row.layout, row.tile_size, row.num_warps, row.num_stages, row.smem_bytes],
+            row,
             "bold" if row.chosen else None,
+            " ".join(mark for mark, on in (("stock", row.stock), ("<- choice", row.chosen)) if on),
         )
         for row in found.rows
     ]
@@ -207,31 +185,11 @@ def smem_result_page(result: SmemResult) -> Page:
         and result.rule_agrees is not None
         and result.smem_limit_bytes is not None
     ):
-        return search_page(
-            LaunchSearch(
-                vllm_file=result.vllm_file,
-                arch=result.arch,
-                triton_version=result.triton_version,
-                smem_limit_bytes=result.smem_limit_bytes,
-                rows=searched,
-                picks=result.picks,
-                rule_agrees=result.rule_agrees,
-            )
-        )
+        return search_page(LaunchSearch.model_validate({**dict(result), "rows": searched}))
     compiled = [row for row in result.rows if isinstance(row, SmemRow)]
     verdicts = (result.stock_fits, result.clamped_fits, result.clamp_changes_launch)
     if len(compiled) == len(result.rows) and None not in verdicts:
-        return smem_page(
-            SmemReport(
-                vllm_file=result.vllm_file,
-                arch=result.arch,
-                triton_version=result.triton_version,
-                rows=compiled,
-                stock_fits=bool(result.stock_fits),
-                clamped_fits=bool(result.clamped_fits),
-                clamp_changes_launch=bool(result.clamp_changes_launch),
-            )
-        )
+        return smem_page(SmemReport.model_validate({**dict(result), "rows": compiled}))
     return page(
         f"{result.vllm_file}  (triton {result.triton_version}, {result.arch})",
         Line("neither a compile report nor a launch search: fields of both, or of neither, are set", "bad"),
