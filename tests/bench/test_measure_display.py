@@ -1,10 +1,8 @@
-"""The progress display of ``bench measure`` on a terminal must not disturb the client's timing.
+"""``bench measure``'s progress lines, drawn by the one progress display (tests/test_progress_display.py).
 
-Every timestamp of a run is taken in the measuring event loop. Any other Python thread of the
-process that runs while a chunk arrives holds the interpreter lock, and the loop waits for it: a
-display that redraws itself from its own thread, ten times a second, is such a thread (on the
-2-core machine a redraw of the seven-line display took 3-13 ms with the loop waiting, enough to
-stop a one-stream decode step with ``ClientSaturated``; docs/bench-client-performance.md).
+On a terminal: the run's line and one line per phase, redrawn over each other (no phase's lines are left
+behind: they show every phase at once). Off a terminal: the run's line when a phase starts for the first
+time (the first warmup, not the pool warmups before each load level), else at most every 10 s.
 """
 
 from __future__ import annotations
@@ -17,17 +15,23 @@ import pytest
 
 from gemmaserve.bench.run_progress import MeasureProgress, PhaseProgress
 from gemmaserve.cli import bench as bench_cli
+from gemmaserve.cli.progress_display import PlainDisplay, bar, progress_display
 
 
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
 
-    def fileno(self) -> int:  # rich asks; a StringIO has none
-        raise io.UnsupportedOperation("fileno")
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
-def _event(phase: str, done: int, elapsed_s: float = 1.0) -> MeasureProgress:
+def _event(phase: str, done: int, elapsed_s: float = 1.0, eta_s: float | None = 12.0) -> MeasureProgress:
     phases = (
         PhaseProgress("decode", min(done, 10), 10, 10.0 * min(done, 10), 100.0),
         PhaseProgress("load:4", max(0, done - 10), 12, 0.0, 30.0),
@@ -41,51 +45,58 @@ def _event(phase: str, done: int, elapsed_s: float = 1.0) -> MeasureProgress:
         done_work=10.0 * done,
         total_work=130.0,
         elapsed_s=elapsed_s,
-        eta_s=12.0,
+        eta_s=eta_s,
     )
 
 
-def test_the_terminal_display_draws_in_the_measuring_thread_and_starts_none(
+def test_the_run_line_then_a_line_per_phase_aligned_with_bars_and_the_eta() -> None:
+    lines = bench_cli.measure_lines(_event("decode", 3, elapsed_s=65.0))
+    assert lines == [
+        f"t: decode #1  {bar(30, 130)}  3/22 requests, 1m05s elapsed, ETA 12s",
+        f"  decode      {bar(30, 100)}  3/10 requests",
+        f"  load:4      {bar(0, 30)}  0/12 requests",
+    ]
+
+
+def test_the_eta_names_the_phases_it_leaves_out_and_waits_until_it_can_extrapolate() -> None:
+    pending = MeasureProgress(phase="quality", message="t: quality #1", eta_s=7.0, eta_pending=("quality",))
+    assert bench_cli.measure_lines(pending)[0].endswith("0/0 requests, 0s elapsed, ETA 7s + quality")
+    assert bench_cli.measure_lines(_event("decode", 0, eta_s=None))[0].endswith("0/22 requests, 1s elapsed")
+
+
+def test_on_a_terminal_the_lines_are_drawn_from_the_measuring_thread_over_each_other(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
     before = set(threading.enumerate())
-    with bench_cli._progress() as update:
+    with progress_display(bench_cli.measure_lines, keep_ended_phases=False) as update:
         update(_event("decode", 3))
+        first = terminal.getvalue()
+        update(_event("load:4", 12))  # a new phase: drawn at once, over the decode lines
         started = [thread.name for thread in set(threading.enumerate()) - before]
-        assert started == [], f"the display runs a thread beside the measuring loop: {started}"
-    assert "t: decode #1" in terminal.getvalue() and "3/22 requests" in terminal.getvalue()
+    assert started == [], f"the display runs a thread beside the measuring loop: {started}"
+    assert first.count("\n") == 3 and "t: decode #1" in first and "3/22 requests" in first
+    assert terminal.getvalue()[len(first) :].startswith("\x1b[3F\x1b[2Kt: load:4 #1")
+    assert terminal.getvalue().endswith("\x1b[3F\x1b[J")  # erased: the tables follow on stdout
 
 
-def test_the_display_redraws_at_most_every_interval_and_at_once_when_the_phase_changes() -> None:
-    from gemmaserve.cli.bench_display import REDRAW_EVERY_S, TerminalDisplay
-
-    now = [100.0]
-    terminal = _Terminal()
-    display = TerminalDisplay(terminal, lambda event: f"{event.done_requests} done", clock=lambda: now[0], width=80)
-    draws = []
-    display.draw = draws.append  # type: ignore[method-assign]
-    for done in range(5):  # a burst of finished requests at one instant: one redraw
-        display(_event("decode", done))
-    now[0] += REDRAW_EVERY_S / 2
-    display(_event("decode", 6))
-    display(_event("load:4", 11))  # a new phase shows at once
-    now[0] += REDRAW_EVERY_S
-    display(_event("load:4", 12))
-    assert [lines[0].split()[-2] for lines in draws] == ["0", "11", "12"]
-
-
-def test_the_display_redraws_its_lines_in_place_within_the_width_and_erases_them_at_the_end() -> None:
-    from gemmaserve.cli.bench_display import TerminalDisplay
-
-    terminal = _Terminal()
-    display = TerminalDisplay(terminal, lambda event: "x" * 200, clock=lambda: 0.0, width=60)
-    display(_event("decode", 3))
-    first = terminal.getvalue()
-    assert first.count("\n") == 3 and "\x1b[" + "3F" not in first  # overall + two phases, nothing to go back over
-    assert all(len(line.replace("\x1b[2K", "")) <= 59 for line in first.splitlines())
-    display(_event("load:4", 12))
-    assert terminal.getvalue()[len(first) :].startswith("\x1b[3F")  # back to the first line, then over it
-    display.close()
-    assert terminal.getvalue().endswith("\x1b[3F\x1b[J")
+def test_off_a_terminal_a_line_when_a_phase_first_starts_else_one_every_10_s() -> None:
+    out, clock = io.StringIO(), Clock()
+    display = PlainDisplay(
+        out,
+        bench_cli.measure_lines,
+        every_s=bench_cli.PLAIN_EVERY_S,
+        clock=clock,
+        phase_starts=bench_cli.FirstOfEachPhase(),
+    )
+    for phase, done in (("warmup", 0), ("decode", 1), ("decode", 2), ("warmup", 10), ("load:4", 11)):
+        display(_event(phase, done))
+    clock.now = bench_cli.PLAIN_EVERY_S - 0.1
+    display(_event("load:4", 12))  # same phase, too soon
+    display(_event("warmup", 12))  # the pool warmup before the next level: no new phase
+    clock.now = bench_cli.PLAIN_EVERY_S + 0.1
+    display(_event("load:4", 13))  # the heartbeat: 10 s since the last line
+    written = [line.split("  ")[0] for line in out.getvalue().splitlines()]
+    assert written == ["t: warmup #1", "t: decode #1", "t: load:4 #1", "t: load:4 #1"]
+    assert "13/22 requests" in out.getvalue().splitlines()[-1]

@@ -8,9 +8,6 @@ outcome per target, and TTFT/ITL/TPOT p50/p99 per target and phase.
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -18,12 +15,13 @@ import click
 from gemmaserve.bench.requests import MeasureReport, MeasureRequest, TargetSummary
 from gemmaserve.cli.options import request_options
 from gemmaserve.cli.output import console, emit, json_option, warn
+from gemmaserve.cli.progress_display import bar, progress_display
 
 if TYPE_CHECKING:
     from gemmaserve.bench.run_progress import MeasureProgress
 
 TABLE_WIDTH = 100
-# Off a terminal, a progress line when a phase starts, else at most this often.
+# Off a terminal, a progress line when a phase starts, else at most this often (the run's heartbeat is 1 s).
 PLAIN_EVERY_S = 10.0
 
 
@@ -62,7 +60,9 @@ def measure(ctx: click.Context, request: MeasureRequest, as_json: bool) -> None:
     """
     from gemmaserve.bench.measure import measure_endpoints
 
-    with _progress() as progress:
+    with progress_display(
+        measure_lines, plain_every_s=PLAIN_EVERY_S, phase_starts=FirstOfEachPhase(), keep_ended_phases=False
+    ) as progress:
         report = measure_endpoints(request, progress=progress, command=["gemmaserve", *sys.argv[1:]])
     for target in report.targets:
         if target.client_warning:
@@ -89,33 +89,22 @@ def duration(seconds: float | None) -> str:
     return f"{secs}s"
 
 
-def progress_line(event: MeasureProgress) -> str:
-    """The plain line off a terminal: share of the planned work, the step, requests, time so far and left."""
-    share = event.done_work / event.total_work if event.total_work else 0.0
-    left = "" if event.eta_s is None else f", about {duration(event.eta_s)} left{_pending(event)}"
-    return (
-        f"[{share:4.0%}] {event.message}: {event.done_requests}/{event.total_requests} requests, "
-        f"{duration(event.elapsed_s)} elapsed{left}"
-    )
-
-
-@contextmanager
-def _progress() -> Iterator[Callable[[MeasureProgress], None]]:
-    """Progress on stderr: lines redrawn in place on a terminal, plain lines elsewhere (logs, CI, pipes).
-
-    Never a display that redraws from a thread of its own: it would hold the interpreter lock while
-    chunks arrive and delay their timestamps (see :mod:`gemmaserve.cli.bench_display`).
-    """
-    if not sys.stderr.isatty():
-        yield _plain_progress()
-        return
-    from gemmaserve.cli.bench_display import TerminalDisplay
-
-    display = TerminalDisplay(sys.stderr, _overall_detail)
-    try:
-        yield display
-    finally:
-        display.close()
+def measure_lines(event: MeasureProgress) -> list[str]:
+    """The run's line (the step, its share of the planned work, requests, time so far and left), then one
+    line per phase; off a terminal only the first is written."""
+    left = "" if event.eta_s is None else f", ETA {duration(event.eta_s)}{_pending(event)}"
+    detail = f"{event.done_requests}/{event.total_requests} requests, {duration(event.elapsed_s)} elapsed{left}"
+    rows = [(event.message, bar(event.done_work, event.total_work), detail)]
+    rows += [
+        (
+            f"  {phase.phase}",
+            bar(phase.done_work, phase.total_work),
+            f"{phase.done_requests}/{phase.total_requests} requests",
+        )
+        for phase in event.phases
+    ]
+    label_width = max(len(label) for label, _, _ in rows)
+    return [f"{label:<{label_width}}  {shown}  {detail}" for label, shown, detail in rows]
 
 
 def _pending(event: MeasureProgress) -> str:
@@ -123,26 +112,17 @@ def _pending(event: MeasureProgress) -> str:
     return f" + {', '.join(event.eta_pending)}" if event.eta_pending else ""
 
 
-def _overall_detail(event: MeasureProgress) -> str:
-    left = "" if event.eta_s is None else f", ETA {duration(event.eta_s)}{_pending(event)}"
-    return f"{event.done_requests}/{event.total_requests} requests, {duration(event.elapsed_s)} elapsed{left}"
+class FirstOfEachPhase:
+    """Off a terminal, a phase starts the first time it is seen: the first warmup does, the pool warmups
+    before each load level do not (a line for each would say nothing new)."""
 
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
 
-def _plain_progress() -> Callable[[MeasureProgress], None]:
-    """A line when a phase starts (the first warmup included, the pool warmups before each load level not)
-    and otherwise at most every :data:`PLAIN_EVERY_S`: enough for a log, few enough to read."""
-    seen: set[str] = set()
-    last = {"at": 0.0}
-
-    def update(event: MeasureProgress) -> None:
-        now = time.monotonic()
-        starts = event.phase not in seen and (event.phase != "warmup" or not seen)
-        seen.add(event.phase)
-        if starts or now - last["at"] >= PLAIN_EVERY_S:
-            last["at"] = now
-            click.echo(progress_line(event), err=True)
-
-    return update
+    def __call__(self, event: MeasureProgress) -> bool:
+        starts = event.phase not in self.seen and (event.phase != "warmup" or not self.seen)
+        self.seen.add(event.phase)
+        return starts
 
 
 def _fixed_cost(intercept_s: float | None, flag: str | None) -> str:

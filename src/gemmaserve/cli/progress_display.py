@@ -9,8 +9,11 @@ delays its timestamp (docs/bench-client-performance.md). A redraw is string form
 
 On a terminal the live lines are redrawn at most every :data:`REDRAW_EVERY_S` and at once when the phase
 changes; the last lines of a phase that ended stay in the scrollback, so a deploy's or a start's steps can
-be read afterwards. Off a terminal a line is written when the phase changes and otherwise at most every
-``plain_every_s``: enough for a log, few enough to read.
+be read afterwards (unless ``keep_ended_phases`` is off: ``bench measure``'s lines show every phase at
+once). Off a terminal a line is written when a phase starts and otherwise at most every ``plain_every_s``:
+enough for a log, few enough to read. A phase starts when the event's phase differs from the last one's,
+unless the command says otherwise (``phase_starts``: ``bench measure`` counts each phase once, so the pool
+warmup before every load level is no new phase).
 """
 
 from __future__ import annotations
@@ -58,7 +61,8 @@ class TerminalDisplay:
     """Lines redrawn in place (``lines_for(event)``); ``clock`` and ``width`` are a test's own.
 
     :meth:`close` erases the live lines (the result follows on stdout); the lines of each phase that
-    ended were printed for good when the next one began.
+    ended were printed for good when the next one began, unless ``keep_ended_phases`` is off (then
+    the next phase's lines are drawn over them).
     """
 
     def __init__(
@@ -68,8 +72,10 @@ class TerminalDisplay:
         *,
         clock: Callable[[], float] = time.monotonic,
         width: int | None = None,
+        keep_ended_phases: bool = True,
     ) -> None:
         self.stream, self.lines_for, self.clock, self.width = stream, lines_for, clock, width
+        self.keep_ended_phases = keep_ended_phases
         self.drawn_lines = 0
         self.drawn_at: float | None = None
         self.phase: str | None = None
@@ -80,7 +86,7 @@ class TerminalDisplay:
         same_phase = event.phase == self.phase
         if same_phase and self.drawn_at is not None and now - self.drawn_at < REDRAW_EVERY_S:
             return
-        if not same_phase and self.shown:
+        if not same_phase and self.shown and self.keep_ended_phases:
             self._keep(self.shown)  # the ended phase's last lines stay in the scrollback
         self.phase, self.drawn_at = event.phase, now
         self.shown = self.lines_for(event)
@@ -111,7 +117,11 @@ class TerminalDisplay:
 
 
 class PlainDisplay:
-    """A line (the first of ``lines_for(event)``) when the phase changes, else at most every ``every_s``."""
+    """A line (the first of ``lines_for(event)``) when a phase starts, else at most every ``every_s``.
+
+    ``phase_starts(event)`` says whether the event starts a phase; by default, when its phase differs from
+    the last event's.
+    """
 
     def __init__(
         self,
@@ -120,16 +130,20 @@ class PlainDisplay:
         *,
         every_s: float = PLAIN_EVERY_S,
         clock: Callable[[], float] = time.monotonic,
+        phase_starts: Callable[[Any], bool] | None = None,
     ) -> None:
         self.stream, self.lines_for, self.every_s, self.clock = stream, lines_for, every_s, clock
+        self.phase_starts = phase_starts
         self.phase: str | None = None
         self.written_at: float | None = None
 
     def __call__(self, event: Phased) -> None:
         now = self.clock()
-        if event.phase == self.phase and self.written_at is not None and now - self.written_at < self.every_s:
+        starts = self.phase_starts(event) if self.phase_starts is not None else event.phase != self.phase
+        self.phase = event.phase
+        if not starts and self.written_at is not None and now - self.written_at < self.every_s:
             return
-        self.phase, self.written_at = event.phase, now
+        self.written_at = now
         lines = self.lines_for(event)
         if lines:
             self.stream.write(lines[0] + "\n")
@@ -144,13 +158,21 @@ def progress_display(
     lines_for: Callable[[E], list[str]] = event_lines,  # type: ignore[assignment]
     *,
     plain_every_s: float = PLAIN_EVERY_S,
+    phase_starts: Callable[[E], bool] | None = None,
+    keep_ended_phases: bool = True,
     stream: TextIO | None = None,
 ) -> Iterator[Callable[[E], None]]:
     """The progress callback of one command: a :class:`TerminalDisplay` when ``stream`` (stderr) is a
-    terminal, a :class:`PlainDisplay` otherwise; the live lines are erased when the block ends."""
+    terminal, a :class:`PlainDisplay` otherwise; the live lines are erased when the block ends.
+
+    ``phase_starts`` and ``keep_ended_phases`` are a command's own notion of a phase (see the module's
+    docstring); most commands leave them.
+    """
     out = stream if stream is not None else sys.stderr
     display: TerminalDisplay | PlainDisplay = (
-        TerminalDisplay(out, lines_for) if out.isatty() else PlainDisplay(out, lines_for, every_s=plain_every_s)
+        TerminalDisplay(out, lines_for, keep_ended_phases=keep_ended_phases)
+        if out.isatty()
+        else PlainDisplay(out, lines_for, every_s=plain_every_s, phase_starts=phase_starts)
     )
     try:
         yield display
