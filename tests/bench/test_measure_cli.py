@@ -42,6 +42,7 @@ def test_success_exits_0_with_one_json_document(mock_server: ThreadedMockServer,
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["status"] == "success" and document["targets"][0]["path"] == str(tmp_path / "a.json")
+    assert document["ok"] is True and document["exit_code"] == 0
 
 
 def test_partial_exits_1(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
@@ -50,6 +51,7 @@ def test_partial_exits_1(mock_server: ThreadedMockServer, tmp_path: Path) -> Non
     assert result.exit_code == 1
     document = json.loads(result.stdout)
     assert document["status"] == "partial" and document["targets"][0]["failures_by_reason"]["http_429"] >= 1
+    assert document["ok"] is False and document["exit_code"] == 1
 
 
 def test_table_mode_renders(mock_server: ThreadedMockServer, tmp_path: Path) -> None:

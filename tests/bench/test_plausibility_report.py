@@ -11,8 +11,8 @@ from gemmaserve.bench import combine, report
 from gemmaserve.bench.requests import MeasureReport, RunStatus, TargetSummary
 from gemmaserve.cli import app
 from gemmaserve.mcp_server import build_server
-from gemmaserve.mcp_server.tools_bench import summarise_measure
 from gemmaserve.measurements import schema
+from gemmaserve.views import summary_for
 from tests.mcp.conftest import call_tool
 
 from .test_plausibility import LONG, SHORT, _calls
@@ -116,6 +116,6 @@ def test_measure_summary_for_an_agent_shows_the_decode_warnings() -> None:
     report_model = MeasureReport(
         run_id="r", out_dir="out", status=RunStatus.SUCCESS, exit_code=0, transport="t", targets=[target], message="ok"
     )
-    text = summarise_measure(report_model)
-    assert "fixed cost n/a (above_ttft)" in text
-    assert "  warning: fixed_cost_above_ttft: per-call fixed cost 250.0 ms" in text
+    text = summary_for(report_model)
+    assert "n/a (above_ttft)" in text  # the fixed-cost cell: never shown as a cost
+    assert "Warning: queued: fixed_cost_above_ttft: per-call fixed cost 250.0 ms" in text

@@ -141,7 +141,12 @@ def test_cli_combine_json_and_out_file(tmp_path: Path) -> None:
     assert document["baseline"] == "t4-bf16"
     assert json.loads(out.read_text()) == document
     text = runner.invoke(app, ["bench", "combine", str(directory / "a.json"), str(directory / "b.json")])
-    assert text.exit_code == 0 and text.stdout.startswith("# Comparison (baseline: t4-bf16)")
+    assert text.exit_code == 0 and text.stdout.startswith("Comparison (baseline: t4-bf16)\n")
+    lines = text.stdout.splitlines()
+    for sentence in document["pairs"][0]["sentences"]:
+        assert f"- {sentence}" in lines
+    assert "Answers that differ (1 of 40; 39 identical):" in lines
+    assert re.split(r"\s{2,}", lines[-1]) == ["q37", "42", "41 ✗", "42 ✓"]  # the differing answer, each side's mark
 
 
 @pytest.mark.parametrize(

@@ -148,8 +148,12 @@ def test_combine_and_report_agree_with_the_cli(mock_server: ThreadedMockServer, 
     assert combined.structured_content == cli_json("bench", "combine", *files)
     assert combined.structured_content["baseline"] == "a"  # type: ignore[index]
     text = combined.content[0].text  # type: ignore[union-attr]
-    assert text.startswith("# Comparison (baseline: a)")
-    assert (tmp_path / "out" / "cmp.md").read_text() == text
+    assert text.startswith("Comparison (baseline: a)\n")  # the view, as the CLI prints it
+    document = combined.structured_content
+    said = [sentence for pair in document["pairs"] for sentence in pair["sentences"]] + document["warnings"]  # type: ignore[index]
+    assert said and all(f"- {sentence}" in text for sentence in said)
+    written = (tmp_path / "out" / "cmp.md").read_text()
+    assert written.startswith("# Comparison (baseline: a)\n") and all(f"- {sentence}" in written for sentence in said)
 
     report = call_tool(server, "bench_report", {"directory": str(tmp_path), "markdown_only": True})
     assert not report.is_error, report.content

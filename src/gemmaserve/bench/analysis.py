@@ -10,16 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gemmaserve.bench.requests import CombineRequest, ImportRequest, ReportRequest
+from gemmaserve.bench.requests import CombineRequest, ImportedResult, ImportRequest, ReportRequest
 
 if TYPE_CHECKING:
     from gemmaserve.bench.combine import Comparison
     from gemmaserve.bench.report import ReportOutput
-    from gemmaserve.measurements.schema import HardwareInfo, ResultFile
+    from gemmaserve.measurements.schema import HardwareInfo
 
 
 def comparison_document(comparison: Comparison) -> str:
-    """The comparison as one Markdown document (what ``bench combine`` prints and writes to FILE.md)."""
+    """The comparison as one Markdown document (what ``bench combine --out FILE.md`` writes)."""
     from gemmaserve.bench.report import comparison_markdown
 
     return f"# Comparison (baseline: {comparison.baseline})\n\n" + comparison_markdown(comparison)
@@ -62,8 +62,9 @@ def write_report(request: ReportRequest) -> ReportOutput:
     )
 
 
-def import_vllm_file(request: ImportRequest) -> ResultFile:
-    """Convert a ``vllm bench serve --save-result`` file into a result file at ``request.out``.
+def import_vllm_file(request: ImportRequest) -> ImportedResult:
+    """Convert a ``vllm bench serve --save-result`` file into a result file at ``request.out``; return it
+    and where it is.
 
     Raises:
         UnknownName: an instance type the catalog does not know.
@@ -76,7 +77,7 @@ def import_vllm_file(request: ImportRequest) -> ResultFile:
     result = import_vllm_result(request.vllm_file, label=request.label, url=request.url, hardware=hardware)
     Path(request.out).parent.mkdir(parents=True, exist_ok=True)
     save_result(result, request.out)
-    return result
+    return ImportedResult(**dict(result), path=request.out)
 
 
 def _hardware(instance: str | None, region: str) -> HardwareInfo:
@@ -98,20 +99,3 @@ def _hardware(instance: str | None, region: str) -> HardwareInfo:
         price_date=quote.date if quote else None,
         price_source=quote.source if quote else None,
     )
-
-
-def import_summary(result: ResultFile) -> str:
-    """The load levels an imported file holds and its temperature: ``c=8: 1,234.5 tok/s; temperature …``."""
-    levels = ", ".join(
-        f"c={level.concurrency}: "
-        + ("–" if level.median_output_tokens_per_s is None else f"{level.median_output_tokens_per_s:,.1f}")
-        + " tok/s"
-        for level in result.load
-    )
-    from gemmaserve.bench.vllm_import import TEMPERATURE_FROM_METADATA
-
-    temperature, note = result.client.temperature, result.client.sampling_note
-    if temperature is None:
-        return levels + "; temperature not recorded"
-    source = " (from --metadata)" if note == TEMPERATURE_FROM_METADATA else ""
-    return levels + f"; temperature {temperature:g}{source}"

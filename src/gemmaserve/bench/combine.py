@@ -27,6 +27,7 @@ from gemmaserve.measurements.schema import (
     ResultFile,
     load_result,
 )
+from gemmaserve.result_model import ActionResult
 
 ALPHA = 0.05
 DRIFT_NOTABLE_PERCENT = 2.0  # a drift the interval resolves but smaller than this is called small
@@ -108,7 +109,9 @@ class DriftRow(BaseModel):
     sentence: str
 
 
-class Comparison(BaseModel):
+class Comparison(ActionResult):
+    """What ``bench combine`` returns: ratios B/A per pair, drift, cost and warnings (never a failure)."""
+
     files: list[str]
     baseline: str
     targets: list[TargetSummary]

@@ -15,11 +15,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 
-from pydantic import BaseModel
-
 from gemmaserve.bench import charts, html, plausibility
 from gemmaserve.bench.combine import (
     Comparison,
+    Disagreement,
+    QualityComparison,
+    RatioRow,
     combine_loaded,
     decode_findings,
     result_warnings,
@@ -30,9 +31,12 @@ from gemmaserve.bench.vllm_import import import_vllm_result, looks_like_vllm_res
 from gemmaserve.errors import ResultFileInvalid, UsageError
 from gemmaserve.fileio import write_atomic
 from gemmaserve.measurements.schema import PlausibilityFinding, ResultFile, parse_result
+from gemmaserve.result_model import ActionResult
 
 
-class ReportOutput(BaseModel):
+class ReportOutput(ActionResult):
+    """What ``bench report`` returns: the files it wrote and read, and what it found."""
+
     directory: str
     markdown_path: str
     html_path: str | None
@@ -109,40 +113,47 @@ def load_directory(directory: str | os.PathLike[str]) -> tuple[list[ResultFile],
     return results, paths, imported, skipped
 
 
+#: Disagreeing answers a comparison lists per pair (the JSON holds them all).
+SHOWN_DISAGREEMENTS = 50
+
+
+def ratio_cells(row: RatioRow) -> list[str]:
+    """One ratio as shown: metric, unit (seconds as ms), A, B, B/A and its 95% interval."""
+    digits = {"s": 2, "": 3, "tokens": 0}.get(row.unit, 1)
+    scale, unit = (1000.0, "ms") if row.unit == "s" else (1.0, row.unit)
+    a = row.a * scale if row.a is not None else None
+    b = row.b * scale if row.b is not None else None
+    ci = f"{row.ci_low:.3f}–{row.ci_high:.3f}" if row.ci_low is not None and row.ci_high is not None else "—"
+    return [row.metric, unit, _fmt(a, digits), _fmt(b, digits), _fmt(row.ratio, 3), ci]
+
+
+def disagreements_heading(quality: QualityComparison) -> str:
+    return f"Answers that differ ({len(quality.disagreements)} of {quality.paired}; {quality.identical_answers} identical):"
+
+
+def disagreement_cells(d: Disagreement) -> list[str]:
+    """One question the two answered differently: its id, the expected answer, each side's and whether right."""
+    return [
+        d.question_id,
+        d.expected,
+        f"{d.a_extracted or '—'} {'✓' if d.a_correct else '✗'}",
+        f"{d.b_extracted or '—'} {'✓' if d.b_correct else '✗'}",
+    ]
+
+
 def comparison_markdown(comparison: Comparison) -> str:
     """The comparison part: ratios B/A with intervals, quality verdicts and disagreements, drift, warnings."""
     lines: list[str] = []
     for pair in comparison.pairs:
         lines += [f"### {pair.b} vs {pair.a}", ""]
         lines += [f"- {sentence}" for sentence in pair.sentences] + [""]
-        rows = []
-        for row in pair.ratios:
-            digits = {"s": 2, "": 3, "tokens": 0}.get(row.unit, 1)
-            scale, unit = (1000.0, "ms") if row.unit == "s" else (1.0, row.unit)
-            a = row.a * scale if row.a is not None else None
-            b = row.b * scale if row.b is not None else None
-            ci = f"{row.ci_low:.3f}–{row.ci_high:.3f}" if row.ci_low is not None and row.ci_high is not None else "—"
-            rows.append([row.metric, unit, _fmt(a, digits), _fmt(b, digits), _fmt(row.ratio, 3), ci])
+        rows = [ratio_cells(row) for row in pair.ratios]
         lines += _table(["metric", "unit", pair.a, pair.b, "B/A", "95% CI of B/A"], rows)
         if pair.quality and pair.quality.disagreements:
-            lines += [
-                (
-                    f"Answers that differ ({len(pair.quality.disagreements)} of {pair.quality.paired}; "
-                    f"{pair.quality.identical_answers} identical):"
-                ),
-                "",
-            ]
+            lines += [disagreements_heading(pair.quality), ""]
             lines += _table(
                 ["question", "expected", pair.a, pair.b],
-                [
-                    [
-                        d.question_id,
-                        d.expected,
-                        f"{d.a_extracted or '—'} {'✓' if d.a_correct else '✗'}",
-                        f"{d.b_extracted or '—'} {'✓' if d.b_correct else '✗'}",
-                    ]
-                    for d in pair.quality.disagreements[:50]
-                ],
+                [disagreement_cells(d) for d in pair.quality.disagreements[:SHOWN_DISAGREEMENTS]],
             )
     if comparison.drift:
         lines += ["### Drift (the same target measured twice)", ""]

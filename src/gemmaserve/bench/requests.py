@@ -1,4 +1,5 @@
-"""What each ``bench`` action takes (one request model per action) and what ``bench measure`` returns.
+"""What each ``bench`` action takes (one request model per action), and what ``bench measure`` and ``bench import``
+return.
 
 Both front ends are built from these models (``gemmaserve bench …`` and the MCP ``bench_*`` tools), so a
 knob has one name, default and range. Pure data, cheap to import (pydantic only; the catalog and the
@@ -11,11 +12,12 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from gemmaserve.errors import UsageError
-from gemmaserve.measurements.schema import ClientSettings, HardwareInfo, Percentiles
+from gemmaserve.measurements.schema import ClientSettings, HardwareInfo, Percentiles, ResultFile
 from gemmaserve.request_model import ActionRequest, Cli, token_count
+from gemmaserve.result_model import ActionResult
 
 LABEL_PATTERN = re.compile(r"[A-Za-z0-9._-]+")
 
@@ -336,14 +338,33 @@ class TargetSummary(BaseModel):
     note: str | None = None
 
 
-class MeasureReport(BaseModel):
+class MeasureReport(ActionResult):
+    """What ``bench measure`` returns: the run's outcome per target (each target's file holds the rest)."""
+
     run_id: str
     out_dir: str
     status: RunStatus
-    exit_code: int
+    exit_code: int = Field(description="The CLI's exit status (kept for scripts; `ok` and `status` say the same)")
     transport: str
     targets: list[TargetSummary]
     message: str
+
+    def succeeded(self) -> bool:
+        """Every planned phase finished and every request succeeded (a partial run is not ok)."""
+        return self.status is RunStatus.SUCCESS
+
+    @property
+    def interrupted(self) -> bool:
+        return self.status is RunStatus.INTERRUPTED
+
+
+class ImportedResult(ResultFile, ActionResult):
+    """What ``bench import`` returns: the result file it wrote (its fields exactly as saved) and where."""
+
+    # Reads back its own JSON, whose computed ``ok`` is no field of a result file.
+    model_config = ConfigDict(extra="ignore")
+
+    path: str = Field(description="Where the result file was written")
 
 
 def hardware_info(

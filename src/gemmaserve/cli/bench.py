@@ -1,26 +1,25 @@
 """``gemmaserve bench``: ``measure`` targets into result files; ``combine``, ``report`` and ``import`` read them.
 
-``measure`` shows where the run stands on stderr (lines per phase redrawn in place on a terminal, a
-plain line now and then elsewhere) and ends with two tables on stdout that fit 100 columns: the
-outcome per target, and TTFT/ITL/TPOT p50/p99 per target and phase.
+``measure`` shows where the run stands on stderr through the one progress display (the run's line and a
+line per phase redrawn in place on a terminal, the run's line now and then elsewhere), writes the
+targets' warnings to stderr and ends with its result's view (:mod:`gemmaserve.views.bench`) on stdout.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
-from gemmaserve.bench.requests import MeasureReport, MeasureRequest, TargetSummary
+from gemmaserve.bench.requests import MeasureRequest
 from gemmaserve.cli.options import request_options
-from gemmaserve.cli.output import console, emit, json_option, warn
+from gemmaserve.cli.output import finish, json_option, warn
 from gemmaserve.cli.progress_display import bar, progress_display
 
 if TYPE_CHECKING:
     from gemmaserve.bench.run_progress import MeasureProgress
 
-TABLE_WIDTH = 100
 # Off a terminal, a progress line when a phase starts, else at most this often (the run's heartbeat is 1 s).
 PLAIN_EVERY_S = 10.0
 
@@ -40,8 +39,7 @@ def cli() -> None:
 @cli.command(name="measure")
 @request_options(MeasureRequest)
 @json_option
-@click.pass_context
-def measure(ctx: click.Context, request: MeasureRequest, as_json: bool) -> None:
+def measure(request: MeasureRequest, as_json: bool) -> None:
     """Measure TARGET… (http://HOST:PORT or sagemaker://NAME?region=R), interleaved, into --out.
 
     Per-target options (--label, --log, --instance, --gpu, --price-usd-per-hour) are given
@@ -59,20 +57,15 @@ def measure(ctx: click.Context, request: MeasureRequest, as_json: bool) -> None:
       gemmaserve bench measure http://127.0.0.1:8000 --out quick/ --decode-calls 0 --quality-set none --json
     """
     from gemmaserve.bench.measure import measure_endpoints
+    from gemmaserve.views.bench import measure_warnings
 
     with progress_display(
         measure_lines, plain_every_s=PLAIN_EVERY_S, phase_starts=FirstOfEachPhase(), keep_ended_phases=False
     ) as progress:
         report = measure_endpoints(request, progress=progress, command=["gemmaserve", *sys.argv[1:]])
-    for target in report.targets:
-        if target.client_warning:
-            warn(f"{target.label}: {target.client_warning}")
-        for message in target.decode_warnings:
-            warn(f"{target.label}: {message}")
-        if target.note:
-            warn(f"{target.label}: {target.note}")
-    emit(report, as_json=as_json, render=_render)
-    ctx.exit(report.exit_code)
+    for message in measure_warnings(report):
+        warn(message)
+    finish(report, as_json=as_json)
 
 
 def duration(seconds: float | None) -> str:
@@ -123,90 +116,6 @@ class FirstOfEachPhase:
         starts = event.phase not in self.seen and (event.phase != "warmup" or not self.seen)
         self.seen.add(event.phase)
         return starts
-
-
-def _fixed_cost(intercept_s: float | None, flag: str | None) -> str:
-    if intercept_s is None:
-        return "–"
-    if flag is not None:  # never shown as a cost: it says the line does not fit
-        return f"n/a ({flag})"
-    return f"{intercept_s * 1000:.1f}"
-
-
-def _ms(values: Any) -> str:
-    if values is not None and values.not_measurable:
-        return str(values.not_measurable)
-    if values is None or values.p50 is None or values.p99 is None:
-        return "–"
-    return f"{values.p50 * 1000:.1f} / {values.p99 * 1000:.1f}"
-
-
-def _quality_cell(correct: int | None, answered: int | None, total: int | None) -> str:
-    from gemmaserve.bench.report import quality_cell
-
-    return quality_cell(correct, answered, total).replace("—", "–")
-
-
-def _status(target: TargetSummary) -> str:
-    return target.status.value + (" *" if target.missing or target.failures_by_reason else "")
-
-
-def _render(report: MeasureReport) -> None:
-    from rich import box
-    from rich.table import Table
-
-    out = console()
-    width = min(out.width, TABLE_WIDTH)
-    out.print(f"bench measure — {report.message}", highlight=False, markup=False, width=width)
-    summary = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, header_style="bold")
-    for column, justify in (
-        ("target", "left"),
-        ("status", "left"),
-        ("decode tok/s", "right"),
-        ("fixed ms", "right"),
-        ("load tok/s", "left"),
-        ("quality", "right"),
-        ("failed", "right"),
-    ):
-        summary.add_column(column, justify=justify)  # type: ignore[arg-type]
-    for t in report.targets:
-        load = " ".join(f"{k}:{v:.0f}" if v is not None else f"{k}:–" for k, v in t.load_output_tokens_per_s.items())
-        summary.add_row(
-            t.label,
-            _status(t),
-            f"{t.decode_tokens_per_s:.1f}" if t.decode_tokens_per_s else "–",
-            _fixed_cost(t.intercept_s, t.intercept_flag),
-            load or "–",
-            _quality_cell(t.quality_correct, t.quality_answered, t.quality_total),
-            f"{t.failed}/{t.requests}",
-        )
-    out.print(summary, width=width)
-    latency = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, header_style="bold")
-    for column, justify in (
-        ("target", "left"),
-        ("phase", "left"),
-        ("TTFT ms p50 / p99", "right"),
-        ("ITL ms p50 / p99", "right"),
-        ("TPOT ms p50 / p99", "right"),
-    ):
-        latency.add_column(column, justify=justify)  # type: ignore[arg-type]
-    for t in report.targets:
-        for row in t.latency:
-            latency.add_row(t.label, row.phase, _ms(row.ttft_s), _ms(row.itl_s), _ms(row.tpot_s))
-    if latency.row_count:
-        out.print(latency, width=width)
-    for t in report.targets:
-        problems = [f"{reason} ×{count}" for reason, count in sorted(t.failures_by_reason.items())]
-        if t.missing:
-            problems.append(f"missing: {', '.join(t.missing)}")
-        if problems:
-            out.print(f"* {t.label}: {'; '.join(problems)}", highlight=False, markup=False, width=width)
-    paths = [t.path for t in report.targets]
-    out.print(f"Files: {', '.join(paths)}", highlight=False, markup=False, soft_wrap=True)
-    if len(paths) > 1:
-        out.print(f"Next: gemmaserve bench combine {' '.join(paths)}", highlight=False, markup=False, soft_wrap=True)
-    else:
-        out.print(f"Next: gemmaserve bench report {report.out_dir}", highlight=False, markup=False, soft_wrap=True)
 
 
 try:  # the analysis commands live in their own module; measure must work without it

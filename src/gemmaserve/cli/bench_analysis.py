@@ -1,7 +1,7 @@
 """``gemmaserve bench combine|report|import``: read saved result files; never measure.
 
-Each command calls one action of :mod:`gemmaserve.bench.analysis` with its request model and renders the
-typed result as text or ``--json``.
+Each command calls one action of :mod:`gemmaserve.bench.analysis` with its request model and prints the
+typed result's view (:mod:`gemmaserve.views.bench`) or ``--json``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import click
 
 from gemmaserve.bench.requests import CombineRequest, ImportRequest, ReportRequest
 from gemmaserve.cli.options import request_options
-from gemmaserve.cli.output import emit, json_option
+from gemmaserve.cli.output import finish, json_option, warn
 
 
 @click.command(name="combine")
@@ -27,12 +27,12 @@ def combine(request: CombineRequest, as_json: bool) -> None:
       gemmaserve bench combine a.json b.json a-2.json --out comparison.md
       gemmaserve bench combine a.json b.json --utilisation 0.25 --json
     """
-    from gemmaserve.bench.analysis import combine_files, comparison_document
+    from gemmaserve.bench.analysis import combine_files
 
     comparison = combine_files(request)
     if request.out:
         click.echo(f"Wrote {request.out}", err=True)
-    emit(comparison, as_json=as_json, render=lambda result: click.echo(comparison_document(result), nl=False))
+    finish(comparison, as_json=as_json)
 
 
 @click.command(name="report")
@@ -52,21 +52,10 @@ def report(request: ReportRequest, as_json: bool) -> None:
     from gemmaserve.bench.analysis import write_report
 
     output = write_report(request)
-
-    def render(_: object) -> None:
-        click.echo(f"Markdown: {output.markdown_path}")
-        if output.html_path:
-            click.echo(f"HTML:     {output.html_path}")
-        for chart in output.charts:
-            click.echo(f"Chart:    {chart}")
-        for path in output.imported:
-            click.echo(f"Imported from vllm bench serve: {path}")
-        for path in output.skipped:
-            click.echo(f"Skipped (not a result file): {path}")
+    if not as_json:
         for warning in output.warnings:
-            click.echo(f"Warning: {warning}", err=True)
-
-    emit(output, as_json=as_json, render=render)
+            warn(warning)
+    finish(output, as_json=as_json)
 
 
 @click.command(name="import")
@@ -80,11 +69,6 @@ def import_vllm(request: ImportRequest, as_json: bool) -> None:
       gemmaserve bench import vllm-result.json --out results/vllm.json
       gemmaserve bench import vllm-result.json --out results/t4.json --label t4 --instance ml.g4dn.xlarge
     """
-    from gemmaserve.bench.analysis import import_summary, import_vllm_file
+    from gemmaserve.bench.analysis import import_vllm_file
 
-    result = import_vllm_file(request)
-
-    def render(_: object) -> None:
-        click.echo(f"Wrote {request.out} ({result.target.label}; {import_summary(result)})")
-
-    emit(result, as_json=as_json, render=render)
+    finish(import_vllm_file(request), as_json=as_json)

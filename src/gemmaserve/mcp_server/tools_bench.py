@@ -13,7 +13,14 @@ from mcp_types import CallToolResult, ToolAnnotations
 
 from gemmaserve.bench.combine import Comparison
 from gemmaserve.bench.report import ReportOutput
-from gemmaserve.bench.requests import CombineRequest, ImportRequest, MeasureReport, MeasureRequest, ReportRequest
+from gemmaserve.bench.requests import (
+    CombineRequest,
+    ImportedResult,
+    ImportRequest,
+    MeasureReport,
+    MeasureRequest,
+    ReportRequest,
+)
 from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
     ProgressSink,
@@ -22,7 +29,6 @@ from gemmaserve.mcp_server.framework import (
     run_blocking,
     typed_result,
 )
-from gemmaserve.measurements.schema import ResultFile
 from gemmaserve.progress import CancelToken
 
 # Sends requests to the targets and writes <label>.json files into `out` (replacing same-named ones).
@@ -30,32 +36,6 @@ MEASURE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempote
 
 # Reads result files and (re)writes derived files: repeating the call gives the same files.
 DERIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-
-
-def summarise_measure(report: MeasureReport) -> str:
-    lines = [f"{report.status.value}: {report.message} (files in {report.out_dir})"]
-    for target in report.targets:
-        decode = f"{target.decode_tokens_per_s:.1f} tok/s decode" if target.decode_tokens_per_s else "no decode rate"
-        quality = f", quality {target.quality_correct}/{target.quality_total}" if target.quality_total else ""
-        if target.intercept_flag:
-            decode += f", fixed cost n/a ({target.intercept_flag})"
-        elif target.intercept_s is not None:
-            decode += f", fixed cost {target.intercept_s * 1000:.1f} ms"
-        lines.append(
-            f"- {target.label}: {target.status.value}, {decode}{quality}, "
-            f"{target.failed}/{target.requests} failed → {target.path}"
-        )
-        lines += [f"  warning: {message}" for message in target.decode_warnings]
-        for row in target.latency:
-            lines.append(
-                f"  {row.phase}: TTFT p50/p99 {_ms(row.ttft_s.p50)}/{_ms(row.ttft_s.p99)} ms, "
-                f"ITL {_ms(row.itl_s.p50)}/{_ms(row.itl_s.p99)} ms, TPOT {_ms(row.tpot_s.p50)}/{_ms(row.tpot_s.p99)} ms"
-            )
-    return "\n".join(lines)
-
-
-def _ms(value: float | None) -> str:
-    return "–" if value is None else f"{value * 1000:.1f}"
 
 
 def register(tools: ToolSet, deps: ServerDeps) -> None:
@@ -78,18 +58,17 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
             )
 
         result = await run_blocking(ctx, work)
-        return typed_result(result, summarise_measure(result))
+        return typed_result(result)
 
     @tools.action(CombineRequest, title="Compare result files", annotations=DERIVE, result=Comparison)
     def bench_combine(request: CombineRequest) -> CallToolResult:
         """Ratios B/A with 95% intervals, paired quality test, A-B-A drift and cost, from saved result files.
 
-        Never measures. Same as `gemmaserve bench combine --json`; the text is the Markdown comparison.
+        Never measures. Same as `gemmaserve bench combine --json`; `out` ending in .md gets the Markdown comparison.
         """
-        from gemmaserve.bench.analysis import combine_files, comparison_document
+        from gemmaserve.bench.analysis import combine_files
 
-        comparison = combine_files(request)
-        return typed_result(comparison, comparison_document(comparison))
+        return typed_result(combine_files(request))
 
     @tools.action(ReportRequest, title="Write the benchmark report", annotations=DERIVE, result=ReportOutput)
     def bench_report(request: ReportRequest) -> CallToolResult:
@@ -100,24 +79,15 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         from gemmaserve.bench.analysis import write_report
 
-        output = write_report(request)
-        lines = [f"Markdown: {output.markdown_path}"]
-        if output.html_path:
-            lines.append(f"HTML: {output.html_path}")
-        lines += [f"Chart: {chart}" for chart in output.charts]
-        lines += [f"Imported from vllm bench serve: {path}" for path in output.imported]
-        lines += [f"Skipped (not a result file): {path}" for path in output.skipped]
-        lines += [f"Warning: {warning}" for warning in output.warnings]
-        return typed_result(output, "\n".join(lines))
+        return typed_result(write_report(request))
 
-    @tools.action(ImportRequest, title="Import a vLLM benchmark result", annotations=DERIVE, result=ResultFile)
+    @tools.action(ImportRequest, title="Import a vLLM benchmark result", annotations=DERIVE, result=ImportedResult)
     def bench_import(request: ImportRequest) -> CallToolResult:
         """Convert a `vllm bench serve --save-result` JSON file into a gemmaserve result file at `out`.
 
-        Only reads and writes files. Same as `gemmaserve bench import --json`; the written file feeds
-        bench_combine / bench_report next to measured ones.
+        Only reads and writes files. Same as `gemmaserve bench import --json` (the file's fields and `path`,
+        where it was written); the written file feeds bench_combine / bench_report next to measured ones.
         """
-        from gemmaserve.bench.analysis import import_summary, import_vllm_file
+        from gemmaserve.bench.analysis import import_vllm_file
 
-        result = import_vllm_file(request)
-        return typed_result(result, f"Wrote {request.out} ({result.target.label}; {import_summary(result)})")
+        return typed_result(import_vllm_file(request))
