@@ -100,14 +100,15 @@ def test_a_run_reads_as_its_outcome_and_latency_tables_then_its_files_and_next_c
         ["t4", "success", "200.0", "36.9", "c1:179 c4:–", "–", "0/70"],
         ["t4-qat", "partial *", "–", "n/a (negative)", "–", "30/38 (2 failed, left out)", "3/70"],
     ]
-    assert re.split(r"\s{2,}", lines[5]) == [
+    assert lines[4] == "" and re.split(r"\s{2,}", lines[6]) == [
         "t4-qat",
         "load:1",
         "42.3 / 44.5",
         "not measurable: about 4 tokens per read",
         "–",
     ]
-    assert lines[-3:] == [
+    assert lines[-4:] == [
+        "",
         "* t4-qat: http_500 ×3; missing: quality",
         "Files: out/t4.json, out/t4-qat.json",
         "Next: gemmaserve bench combine out/t4.json out/t4-qat.json",
@@ -166,7 +167,7 @@ def _comparison(**changes: object) -> Comparison:
 def test_a_comparison_reads_as_sentences_and_a_ratio_table_with_labels_as_written() -> None:
     lines = plain_lines(page_for(_comparison()))
     assert lines[:4] == ["Comparison (baseline: t4>)", "", "l4 vs t4>", "- l4 decodes at 1.60x the rate of t4>."]
-    assert [re.split(r"\s{2,}", line.strip()) for line in lines[4:7]] == [
+    assert lines[4] == "" and [re.split(r"\s{2,}", line.strip()) for line in lines[5:8]] == [
         ["metric", "unit", "t4>", "l4", "B/A", "95% CI of B/A"],  # a label ending in ">" is no alignment mark
         ["decode rate", "tok/s", "501.4", "800.1", "1.596", "1.594–1.606"],
         ["per-call fixed cost", "ms", "52.81", "—", "—", "—"],

@@ -41,9 +41,11 @@ def measure_page(report: MeasureReport) -> Page:
             ["target", "status", "decode tok/s>", "fixed ms>", "load tok/s", "quality>", "failed>"],
             [Row(_outcome_cells(target), STATUS_STYLES[target.status]) for target in report.targets],
         ),
+        "" if latency else None,
         table(["target", "phase", "TTFT ms p50 / p99>", "ITL ms p50 / p99>", "TPOT ms p50 / p99>"], latency)
         if latency
         else None,
+        "" if paths else None,
         *(_problems(target) for target in report.targets),
         f"Files: {', '.join(paths)}" if paths else None,
         next_step if paths else None,
@@ -133,6 +135,7 @@ def _pair_blocks(pair: PairComparison) -> list[Block | str | None]:
     numbers = [Column(pair.a, "right"), Column(pair.b, "right"), Column("B/A", "right")]
     blocks: list[Block | str | None] = ["", Line(f"{pair.b} vs {pair.a}", "bold")]
     blocks += [f"- {sentence}" for sentence in pair.sentences]
+    blocks.append("")
     blocks.append(table(["metric", "unit", *numbers, "95% CI of B/A"], [ratio_cells(row) for row in pair.ratios]))
     quality = pair.quality
     if quality and quality.disagreements:
