@@ -17,9 +17,9 @@ from click.testing import CliRunner
 from gemmaserve.bench.combine import Comparison, PairComparison, RatioRow
 from gemmaserve.bench.report import ReportOutput
 from gemmaserve.bench.requests import EXIT_CODES, ImportedResult, LatencyRow, MeasureReport, RunStatus, TargetSummary
-from gemmaserve.bench.schema import Percentiles, load_result
 from gemmaserve.cli import app
 from gemmaserve.cli.errors import exit_code_for
+from gemmaserve.measurements.schema import Percentiles, load_result
 from gemmaserve.views import page_for, summary_for
 from gemmaserve.views.page import plain_lines
 

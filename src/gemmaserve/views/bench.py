@@ -11,7 +11,7 @@ from __future__ import annotations
 from gemmaserve.bench.combine import Comparison, PairComparison
 from gemmaserve.bench.report import ReportOutput
 from gemmaserve.bench.requests import ImportedResult, MeasureReport, RunStatus, TargetSummary
-from gemmaserve.bench.schema import Percentiles, ResultFile
+from gemmaserve.measurements.schema import Percentiles, ResultFile
 from gemmaserve.views import summary, view
 from gemmaserve.views.page import Block, Column, Line, Page, Row, Style, page, summary_text, table
 
