@@ -18,6 +18,10 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+#: The reader of our output left early (``gemmaserve plan | head -1``): 128 + SIGPIPE (13), the status the
+#: shell reports for ``git log | head -1``, ``cat`` or ``seq`` in the same place. Not 0: the output was not
+#: all delivered, and a script under ``set -o pipefail`` should see what it sees from those tools.
+EXIT_OUTPUT_CLOSED = 141
 
 
 def exit_code_for(result: ActionResult) -> int:
@@ -29,10 +33,13 @@ def exit_code_for(result: ActionResult) -> int:
 
 def run_with_error_mapping(app: click.Group, argv: list[str] | None, *, debug: bool) -> int:
     """Run ``app`` with every output redacted (:mod:`gemmaserve.cli.redaction`); return the process exit code."""
-    from gemmaserve.cli.redaction import redacted_output
+    from gemmaserve.cli.redaction import OutputClosed, redacted_output
 
-    with redacted_output():
-        return _run(app, argv, debug=debug)
+    try:
+        with redacted_output():
+            return _run(app, argv, debug=debug)
+    except OutputClosed:
+        return EXIT_OUTPUT_CLOSED
 
 
 def _run(app: click.Group, argv: list[str] | None, *, debug: bool) -> int:

@@ -5,16 +5,31 @@ written through ``sys.stdout``/``sys.stderr`` (click and rich look them up at ea
 the two streams once hides a secret wherever a command would print it. Text is redacted a line at a
 time (a secret is never split across two writes of one line); ``flush`` writes what is pending, so a
 prompt or a progress line without a newline still shows at once.
+
+A reader that leaves early (``gemmaserve plan | head -1``) is not an error of the command: the writer
+raises :class:`OutputClosed` once, points the stream's descriptor at ``/dev/null`` so nothing buffered
+fails again at exit (https://docs.python.org/3/library/signal.html#note-on-sigpipe), and drops what follows.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
 from gemmaserve.redact import redact
+
+
+class OutputClosed(BaseException):
+    """The reader of stdout or stderr closed its end: the command ends here, quietly
+    (:func:`gemmaserve.cli.errors.run_with_error_mapping` exits 141, as ``git log | head -1`` does).
+
+    Not an :class:`Exception`: a library's catch-all (a failed request recorded as a result) must not
+    take it for one and go on writing to a pipe nobody reads. Not an :class:`OSError` either: click
+    would turn that into exit 1.
+    """
 
 
 class RedactingWriter:
@@ -26,6 +41,7 @@ class RedactingWriter:
     def __init__(self, inner: TextIO) -> None:
         self._inner = inner
         self._pending = ""
+        self._reader_gone = False
         self.buffer = RedactingBuffer(self)
 
     @property
@@ -33,11 +49,13 @@ class RedactingWriter:
         return self._inner
 
     def write(self, text: str) -> int:
+        if self._reader_gone:
+            return len(text)
         self._pending += text
         head, newline, tail = self._pending.rpartition("\n")
         if newline:
-            self._inner.write(redact(head + newline))
             self._pending = tail
+            self._pass_on(redact(head + newline))
         return len(text)
 
     def writelines(self, lines: Any) -> None:
@@ -45,10 +63,29 @@ class RedactingWriter:
             self.write(line)
 
     def flush(self) -> None:
+        if self._reader_gone:
+            return
         if self._pending:
-            self._inner.write(redact(self._pending))
-            self._pending = ""
-        self._inner.flush()
+            text, self._pending = self._pending, ""
+            self._pass_on(redact(text))
+        try:
+            self._inner.flush()
+        except BrokenPipeError as exc:
+            self._left(exc)
+
+    def _pass_on(self, text: str) -> None:
+        try:
+            self._inner.write(text)
+        except BrokenPipeError as exc:
+            self._left(exc)
+
+    def _left(self, exc: BrokenPipeError) -> None:
+        self._reader_gone = True
+        with contextlib.suppress(OSError, ValueError):  # a test's in-memory stream has no descriptor
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._inner.fileno())
+            os.close(devnull)
+        raise OutputClosed(str(exc)) from exc
 
     def isatty(self) -> bool:
         return self._inner.isatty()
@@ -92,7 +129,7 @@ def _flush_both() -> None:
 
 
 def _flush(stream: Any) -> None:
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError, OutputClosed):
         stream.flush()
 
 
