@@ -49,6 +49,7 @@ from gemmaserve.engine_memory import (
 from gemmaserve.measurements.schema import ClientSettings
 from gemmaserve.measurements.speeds import BenchSpeeds, read_bench_speeds
 from gemmaserve.request_model import ActionRequest, Cli, ServingSettings, token_count
+from gemmaserve.result_model import ActionResult
 from gemmaserve.speed import (
     CONCURRENCY_LEVELS,
     MeasuredSpeed,
@@ -140,7 +141,7 @@ class PlanRow(BaseModel):
     tensor_parallel_size: int = 1  # GPUs the model is split over; memory and KV figures are one rank's
 
 
-class PlanTable(BaseModel):
+class PlanTable(ActionResult):
     rows: list[PlanRow]
     concurrency: int = DEFAULT_CONCURRENCY
     input_tokens: int = DEFAULT_INPUT_TOKENS

@@ -13,6 +13,8 @@ from gemmaserve.cli import app
 from gemmaserve.errors import UsageError
 from gemmaserve.plan import PlanRequest, PlanRow, PlanTable, plan, plan_deployment
 from gemmaserve.request_model import parse_token_count
+from gemmaserve.views import page_for
+from gemmaserve.views.page import plain_lines
 from tests.engine.conftest import engine_python
 from tests.mcp.conftest import call_tool
 
@@ -117,24 +119,21 @@ def test_the_text_only_hint_appears_exactly_where_it_rescues_the_row(vllm: str, 
         assert hinted, "these settings have rows that only text-only serving saves"
 
 
-def _render(table: PlanTable, capsys: pytest.CaptureFixture[str]) -> str:
-    from gemmaserve.cli.plan import _render as render
-
-    render(table)
-    return capsys.readouterr().out
+def _render(table: PlanTable) -> str:
+    return "\n".join(plain_lines(page_for(table)))
 
 
 def _row(**changes: object) -> PlanRow:
     return plan_deployment("e2b", "qat-w4a16", "l4").model_copy(update=changes)
 
 
-def test_nothing_fits_is_said_only_when_nothing_fits(capsys: pytest.CaptureFixture[str]) -> None:
+def test_nothing_fits_is_said_only_when_nothing_fits() -> None:
     unpriced = _row(instance=None, price_usd_per_hour=None, price_source=None, usd_per_million_output_tokens=None)
-    text = _render(PlanTable(rows=[unpriced], price_date="2025-06-01"), capsys)
+    text = _render(PlanTable(rows=[unpriced], price_date="2025-06-01"))
     assert "Nothing listed fits" not in text
     assert "fits, but has no listed price" in text
     misfit = _row(verdict="does-not-fit", fits=False, binding_term="GPU memory: too small")
-    text = _render(PlanTable(rows=[misfit], price_date="2025-06-01"), capsys)
+    text = _render(PlanTable(rows=[misfit], price_date="2025-06-01"))
     assert "Nothing listed fits" in text
 
 
@@ -193,3 +192,75 @@ def test_vllm_034_keeps_its_free_memory_margin_near_full_utilisation() -> None:
     assert usual.memory.headroom_withheld_gib == 0 and older.memory.headroom_withheld_gib == 0
     margin = max(1.0, 0.75 * near_full.memory.peak_activation_gib)
     assert near_full.memory.headroom_withheld_gib == pytest.approx(0.99 * 22.05 - (22.05 - margin))
+
+
+def test_the_default_table_keeps_to_100_columns_on_a_terminal_of_100_without_folding_a_cell() -> None:
+    import io
+
+    from rich.console import Console
+
+    from gemmaserve.views.terminal import draw
+
+    table = plan(PlanRequest.parse({}))
+    shown = page_for(table)
+    out = io.StringIO()
+    draw(shown, Console(file=out, width=100, force_terminal=True, color_system=None))
+    drawn = out.getvalue().splitlines()
+    assert max(len(line.rstrip()) for line in drawn) <= 100
+    # A folded cell would add a line: the drawing has the page's lines, the header, its rule and each row once.
+    assert len(drawn) == len(plain_lines(shown)) + 1
+    assert sum("qat-q4_0-unquantized" in line for line in drawn) == sum(
+        row.encoding == "qat-q4_0-unquantized" for row in table.rows
+    )
+
+
+def test_off_a_terminal_the_table_is_plain_aligned_columns_under_their_heads() -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["plan", "--model", "e2b", "--gpu", "t4", "--gpu", "l4"])
+    assert result.exit_code == 0, result.output
+    title, head, *rest = result.output.splitlines()
+    assert title.startswith("gemmaserve plan — vLLM") and head.split() == [
+        "model", "encoding", "gpu", "KV", "tokens", "conc.", "tok/s", "$/h", "$/M", "fits"
+    ]  # fmt: skip
+    rows = rest[
+        : len(
+            json.loads(runner.invoke(app, ["plan", "--model", "e2b", "--gpu", "t4", "--gpu", "l4", "--json"]).output)[
+                "rows"
+            ]
+        )
+    ]
+    fits_at, price_end = head.index("fits"), head.index("$/h") + len("$/h")
+    for row in rows:
+        assert row.startswith("e2b ") and "─" not in row and "│" not in row
+        assert row[fits_at - 2 : fits_at] == "  " and row[fits_at] != " "  # the verdict under its head
+        assert row[price_end - 1] != " " and row[price_end : price_end + 2] == "  "  # numbers right-aligned
+
+
+def test_wide_changes_the_columns_not_the_data() -> None:
+    runner = CliRunner()
+    narrow = runner.invoke(app, ["plan", "--model", "e2b", "--gpu", "l4", "--json"])
+    wide = runner.invoke(app, ["plan", "--model", "e2b", "--gpu", "l4", "--wide", "--json"])
+    assert json.loads(wide.output) == json.loads(narrow.output)
+    text = runner.invoke(app, ["plan", "--model", "e2b", "--gpu", "l4", "--wide"]).output.splitlines()
+    assert text[1].split()[:5] == ["model", "encoding", "gpu", "instance", "dtype"]
+
+
+def test_when_nothing_fits_the_page_and_the_agents_summary_say_what_to_try() -> None:
+    from gemmaserve.views import summary_for
+
+    misfit = _row(verdict="does-not-fit", fits=False, binding_term="GPU memory: too small")
+    table = PlanTable(rows=[misfit], price_date="2025-06-01")
+    assert table.ok  # a plan that finds nothing is still the plan asked for: exit 0
+    text = _render(table)
+    assert text.splitlines()[-2:] == [
+        "Nothing listed fits: try a 4-bit encoding, a larger GPU, a shorter --max-model-len or, for text",
+        "    alone, --language-model-only.",
+    ]
+    assert "[1] GPU memory: too small" in text
+    assert "Nothing listed fits" in summary_for(table) and "--language-model-only" in summary_for(table)
+
+
+def test_an_empty_plan_draws_and_says_nothing_fits() -> None:
+    table = PlanTable(rows=[], price_date="2025-06-01")
+    text = _render(table)
+    assert "(no rows)" in text and "Nothing listed fits" in text

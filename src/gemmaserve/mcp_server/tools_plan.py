@@ -5,36 +5,12 @@ Same functions as ``gemmaserve plan`` and ``gemmaserve env``; offline on the pac
 
 from __future__ import annotations
 
-from collections import Counter
-
 from mcp_types import CallToolResult
 
 from gemmaserve.envinfo import EnvReport, EnvRequest, collect_env
 from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import READ_ONLY, ToolSet, typed_result
 from gemmaserve.plan import PlanRequest, PlanTable, plan
-
-
-def summarise_plan(table: PlanTable) -> str:
-    verdicts = Counter(row.verdict for row in table.rows)
-    counts = ", ".join(f"{count} {verdict}" for verdict, count in sorted(verdicts.items()))
-    lines = [f"{len(table.rows)} rows ({counts or 'none'}); list prices of {table.price_date}."]
-    fitting = sorted(
-        (row for row in table.rows if row.fits and row.price_usd_per_hour is not None),
-        key=lambda row: row.price_usd_per_hour or 0.0,
-    )
-    for row in fitting[:5]:
-        lines.append(
-            f"- {row.model} {row.encoding} on {row.gpu} ({row.instance}, ${row.price_usd_per_hour:.3f}/h): "
-            f"{row.verdict}, {row.kv_cache_tokens:,} KV tokens, {row.max_concurrency:.1f}x at {row.max_model_len}"
-        )
-    lines.append(
-        f"vLLM {table.vllm_version} memory rules, "
-        + ("a first start (compiles)." if all(row.first_start for row in table.rows) else "a warm restart.")
-    )
-    if table.next_command:
-        lines.append(f"Next: {table.next_command}")
-    return "\n".join(lines)
 
 
 def register(tools: ToolSet, deps: ServerDeps) -> None:
@@ -46,8 +22,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         fits / fits-with-swap / does-not-fit / not-servable, with the binding term and the exact
         `vllm serve` flags. Start here before any deploy.
         """
-        table = plan(request)
-        return typed_result(table, summarise_plan(table))
+        return typed_result(plan(request))
 
     @tools.action(EnvRequest, title="Versions for bug reports", annotations=READ_ONLY, result=EnvReport)
     def env(request: EnvRequest) -> CallToolResult:

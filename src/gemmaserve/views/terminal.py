@@ -30,7 +30,17 @@ def draw(shown: Page, out: Console) -> None:
         if isinstance(block, Line):
             out.print(Text(block.text, style=_style(block.style)), soft_wrap=True)
             continue
-        drawn = RichTable(title=block.title, box=box.SIMPLE_HEAD, title_justify="left", highlight=False)
+        # Two spaces between columns and none at the edges, as the plain lines have: the plan's table keeps
+        # to 100 columns on a terminal of 100 (docs/plan.md) instead of folding its cells.
+        drawn = RichTable(
+            title=block.title,
+            box=box.SIMPLE_HEAD,
+            title_justify="left",
+            highlight=False,
+            pad_edge=False,
+            collapse_padding=True,
+            show_edge=False,
+        )
         for column, width in zip(block.columns, column_widths(block, out.width), strict=True):
             drawn.add_column(column.name, justify=column.align, overflow="fold", width=width)
         for row in block.rows:
