@@ -146,7 +146,7 @@ class PlanTable(ActionResult):
     concurrency: int = DEFAULT_CONCURRENCY
     input_tokens: int = DEFAULT_INPUT_TOKENS
     output_tokens: int = DEFAULT_OUTPUT_TOKENS
-    bench_files_unused: list[str] = []
+    bench_files_unused: list[str] = Field(default_factory=list)
     price_date: str
     vllm_version: str = DEFAULT_SERIES
     sort: SortKey = "fit"

@@ -63,16 +63,29 @@ def test_missing_interpreter_fails_the_probe_check() -> None:
 
 
 def test_the_table_fits_100_columns_and_each_fix_command_is_a_whole_line() -> None:
+    import io
+
+    from rich.console import Console
+
+    from gemmaserve.host.doctor import DoctorRequest, doctor
+    from gemmaserve.views import page_for
+    from gemmaserve.views.terminal import draw
+
     _, out, _ = invoke(["doctor", "--python", sys.executable])
     _, document, _ = invoke(["doctor", "--python", sys.executable, "--json"])
     commands = {command for check in json.loads(document)["checks"] for command in check["commands"]}
     assert commands, "this GPU-less machine has fixes to run"
-    lines = out.splitlines()
-    for command in commands:
-        assert command in lines  # on a line of its own, not wrapped
-    assert [line for line in lines if len(line) > 100 and line not in commands] == []
-    # The fix column points at the commands under the table instead of folding them.
-    assert not any(command in line for line in lines for command in commands if line != command)
+    terminal = io.StringIO()
+    draw(page_for(doctor(DoctorRequest.parse({"python": sys.executable}))), Console(file=terminal, width=100))
+    for lines in (out.splitlines(), terminal.getvalue().splitlines()):
+        for command in commands:
+            assert command in lines  # on a line of its own, not wrapped
+        # The fix column points at the commands under the table instead of folding them.
+        assert not any(command in line for line in lines for command in commands if line != command)
+    # On a terminal of 100 columns the table keeps to them; off a terminal each check is one line.
+    assert [line for line in terminal.getvalue().splitlines() if len(line) > 100 and line not in commands] == []
+    for check in json.loads(document)["checks"]:
+        assert sum(line.split()[1:2] == [check["check"]] for line in out.splitlines()) == 1
 
 
 def test_a_vllm_outside_the_plan_is_usage_exit_2() -> None:
@@ -84,3 +97,15 @@ def test_a_vllm_outside_the_plan_is_usage_exit_2() -> None:
 def test_help_has_examples() -> None:
     code, out, _ = invoke(["doctor", "--help"])
     assert code == 0 and "Examples:" in out and "gemmaserve doctor --python" in out
+
+
+def test_a_report_with_no_check_is_not_ok_and_says_so() -> None:
+    from gemmaserve.host.verdicts import make_report
+    from gemmaserve.views import page_for, summary_for
+    from gemmaserve.views.page import plain_lines
+
+    report = make_report(python=sys.executable, model="m", encoding="e", gpu=None, checks=[])
+    assert report.model_dump(mode="json")["ok"] is False
+    lines = plain_lines(page_for(report))
+    assert "(no rows)" in lines and "not ok: no check ran" in lines
+    assert summary_for(report).startswith("Host NOT ready for m e")

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gemmaserve.findings import Finding
 from gemmaserve.plan import PlanRow
+from gemmaserve.result_model import ActionResult
 
 
 class HostNeeds(BaseModel):
@@ -51,10 +52,11 @@ class HostPlan(BaseModel):
     vllm_from: str = Field(description="Why this release: --vllm, the target interpreter's vLLM, or the newest.")
 
 
-class DoctorReport(BaseModel):
+class DoctorReport(ActionResult):
+    """``ok`` (computed): at least one check ran and no required check failed or is unknown."""
+
     model_config = ConfigDict(frozen=True)
 
-    ok: bool
     python: str
     model: str
     encoding: str
@@ -75,6 +77,9 @@ class DoctorReport(BaseModel):
     def blocking(self) -> list[Finding]:
         return [check for check in self.checks if check.blocks]
 
+    def succeeded(self) -> bool:
+        return bool(self.checks) and not self.blocking
+
 
 def make_report(
     *,
@@ -88,9 +93,7 @@ def make_report(
     engine_platform: str | None = None,
     plan: HostPlan | None = None,
 ) -> DoctorReport:
-    ok = bool(checks) and not any(check.blocks for check in checks)
     return DoctorReport(
-        ok=ok,
         python=python,
         model=model,
         encoding=encoding,

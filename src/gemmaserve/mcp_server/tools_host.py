@@ -14,22 +14,6 @@ from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import READ_ONLY, ToolSet, typed_result
 
 
-def summarise_doctor(report: DoctorReport) -> str:
-    if report.ok:
-        head = f"Host ready for {report.model} {report.encoding}"
-    else:
-        head = f"Host NOT ready for {report.model} {report.encoding}"
-    lines = [f"{head} (GPU {report.gpu or 'not in the catalog'}, python {report.python})."]
-    if report.plan is not None:
-        lines.append(f"Planned with vLLM {report.plan.vllm_version} memory rules ({report.plan.vllm_from}).")
-    for check in report.blocking:
-        lines.append(
-            f"- {check.status.value} {check.title or check.check}: {check.detail}"
-            + (f" Fix: {check.fix}" if check.fix else "")
-        )
-    return "\n".join(lines)
-
-
 def register(tools: ToolSet, deps: ServerDeps) -> None:
     @tools.action(DoctorRequest, title="Check this GPU host", annotations=READ_ONLY, result=DoctorReport)
     def doctor_tool(request: DoctorRequest) -> CallToolResult:
@@ -42,5 +26,4 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         from gemmaserve.host.doctor import doctor
 
-        report = doctor(request, sources=deps.doctor_sources)
-        return typed_result(report, summarise_doctor(report))
+        return typed_result(doctor(request, sources=deps.doctor_sources))
