@@ -71,7 +71,47 @@ def test_status_of_a_dead_server_exits_1(port: int, spawned: Spawned) -> None:
         )
     spawned.processes[0].wait(timeout=5)
     code, out, _ = invoke(["serve", "status", "--port", str(port), "--json"])
-    assert code == 1 and json.loads(out)["state"] == "dead"
+    assert code == 1 and json.loads(out)["state"] == "dead" and json.loads(out)["ok"] is False
+    code, out, _ = invoke(["serve", "status", "--port", str(port)])
+    assert code == 1 and out.startswith(f"port {port}: dead (pid {spawned.processes[0].pid}")
+    # --all lists it and stays a JSON list, as it always was; a list of servers is never a failure.
+    code, out, _ = invoke(["serve", "status", "--all", "--json"])
+    listed = json.loads(out)
+    assert code == 0 and isinstance(listed, list)
+    assert [server["state"] for server in listed if server["port"] == port] == ["dead"]
+
+
+def test_a_start_that_waited_and_is_not_serving_is_not_ok_and_one_that_did_not_wait_is() -> None:
+    from gemmaserve.cli.errors import EXIT_FAILED, EXIT_OK, exit_code_for
+    from gemmaserve.engine_log import EngineStage
+    from gemmaserve.serve.launcher import StartResult
+    from gemmaserve.serve.records import ServerRecord
+    from gemmaserve.views import page_for
+    from gemmaserve.views.page import plain_lines
+    from tests.test_result_models import _instance
+
+    record = _instance(ServerRecord)
+    assert isinstance(record, ServerRecord)
+    timed_out = StartResult(record=record, ready=False, waited_s=600.0, stage=EngineStage.COMPILING)
+    assert not timed_out.ok and exit_code_for(timed_out) == EXIT_FAILED
+    assert timed_out.model_dump(mode="json")["ok"] is False
+    lines = plain_lines(page_for(timed_out))
+    assert lines[0].startswith("started (not serving yet): pid") and "not ready after 600 s" in lines[1]
+    launched = StartResult(record=record, ready=False, waited_s=0.0, stage=EngineStage.NOT_STARTED, waited=False)
+    assert launched.ok and exit_code_for(launched) == EXIT_OK
+    serving = timed_out.model_copy(update={"ready": True, "stage": EngineStage.SERVING})
+    assert serving.ok and plain_lines(page_for(serving))[0].startswith("serving: pid")
+
+
+def test_no_servers_says_so_and_an_empty_log_prints_nothing() -> None:
+    from gemmaserve.serve.supervisor import ServeLogs, ServerList
+    from gemmaserve.views import page_for, summary_for
+    from gemmaserve.views.page import plain_lines
+
+    assert plain_lines(page_for(ServerList(servers=[]))) == ["no servers started by gemmaserve on this host"]
+    empty = ServeLogs(port=8000, lines=[])
+    assert plain_lines(page_for(empty)) == [] and summary_for(empty) == "(empty log)"
+    assert plain_lines(page_for(ServeLogs(port=8000, lines=["[red]x[/]", ""]))) == ["[red]x[/]", ""]
 
 
 def test_logs_follow_prints_lines_as_they_are_written(port: int) -> None:
@@ -152,9 +192,10 @@ def test_no_wait_is_still_accepted_and_every_help_has_examples() -> None:
         assert sub is not None and "Examples:" in (sub.help or ""), name
 
 
-def test_the_start_line_names_the_plan_it_launched(port: int, spawned: Spawned, capsys) -> None:  # type: ignore[no-untyped-def]
-    from gemmaserve.cli.serve import _render_start
+def test_the_start_line_names_the_plan_it_launched(port: int, spawned: Spawned) -> None:
     from gemmaserve.plan import plan_deployment
+    from gemmaserve.views import page_for
+    from gemmaserve.views.page import plain_lines
 
     row = plan_deployment("gemma-4-e2b", "qat-w4a16", "l4", vllm_version="0.29")
     result = start_server(
@@ -166,8 +207,7 @@ def test_the_start_line_names_the_plan_it_launched(port: int, spawned: Spawned, 
         port=port,
         ready_timeout_s=20,
     ).model_copy(update={"plan": row})
-    _render_start(result)
-    shown = capsys.readouterr().out
+    shown = "\n".join(plain_lines(page_for(result)))
     assert f"serving: pid {result.record.pid} on port {port}" in shown
     assert f"plan (vLLM 0.29 rules): {row.kv_cache_tokens:,} KV tokens" in shown
     assert f"gemmaserve serve status --port {port}" in shown

@@ -130,14 +130,31 @@ def test_the_wait_reports_the_engine_stage_and_the_seconds_waited_of_the_timeout
 
 
 def test_the_cli_shows_a_plain_line_per_stage_off_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
-    from gemmaserve.cli.serve import _plain_stages
+    import io
 
-    show = _plain_stages()
-    for stage, waited in (("starting", 0.0), ("loading", 1.0), ("loading", 2.0), ("compiling", 3.0)):
+    from gemmaserve.cli.progress_display import PLAIN_EVERY_S, PlainDisplay, progress_display
+    from gemmaserve.cli.serve import stage_lines
+
+    with progress_display(stage_lines) as shown:  # stderr is captured here: not a terminal
+        assert isinstance(shown, PlainDisplay) and shown.every_s == PLAIN_EVERY_S == 30.0
+    stream, now = io.StringIO(), [0.0]
+    show = PlainDisplay(stream, stage_lines, clock=lambda: now[0])
+    for stage, waited in (
+        ("starting", 0.0),
+        ("loading", 1.0),
+        ("loading", 2.0),
+        ("loading", 31.0),
+        ("compiling", 32.0),
+    ):
+        now[0] = waited
         show(ProgressEvent(stage, f"vLLM {stage} — {waited:.0f} s", waited, TIMEOUT_S))
-    captured = capsys.readouterr()
-    assert captured.out == ""  # stdout carries the result alone
-    assert captured.err.splitlines() == ["vLLM starting — 0 s", "vLLM loading — 1 s", "vLLM compiling — 3 s"]
+    assert capsys.readouterr().out == ""  # stdout carries the result alone
+    assert stream.getvalue().splitlines() == [
+        "vLLM starting — 0 s",
+        "vLLM loading — 1 s",
+        "vLLM loading — 31 s",  # the same stage, 30 s on
+        "vLLM compiling — 32 s",
+    ]
 
 
 def test_the_wait_reads_only_what_this_launch_logged(port: int, spawned: Spawned) -> None:

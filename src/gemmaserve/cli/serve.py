@@ -1,23 +1,20 @@
 """``gemmaserve serve start|status|stop|logs``: vLLM on this host, behind doctor's interlock.
 
-``start`` shows the engine's stage on stderr while it waits (a rich spinner on a terminal, a plain
-line per stage and now and then elsewhere). Ctrl-C there stops the server it launched (the library
-does, as for a cancelled MCP call) and exits 130.
+``start`` shows the engine's stage on stderr while it waits (:func:`progress_display`: redrawn in place
+on a terminal; elsewhere a line per stage and one every 30 s). Ctrl-C there stops the server it launched
+(the library does, as for a cancelled MCP call) and exits 130. The results' views: :mod:`gemmaserve.views.serve`.
 """
 
 from __future__ import annotations
 
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 import click
 
 from gemmaserve.cli.options import request_options
-from gemmaserve.cli.output import console, emit, err_console, json_option
-from gemmaserve.progress import ProgressCallback, ProgressEvent
+from gemmaserve.cli.output import finish, json_option, show
+from gemmaserve.cli.progress_display import progress_display
+from gemmaserve.progress import ProgressEvent
 from gemmaserve.serve.requests import LogsRequest, StartRequest, StatusRequest, StopRequest
 from gemmaserve.serve.supervisor import ServerList
 
@@ -51,76 +48,15 @@ def start_command(request: StartRequest, as_json: bool) -> None:
     """
     from gemmaserve.serve.api import start
 
-    with _stage_display() as progress:
+    with progress_display(stage_lines) as progress:
         result = start(request, progress=progress)
-    emit(result, as_json=as_json, render=_render_start)
-    if request.wait and not result.ready:
-        raise SystemExit(1)
+    finish(result, as_json=as_json)
 
 
-def _render_start(result: Any) -> None:
-    out = console()
-    state = "serving" if result.ready else "started (not serving yet)"
-    out.print(
-        f"{state}: pid {result.record.pid} on port {result.record.port}, log {result.record.log_path}",
-        highlight=False,
-    )
-    if result.plan is not None:
-        row = result.plan
-        out.print(
-            f"  plan (vLLM {row.vllm_version} rules): {row.kv_cache_tokens:,} KV tokens, "
-            f"{row.max_concurrency:g}x at {row.max_model_len:,} tokens; "
-            f"what vLLM logged: gemmaserve serve status --port {result.record.port}",
-            highlight=False,
-        )
-    if result.clamp is not None:
-        out.print(f"  Turing clamp: {result.clamp.evidence}", highlight=False)
-    for line in _rank_lines(result.ranks):
-        out.print(line, highlight=False)
-
-
-def _rank_lines(ranks: list[Any]) -> list[str]:
-    """One line per worker of a split model: what its own log lines said ("not stated" where vLLM is silent)."""
-
-    def said(value: float | None) -> str:
-        return "not stated" if value is None else f"{value:g} GiB"
-
-    return [
-        f"  rank {rank.rank} (pid {rank.pid}): Turing plugin {rank.clamp_plugin or 'no line'}, "
-        f"weights {said(rank.weights_gib)}, KV cache {said(rank.kv_cache_gib)}"
-        for rank in ranks
-    ]
-
-
-# Off a terminal (a log, CI): a line when the stage changes, else one this often. A first start on a
-# T4 waits many minutes in one stage; a line per second poll would bury the log.
-PLAIN_EVERY_S = 30.0
-
-
-@contextmanager
-def _stage_display() -> Iterator[ProgressCallback]:
-    """The engine's stage and the seconds waited on stderr: a rich spinner on a terminal, plain lines elsewhere."""
-    if not sys.stderr.isatty():
-        yield _plain_stages()
-        return
-    status = err_console().status("vLLM starting")
-    status.start()
-    try:
-        yield lambda event: status.update(event.message)
-    finally:
-        status.stop()
-
-
-def _plain_stages() -> ProgressCallback:
-    last: dict[str, Any] = {"phase": None, "at": 0.0}
-
-    def show(event: ProgressEvent) -> None:
-        now = time.monotonic()
-        if event.phase != last["phase"] or now - last["at"] >= PLAIN_EVERY_S:
-            last.update(phase=event.phase, at=now)
-            click.echo(event.message, err=True)
-
-    return show
+def stage_lines(event: ProgressEvent) -> list[str]:
+    """The engine's stage and the seconds waited (``vLLM loading — 42 s``); no bar: the wait has no
+    known length, and a share of the timeout would read as one."""
+    return [event.message]
 
 
 @cli.command(name="status")
@@ -138,49 +74,11 @@ def status_command(request: StatusRequest, as_json: bool) -> None:
     from gemmaserve.serve.api import status
 
     result = status(request)
-    if isinstance(result, ServerList):
-        # --json keeps printing a list here, as it always has: scripts read it so.
-        emit(result.servers, as_json=as_json, render=_render_statuses)
+    if isinstance(result, ServerList) and as_json:
+        # --json keeps printing a list here, as it always has: scripts read it so (a list is always ok).
+        show(result.servers, as_json=True)
         return
-    emit(result, as_json=as_json, render=_render_status)
-    if result.state.value == "dead":
-        raise SystemExit(1)
-
-
-def _render_statuses(rows: list[Any]) -> None:
-    if not rows:
-        console().print("no servers started by gemmaserve on this host")
-    for row in rows:
-        _render_status(row)
-
-
-def _render_status(status: Any) -> None:
-    out = console()
-    e = status.engine
-    out.print(
-        f"port {status.port}: [bold]{status.state.value}[/] (pid {status.pid}, {status.model}, up {status.uptime_s:.0f} s)"
-    )
-    facts = {
-        "vLLM": e.vllm_version,
-        "dtype": e.dtype,
-        "quantization": e.quantization,
-        "weights GiB": e.weights_gib,
-        "load s": e.load_seconds,
-        "KV tokens": e.kv_cache_tokens,
-        "tensor parallel": e.tensor_parallel_size if (e.tensor_parallel_size or 1) > 1 else None,
-        "max concurrency": f"{e.max_concurrency}x at {e.max_concurrency_context_tokens} tokens"
-        if e.max_concurrency
-        else None,
-    }
-    out.print("  " + ", ".join(f"{k} {v}" for k, v in facts.items() if v is not None))
-    for line in _rank_lines(e.ranks):
-        out.print(line, highlight=False)
-    for error in e.errors:
-        out.print(f"  [red]{error}[/]", markup=True, highlight=False)
-    if status.oom_hint:
-        out.print(f"  {status.oom_hint}", highlight=False)
-    for line in status.last_lines:
-        out.print(f"  | {line}", markup=False, highlight=False)
+    finish(result, as_json=as_json)
 
 
 @cli.command(name="stop")
@@ -198,12 +96,7 @@ def stop_command(request: StopRequest, as_json: bool) -> None:
     """
     from gemmaserve.serve.api import stop
 
-    result = stop(request)
-    emit(
-        result,
-        as_json=as_json,
-        render=lambda r: console().print(f"port {r.port} pid {r.pid}: {r.note}", highlight=False),
-    )
+    finish(stop(request), as_json=as_json)
 
 
 @cli.command(name="logs")
@@ -220,8 +113,7 @@ def logs_command(request: LogsRequest) -> None:
     from gemmaserve.serve.supervisor import log_path_for
 
     if not request.follow:
-        for line in logs(request).lines:
-            click.echo(line)
+        finish(logs(request), as_json=False)
         return
     logs(request.model_copy(update={"lines": 0}))  # raises ServerNotRunning when there is no log
     # One handle for the tail and the follow, so no line written in between is lost or doubled.

@@ -33,13 +33,6 @@ START = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent
 STOP = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
 
-def summarise_status(status: ServerStatus) -> str:
-    text = f"vLLM on port {status.port} (pid {status.pid}, {status.served_model_name}): {status.state.value}"
-    if status.oom_hint:
-        text += f". {status.oom_hint}"
-    return text
-
-
 def register(tools: ToolSet, deps: ServerDeps) -> None:
     @tools.action(StartRequest, title="Start vLLM on this host", annotations=START, result=StartResult)
     async def serve_start(request: StartRequest, ctx: Context) -> CallToolResult:
@@ -67,13 +60,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
                 vllm_command=deps.vllm_command,
             )
 
-        result = await run_blocking(ctx, work)
-        state = "serving" if result.ready else f"not ready yet ({result.stage.value})"
-        summary = (
-            f"vLLM {result.record.served_model_name} on port {result.record.port} (pid {result.record.pid}): "
-            f"{state} after {result.waited_s:.0f} s. Log: {result.record.log_path}"
-        )
-        return typed_result(result, summary)
+        return typed_result(await run_blocking(ctx, work))
 
     @tools.action(StatusRequest, title="Status of vLLM on this host", annotations=READ_ONLY, result=ServerStatus)
     def serve_status(request: StatusRequest) -> CallToolResult:
@@ -82,20 +69,18 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
 
         status = api.status(request)
         assert isinstance(status, ServerStatus)  # all=false: one server
-        return typed_result(status, summarise_status(status))
+        return typed_result(status)
 
     @tools.action(StopRequest, title="Stop vLLM on this host", annotations=STOP, result=StopResult)
     def serve_stop(request: StopRequest) -> CallToolResult:
         """Stop the server gemmaserve started on this port (its whole process group); a reused pid is never signalled."""
         from gemmaserve.serve import api
 
-        result = api.stop(request)
-        return typed_result(result, f"Port {result.port}, pid {result.pid}: {result.note}")
+        return typed_result(api.stop(request))
 
     @tools.action(LogsRequest, title="vLLM engine log", annotations=READ_ONLY, result=ServeLogs)
     def serve_logs(request: LogsRequest) -> CallToolResult:
         """The last lines of the server's engine log (call again for new lines)."""
         from gemmaserve.serve import api
 
-        result = api.logs(request)
-        return typed_result(result, "\n".join(result.lines) or "(empty log)")
+        return typed_result(api.logs(request))

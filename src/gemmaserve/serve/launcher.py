@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from gemmaserve.engine_log import EngineStage, RankFacts, parse_engine_log
 from gemmaserve.errors import (
@@ -34,6 +34,7 @@ from gemmaserve.errors import (
 from gemmaserve.host.verdicts import DoctorReport
 from gemmaserve.plan import PlanRow
 from gemmaserve.progress import Cancelled, CancelToken, ProgressCallback, ProgressEvent, check, pause
+from gemmaserve.result_model import ActionResult
 from gemmaserve.serve import records
 from gemmaserve.serve.probes import DEFAULT_PORT, LAST_LINES, HealthProbe, http_health, tail_lines
 from gemmaserve.serve.records import ServerRecord
@@ -204,14 +205,22 @@ class LaunchSeams:
     cpus: Callable[[], list[int]] = field(default=lambda: sorted(os.sched_getaffinity(0)))
 
 
-class StartResult(BaseModel):
+class StartResult(ActionResult):
+    """``ok`` (computed): serving, or not asked to wait (``--no-wait``); a start that waited its timeout
+    out without ``/health`` answering is not ok."""
+
     record: ServerRecord
     ready: bool
     waited_s: float
     stage: EngineStage
+    waited: bool = Field(default=True, description="False with --no-wait: it returned once vLLM was launched.")
     clamp: ClampVerdict | None = None  # None: a GPU of sm >= 80, where the clamp is not needed
     plan: PlanRow | None = None  # the plan row the flags came from (and doctor judged)
-    ranks: list[RankFacts] = []  # per worker of a model split over several devices, from the log
+    # per worker of a model split over several devices, from the log
+    ranks: list[RankFacts] = Field(default_factory=list)
+
+    def succeeded(self) -> bool:
+        return self.ready or not self.waited
 
 
 def start_server(
@@ -329,7 +338,9 @@ def start_server(
         for fd in [port_fd, *gpu_fds]:
             os.close(fd)
     if not wait:
-        return StartResult(record=record, ready=False, waited_s=0.0, stage=EngineStage.NOT_STARTED, clamp=clamp)
+        return StartResult(
+            record=record, ready=False, waited_s=0.0, stage=EngineStage.NOT_STARTED, waited=False, clamp=clamp
+        )
     try:
         result = wait_until_ready(
             record,

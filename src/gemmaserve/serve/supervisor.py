@@ -17,11 +17,12 @@ from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import Field
 
 from gemmaserve.engine_log import EngineFacts, EngineStage, parse_engine_log
 from gemmaserve.errors import ServerNotRunning
 from gemmaserve.host.runner import CommandRunner, run_command
+from gemmaserve.result_model import ActionResult
 from gemmaserve.serve import records
 from gemmaserve.serve.probes import DEFAULT_PORT, LAST_LINES, HealthProbe, http_health, tail_lines
 from gemmaserve.serve.records import ServerRecord
@@ -37,7 +38,9 @@ class ServerState(StrEnum):
     DEAD = "dead"
 
 
-class ServerStatus(BaseModel):
+class ServerStatus(ActionResult):
+    """``ok`` (computed): the server is not dead (``serve status`` exits 1 when it is)."""
+
     port: int
     state: ServerState
     pid: int
@@ -51,24 +54,28 @@ class ServerStatus(BaseModel):
     last_lines: list[str]
     oom_hint: str | None = None
 
+    def succeeded(self) -> bool:
+        return self.state is not ServerState.DEAD
 
-class StopResult(BaseModel):
+
+class StopResult(ActionResult):
     port: int
     pid: int
     was_running: bool
     signal_sent: str | None  # "SIGTERM", "SIGKILL", or None when nothing was signalled
     waited_s: float
     note: str
-    processes_left: list[int] = []  # pids of the server's process group still alive on return
+    # pids of the server's process group still alive on return
+    processes_left: list[int] = Field(default_factory=list)
 
 
-class ServerList(BaseModel):
+class ServerList(ActionResult):
     """Every server gemmaserve started on this host (``serve status --all``)."""
 
     servers: list[ServerStatus]
 
 
-class ServeLogs(BaseModel):
+class ServeLogs(ActionResult):
     """The last lines of the engine log (the CLI prints the lines themselves)."""
 
     port: int
