@@ -207,8 +207,9 @@ def test_the_default_table_keeps_to_100_columns_on_a_terminal_of_100_without_fol
     draw(shown, Console(file=out, width=100, force_terminal=True, color_system=None))
     drawn = out.getvalue().splitlines()
     assert max(len(line.rstrip()) for line in drawn) <= 100
-    # A folded cell would add a line: the drawing has the page's lines, the header, its rule and each row once.
-    assert len(drawn) == len(plain_lines(shown)) + 1
+    # A folded cell would add a line: the drawing has the page's lines, the header, its rule, each row once
+    # and a blank line after the table.
+    assert len(drawn) == len(plain_lines(shown)) + 2
     assert sum("qat-q4_0-unquantized" in line for line in drawn) == sum(
         row.encoding == "qat-q4_0-unquantized" for row in table.rows
     )

@@ -26,7 +26,7 @@ def draw(shown: Page, out: Console) -> None:
     from rich.table import Table as RichTable
     from rich.text import Text
 
-    for block in shown.blocks:
+    for index, block in enumerate(shown.blocks):
         if isinstance(block, Line):
             out.print(Text(block.text, style=_style(block.style)), soft_wrap=True)
             continue
@@ -46,6 +46,8 @@ def draw(shown: Page, out: Console) -> None:
         for row in block.rows:
             drawn.add_row(*(Text(cell) for cell in row.cells), style=_style(row.style))
         out.print(drawn)
+        if index + 1 < len(shown.blocks):
+            out.print()  # a blank line between a table and what follows it
 
 
 def column_widths(shown: Table, console_width: int) -> list[int | None]:
@@ -59,7 +61,7 @@ def column_widths(shown: Table, console_width: int) -> list[int | None]:
     """
     texts = [[column.name, *(row.cells[index] for row in shown.rows)] for index, column in enumerate(shown.columns)]
     natural = [max(len(text) for text in column) for column in texts]
-    borders = 3 * len(texts) + 1
+    borders = 2 * (len(texts) - 1)  # two spaces between columns, none at the edges (draw)
     if not shown.rows or sum(natural) + borders <= console_width:
         return [None] * len(texts)
     words = [max((len(word) for text in column for word in text.split()), default=1) for column in texts[1:]]
