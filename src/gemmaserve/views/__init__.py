@@ -7,13 +7,16 @@ result type whose MCP text should differ from its page (a one-line status for an
 :func:`summary` too. Views import no front end, and no library module imports a view
 (``[tool.importlinter]`` in pyproject.toml).
 
-Every module of this package is imported on the first lookup (one per noun: ``views/serve.py`` holds the
-serve results' views), not at start-up: ``gemmaserve --help`` stays fast.
+A result's view lives in the module of its noun (``gemmaserve.serve.supervisor.ServerStatus`` in
+``views/serve.py``), imported on the first lookup of such a result, not at start-up: ``gemmaserve --help``
+stays fast, and printing a plan does not import the benchmark's views (numpy). A type found in no noun's
+module makes the lookup import them all once before it gives up.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -25,6 +28,8 @@ R = TypeVar("R")
 _PAGES: dict[type, Callable[[Any], Page]] = {}
 _SUMMARIES: dict[type, Callable[[Any], str]] = {}
 _loaded = False
+#: Packages whose results' views live in a module of another name.
+_VIEW_MODULE_OF = {"envinfo": "host", "measurements": "bench"}
 
 
 def view(result_type: type[R]) -> Callable[[Callable[[R], Page]], Callable[[R], Page]]:
@@ -57,11 +62,24 @@ def _load() -> None:
         _loaded = True
 
 
+def _load_noun_of(kind: type) -> None:
+    """Import the view module of ``kind``'s noun (``gemmaserve.<noun>...`` → ``views/<noun>.py``), if any."""
+    parts = kind.__module__.split(".")
+    if parts[0] != "gemmaserve" or len(parts) < 2:
+        return
+    module = f"{__name__}.{_VIEW_MODULE_OF.get(parts[1], parts[1])}"
+    if importlib.util.find_spec(module) is not None:
+        importlib.import_module(module)
+
+
 def _lookup(table: dict[type, Callable[[Any], Any]], result: object) -> Callable[[Any], Any] | None:
-    _load()
     for kind in type(result).__mro__:
+        _load_noun_of(kind)
         if kind in table:
             return table[kind]
+    if not _loaded:
+        _load()
+        return _lookup(table, result)
     return None
 
 
