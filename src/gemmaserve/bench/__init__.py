@@ -14,49 +14,27 @@ are imported on first use: importing the package loads neither aiohttp nor numpy
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gemmaserve.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from gemmaserve.bench.analysis import combine_files, comparison_document, import_vllm_file, write_report
-    from gemmaserve.bench.measure import measure_endpoints
-    from gemmaserve.bench.requests import (
-        CombineRequest,
-        ImportRequest,
-        MeasureReport,
-        MeasureRequest,
-        ReportRequest,
-    )
+    from gemmaserve.bench.analysis import combine_files as combine_files
+    from gemmaserve.bench.analysis import comparison_document as comparison_document
+    from gemmaserve.bench.analysis import import_vllm_file as import_vllm_file
+    from gemmaserve.bench.analysis import write_report as write_report
+    from gemmaserve.bench.measure import measure_endpoints as measure_endpoints
+    from gemmaserve.bench.requests import CombineRequest as CombineRequest
+    from gemmaserve.bench.requests import ImportRequest as ImportRequest
+    from gemmaserve.bench.requests import MeasureReport as MeasureReport
+    from gemmaserve.bench.requests import MeasureRequest as MeasureRequest
+    from gemmaserve.bench.requests import ReportRequest as ReportRequest
 
-_EXPORTS = {
-    "measure_endpoints": "gemmaserve.bench.measure",
-    "combine_files": "gemmaserve.bench.analysis",
-    "comparison_document": "gemmaserve.bench.analysis",
-    "write_report": "gemmaserve.bench.analysis",
-    "import_vllm_file": "gemmaserve.bench.analysis",
-    "MeasureRequest": "gemmaserve.bench.requests",
-    "MeasureReport": "gemmaserve.bench.requests",
-    "CombineRequest": "gemmaserve.bench.requests",
-    "ReportRequest": "gemmaserve.bench.requests",
-    "ImportRequest": "gemmaserve.bench.requests",
-}
-
-__all__ = [
-    "CombineRequest",
-    "ImportRequest",
-    "MeasureReport",
-    "MeasureRequest",
-    "ReportRequest",
-    "combine_files",
-    "comparison_document",
-    "import_vllm_file",
-    "measure_endpoints",
-    "write_report",
-]
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        ".measure": ("measure_endpoints",),
+        ".analysis": ("combine_files", "comparison_document", "write_report", "import_vllm_file"),
+        ".requests": ("MeasureRequest", "MeasureReport", "CombineRequest", "ReportRequest", "ImportRequest"),
+    },
+)

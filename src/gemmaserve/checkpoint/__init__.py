@@ -13,54 +13,35 @@ numpy (and numba, where installed), which ``gemmaserve checkpoint --help`` must 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gemmaserve.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from gemmaserve.checkpoint.gridcheck import GridCheckReport, checkpoint_grid_check, grid_check
-    from gemmaserve.checkpoint.inspect import InspectReport, checkpoint_inspect, inspect_checkpoint
-    from gemmaserve.checkpoint.repack import RepackReport, checkpoint_repack, repack_checkpoint
-    from gemmaserve.checkpoint.requests import GridCheckRequest, InspectRequest, RepackRequest, ValidateRequest
-    from gemmaserve.checkpoint.validate import ValidateReport, checkpoint_validate, validate_checkpoint
+    from gemmaserve.checkpoint.gridcheck import GridCheckReport as GridCheckReport
+    from gemmaserve.checkpoint.gridcheck import checkpoint_grid_check as checkpoint_grid_check
+    from gemmaserve.checkpoint.gridcheck import grid_check as grid_check
+    from gemmaserve.checkpoint.inspect import InspectReport as InspectReport
+    from gemmaserve.checkpoint.inspect import checkpoint_inspect as checkpoint_inspect
+    from gemmaserve.checkpoint.inspect import inspect_checkpoint as inspect_checkpoint
+    from gemmaserve.checkpoint.repack import RepackReport as RepackReport
+    from gemmaserve.checkpoint.repack import checkpoint_repack as checkpoint_repack
+    from gemmaserve.checkpoint.repack import repack_checkpoint as repack_checkpoint
+    from gemmaserve.checkpoint.requests import GridCheckRequest as GridCheckRequest
+    from gemmaserve.checkpoint.requests import InspectRequest as InspectRequest
+    from gemmaserve.checkpoint.requests import RepackRequest as RepackRequest
+    from gemmaserve.checkpoint.requests import ValidateRequest as ValidateRequest
+    from gemmaserve.checkpoint.validate import ValidateReport as ValidateReport
+    from gemmaserve.checkpoint.validate import checkpoint_validate as checkpoint_validate
+    from gemmaserve.checkpoint.validate import validate_checkpoint as validate_checkpoint
 
-_EXPORTS = {
-    "gemmaserve.checkpoint.requests": ("GridCheckRequest", "InspectRequest", "RepackRequest", "ValidateRequest"),
-    "gemmaserve.checkpoint.inspect": ("InspectReport", "checkpoint_inspect", "inspect_checkpoint"),
-    "gemmaserve.checkpoint.gridcheck": ("GridCheckReport", "checkpoint_grid_check", "grid_check"),
-    "gemmaserve.checkpoint.repack": ("RepackReport", "checkpoint_repack", "repack_checkpoint"),
-    "gemmaserve.checkpoint.validate": ("ValidateReport", "checkpoint_validate", "validate_checkpoint"),
-}
-_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
-
-__all__ = [
-    "GridCheckReport",
-    "GridCheckRequest",
-    "InspectReport",
-    "InspectRequest",
-    "RepackReport",
-    "RepackRequest",
-    "ValidateReport",
-    "ValidateRequest",
-    "checkpoint_grid_check",
-    "checkpoint_inspect",
-    "checkpoint_repack",
-    "checkpoint_validate",
-    "grid_check",
-    "inspect_checkpoint",
-    "repack_checkpoint",
-    "validate_checkpoint",
-]
-
-
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        # Not ours to answer: lets ``from gemmaserve.checkpoint import grid`` find the submodule.
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        ".requests": ("GridCheckRequest", "InspectRequest", "RepackRequest", "ValidateRequest"),
+        ".inspect": ("InspectReport", "checkpoint_inspect", "inspect_checkpoint"),
+        ".gridcheck": ("GridCheckReport", "checkpoint_grid_check", "grid_check"),
+        ".repack": ("RepackReport", "checkpoint_repack", "repack_checkpoint"),
+        ".validate": ("ValidateReport", "checkpoint_validate", "validate_checkpoint"),
+    },
+)

@@ -10,44 +10,31 @@ The actions: ``start(StartRequest)``, ``status(StatusRequest)``, ``stop(StopRequ
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
-_EXPORTS = {
-    "start": "gemmaserve.serve.api",
-    "status": "gemmaserve.serve.api",
-    "stop": "gemmaserve.serve.api",
-    "logs": "gemmaserve.serve.api",
-    "StartRequest": "gemmaserve.serve.requests",
-    "StatusRequest": "gemmaserve.serve.requests",
-    "StopRequest": "gemmaserve.serve.requests",
-    "LogsRequest": "gemmaserve.serve.requests",
-    "StartResult": "gemmaserve.serve.launcher",
-    "ServerStatus": "gemmaserve.serve.supervisor",
-    "ServerList": "gemmaserve.serve.supervisor",
-    "StopResult": "gemmaserve.serve.supervisor",
-    "ServeLogs": "gemmaserve.serve.supervisor",
-}
+from gemmaserve.exports import lazy_exports
 
-__all__ = [
-    "LogsRequest",
-    "ServeLogs",
-    "ServerList",
-    "ServerStatus",
-    "StartRequest",
-    "StartResult",
-    "StatusRequest",
-    "StopRequest",
-    "StopResult",
-    "logs",
-    "start",
-    "status",
-    "stop",
-]
+if TYPE_CHECKING:
+    from gemmaserve.serve.api import logs as logs
+    from gemmaserve.serve.api import start as start
+    from gemmaserve.serve.api import status as status
+    from gemmaserve.serve.api import stop as stop
+    from gemmaserve.serve.launcher import StartResult as StartResult
+    from gemmaserve.serve.requests import LogsRequest as LogsRequest
+    from gemmaserve.serve.requests import StartRequest as StartRequest
+    from gemmaserve.serve.requests import StatusRequest as StatusRequest
+    from gemmaserve.serve.requests import StopRequest as StopRequest
+    from gemmaserve.serve.supervisor import ServeLogs as ServeLogs
+    from gemmaserve.serve.supervisor import ServerList as ServerList
+    from gemmaserve.serve.supervisor import ServerStatus as ServerStatus
+    from gemmaserve.serve.supervisor import StopResult as StopResult
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gemmaserve.serve' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        ".api": ("start", "status", "stop", "logs"),
+        ".requests": ("StartRequest", "StatusRequest", "StopRequest", "LogsRequest"),
+        ".launcher": ("StartResult",),
+        ".supervisor": ("ServerStatus", "ServerList", "StopResult", "ServeLogs"),
+    },
+)

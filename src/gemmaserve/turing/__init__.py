@@ -17,60 +17,33 @@ The actions, for the Python API (each takes its request and returns a typed resu
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gemmaserve.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from gemmaserve.turing.filepatch import PatchResult, VerifyResult, apply_clamp, revert_clamp, verify_clamp
-    from gemmaserve.turing.requests import (
-        ApplyRequest,
-        RevertRequest,
-        SmemRequest,
-        TuringStatusRequest,
-        VerifyRequest,
-    )
-    from gemmaserve.turing.smem import LaunchSearch, SmemReport, compile_smem
-    from gemmaserve.turing.status import TuringStatus, check_status
+    from gemmaserve.turing.filepatch import PatchResult as PatchResult
+    from gemmaserve.turing.filepatch import VerifyResult as VerifyResult
+    from gemmaserve.turing.filepatch import apply_clamp as apply_clamp
+    from gemmaserve.turing.filepatch import revert_clamp as revert_clamp
+    from gemmaserve.turing.filepatch import verify_clamp as verify_clamp
+    from gemmaserve.turing.requests import ApplyRequest as ApplyRequest
+    from gemmaserve.turing.requests import RevertRequest as RevertRequest
+    from gemmaserve.turing.requests import SmemRequest as SmemRequest
+    from gemmaserve.turing.requests import TuringStatusRequest as TuringStatusRequest
+    from gemmaserve.turing.requests import VerifyRequest as VerifyRequest
+    from gemmaserve.turing.smem import LaunchSearch as LaunchSearch
+    from gemmaserve.turing.smem import SmemReport as SmemReport
+    from gemmaserve.turing.smem import compile_smem as compile_smem
+    from gemmaserve.turing.status import TuringStatus as TuringStatus
+    from gemmaserve.turing.status import check_status as check_status
 
-_EXPORTS = {
-    "check_status": "status",
-    "TuringStatus": "status",
-    "apply_clamp": "filepatch",
-    "verify_clamp": "filepatch",
-    "revert_clamp": "filepatch",
-    "PatchResult": "filepatch",
-    "VerifyResult": "filepatch",
-    "compile_smem": "smem",
-    "SmemReport": "smem",
-    "LaunchSearch": "smem",
-    "TuringStatusRequest": "requests",
-    "ApplyRequest": "requests",
-    "VerifyRequest": "requests",
-    "RevertRequest": "requests",
-    "SmemRequest": "requests",
-}
-
-__all__ = [
-    "ApplyRequest",
-    "LaunchSearch",
-    "PatchResult",
-    "RevertRequest",
-    "SmemReport",
-    "SmemRequest",
-    "TuringStatus",
-    "TuringStatusRequest",
-    "VerifyRequest",
-    "VerifyResult",
-    "apply_clamp",
-    "check_status",
-    "compile_smem",
-    "revert_clamp",
-    "verify_clamp",
-]
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        ".status": ("check_status", "TuringStatus"),
+        ".filepatch": ("apply_clamp", "verify_clamp", "revert_clamp", "PatchResult", "VerifyResult"),
+        ".smem": ("compile_smem", "SmemReport", "LaunchSearch"),
+        ".requests": ("TuringStatusRequest", "ApplyRequest", "VerifyRequest", "RevertRequest", "SmemRequest"),
+    },
+)
