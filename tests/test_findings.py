@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from gemmaserve.findings import Finding, Status, all_pass, worst
+from gemmaserve.findings import Check, Finding, Status, all_pass, worst
 
 
 @pytest.mark.parametrize(
@@ -62,3 +62,31 @@ def test_the_fix_commands_travel_whole_and_are_not_shared() -> None:
     assert Finding.model_validate(finding.model_dump(mode="json")) == finding
     assert finding.commands == [command]
     assert Finding(check="a", status=Status.OK, detail="").commands == []
+
+
+def test_a_check_names_its_id_and_title_once_for_every_outcome() -> None:
+    check = Check("torch.capability", "torch and nvidia-smi agree", required=False)
+    outcomes = [
+        check.ok("same"),
+        check.warn("differs", fix="set the order"),
+        check.unknown("not reported"),
+        check.fail("broken", fix="reinstall", commands=["pip install torch"], state="cpu-torch-under-cuda-vllm"),
+    ]
+    assert [finding.status for finding in outcomes] == [Status.OK, Status.WARN, Status.UNKNOWN, Status.FAIL]
+    assert {(finding.check, finding.title, finding.required) for finding in outcomes} == {
+        ("torch.capability", "torch and nvidia-smi agree", False)
+    }
+    assert outcomes[1].fix == "set the order"
+    assert outcomes[3].model_dump(mode="json") == {
+        "check": "torch.capability",
+        "status": "fail",
+        "detail": "broken",
+        "fix": "reinstall",
+        "title": "torch and nvidia-smi agree",
+        "required": False,
+        "where": None,
+        "state": "cpu-torch-under-cuda-vllm",
+        "commands": ["pip install torch"],
+    }
+    assert Check("vllm.platform", "vLLM's platform").unknown("not asked", required=False).required is False
+    assert Check("a", "A", required=False).finding(Status.FAIL, "x", required=True).blocks

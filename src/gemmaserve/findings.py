@@ -9,7 +9,8 @@ repack).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -52,6 +53,53 @@ class Finding(BaseModel):
     def blocks(self) -> bool:
         """Whether this finding makes the whole report not ok."""
         return self.required and not self.passed
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One check's stable id and title, named once: its outcomes are ``check.ok(detail)``, ``check.fail(…)``.
+
+    ``required`` is the default of its findings; an outcome may override it (an unknown that must not block).
+    """
+
+    check: str
+    title: str
+    required: bool = True
+
+    def finding(
+        self,
+        status: Status,
+        detail: str,
+        *,
+        fix: str | None = None,
+        commands: Sequence[str] = (),
+        state: str | None = None,
+        required: bool | None = None,
+    ) -> Finding:
+        return Finding(
+            check=self.check,
+            title=self.title,
+            status=status,
+            detail=detail,
+            fix=fix,
+            commands=list(commands),
+            state=state,
+            required=self.required if required is None else required,
+        )
+
+    def ok(self, detail: str, *, required: bool | None = None) -> Finding:
+        return self.finding(Status.OK, detail, required=required)
+
+    def warn(self, detail: str, *, fix: str | None = None, required: bool | None = None) -> Finding:
+        return self.finding(Status.WARN, detail, fix=fix, required=required)
+
+    def unknown(self, detail: str, *, fix: str | None = None, required: bool | None = None) -> Finding:
+        return self.finding(Status.UNKNOWN, detail, fix=fix, required=required)
+
+    def fail(
+        self, detail: str, *, fix: str | None = None, commands: Sequence[str] = (), state: str | None = None
+    ) -> Finding:
+        return self.finding(Status.FAIL, detail, fix=fix, commands=commands, state=state)
 
 
 def all_pass(findings: Iterable[Finding]) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from gemmaserve.findings import Finding, Status
+from gemmaserve.findings import Check, Finding
 from gemmaserve.host.disk import GIB, DiskFacts, DiskRole
 from gemmaserve.host.gpu import GpuInfo
 from gemmaserve.host.memory import MemoryFacts
@@ -44,49 +44,26 @@ def swapfile_commands(size_gib: int, path: str = "/swapfile") -> str:
 
 
 def check_host_memory(memory: Probed[MemoryFacts], needs: Probed[HostNeeds]) -> Finding:
-    title = "Host RAM + swap can stage the checkpoint"
+    check = Check("host.memory", "Host RAM + swap can stage the checkpoint")
     if memory.value is None:
-        return Finding(
-            check="host.memory",
-            title=title,
-            status=Status.UNKNOWN,
-            detail=f"/proc/meminfo: {memory.error}",
-        )
+        return check.unknown(f"/proc/meminfo: {memory.error}")
     facts = memory.value
     have = (
         f"MemAvailable {facts.mem_available_gib:.1f} GiB (of {facts.mem_total_bytes / GIB:.1f} GiB) "
         f"+ free swap {facts.swap_free_gib:.1f} GiB (of {facts.swap_total_bytes / GIB:.1f} GiB)"
     )
     if needs.value is None:
-        return Finding(
-            check="host.memory",
-            title=title,
-            status=Status.UNKNOWN,
-            detail=f"{have}; what loading needs is unknown: {needs.error}",
-        )
+        return check.unknown(f"{have}; what loading needs is unknown: {needs.error}")
     plan = needs.value
     needed = plan.host_ram_needed_gib
     what = f"loading {plan.model} {plan.encoding} needs {needed:.1f} GiB"
     if facts.stageable_gib >= needed:
         if facts.mem_available_gib >= needed:
-            return Finding(
-                check="host.memory",
-                title=title,
-                status=Status.OK,
-                detail=f"{have}; {what}",
-            )
-        return Finding(
-            check="host.memory",
-            title=title,
-            status=Status.WARN,
-            detail=f"{have}; {what}: the load will page through swap and be slower",
-        )
+            return check.ok(f"{have}; {what}")
+        return check.warn(f"{have}; {what}: the load will page through swap and be slower")
     size = swapfile_size_gib(needed - facts.stageable_gib)
-    return Finding(
-        check="host.memory",
-        title=title,
-        status=Status.FAIL,
-        detail=f"{have} = {facts.stageable_gib:.1f} GiB; {what}: the kernel's OOM killer will stop vLLM mid-load",
+    return check.fail(
+        f"{have} = {facts.stageable_gib:.1f} GiB; {what}: the kernel's OOM killer will stop vLLM mid-load",
         fix=f"Add a {size} GiB swapfile: {swapfile_commands(size)}",
         commands=swapfile_command_lines(size),
     )
@@ -101,7 +78,7 @@ def _role_need_gib(role: DiskRole, needs: HostNeeds) -> float:
 
 
 def check_disk(disk: DiskFacts, needs: Probed[HostNeeds]) -> Finding:
-    title = "Disk for the install, temp and weights-cache paths"
+    check = Check("host.disk", "Disk for the install, temp and weights-cache paths")
     lines = []
     for space in disk.paths:
         if space.error:
@@ -112,20 +89,10 @@ def check_disk(disk: DiskFacts, needs: Probed[HostNeeds]) -> Finding:
                 f"{space.role.value} {shown}: {(space.free_bytes or 0) / GIB:.1f} GiB free on device {space.device}"
             )
     if any(space.error for space in disk.paths):
-        return Finding(
-            check="host.disk",
-            title=title,
-            status=Status.UNKNOWN,
-            detail="; ".join(lines),
-        )
+        return check.unknown("; ".join(lines))
     if needs.value is None:
         lines.append(f"what the deployment needs is unknown: {needs.error}")
-        return Finding(
-            check="host.disk",
-            title=title,
-            status=Status.UNKNOWN,
-            detail="; ".join(lines),
-        )
+        return check.unknown("; ".join(lines))
     plan = needs.value
     short: list[str] = []
     for fs in disk.filesystems:
@@ -138,15 +105,12 @@ def check_disk(disk: DiskFacts, needs: Probed[HostNeeds]) -> Finding:
     if plan.checkpoint_cached:
         lines.append(f"{plan.repo_id} is already in the weights cache")
     if short:
-        return Finding(
-            check="host.disk",
-            title=title,
-            status=Status.FAIL,
-            detail="; ".join(lines),
+        return check.fail(
+            "; ".join(lines),
             fix="; ".join(short)
             + " — or point a path at a larger disk (TMPDIR=/big/tmp, HF_HOME=/big/hf) before installing and serving",
         )
-    return Finding(check="host.disk", title=title, status=Status.OK, detail="; ".join(lines))
+    return check.ok("; ".join(lines))
 
 
 def describe_gpu(gpu: GpuInfo) -> str:
@@ -156,71 +120,44 @@ def describe_gpu(gpu: GpuInfo) -> str:
 
 
 def check_gpu(gpus: Probed[list[GpuInfo]]) -> Finding:
-    title = "An NVIDIA GPU and driver (nvidia-smi)"
+    check = Check("gpu.driver", "An NVIDIA GPU and driver (nvidia-smi)")
     if not gpus.value:
-        return Finding(
-            check="gpu.driver",
-            title=title,
-            status=Status.FAIL,
-            detail=gpus.error or "no GPU listed",
+        return check.fail(
+            gpus.error or "no GPU listed",
             fix="Run on a GPU instance (g4dn/g6/g6e) with the NVIDIA driver installed, "
             f"e.g. an AWS Deep Learning AMI, or: {DRIVER_INSTALL}",
             commands=[DRIVER_INSTALL],
         )
     first = gpus.value[0]
     if first.sm is None:
-        return Finding(
-            check="gpu.driver",
-            title=title,
-            status=Status.UNKNOWN,
-            detail=f"{describe_gpu(first)}: this driver does not report compute_cap",
+        return check.unknown(
+            f"{describe_gpu(first)}: this driver does not report compute_cap",
             fix="Upgrade the NVIDIA driver to 580 or newer (CUDA 13 builds of torch need it anyway)",
         )
     others = f" (+{len(gpus.value) - 1} more)" if len(gpus.value) > 1 else ""
-    return Finding(
-        check="gpu.driver",
-        title=title,
-        status=Status.OK,
-        detail=describe_gpu(first) + others,
-    )
+    return check.ok(describe_gpu(first) + others)
 
 
 def check_plan_fits(needs: Probed[HostNeeds], gpus: Probed[list[GpuInfo]]) -> Finding:
-    title = "The model fits this GPU (plan)"
+    check = Check("gpu.plan", "The model fits this GPU (plan)")
     if needs.value is None:
-        return Finding(
-            check="gpu.plan",
-            title=title,
-            status=Status.UNKNOWN,
-            detail=f"no plan: {needs.error}",
-        )
+        return check.unknown(f"no plan: {needs.error}")
     plan = needs.value
     if not gpus.value and plan.gpu is None:
-        return Finding(
-            check="gpu.plan",
-            title=title,
-            status=Status.UNKNOWN,
-            detail="not checked: no GPU to plan for",
-        )
+        return check.unknown("not checked: no GPU to plan for")
     if plan.fits is None or plan.gpu is None:
         shown = describe_gpu(gpus.value[0]) if gpus.value else "no GPU"
-        return Finding(
-            check="gpu.plan",
-            title=title,
-            status=Status.UNKNOWN,
-            detail=f"{shown} is not a GPU in the catalog, so no plan was made for it",
+        return check.unknown(
+            f"{shown} is not a GPU in the catalog, so no plan was made for it",
             fix="Name the closest catalog GPU with --gpu (see `gemmaserve plan`)",
         )
     rules = f" ({plan.vllm_rules})" if plan.vllm_rules else ""
     evidence = f"{plan.model} {plan.encoding} on {plan.gpu}: {plan.verdict}"
     if plan.fits:
-        return Finding(check="gpu.plan", title=title, status=Status.OK, detail=evidence + rules)
+        return check.ok(evidence + rules)
     command = "gemmaserve plan --model " + plan.model
-    return Finding(
-        check="gpu.plan",
-        title=title,
-        status=Status.FAIL,
-        detail=f"{evidence}: {plan.binding_term}{rules}",
+    return check.fail(
+        f"{evidence}: {plan.binding_term}{rules}",
         fix="Pick a smaller encoding or a larger GPU: " + command,
         commands=[command],
     )

