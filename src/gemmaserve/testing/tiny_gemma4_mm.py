@@ -421,8 +421,8 @@ def mm_tokenizer_config() -> dict[str, object]:
 def processor_config(towers: Towers) -> dict[str, object]:
     """processor_config.json: transformers 5 keeps every sub-processor's settings in this one file."""
     vision = towers.vision
-    image_processor = {
-        "image_processor_type": "Gemma4ImageProcessor",  # transformers picks its PIL twin without torchvision
+    # Images and video frames are prepared alike: RGB, resized, scaled to 0..1, not normalised.
+    pixels = {
         "do_convert_rgb": True,
         "do_resize": True,
         "do_rescale": True,
@@ -431,6 +431,10 @@ def processor_config(towers: Towers) -> dict[str, object]:
         "image_mean": [0.0, 0.0, 0.0],
         "image_std": [1.0, 1.0, 1.0],
         "resample": 3,  # bicubic
+    }
+    image_processor = {
+        "image_processor_type": "Gemma4ImageProcessor",  # transformers picks its PIL twin without torchvision
+        **pixels,
         "patch_size": vision.patch_size,
         "max_soft_tokens": vision.default_output_length,
         "pooling_kernel_size": vision.pooling_kernel_size,
@@ -463,14 +467,7 @@ def processor_config(towers: Towers) -> dict[str, object]:
         "pooling_kernel_size": vision.pooling_kernel_size,
         "num_frames": 32,
         "do_sample_frames": True,
-        "do_convert_rgb": True,
-        "do_resize": True,
-        "do_rescale": True,
-        "rescale_factor": 1 / 255,
-        "do_normalize": False,
-        "image_mean": [0.0, 0.0, 0.0],
-        "image_std": [1.0, 1.0, 1.0],
-        "resample": 3,
+        **pixels,
         "return_metadata": True,
     }
     return {
