@@ -68,6 +68,11 @@ class StopResult(ActionResult):
     # pids of the server's process group still alive on return
     processes_left: list[int] = Field(default_factory=list)
 
+    @classmethod
+    def not_signalled(cls, port: int, pid: int, note: str) -> StopResult:
+        """The recorded server was not running and nothing was left to signal."""
+        return cls(port=port, pid=pid, was_running=False, signal_sent=None, waited_s=0.0, note=note)
+
 
 class ServerList(ActionResult):
     """Every server gemmaserve started on this host (``serve status --all``)."""
@@ -236,25 +241,15 @@ def stop_server(
         records.remove_record(port)
         reused = records.process_running(record.pid)
         if reused:
-            return StopResult(
-                port=port,
-                pid=record.pid,
-                was_running=False,
-                signal_sent=None,
-                waited_s=0.0,
-                note=f"pid {record.pid} is now a different process (start time or command line differ): not signalled",
+            return StopResult.not_signalled(
+                port,
+                record.pid,
+                f"pid {record.pid} is now a different process (start time or command line differ): not signalled",
             )
         # The server exited; children it left in its group (an engine core holding GPU memory) are ours.
         orphans = records.group_members(record.pid)
         if not orphans:
-            return StopResult(
-                port=port,
-                pid=record.pid,
-                was_running=False,
-                signal_sent=None,
-                waited_s=0.0,
-                note=f"pid {record.pid} had already exited",
-            )
+            return StopResult.not_signalled(port, record.pid, f"pid {record.pid} had already exited")
         _signal_group(kill_group, record.pid, signal.SIGKILL)
         return StopResult(
             port=port,
