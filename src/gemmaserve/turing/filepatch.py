@@ -274,14 +274,7 @@ def apply(
         new = patched_text(text, where=str(path))
         compile(new, str(path), "exec")
         if dry_run:
-            return PatchResult(
-                target=target,
-                action="would-apply",
-                changed=False,
-                dry_run=True,
-                diff=_diff(text, new, str(path)),
-                detail="dry run: nothing written",
-            )
+            return _dry_run(target, "would-apply", text, new)
         _require_writable(path, is_writable)
         backup = path.with_name(path.name + BACKUP_SUFFIX)
         _write(backup, text.encode())
@@ -323,14 +316,7 @@ def revert(
             )
         original = _strip_single_block(text)
         if dry_run:
-            return PatchResult(
-                target=target,
-                action="would-revert",
-                changed=False,
-                dry_run=True,
-                diff=_diff(text, original, str(path)),
-                detail="dry run: nothing written",
-            )
+            return _dry_run(target, "would-revert", text, original)
         _require_writable(path, is_writable)
         _write(path, original.encode())
         backup = path.with_name(path.name + BACKUP_SUFFIX)
@@ -343,6 +329,18 @@ def revert(
             dry_run=False,
             detail="original bytes restored (sha256 matches the one recorded at apply)",
         )
+
+
+def _dry_run(target: PatchTarget, action: str, text: str, new: str) -> PatchResult:
+    """What a dry run reports: the change as a diff, nothing written."""
+    return PatchResult(
+        target=target,
+        action=action,
+        changed=False,
+        dry_run=True,
+        diff=_diff(text, new, str(Path(target.path))),
+        detail="dry run: nothing written",
+    )
 
 
 def _strip_single_block(text: str) -> str:
