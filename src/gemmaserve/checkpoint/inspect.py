@@ -9,6 +9,7 @@ from shapes (8 per int32 word): the hub's own ``parameter_count`` is 8x low.
 from __future__ import annotations
 
 import re
+from contextlib import closing
 from typing import Any
 
 from pydantic import BaseModel
@@ -217,11 +218,8 @@ def inspect_checkpoint(source: str, *, revision: str | None = None, hub_api: Any
         CheckpointNotFound: no such path or repo.
         MalformedCheckpoint: a header or JSON file that does not parse within limits.
     """
-    opened = open_source(source, revision=revision, hub_api=hub_api)
-    try:
+    with closing(open_source(source, revision=revision, hub_api=hub_api)) as opened:
         return inspect_source(opened)
-    finally:
-        opened.close()
 
 
 def checkpoint_inspect(request: InspectRequest, *, hub_api: Any = None) -> InspectReport:

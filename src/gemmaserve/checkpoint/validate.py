@@ -9,6 +9,7 @@ Reads headers (and the 16-byte ``weight_shape`` tensors) only.
 from __future__ import annotations
 
 import re
+from contextlib import closing
 from typing import Any
 
 import numpy as np
@@ -219,11 +220,8 @@ def validate_source(source: CheckpointSource) -> ValidateReport:
 
 def validate_checkpoint(source: str, *, revision: str | None = None, hub_api: Any = None) -> ValidateReport:
     """Validate a local directory or hub repo; ``ok`` is False when any finding fails."""
-    opened = open_source(source, revision=revision, hub_api=hub_api)
-    try:
+    with closing(open_source(source, revision=revision, hub_api=hub_api)) as opened:
         return validate_source(opened)
-    finally:
-        opened.close()
 
 
 def checkpoint_validate(request: ValidateRequest, *, hub_api: Any = None) -> ValidateReport:
