@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from gemmaserve.cli import app
-from gemmaserve.testing.runner import ThreadedMockServer
+from gemmaserve.testing.mock_server import MockConfig
+from gemmaserve.testing.runner import ThreadedMockServer, start_mock_process
 
 SMALL = [
     "--decode-calls",
@@ -88,14 +89,8 @@ def test_combine_and_report_are_registered_when_present() -> None:
 def test_sigint_saves_and_exits_130(tmp_path: Path) -> None:
     from gemmaserve.measurements.schema import load_result
 
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gemmaserve.testing.mock_server", "--port", "0", "--ttft-ms", "1", "--itl-ms", "5"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        url = server.stdout.readline().split()[2]
+    with start_mock_process(MockConfig(ttft_s=0.001, itl_s=0.005)) as server:
+        url = server.url
         client = subprocess.Popen(
             [
                 sys.executable,
@@ -139,11 +134,6 @@ def test_sigint_saves_and_exits_130(tmp_path: Path) -> None:
         result = load_result(path)
         assert result.completeness.interrupted and "load:1" in result.completeness.missing
         assert "decode" in result.completeness.finished
-    finally:
-        server.terminate()
-        server.wait(10)
-        if server.stdout is not None:
-            server.stdout.close()
 
 
 def test_cli_and_mcp_build_the_same_run_from_the_same_options() -> None:

