@@ -1,4 +1,4 @@
-"""Serve fixtures: a free port, a passing/failing doctor report, and the dummy vLLM command."""
+"""Serve fixtures: a free port, a passing/failing doctor report, and the dummy vLLM command to start."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ import pytest
 
 from gemmaserve.findings import Finding, Status
 from gemmaserve.host.verdicts import DoctorReport, make_report
-from gemmaserve.serve.launcher import ClampVerdict, LaunchSeams
+from gemmaserve.serve.launcher import ClampVerdict, LaunchSeams, StartResult, start_server
 
 DUMMY = Path(__file__).with_name("dummy_vllm.py")
 DUMMY_COMMAND = [sys.executable, str(DUMMY)]
@@ -62,6 +62,21 @@ def seams_for(
         popen=spawned,
         sleep=lambda _s: time.sleep(0.05),
     )
+
+
+def start_dummy(
+    vllm_args: Sequence[str],
+    seams: LaunchSeams,
+    port: int,
+    *,
+    model: str = "m",
+    gpu_sm: int | None = 89,
+    **kwargs: Any,
+) -> StartResult:
+    """start_server() on the dummy vLLM command (unless ``vllm_command`` names another), waiting up to 20 s."""
+    kwargs.setdefault("vllm_command", DUMMY_COMMAND)
+    kwargs.setdefault("ready_timeout_s", 20)
+    return start_server(vllm_args, model=model, seams=seams, gpu_sm=gpu_sm, port=port, **kwargs)
 
 
 @pytest.fixture

@@ -9,8 +9,7 @@ from click.testing import CliRunner
 
 from gemmaserve.cli import app
 from gemmaserve.cli.errors import run_with_error_mapping
-from gemmaserve.serve.launcher import start_server
-from tests.serve.conftest import DUMMY_COMMAND, Spawned, report, seams_for
+from tests.serve.conftest import Spawned, report, seams_for, start_dummy
 
 
 def invoke(args: list[str]) -> tuple[int, str, str]:
@@ -33,15 +32,7 @@ def test_start_on_this_gpu_less_machine_is_refused_with_reasons() -> None:
 
 
 def test_status_stop_logs_json_for_a_running_server(port: int, spawned: Spawned) -> None:
-    start_server(
-        ["m", "--dtype", "float16"],
-        model="gemma-4-e2b",
-        seams=seams_for(report(), spawned),
-        gpu_sm=89,
-        vllm_command=DUMMY_COMMAND,
-        port=port,
-        ready_timeout_s=20,
-    )
+    start_dummy(["m", "--dtype", "float16"], seams_for(report(), spawned), port, model="gemma-4-e2b")
     code, out, _ = invoke(["serve", "status", "--port", str(port), "--json"])
     status = json.loads(out)
     assert code == 0 and status["state"] == "serving"
@@ -60,15 +51,7 @@ def test_status_of_a_dead_server_exits_1(port: int, spawned: Spawned) -> None:
     from gemmaserve.errors import ServerDied
 
     with pytest.raises(ServerDied):
-        start_server(
-            ["m"],
-            model="m",
-            seams=seams_for(report(), spawned, mode="crash"),
-            gpu_sm=89,
-            vllm_command=DUMMY_COMMAND,
-            port=port,
-            ready_timeout_s=20,
-        )
+        start_dummy(["m"], seams_for(report(), spawned, mode="crash"), port)
     spawned.processes[0].wait(timeout=5)
     code, out, _ = invoke(["serve", "status", "--port", str(port), "--json"])
     assert code == 1 and json.loads(out)["state"] == "dead" and json.loads(out)["ok"] is False
@@ -152,15 +135,7 @@ def test_logs_follow_prints_lines_as_they_are_written(port: int) -> None:
 
 
 def test_stop_off_a_terminal_without_yes_is_refused_and_the_server_keeps_running(port: int, spawned: Spawned) -> None:
-    start_server(
-        ["m", "--dtype", "float16"],
-        model="gemma-4-e2b",
-        seams=seams_for(report(), spawned),
-        gpu_sm=89,
-        vllm_command=DUMMY_COMMAND,
-        port=port,
-        ready_timeout_s=20,
-    )
+    start_dummy(["m", "--dtype", "float16"], seams_for(report(), spawned), port, model="gemma-4-e2b")
     code, out, err = invoke(["serve", "stop", "--port", str(port)])
     assert code == 2
     assert f"Refused to stop the vLLM server on port {port}" in err and "--yes" in err
@@ -198,15 +173,9 @@ def test_the_start_line_names_the_plan_it_launched(port: int, spawned: Spawned) 
     from gemmaserve.views.page import plain_lines
 
     row = plan_deployment("gemma-4-e2b", "qat-w4a16", "l4", vllm_version="0.29")
-    result = start_server(
-        row.vllm_args,
-        model="gemma-4-e2b",
-        seams=seams_for(report(), spawned),
-        gpu_sm=89,
-        vllm_command=DUMMY_COMMAND,
-        port=port,
-        ready_timeout_s=20,
-    ).model_copy(update={"plan": row})
+    result = start_dummy(row.vllm_args, seams_for(report(), spawned), port, model="gemma-4-e2b").model_copy(
+        update={"plan": row}
+    )
     shown = "\n".join(plain_lines(page_for(result)))
     assert f"serving: pid {result.record.pid} on port {port}" in shown
     assert f"plan (vLLM 0.29 rules): {row.kv_cache_tokens:,} KV tokens" in shown

@@ -21,12 +21,11 @@ from gemmaserve.serve.launcher import (
     API_SERVER_MODULE,
     ClampVerdict,
     interlock_reasons,
-    start_server,
     vllm_command_for,
     vllm_serve_argv,
 )
 from gemmaserve.serve.supervisor import ServerState, server_state, stop_server
-from tests.serve.conftest import DUMMY_COMMAND, Spawned, seams_for
+from tests.serve.conftest import Spawned, seams_for, start_dummy
 
 PLAN_ARGS = ["/models/tiny", "--dtype", "bfloat16", "--max-model-len", "512"]
 CPU_CHECKS = [
@@ -54,15 +53,7 @@ def cpu_report(**update: object):  # type: ignore[no-untyped-def]
 
 
 def test_a_cpu_engine_starts_with_the_clamp_recorded_as_not_applicable(port: int, spawned: Spawned) -> None:
-    result = start_server(
-        PLAN_ARGS,
-        model="gemma-4-e2b",
-        seams=seams_for(cpu_report(), spawned),
-        gpu_sm=None,
-        vllm_command=DUMMY_COMMAND,
-        port=port,
-        ready_timeout_s=20,
-    )
+    result = start_dummy(PLAN_ARGS, seams_for(cpu_report(), spawned), port, model="gemma-4-e2b", gpu_sm=None)
     assert result.ready
     assert result.clamp is not None and result.clamp.applicable is False and result.clamp.verified is False
     assert result.clamp.evidence == (
@@ -73,9 +64,7 @@ def test_a_cpu_engine_starts_with_the_clamp_recorded_as_not_applicable(port: int
 def test_without_the_cpu_platform_an_unknown_gpu_is_still_refused(port: int, spawned: Spawned) -> None:
     not_cpu = cpu_report(engine_platform=None)
     with pytest.raises(InterlockRefused, match="compute capability is unknown"):
-        start_server(
-            PLAN_ARGS, model="m", seams=seams_for(not_cpu, spawned), gpu_sm=None, vllm_command=DUMMY_COMMAND, port=port
-        )
+        start_dummy(PLAN_ARGS, seams_for(not_cpu, spawned), port, gpu_sm=None)
     assert spawned.processes == []
 
 
@@ -91,9 +80,7 @@ def test_a_cpu_engine_whose_doctor_failed_is_refused(port: int, spawned: Spawned
         vllm_version="0.32.0",
     )
     with pytest.raises(InterlockRefused, match=r"torch 2\.11 outside pin"):
-        start_server(
-            PLAN_ARGS, model="m", seams=seams_for(report, spawned), gpu_sm=None, vllm_command=DUMMY_COMMAND, port=port
-        )
+        start_dummy(PLAN_ARGS, seams_for(report, spawned), port, gpu_sm=None)
 
 
 def test_the_interlock_wants_the_not_applicable_verdict_for_a_cpu_engine() -> None:
@@ -156,9 +143,7 @@ def test_a_log_that_says_serving_before_health_answers_is_still_compiling() -> N
 def _start_with_straggler(port: int, spawned: Spawned, linger_s: float) -> int:
     seams = seams_for(cpu_report(), spawned)
     seams.env["DUMMY_STRAGGLER_S"] = str(linger_s)
-    result = start_server(
-        PLAN_ARGS, model="m", seams=seams, gpu_sm=None, vllm_command=DUMMY_COMMAND, port=port, ready_timeout_s=20
-    )
+    result = start_dummy(PLAN_ARGS, seams, port, gpu_sm=None)
     assert result.ready
     deadline = time.monotonic() + 5
     while len(records.group_members(result.record.pid)) < 2 and time.monotonic() < deadline:

@@ -15,14 +15,14 @@ from gemmaserve.errors import (
 )
 from gemmaserve.findings import Finding, Status
 from gemmaserve.serve import records
-from gemmaserve.serve.launcher import ClampVerdict, start_server, vllm_serve_argv
+from gemmaserve.serve.launcher import ClampVerdict, vllm_serve_argv
 from gemmaserve.serve.supervisor import (
     ServerState,
     read_logs,
     server_status,
     stop_server,
 )
-from tests.serve.conftest import DUMMY_COMMAND, Spawned, free_port, report, seams_for
+from tests.serve.conftest import Spawned, free_port, report, seams_for, start_dummy
 
 PLAN_ARGS = [
     "google/gemma-4-E2B-it-qat-w4a16-ct",
@@ -42,17 +42,8 @@ def start(
     gpu_sm: int | None = 89,
     **kwargs: object,
 ):  # type: ignore[no-untyped-def]
-    return start_server(
-        PLAN_ARGS,
-        model="gemma-4-e2b",
-        seams=seams_for(report(), spawned, mode=mode),
-        gpu_sm=gpu_sm,
-        vllm_command=DUMMY_COMMAND,
-        port=port,
-        gpu_index=gpu_index,
-        ready_timeout_s=20,
-        **kwargs,  # type: ignore[arg-type]
-    )
+    seams = seams_for(report(), spawned, mode=mode)
+    return start_dummy(PLAN_ARGS, seams, port, model="gemma-4-e2b", gpu_sm=gpu_sm, gpu_index=gpu_index, **kwargs)
 
 
 def no_oom(pid: int) -> None:
@@ -133,28 +124,14 @@ def test_start_waits_for_health_then_status_serving_and_stop(port: int, spawned:
 )
 def test_start_refuses_when_doctor_did_not_pass(port: int, spawned: Spawned, check: Finding, expected: str) -> None:
     with pytest.raises(InterlockRefused) as refused:
-        start_server(
-            PLAN_ARGS,
-            model="m",
-            seams=seams_for(report(check), spawned),
-            gpu_sm=89,
-            vllm_command=DUMMY_COMMAND,
-            port=port,
-        )
+        start_dummy(PLAN_ARGS, seams_for(report(check), spawned), port)
     assert any(expected in reason for reason in refused.value.fields["reasons"])
     assert spawned.processes == [] and records.load_record(port) is None
 
 
 def test_start_refuses_on_turing_without_a_verified_clamp(port: int, spawned: Spawned) -> None:
     with pytest.raises(InterlockRefused) as refused:
-        start_server(
-            PLAN_ARGS,
-            model="m",
-            seams=seams_for(report(), spawned),
-            gpu_sm=75,
-            vllm_command=DUMMY_COMMAND,
-            port=port,
-        )
+        start_dummy(PLAN_ARGS, seams_for(report(), spawned), port, gpu_sm=75)
     (reason,) = refused.value.fields["reasons"]
     assert "sm_75 is pre-Ampere" in reason and "gemmaserve turing apply" in reason
     assert spawned.processes == []
@@ -162,29 +139,14 @@ def test_start_refuses_on_turing_without_a_verified_clamp(port: int, spawned: Sp
 
 def test_start_on_turing_with_a_verified_clamp_goes(port: int, spawned: Spawned) -> None:
     seams = seams_for(report(), spawned, clamp=ClampVerdict(verified=True, evidence="clamp present"))
-    result = start_server(
-        PLAN_ARGS,
-        model="m",
-        seams=seams,
-        gpu_sm=75,
-        vllm_command=DUMMY_COMMAND,
-        port=port,
-        ready_timeout_s=20,
-    )
+    result = start_dummy(PLAN_ARGS, seams, port, gpu_sm=75)
     assert result.ready
     stop_server(port, timeout_s=10)
 
 
 def test_start_refuses_when_the_gpu_is_unknown(port: int, spawned: Spawned) -> None:
     with pytest.raises(InterlockRefused, match="compute capability is unknown"):
-        start_server(
-            PLAN_ARGS,
-            model="m",
-            seams=seams_for(report(), spawned),
-            gpu_sm=None,
-            vllm_command=DUMMY_COMMAND,
-            port=port,
-        )
+        start_dummy(PLAN_ARGS, seams_for(report(), spawned), port, gpu_sm=None)
 
 
 def test_the_default_clamp_verifier_asks_the_turing_status_and_refuses_here() -> None:
@@ -230,15 +192,7 @@ def test_crash_before_health_raises_server_died_with_the_fatal_line(port: int, s
 
 def test_status_while_loading_then_compiling(port: int, spawned: Spawned) -> None:
     seams = seams_for(report(), spawned, mode="never-ready", ready_after_s=0.4)
-    result = start_server(
-        PLAN_ARGS,
-        model="m",
-        seams=seams,
-        gpu_sm=89,
-        vllm_command=DUMMY_COMMAND,
-        port=port,
-        wait=False,
-    )
+    result = start_dummy(PLAN_ARGS, seams, port, wait=False)
     assert not result.ready
     seen = set()
     deadline = time.monotonic() + 10
@@ -252,15 +206,7 @@ def test_status_while_loading_then_compiling(port: int, spawned: Spawned) -> Non
 
 def test_stop_escalates_to_sigkill_when_sigterm_is_ignored(port: int, spawned: Spawned) -> None:
     seams = seams_for(report(), spawned, mode="ignore-term")
-    start_server(
-        PLAN_ARGS,
-        model="m",
-        seams=seams,
-        gpu_sm=89,
-        vllm_command=DUMMY_COMMAND,
-        port=port,
-        ready_timeout_s=20,
-    )
+    start_dummy(PLAN_ARGS, seams, port)
     result = stop_server(port, timeout_s=0.5)
     assert result.signal_sent == "SIGKILL" and result.was_running
     assert result.waited_s >= 0.5
@@ -333,14 +279,7 @@ def test_a_missing_vllm_binary_is_a_serve_error_and_frees_the_locks(port: int, s
     from gemmaserve.errors import ServeError
 
     with pytest.raises(ServeError, match="Could not run"):
-        start_server(
-            PLAN_ARGS,
-            model="m",
-            seams=seams_for(report(), spawned),
-            gpu_sm=89,
-            vllm_command=[str(tmp_path / "vllm")],
-            port=port,
-        )
+        start_dummy(PLAN_ARGS, seams_for(report(), spawned), port, vllm_command=[str(tmp_path / "vllm")])
     assert records.load_record(port) is None
     assert start(port, spawned).ready  # the port and GPU locks were released
     stop_server(port, timeout_s=10)

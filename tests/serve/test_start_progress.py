@@ -16,9 +16,9 @@ import pytest
 from gemmaserve.engine_log import EngineStage
 from gemmaserve.progress import Cancelled, CancelToken, ProgressEvent
 from gemmaserve.serve import records
-from gemmaserve.serve.launcher import LaunchSeams, start_server
+from gemmaserve.serve.launcher import LaunchSeams
 from gemmaserve.serve.supervisor import stop_server
-from tests.serve.conftest import DUMMY_COMMAND, Spawned, report, seams_for
+from tests.serve.conftest import Spawned, report, seams_for, start_dummy
 
 PLAN_ARGS = ["google/gemma-4-E2B-it-qat-w4a16-ct", "--dtype", "float16"]
 TIMEOUT_S = 20.0
@@ -31,16 +31,7 @@ def never_ready(spawned: Spawned, **update: object) -> LaunchSeams:
 
 
 def start(port: int, seams: LaunchSeams, **kwargs: object):  # type: ignore[no-untyped-def]
-    return start_server(
-        PLAN_ARGS,
-        model="gemma-4-e2b",
-        seams=seams,
-        gpu_sm=89,
-        vllm_command=DUMMY_COMMAND,
-        port=port,
-        ready_timeout_s=TIMEOUT_S,
-        **kwargs,  # type: ignore[arg-type]
-    )
+    return start_dummy(PLAN_ARGS, seams, port, model="gemma-4-e2b", ready_timeout_s=TIMEOUT_S, **kwargs)
 
 
 def assert_nothing_left(port: int, spawned: Spawned) -> None:

@@ -15,11 +15,10 @@ from gemmaserve.serve.launcher import (
     ClampVerdict,
     StartResult,
     cpu_thread_binding,
-    start_server,
     tensor_parallel_of,
 )
 from gemmaserve.serve.supervisor import server_status, stop_server
-from tests.serve.conftest import DUMMY_COMMAND, Spawned, free_port, report, seams_for
+from tests.serve.conftest import Spawned, free_port, report, seams_for, start_dummy
 
 TP2_ARGS = ["google/gemma-4-26B-A4B-it", "--dtype", "float16", "--max-model-len", "8192", "--tensor-parallel-size", "2"]
 CLAMPED = ClampVerdict(verified=True, evidence="clamp present")
@@ -28,16 +27,7 @@ CLAMPED = ClampVerdict(verified=True, evidence="clamp present")
 def start_tp(port: int, spawned: Spawned, *, gpu_sm: int = 75, gpu_index: int = 0, **env: str) -> StartResult:
     seams = seams_for(report(), spawned, clamp=CLAMPED)
     seams.env.update(env)
-    return start_server(
-        TP2_ARGS,
-        model="m",
-        seams=seams,
-        gpu_sm=gpu_sm,
-        vllm_command=DUMMY_COMMAND,
-        port=port,
-        gpu_index=gpu_index,
-        ready_timeout_s=20,
-    )
+    return start_dummy(TP2_ARGS, seams, port, gpu_sm=gpu_sm, gpu_index=gpu_index)
 
 
 def test_the_size_comes_from_the_plan_flags() -> None:
