@@ -6,19 +6,11 @@ import pytest
 
 from gemmaserve.progress import Cancelled, CancelToken, ProgressEvent
 from gemmaserve.turing.kernel_compile import CompileRun, LaunchFigures, LaunchSpec
+from tests.turing.launches import e2b_global_launch
 
 
 def _spec(warps: int, *, stages: int = 3) -> LaunchSpec:
-    return LaunchSpec(
-        head_size=512,
-        tile_size=16,
-        is_3d=False,
-        sliding_window=0,
-        num_query_heads=8,
-        num_queries_per_kv=8,
-        num_warps=warps,
-        num_stages=stages,
-    )
+    return e2b_global_launch(16, warps, stages=stages)
 
 
 def _figures(spec: LaunchSpec) -> LaunchFigures:

@@ -245,16 +245,23 @@ def _assert_guarded(module: types.ModuleType, caplog: pytest.LogCaptureFixture, 
     assert why in str(refused.value) and "pip install" in str(refused.value) and "head-512" in str(refused.value)
 
 
-def test_unknown_version_guards_the_head_512_launch_only(
-    kernel_copy: Path, load_kernel_module: Any, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(
+    ("platform", "why"),
+    [
+        pytest.param(PlatformView("cuda", (7, 5), "0.35.0"), "vLLM 0.35.0 is outside the range", id="unknown-vllm"),
+        pytest.param(
+            PlatformView("cuda", (5, 2), "0.26.0"), "shared-memory limit of sm_52 is not known", id="unknown-sm52-limit"
+        ),
+    ],
+)
+def test_an_unknown_version_or_pre_ampere_limit_guards_the_head_512_launch_only(
+    platform: PlatformView, why: str, kernel_copy: Path, load_kernel_module: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     module = load_kernel_module(kernel_copy)
     with caplog.at_level(logging.INFO, logger=LOGGER):
-        outcome = install_clamp(
-            platform=lambda: PlatformView("cuda", (7, 5), "0.35.0"), load_module=lambda: module, environ={}
-        )
+        outcome = install_clamp(platform=lambda: platform, load_module=lambda: module, environ={})
     assert outcome.action == "guarded"
-    _assert_guarded(module, caplog, "vLLM 0.35.0 is outside the range")
+    _assert_guarded(module, caplog, why)
 
 
 def test_unknown_shape_guards(kernel_copy: Path, load_kernel_module: Any, caplog: pytest.LogCaptureFixture) -> None:
@@ -265,18 +272,6 @@ def test_unknown_shape_guards(kernel_copy: Path, load_kernel_module: Any, caplog
     with caplog.at_level(logging.INFO, logger=LOGGER):
         assert install_clamp(platform=lambda: T4, load_module=lambda: module, environ={}).action == "guarded"
     _assert_guarded(module, caplog, "source is not one gemmaserve knows")
-
-
-def test_unknown_pre_ampere_limit_guards(
-    kernel_copy: Path, load_kernel_module: Any, caplog: pytest.LogCaptureFixture
-) -> None:
-    module = load_kernel_module(kernel_copy)
-    with caplog.at_level(logging.INFO, logger=LOGGER):
-        outcome = install_clamp(
-            platform=lambda: PlatformView("cuda", (5, 2), "0.26.0"), load_module=lambda: module, environ={}
-        )
-    assert outcome.action == "guarded"
-    _assert_guarded(module, caplog, "shared-memory limit of sm_52 is not known")
 
 
 def test_a_kernel_module_that_does_not_import_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:

@@ -146,6 +146,18 @@ OPTIN_BY_CAPABILITY = {
 }
 
 
+def fp16_shape(head: int, per_kv: int, window: int, is_3d: bool) -> LaunchShape:
+    """A 16-bit launch on vLLM's 16-token blocks, as the warps table keys it."""
+    return LaunchShape(
+        head_size_padded=head,
+        element_size=2,
+        num_queries_per_kv=per_kv,
+        block_size=16,
+        sliding_window=window,
+        is_3d=is_3d,
+    )
+
+
 @pytest.mark.parametrize("capability", list(OPTIN_BY_CAPABILITY))
 @pytest.mark.parametrize(("key", "warps"), list(warps_table().items()))
 def test_every_table_launch_changes_only_where_vllms_own_launch_overflows(
@@ -157,14 +169,7 @@ def test_every_table_launch_changes_only_where_vllms_own_launch_overflows(
         stock = LaunchParams(tile_size=stock_tile, block_m=block_m, num_stages=3)
         choice = choose_launch(
             SmemDevice(capability=capability, smem_limit_bytes=limit),
-            LaunchShape(
-                head_size_padded=head,
-                element_size=2,
-                num_queries_per_kv=per_kv,
-                block_size=16,
-                sliding_window=window,
-                is_3d=is_3d,
-            ),
+            fp16_shape(head, per_kv, window, is_3d),
             stock,
         )
         where = (capability, stock_tile, choice.reason)
@@ -184,14 +189,7 @@ def test_on_a_v100_no_gemma4_launch_changes() -> None:
         stock = LaunchParams(tile_size=stock_tile, block_m=16, num_stages=3)
         choice = choose_launch(
             SmemDevice(capability=(7, 0), smem_limit_bytes=98_304),
-            LaunchShape(
-                head_size_padded=head,
-                element_size=2,
-                num_queries_per_kv=per_kv,
-                block_size=16,
-                sliding_window=window,
-                is_3d=is_3d,
-            ),
+            fp16_shape(head, per_kv, window, is_3d),
             stock,
         )
         assert choice.launch == stock and not choice.changed, choice.reason

@@ -11,22 +11,9 @@ import pytest
 
 from gemmaserve.turing.kernel_compile import LaunchFigures, LaunchSpec, kernel_compiler
 from gemmaserve.turing.rule import kernel_smem_bytes
+from tests.turing.launches import e2b_global_launch
 
 pytest.importorskip("triton")
-
-
-def _global_launch(tile: int, warps: int) -> LaunchSpec:
-    """Gemma 4 E2B's global layer: head 512, no window, 8 query heads on one KV head."""
-    return LaunchSpec(
-        head_size=512,
-        tile_size=tile,
-        is_3d=False,
-        sliding_window=0,
-        num_query_heads=8,
-        num_queries_per_kv=8,
-        num_warps=warps,
-        num_stages=3,
-    )
 
 
 def test_sm75_head512_stock_fails_and_clamped_fits_exactly(vllm_kernel_files: dict[str, Path]) -> None:
@@ -37,7 +24,7 @@ def test_sm75_head512_stock_fails_and_clamped_fits_exactly(vllm_kernel_files: di
     import triton
 
     compile_launch = kernel_compiler(module, triton, 75)
-    figures = {tile: compile_launch(_global_launch(tile, 4)) for tile in (32, 16)}
+    figures = {tile: compile_launch(e2b_global_launch(tile, 4)) for tile in (32, 16)}
     for tile, found in figures.items():
         assert found.smem_bytes == kernel_smem_bytes(512, tile, 16, 2)
         assert found.registers is not None and found.registers > 0
@@ -78,7 +65,7 @@ def test_hopper_figures_come_from_ptxas_for_its_own_target(vllm_kernel_files: di
     from gemmaserve.turing import smem
 
     module = smem.load_kernel_module(vllm_kernel_files["0.26.0"])
-    found = kernel_compiler(module, triton, 90)(_global_launch(16, 4))
+    found = kernel_compiler(module, triton, 90)(e2b_global_launch(16, 4))
     assert found.registers is not None and found.registers > 0  # Triton's PTX targets sm_90a there, not sm_90
     assert found.spill_bytes == 0 and found.smem_bytes <= smem.SMEM_OPTIN_BYTES[90]
 
