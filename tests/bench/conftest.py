@@ -1,12 +1,15 @@
-"""Fixtures for the measuring engine: the mock streaming server on 127.0.0.1, a scripted clock."""
+"""Fixtures for the measuring engine: the mock streaming server on 127.0.0.1, a scripted clock, short runs."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
 
 import pytest
 
+from gemmaserve.bench.requests import MeasureRequest
 from gemmaserve.bench.transports import ChatRequest, Chunk
+from gemmaserve.measurements.schema import ClientSettings
 from gemmaserve.testing.mock_server import MockConfig
 from gemmaserve.testing.runner import (
     MockProcess,
@@ -28,6 +31,40 @@ def timed_server() -> Iterator[MockProcess]:
     """A server in its own process streaming at a known rate (2 ms per token), for timing checks."""
     with start_mock_process(MockConfig(ttft_s=0.002, itl_s=0.002, fixed_cost_s=0.004)) as server:
         yield server
+
+
+def short_settings(**changes: object) -> ClientSettings:
+    """Client settings of a short run: one decode call, concurrency 1 and 2, 8-token prompts and answers,
+    no quality set, no client-lag guard; ``changes`` override."""
+    values: dict[str, object] = {
+        "decode_calls": 1,
+        "decode_long_tokens": 24,
+        "concurrency_levels": [1, 2],
+        "load_repeats": 1,
+        "load_input_tokens": 8,
+        "load_output_tokens": 8,
+        "quality_set": None,
+        "max_client_lag_s": None,
+        **changes,
+    }
+    return ClientSettings(**values)  # type: ignore[arg-type]
+
+
+def short_measure_request(url: str, out: Path, label: str, **changes: object) -> MeasureRequest:
+    """``bench measure``'s request for a short run on ``url``: 2 decode calls, 8-token answers, no quality
+    set, no client-lag guard; ``changes`` (concurrency, repeats, model, ...) override or add."""
+    values: dict[str, object] = {
+        "targets": [url],
+        "out": str(out),
+        "label": [label],
+        "decode_calls": 2,
+        "decode_long": 24,
+        "output_tokens": 8,
+        "quality_set": "none",
+        "max_client_lag_ms": 0,
+        **changes,
+    }
+    return MeasureRequest(**values)  # type: ignore[arg-type]
 
 
 class ScriptedClock:

@@ -15,21 +15,22 @@ from gemmaserve.measurements import stats
 from gemmaserve.measurements.schema import ClientSettings, RequestKind, load_result
 from gemmaserve.testing.mock_server import MockConfig, MockServer
 from gemmaserve.testing.runner import MockProcess, ThreadedMockServer
+from tests.bench.conftest import short_settings
 
 
 def _small(**changes: object) -> ClientSettings:
-    values: dict[str, object] = {
-        "decode_calls": 2,
-        "decode_long_tokens": 48,
-        "concurrency_levels": [1, 3],
-        "load_repeats": 2,
-        "load_input_tokens": 20,
-        "load_output_tokens": 12,
-        "quality_set": None,
-        "max_client_lag_s": None,
-    }
-    values.update(changes)
-    return ClientSettings(**values)  # type: ignore[arg-type]
+    """Two of each: decode calls, load repeats; concurrency 1 and 3."""
+    return short_settings(
+        **{
+            "decode_calls": 2,
+            "decode_long_tokens": 48,
+            "concurrency_levels": [1, 3],
+            "load_repeats": 2,
+            "load_input_tokens": 20,
+            "load_output_tokens": 12,
+            **changes,
+        }
+    )
 
 
 def test_small_run_writes_a_valid_complete_file(mock_server: ThreadedMockServer, tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from gemmaserve.bench.measure import MeasureDeps, measure_targets
-from gemmaserve.bench.requests import MeasureRequest
 from gemmaserve.bench.run_progress import MeasureProgress, StepWork
 from gemmaserve.bench.transports import ChatRequest
 from gemmaserve.bench.workloads import (
@@ -18,25 +17,11 @@ from gemmaserve.bench.workloads import (
     remaining_s,
     request_work,
 )
-from gemmaserve.measurements.schema import ClientSettings, RequestKind, load_result
+from gemmaserve.measurements.schema import RequestKind, load_result
 from gemmaserve.progress import CancelToken, ProgressEvent
 from gemmaserve.testing.mock_server import MockConfig
 from gemmaserve.testing.runner import ThreadedMockServer, start_mock_thread
-
-
-def _settings(**changes: object) -> ClientSettings:
-    values: dict[str, object] = {
-        "decode_calls": 1,
-        "decode_long_tokens": 24,
-        "concurrency_levels": [1, 2],
-        "load_repeats": 1,
-        "load_input_tokens": 8,
-        "load_output_tokens": 8,
-        "quality_set": None,
-        "max_client_lag_s": None,
-    }
-    values.update(changes)
-    return ClientSettings(**values)  # type: ignore[arg-type]
+from tests.bench.conftest import short_measure_request, short_settings
 
 
 def test_step_work_is_the_token_time_of_one_stream() -> None:
@@ -81,7 +66,7 @@ def test_remaining_extrapolates_the_pace_so_far(
 
 def test_events_count_requests_and_work_per_phase(mock_server: ThreadedMockServer, tmp_path: Path) -> None:
     events: list[MeasureProgress] = []
-    settings = _settings()
+    settings = short_settings()
     measure_targets(
         [mock_server.url], tmp_path, settings=settings, deps=MeasureDeps(progress=events.append, use_uvloop=False)
     )
@@ -102,7 +87,7 @@ def test_events_count_requests_and_work_per_phase(mock_server: ThreadedMockServe
 def test_a_long_request_moves_the_progress_while_it_streams(tmp_path: Path) -> None:
     """One 400-token call at 5 ms a token: heartbeats report tokens arriving before it finishes."""
     events: list[MeasureProgress] = []
-    settings = _settings(decode_calls=1, decode_short_tokens=2, decode_long_tokens=400, load_repeats=0)
+    settings = short_settings(decode_calls=1, decode_short_tokens=2, decode_long_tokens=400, load_repeats=0)
     with start_mock_thread(MockConfig(ttft_s=0.001, itl_s=0.005)) as server:
         measure_targets(
             [server.url],
@@ -126,7 +111,7 @@ def test_a_cancelled_run_stops_and_saves_marked_interrupted(mock_server: Threade
     report = measure_targets(
         [mock_server.url],
         tmp_path,
-        settings=_settings(),
+        settings=short_settings(),
         deps=MeasureDeps(progress=progress, cancel=cancel, use_uvloop=False),
     )
     assert report.status.value == "interrupted" and report.exit_code == 130
@@ -139,18 +124,7 @@ def test_latency_rows_are_the_result_files_percentiles(mock_server: ThreadedMock
     from gemmaserve.bench.measure import measure_endpoints
     from gemmaserve.measurements import stats
 
-    request = MeasureRequest(
-        targets=[mock_server.url],
-        out=str(tmp_path),
-        label=["t"],
-        decode_calls=2,
-        decode_long=24,
-        concurrency=[1, 2],
-        repeats=2,
-        output_tokens=8,
-        quality_set="none",
-        max_client_lag_ms=0,
-    )
+    request = short_measure_request(mock_server.url, tmp_path, "t", concurrency=[1, 2], repeats=2)
     report = measure_endpoints(request, use_uvloop=False)
     rows = {row.phase: row for row in report.targets[0].latency}
     assert list(rows) == ["decode", "load:1", "load:2"]

@@ -35,6 +35,7 @@ from gemmaserve.speed import (
 )
 from gemmaserve.testing.mock_server import MockConfig
 from gemmaserve.testing.runner import ThreadedMockServer, start_mock_thread
+from tests.bench.conftest import short_measure_request
 
 CATALOG = load_catalog()
 DATA = load_speed_data()
@@ -242,17 +243,12 @@ def test_plan_ranks_gpus_by_predicted_cost_and_names_the_next_command() -> None:
 def test_bench_results_replace_the_prediction_for_their_own_row_only(
     mock_server: ThreadedMockServer, tmp_path: Path
 ) -> None:
-    request = MeasureRequest(
-        targets=[mock_server.url],
-        out=str(tmp_path),
-        label=["l4-qat"],
-        decode_calls=2,
-        decode_long=24,
+    request = short_measure_request(
+        mock_server.url,
+        tmp_path,
+        "l4-qat",
         concurrency=[1, 4],
         repeats=1,
-        output_tokens=8,
-        quality_set="none",
-        max_client_lag_ms=0,
         model=["e2b"],
         encoding=["qat-w4a16"],
         gpu=["l4"],
