@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gemmaserve.bench.requests import MeasureRequest
 from gemmaserve.bench.transports import ChatRequest, Chunk
-from gemmaserve.measurements.schema import ClientSettings
+from gemmaserve.measurements.schema import ClientSettings, RequestKind, RequestRecord
 from gemmaserve.testing.mock_server import MockConfig
 from gemmaserve.testing.runner import (
     MockProcess,
@@ -65,6 +66,21 @@ def short_measure_request(url: str, out: Path, label: str, **changes: object) ->
         **changes,
     }
     return MeasureRequest(**values)  # type: ignore[arg-type]
+
+
+def decode_record(tokens: int, index: int, **timings: Any) -> RequestRecord:
+    """A successful decode call at concurrency 1 that asked for and got ``tokens``; ``timings`` are its
+    measured fields (``ttft_s``, ``e2el_s``, ``tpot_s``, ``itl_s``, ``start_offset_s``)."""
+    return RequestRecord(
+        request_id=f"decode-{tokens}-{index}",
+        kind=RequestKind.DECODE,
+        concurrency=1,
+        repeat=index,
+        requested_output_tokens=tokens,
+        output_tokens=tokens,
+        success=True,
+        **timings,
+    )
 
 
 class ScriptedClock:

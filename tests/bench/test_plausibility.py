@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from gemmaserve.bench import plausibility, results
-from gemmaserve.measurements.schema import ClientSettings, PlausibilityFlag, RequestKind, RequestRecord
+from gemmaserve.measurements.schema import ClientSettings, PlausibilityFlag, RequestRecord
+from tests.bench.conftest import decode_record
 
 SHORT, LONG = 16, 512
 
@@ -23,14 +24,9 @@ def _call(
     """One decode call: its first token at ``ttft_s``, then ``gaps_s`` (tokens − 1 of them)."""
     assert len(gaps_s) == tokens - 1
     e2el = ttft_s + sum(gaps_s) + extra_end_s
-    return RequestRecord(
-        request_id=f"decode-{tokens}-{index}",
-        kind=RequestKind.DECODE,
-        concurrency=1,
-        repeat=index,
-        requested_output_tokens=tokens,
-        output_tokens=tokens,
-        success=True,
+    return decode_record(
+        tokens,
+        index,
         ttft_s=ttft_s,
         itl_s=list(gaps_s),
         e2el_s=e2el,

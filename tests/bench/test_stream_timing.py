@@ -20,6 +20,7 @@ from gemmaserve.bench.metrics import compute_request_metrics
 from gemmaserve.bench.sse import SseDecoder, decode_event
 from gemmaserve.bench.transports import ChatRequest, Chunk
 from gemmaserve.measurements.schema import ClientSettings, RequestKind, RequestRecord
+from tests.bench.conftest import decode_record
 
 from .conftest import ScriptedClock, ScriptedTransport
 
@@ -144,25 +145,13 @@ def test_request_body_sends_max_completion_tokens() -> None:
 def _decode_records(
     short_s: list[float], long_s: list[float], long_tpot_s: float, *, ttft_s: float = 0.01
 ) -> list[RequestRecord]:
-    records = []
-    for tokens, walls in ((16, short_s), (512, long_s)):
-        for i, wall in enumerate(walls):
-            records.append(
-                RequestRecord(
-                    request_id=f"{tokens}-{i}",
-                    kind=RequestKind.DECODE,
-                    concurrency=1,
-                    repeat=i,
-                    requested_output_tokens=tokens,
-                    output_tokens=tokens,
-                    success=True,
-                    e2el_s=wall,
-                    ttft_s=ttft_s,
-                    tpot_s=long_tpot_s if tokens == 512 else None,
-                    start_offset_s=0.0,
-                )
-            )
-    return records
+    return [
+        decode_record(
+            tokens, i, e2el_s=wall, ttft_s=ttft_s, tpot_s=long_tpot_s if tokens == 512 else None, start_offset_s=0.0
+        )
+        for tokens, walls in ((16, short_s), (512, long_s))
+        for i, wall in enumerate(walls)
+    ]
 
 
 def test_negative_intercept_is_flagged_not_a_fixed_cost() -> None:
