@@ -16,7 +16,7 @@ from gemmaserve.views import summary_for
 from tests.mcp.conftest import call_tool
 
 from .test_plausibility import LONG, SHORT, _calls
-from .test_schema_builders import build_result
+from .test_schema_builders import build_result, save_run
 
 BOTH = [schema.PlausibilityFlag.FIXED_COST_ABOVE_TTFT, schema.PlausibilityFlag.DECODE_RATES_DISAGREE]
 
@@ -34,17 +34,13 @@ def _with_decode_calls(result: schema.ResultFile, records: list[schema.RequestRe
 
 
 def _directory(tmp_path: Path) -> Path:
-    directory = tmp_path / "run"
-    directory.mkdir()
     honest = _with_decode_calls(build_result(label="honest"), _calls(jitter_s=0.002))
     # The quoted case: a 250 ms fixed cost against a TTFT of 45 ms. The 225 ms each call spends beyond its
     # tokens is in the streams' TPOT too (20.4 ms, not 20), so the two rates disagree as well.
     queued = _with_decode_calls(
         build_result(label="queued", url="http://127.0.0.1:8001", seed=2), _calls(extra_end_s=0.225)
     )
-    schema.save_result(honest, directory / "a.json")
-    schema.save_result(queued, directory / "b.json")
-    return directory
+    return save_run(tmp_path / "run", honest, queued)
 
 
 def test_report_names_the_finding_with_its_numbers_in_markdown_html_and_json(tmp_path: Path) -> None:

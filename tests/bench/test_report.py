@@ -13,23 +13,19 @@ from gemmaserve.cli import app
 from gemmaserve.errors import MissingExtra, ResultFileInvalid, UsageError
 from gemmaserve.measurements import schema
 
-from .test_schema_builders import build_result
+from .test_schema_builders import build_result, save_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def _directory(tmp_path: Path) -> Path:
-    directory = tmp_path / "run"
-    directory.mkdir()
-    schema.save_result(
+    return save_run(
+        tmp_path / "run",
         build_result(
             label="t4-bf16",
             correct=[True] * 37 + [False] * 3,
             load_tok_s={1: [48.0, 49.0, 50.0], 4: [180.0, 185.0, 190.0]},
         ),
-        directory / "a.json",
-    )
-    schema.save_result(
         build_result(
             label="l4-bf16",
             url="http://127.0.0.1:8001",
@@ -41,9 +37,7 @@ def _directory(tmp_path: Path) -> Path:
             load_tok_s={1: [78.0, 79.0, 80.0], 4: [300.0, 305.0, 310.0]},
             seed=4,
         ),
-        directory / "b.json",
     )
-    return directory
 
 
 def test_report_writes_markdown_html_and_charts(tmp_path: Path) -> None:

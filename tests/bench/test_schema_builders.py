@@ -7,7 +7,9 @@ test knows the true rate it should recover.
 from __future__ import annotations
 
 import random
+import string
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from gemmaserve.measurements import schema as s
@@ -123,6 +125,14 @@ def build_result(
         completeness=s.Completeness(planned=phases, finished=phases),
         failures=s.FailureSummary(requests=len(requests)),
     )
+
+
+def save_run(directory: Path, *results: s.ResultFile) -> Path:
+    """A new ``directory`` holding ``results`` as a.json, b.json, …, as ``bench measure --out`` leaves them."""
+    directory.mkdir()
+    for name, result in zip(string.ascii_lowercase, results, strict=False):
+        s.save_result(result, directory / f"{name}.json")
+    return directory
 
 
 def as_dict(result: s.ResultFile) -> dict[str, Any]:
