@@ -41,8 +41,7 @@ def _directory(tmp_path: Path) -> Path:
 
 
 def test_report_writes_markdown_html_and_charts(tmp_path: Path) -> None:
-    directory = _directory(tmp_path)
-    output = report.build_report(directory)
+    output = report.build_report(_directory(tmp_path))
     markdown = Path(output.markdown_path).read_text()
     assert "| t4-bf16 | 50.00 |" in markdown
     assert "| 4 | 185.0 | 305.0 |" in markdown

