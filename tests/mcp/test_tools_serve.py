@@ -7,6 +7,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -140,48 +141,35 @@ def test_cancelled_start_stops_the_server_it_launched(
     assert load_record(port) is None
 
 
-def test_start_passes_the_checkpoint_and_language_model_only_to_vllm(tmp_path: Path, popen: KeptPopen) -> None:
+@contextmanager
+def started_on_l4(tmp_path: Path, popen: KeptPopen, **arguments: object) -> Iterator[dict[str, Any]]:
+    """serve_start on the scripted L4 host with ``arguments``: its result; the server is stopped on the way out."""
     server, python = _server(tmp_path, "l4", popen)
     port = free_port()
-    started = call_tool(
-        server,
-        "serve_start",
-        {
-            "python": python,
-            "port": port,
-            "timeout": 30,
-            "checkpoint": "/models/e2b",
-            "language_model_only": True,
-        },
-    )
+    started = call_tool(server, "serve_start", {"python": python, "port": port, "timeout": 30, **arguments})
     try:
         assert not started.is_error, started.content
-        argv = started.structured_content["record"]["argv"]  # type: ignore[index]
-        assert argv[argv.index("serve") + 1] == "/models/e2b" and "--language-model-only" in argv
+        assert started.structured_content is not None
+        yield started.structured_content
     finally:
         call_tool(server, "serve_stop", {"port": port, "confirm": True})
 
 
+def test_start_passes_the_checkpoint_and_language_model_only_to_vllm(tmp_path: Path, popen: KeptPopen) -> None:
+    with started_on_l4(tmp_path, popen, checkpoint="/models/e2b", language_model_only=True) as result:
+        argv = result["record"]["argv"]
+        assert argv[argv.index("serve") + 1] == "/models/e2b" and "--language-model-only" in argv
+
+
 def test_start_plans_once_for_the_installed_vllm_and_launches_that_rows_flags(tmp_path: Path, popen: KeptPopen) -> None:
-    server, python = _server(tmp_path, "l4", popen)
-    port = free_port()
-    started = call_tool(
-        server,
-        "serve_start",
-        {"python": python, "port": port, "timeout": 30, "max_num_batched_tokens": 4096, "extra_args": ["--seed", "1"]},
-    )
-    try:
-        assert not started.is_error, started.content
-        result = started.structured_content
-        plan = result["plan"]  # type: ignore[index]
+    with started_on_l4(tmp_path, popen, max_num_batched_tokens=4096, extra_args=["--seed", "1"]) as result:
+        plan = result["plan"]
         assert plan["vllm_version"] == "0.29" and plan["gpu"] == "l4"  # the scripted host's vLLM 0.29.0
-        argv = result["record"]["argv"]  # type: ignore[index]
+        argv = result["record"]["argv"]
         flags = argv[argv.index("serve") + 1 :]
         assert flags[: len(plan["vllm_args"])] == plan["vllm_args"]
         assert flags[flags.index("--max-num-batched-tokens") + 1] == "4096"
         assert flags[-2:] == ["--seed", "1"]
-    finally:
-        call_tool(server, "serve_stop", {"port": port, "confirm": True})
 
 
 def test_old_and_unknown_arguments_are_rejected_and_cli_only_switches_refused(tmp_path: Path, popen: KeptPopen) -> None:
