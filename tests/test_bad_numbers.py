@@ -8,7 +8,6 @@ logs), sleeps and sizes; each command runs as a user runs it, with the parameter
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 import pytest
@@ -16,7 +15,7 @@ import pytest
 from gemmaserve.cli import app
 from gemmaserve.cli.errors import run_with_error_mapping
 from tests.sagemaker.conftest import aws_env, moto_factory, moto_server_url  # noqa: F401 - fixtures
-from tests.test_redaction import _invocation, command_parameters
+from tests.test_redaction import _invocation, command_parameters, in_tmp_path  # noqa: F401 - a fixture
 
 
 def _numeric_options() -> list[tuple[str, str]]:
@@ -24,16 +23,11 @@ def _numeric_options() -> list[tuple[str, str]]:
     return command_parameters(lambda p: isinstance(p, click.Option) and not p.is_flag and isinstance(p.type, numbers))
 
 
+@pytest.mark.usefixtures("aws_env", "in_tmp_path")
 @pytest.mark.parametrize(("path", "param_name"), _numeric_options())
 def test_extreme_numbers_are_refused_in_one_line_or_used(
-    path: str,
-    param_name: str,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    aws_env: Any,  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch,
+    path: str, param_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(tmp_path)
     for value in ("inf", "-inf", "nan", "1e300", "-1e300"):
         args = _invocation(path, param_name, value, tmp_path)
         code = run_with_error_mapping(app, [*args, "--json"], debug=False)

@@ -38,6 +38,13 @@ def _random(alphabet: str, length: int) -> str:
 
 
 @pytest.fixture
+def in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``tmp_path``, made the working directory: what a command writes beside itself lands there."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
 def secrets(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     found = {
         "hf": "hf_" + _random(string.ascii_letters + string.digits, 34),
@@ -107,17 +114,11 @@ def _leaks(text: str, secrets: dict[str, str]) -> list[str]:
     return [name for name, value in secrets.items() if value in text]
 
 
+@pytest.mark.usefixtures("aws_env", "in_tmp_path")
 @pytest.mark.parametrize(("path", "param_name"), _cli_cases())
 def test_no_command_prints_a_secret_it_was_given(
-    path: str,
-    param_name: str,
-    secrets: dict[str, str],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    aws_env: Any,  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch,
+    path: str, param_name: str, secrets: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(tmp_path)
     for value in (f"HF_TOKEN {secrets['hf']}", secrets["environment"]):
         args = _invocation(path, param_name, value, tmp_path)
         if "--env" in [p.opts[0] for p in COMMANDS[path].params if isinstance(p, click.Option)]:
@@ -190,11 +191,9 @@ def test_no_tool_replies_with_a_secret_it_was_given(
     tool: str,
     parameter: str,
     secrets: dict[str, str],
-    tmp_path: Path,
+    in_tmp_path: Path,
     aws_env: Any,  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.chdir(tmp_path)
     server = build_server(ServerDeps(aws_clients=aws_env, sleep=lambda s: None))
     schema = TOOLS[tool].parameters["properties"].get(parameter, {"type": "string"})
     replies: list[str] = []
@@ -203,7 +202,7 @@ def test_no_tool_replies_with_a_secret_it_was_given(
         async with Client(server) as client:
             for value in (f"HF_TOKEN {secrets['hf']}", secrets["environment"]):
                 arguments = {
-                    **_filled(MCP_REQUIRED.get(tool, {}), tmp_path),
+                    **_filled(MCP_REQUIRED.get(tool, {}), in_tmp_path),
                     parameter: _secret_argument(schema, value),
                 }
                 if "env" in TOOLS[tool].parameters["properties"] and parameter != "env":
