@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import uvloop
 
-from gemmaserve.bench.http_stream import StreamConnection
+from gemmaserve.bench.http_stream import DELIVERY_INTERVAL_S, StreamConnection
 from gemmaserve.bench.sse import Chunk
 from gemmaserve.bench.transports import ChatRequest, HttpTransport, RequestFailed
 
@@ -236,6 +236,83 @@ def test_an_error_reply_keeps_its_body_and_decodes_no_events() -> None:
     fed = Fed([b"HTTP/1.1 400 Bad Request\r\nContent-Length: %d\r\n\r\n" % len(body) + body])
     assert fed.connection.status == 400 and fed.connection.finished and fed.connection.error_body == body
     assert fed.chunks == []
+
+
+class SetClock:
+    """Reads whatever the test set last."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _wakes(reads: Sequence[tuple[float, bytes]], *, eof: bool = False) -> tuple[StreamConnection, list[list[Chunk]]]:
+    """A request waiting on the connection as the transport waits; what each wake gave it.
+
+    ``reads``: (clock reading, bytes); after each read the request runs if it was woken.
+    """
+
+    async def go() -> tuple[StreamConnection, list[list[Chunk]]]:
+        clock = SetClock()
+        connection = StreamConnection(clock, read_timeout_s=60.0)
+        connection.connection_made(RecordingTransport())
+        connection.send(b"POST / HTTP/1.1\r\n\r\n")
+        woken: list[list[Chunk]] = []
+
+        async def request() -> None:
+            while not connection.finished and connection.failure is None:
+                await connection.wait()
+                woken.append(connection.take())
+
+        task = asyncio.create_task(request())
+        await asyncio.sleep(0)
+        for now, piece in reads:
+            clock.now = now
+            connection.data_received(piece)
+            for _ in range(3):
+                await asyncio.sleep(0)
+        if eof:
+            connection.eof_received()
+            connection.connection_lost(None)
+        async with asyncio.timeout(10):
+            await task
+        connection.close()
+        return connection, woken
+
+    return asyncio.run(go())
+
+
+def test_streaming_chunks_wake_the_request_at_most_once_per_interval_and_keep_their_reads_stamps() -> None:
+    reads = [(0.0, OK_HEAD)] + [(0.03 * (k + 1), chunked(EVENT % b"%d" % k)[:-5]) for k in range(8)]
+    connection, woken = _wakes([*reads, (0.27, chunked(LAST)[:-5] + b"0\r\n\r\n")])
+    assert connection.finished and connection.failure is None
+    assert DELIVERY_INTERVAL_S == 0.1
+    # the status at once; the first chunk at once; then at most one wake per 0.1 s; the end at once
+    assert [[c.content for c in taken] for taken in woken] == [
+        [],
+        ["0"],
+        ["1", "2", "3", "4"],
+        ["5", "6", "7", "end", ""],
+    ]
+    stamps = [c.arrival_s for taken in woken for c in taken]
+    assert stamps == [0.03 * (k + 1) for k in range(8)] + [0.27, 0.27]
+
+
+@pytest.mark.parametrize(
+    ("last", "eof", "reason"),
+    [
+        (b"zz\r\n", False, "protocol_error"),
+        (chunked(b'data: {"choices": [\n\n')[:-5], False, "malformed_sse"),
+        (b"", True, "truncated_stream"),
+    ],
+)
+def test_chunks_held_back_are_handed_over_with_the_failure(last: bytes, eof: bool, reason: str) -> None:
+    reads = [(0.0, OK_HEAD)] + [(0.0, chunked(EVENT % b"%d" % k)[:-5]) for k in range(5)] + [(0.0, last)]
+    connection, woken = _wakes(reads, eof=eof)  # the clock stands still: no interval ever passes
+    assert connection.failure is not None and connection.failure[0] == reason
+    assert [[c.content for c in taken] for taken in woken] == [[], ["0"], ["1", "2", "3", "4"]]
 
 
 class ScriptedServer:
