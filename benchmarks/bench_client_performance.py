@@ -25,7 +25,10 @@ Each request's TTFT is split at the server's two stamps (``gemmaserve.testing.tr
 trip to the server's handler, the server's TTFT, the trip back to the client's read.
 ``--per-chunk``: the client's CPU per streamed chunk, its process's CPU time (user + system)
 over one burst divided by the chunks it received, one process with one event loop, at
-``--per-chunk-levels streams:tokens:ITL ms,…``, each level ``--repeats`` times. Cores needed for
+``--per-chunk-levels streams:tokens:ITL ms,…``, each level ``--repeats`` times, each run followed by
+the floor (unless ``--no-floor``): the same burst on the same core read by a protocol that only counts
+its reads. Both report chunks per read(2) call: on a busy machine reads bunch up and a chunk looks
+cheaper than it is. Cores needed for
 S streams at R tok/s: S · R · (µs per chunk) / 10⁶.
 ``--client-cpus``/``--server-cpus`` keep the two sides on separate cores (--scale, --side-by-side
 and --per-chunk).
@@ -131,6 +134,7 @@ async def _batch(
                 deps=BatchDeps(clock=time.perf_counter),
             )
             await asyncio.to_thread(fetch_json, url + "/mock/requests", method="DELETE")
+        reads_before = _read_calls()
         batch = await run_batch(
             transport,
             [
@@ -141,6 +145,7 @@ async def _batch(
             timeout_s=120,
             deps=BatchDeps(clock=time.perf_counter),
         )
+        reads = _read_calls() - reads_before
     finally:
         await transport.aclose()
     ok = [o for o in batch.outcomes if o.success and o.metrics]
@@ -160,10 +165,76 @@ async def _batch(
         "cpu_share": batch.cpu_s / wall,
         "cpu_us_per_chunk": 1e6 * batch.cpu_s / chunks if chunks else None,
         "chunks": chunks,
+        "chunks_per_read": chunks / reads if reads > 0 else None,
         "lag_p50_s": batch.lag_p50_s,
         "lag_p90_s": batch.lag_p90_s,
         "output_tokens_per_s": sum(o.metrics.output_tokens for o in ok) / wall,  # type: ignore[union-attr]
     }
+
+
+def _read_calls() -> int:
+    """The process's read system calls so far (``syscr`` of /proc/self/io; libuv reads a socket with
+    read(2)); -1 where that file is missing."""
+    try:
+        with open("/proc/self/io") as io:
+            return next(int(line.split()[1]) for line in io if line.startswith("syscr:"))
+    except (OSError, StopIteration):
+        return -1
+
+
+class _CountingProtocol(asyncio.Protocol):
+    """The floor: a protocol that only counts its reads and sees the chunked reply's last chunk."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.ended = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.reads += 1
+        if data.endswith(b"\r\n0\r\n\r\n") or data == b"0\r\n\r\n":
+            self.ended.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.ended.done():
+            self.ended.set_exception(ConnectionError(f"closed before the reply ended: {exc}"))
+
+
+async def _floor_batch(url: str, *, streams: int, tokens: int) -> dict[str, Any]:
+    """The same burst read by a bare asyncio protocol that parses nothing: what a read costs the
+    process by itself (the loop, its system calls, a bytes object, one Python call)."""
+    from gemmaserve.bench.http_stream import HttpStreamClient
+
+    client = HttpStreamClient(url, clock=time.perf_counter, read_timeout_s=120, connect_timeout_s=10)
+    loop = asyncio.get_running_loop()
+    protocols = []
+    for _ in range(streams):
+        _, protocol = await loop.create_connection(_CountingProtocol, client.host, client.port)
+        protocols.append(protocol)
+    wires = [
+        client.request_bytes(
+            "/v1/chat/completions",
+            json.dumps(
+                ChatRequest(synthetic_prompt(32, seed=1, salt=("f", i)), tokens, ignore_eos=True).body()
+            ).encode(),
+        )
+        for i in range(streams)
+    ]
+    cpu_before, reads_before = time.process_time(), _read_calls()
+    for protocol, wire in zip(protocols, wires, strict=True):
+        assert protocol.transport is not None
+        protocol.transport.write(wire)
+    async with asyncio.timeout(120):
+        await asyncio.gather(*(protocol.ended for protocol in protocols))
+    cpu_s, reads = time.process_time() - cpu_before, _read_calls() - reads_before
+    for protocol in protocols:
+        assert protocol.transport is not None
+        protocol.transport.close()
+    counted = sum(protocol.reads for protocol in protocols)
+    return {"floor_reads": counted, "floor_us_per_read": 1e6 * cpu_s / counted, "floor_read_calls": reads}
 
 
 def _run(coroutine: Any) -> Any:
@@ -245,8 +316,10 @@ def per_chunk_check(
     *,
     client_cpus: set[int] | None = None,
     server_cpus: set[int] | None = None,
+    with_floor: bool = True,
 ) -> dict[str, Any]:
-    """Client CPU per chunk over one burst of ``streams`` streams (connections opened first)."""
+    """Client CPU per chunk over one burst of ``streams`` streams (connections opened first); then, on
+    the same server and core, the floor: the same burst read by a protocol that parses nothing."""
     with _on_cpus(server_cpus):
         server = start_mock_process(MockConfig(ttft_s=0.03, itl_s=itl_s, record=True))
     with server, _on_cpus(client_cpus):
@@ -254,6 +327,7 @@ def per_chunk_check(
         client = _run(_batch(server.url, concurrency=streams, tokens=tokens, requests=streams, salt="c", warm=True))
         usage_after = resource.getrusage(resource.RUSAGE_SELF)
         truth = _server_truth(server.url)
+        floor = _run(_floor_batch(server.url, streams=streams, tokens=tokens)) if with_floor else {}
     client.pop("e2el_s")
     chunks = client["chunks"]
     # getrusage spans the warm-up too: its user/system split, not its total, is what is reported.
@@ -266,6 +340,8 @@ def per_chunk_check(
         "chunks": chunks,
         "failed": client["failed"],
         "cpu_us_per_chunk": client["cpu_us_per_chunk"],
+        "chunks_per_read": client["chunks_per_read"],
+        **floor,
         "system_share_of_cpu": system_s / (user_s + system_s) if user_s + system_s else None,
         "cpu_share": client["cpu_share"],
         "lag_p50_s": client["lag_p50_s"],
@@ -794,6 +870,7 @@ def main() -> int:
         help="--per-chunk runs: streams:tokens:ITL ms, comma-separated",
     )
     parser.add_argument("--repeats", type=int, default=3, help="--per-chunk: runs of each level")
+    parser.add_argument("--no-floor", action="store_true", help="--per-chunk: skip the bare-protocol floor")
     parser.add_argument("--client-cpus", type=_cpu_list, help="the client's cores, e.g. 8-15 (taskset's form)")
     parser.add_argument("--server-cpus", type=_cpu_list, help="the mock server's cores, e.g. 0-7")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/client_performance.json"))
@@ -822,7 +899,7 @@ def main() -> int:
             for repeat in range(args.repeats):
                 row = per_chunk_check(
                     int(streams), int(tokens), itl_ms / 1000,
-                    client_cpus=args.client_cpus, server_cpus=args.server_cpus,
+                    client_cpus=args.client_cpus, server_cpus=args.server_cpus, with_floor=not args.no_floor,
                 )  # fmt: skip
                 row["repeat"], row["load_average"] = repeat, os.getloadavg()
                 print(json.dumps(row), flush=True)
