@@ -57,9 +57,9 @@ def decoder_reads(pieces: list[bytes]) -> list[list[Chunk | str]]:
         reads.append(got)
         try:
             if piece is not None:
-                decoder.feed(piece, float(stamp), got)  # type: ignore[arg-type]
+                decoder.decode(piece, float(stamp), got)  # type: ignore[arg-type]
             else:
-                decoder.close(float(stamp), got)  # type: ignore[arg-type]
+                decoder.decode_rest(float(stamp), got)  # type: ignore[arg-type]
         except MalformedStream:
             got.append(FAILED)
             return reads
@@ -106,8 +106,12 @@ def _stream(rng: random.Random) -> list[bytes]:
             reads.append(event(payload))
         elif kind < 0.75:
             reads.append(_awkward(rng, payload))
-        elif kind < 0.85:  # a near miss where the short path would take it
+        elif kind < 0.8:  # a near miss where the short path would take it
             reads.append(event(rng.choice(_mutations(rng, payload.replace(head.encode(), HEAD.encode())))))
+        elif kind < 0.85:  # one byte changed, the length kept: the text stays where the short path looks
+            position = rng.randrange(len(payload))
+            swapped = payload[:position] + bytes([rng.choice(b'"\\{}[],:01nux \x01\xff')]) + payload[position + 1 :]
+            reads.append(event(swapped))
         elif kind < 0.9:  # another head, or a reasoning model's text
             other = head.replace('"created":1', f'"created":{rng.randrange(2, 99)}')
             reads.append(event(token_payload(_text(rng), head=other)))
@@ -162,6 +166,13 @@ def _learned(*reads: bytes) -> list[bytes]:
         event(token_payload("x").replace(b'"x"', b"7")),
         event(token_payload("x").replace(b'"x"', b'"x" ')),
         event(token_payload("x").replace(b'"finish_reason":null', b'"finish_reason":"stop"')),
+        # the same length as the stream's token event, the text where it was: only the bytes around it differ
+        event(token_payload("x").replace(b'"finish_reason":null', b'"finish_reason":"ab"')),
+        event(token_payload("x").replace(b"}]}", b"}]]")),
+        event(token_payload("x").replace(b'{"id"', b'["id"')),
+        event(token_payload("x").replace(b'"model":"m"', b'"error":"m"')),
+        event(token_payload("x").replace(b'"content"', b'"contenu"')),
+        event(token_payload("x").replace(b'"created":1', b'"created":2')),
         event(token_payload("x").replace(b'"chatcmpl-1"', b'"chatcmpl-2"')),
         b"data: " + token_payload("x") + b"\r\n\r\n",
         b"data: " + token_payload("x") + b"\n\r\n",

@@ -139,7 +139,7 @@ class StreamConnection(asyncio.Protocol):
         pieces = self._body_pieces
         if len(pieces) == 1 and self.status == 200:  # the common read: one piece of the stream, inline
             try:
-                self._sse.feed(pieces.pop(), now, self._ready)
+                self._sse.decode(pieces.pop(), now, self._ready)
             except MalformedStream as exc:
                 self._fail("malformed_sse", str(exc))
         elif pieces:
@@ -253,14 +253,14 @@ class StreamConnection(asyncio.Protocol):
                 self.error_body += payload
             return
         try:
-            self._sse.feed(payload, now, self._ready)
+            self._sse.decode(payload, now, self._ready)
         except MalformedStream as exc:
             self._fail("malformed_sse", str(exc))
 
     def _end(self, now: float) -> None:
         if self.status == 200:
             try:
-                self._sse.close(now, self._ready)
+                self._sse.decode_rest(now, self._ready)
             except MalformedStream as exc:
                 self._fail("malformed_sse", str(exc))
                 return

@@ -120,46 +120,51 @@ _PLAIN_STRING = re.compile(rb'"[^"\\\x00-\x1f]*+"')
 _new_tuple = tuple.__new__  # a Chunk built without NamedTuple's Python-level __new__: 0.12 µs, not 0.30
 
 
-class StreamDecoder:
-    """One stream's SSE bytes in, :class:`Chunk` objects out: :class:`SseDecoder` then :func:`decode_event`.
+class StreamDecoder(SseDecoder):
+    """One stream's SSE bytes in, :class:`Chunk` objects out: :meth:`SseDecoder.feed`, then :func:`decode_event`.
 
     The short path: once a token event has matched vLLM's token pattern, its bytes before and after
     the text are kept, and a later read that is exactly ``data: `` + those bytes around a plain JSON
-    string + a blank line is that token, decoded without splitting or matching. vLLM repeats the id,
-    created time and model in every chunk of a stream, so every token event but the last takes it.
-    Such a read decodes as the general path decodes it (the pattern's parse of the bytes around the
-    text does not depend on the text); anything else (another shape, a second event, CR line ends,
-    a read that starts or ends inside an event) takes the general path.
+    string + a blank line, with no event begun before it, is that token, decoded without splitting
+    or matching. vLLM repeats the id, created time and model in every chunk of a stream, so every
+    token event but the last takes it. Such a read decodes as the general path decodes it (the
+    pattern's parse of the bytes around the text does not depend on the text); anything else
+    (another shape, a second event, CR line ends, a read that starts or ends inside an event)
+    takes the general path.
     """
 
-    __slots__ = ("_events", "_prefix", "_suffix")
+    __slots__ = ("_prefix", "_suffix", "_text_start", "_text_stop")
 
     def __init__(self) -> None:
-        self._events = SseDecoder()
+        super().__init__()
         self._prefix: bytes | None = None  # b"data: " + a token event's bytes before its text
         self._suffix = b""  # its bytes after the text + b"\n\n"
+        self._text_start = self._text_stop = 0  # where the text's quotes are, from the start and the end
 
-    def feed(self, piece: bytes, arrival_s: float, into: list[Chunk]) -> None:
+    def decode(self, piece: bytes, arrival_s: float, into: list[Chunk]) -> None:
         """Append the chunks of every event ``piece`` completes to ``into``, stamped ``arrival_s``.
 
         Raises:
             MalformedStream: as :func:`decode_event`; the events before the bad one are appended.
         """
         prefix = self._prefix
-        if prefix is not None and piece.startswith(prefix) and piece.endswith(self._suffix):
-            events = self._events
-            if not events._pending and not events._after_cr:
-                text = piece[len(prefix) : len(piece) - len(self._suffix)]
-                if _PLAIN_STRING.fullmatch(text) is not None:
-                    content = text[1:-1].decode("utf-8", errors="replace")
-                    into.append(_new_tuple(Chunk, (arrival_s, content, True, False, None, None, None, False)))
-                    return
-        for event in self._events.feed(piece):
+        if (
+            prefix is not None
+            and not self._pending
+            and not self._after_cr
+            and piece.startswith(prefix)
+            and piece.endswith(self._suffix)
+            and _PLAIN_STRING.fullmatch(piece, self._text_start, len(piece) + self._text_stop) is not None
+        ):
+            text = piece[self._text_start + 1 : self._text_stop - 1].decode("utf-8", errors="replace")
+            into.append(_new_tuple(Chunk, (arrival_s, text, True, False, None, None, None, False)))
+            return
+        for event in self.feed(piece):
             into.append(self._decode(event, arrival_s))
 
-    def close(self, arrival_s: float, into: list[Chunk]) -> None:
+    def decode_rest(self, arrival_s: float, into: list[Chunk]) -> None:
         """Flush an event the server did not terminate with a blank line (see :meth:`SseDecoder.close`)."""
-        for event in self._events.close():
+        for event in self.close():
             into.append(self._decode(event, arrival_s))
 
     def _decode(self, data: bytes, arrival_s: float) -> Chunk:
@@ -168,11 +173,8 @@ class StreamDecoder:
             return _decode_other(data, arrival_s)
         start, end = match.span(1)
         self._prefix, self._suffix = b"data: " + data[:start], data[end:] + b"\n\n"
+        self._text_start, self._text_stop = len(self._prefix), -len(self._suffix)
         return _token_chunk(match.group(1), arrival_s)
-
-    @property
-    def pending_bytes(self) -> int:
-        return self._events.pending_bytes
 
 
 def _token_chunk(text: bytes, arrival_s: float) -> Chunk:
