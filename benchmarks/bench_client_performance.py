@@ -134,7 +134,7 @@ async def _batch(
                 deps=BatchDeps(clock=time.perf_counter),
             )
             await asyncio.to_thread(fetch_json, url + "/mock/requests", method="DELETE")
-        reads_before = _read_calls()
+        reads_before, usage_before = _read_calls(), resource.getrusage(resource.RUSAGE_SELF)
         batch = await run_batch(
             transport,
             [
@@ -145,7 +145,7 @@ async def _batch(
             timeout_s=120,
             deps=BatchDeps(clock=time.perf_counter),
         )
-        reads = _read_calls() - reads_before
+        reads, usage = _read_calls() - reads_before, resource.getrusage(resource.RUSAGE_SELF)
     finally:
         await transport.aclose()
     ok = [o for o in batch.outcomes if o.success and o.metrics]
@@ -166,6 +166,8 @@ async def _batch(
         "cpu_us_per_chunk": 1e6 * batch.cpu_s / chunks if chunks else None,
         "chunks": chunks,
         "chunks_per_read": chunks / reads if reads > 0 else None,
+        "user_us_per_chunk": 1e6 * (usage.ru_utime - usage_before.ru_utime) / chunks if chunks else None,
+        "system_us_per_chunk": 1e6 * (usage.ru_stime - usage_before.ru_stime) / chunks if chunks else None,
         "lag_p50_s": batch.lag_p50_s,
         "lag_p90_s": batch.lag_p90_s,
         "output_tokens_per_s": sum(o.metrics.output_tokens for o in ok) / wall,  # type: ignore[union-attr]
@@ -223,18 +225,29 @@ async def _floor_batch(url: str, *, streams: int, tokens: int) -> dict[str, Any]
         )
         for i in range(streams)
     ]
-    cpu_before, reads_before = time.process_time(), _read_calls()
+    cpu_before, reads_before, usage_before = (
+        time.process_time(),
+        _read_calls(),
+        resource.getrusage(resource.RUSAGE_SELF),
+    )
     for protocol, wire in zip(protocols, wires, strict=True):
         assert protocol.transport is not None
         protocol.transport.write(wire)
     async with asyncio.timeout(120):
         await asyncio.gather(*(protocol.ended for protocol in protocols))
     cpu_s, reads = time.process_time() - cpu_before, _read_calls() - reads_before
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     for protocol in protocols:
         assert protocol.transport is not None
         protocol.transport.close()
     counted = sum(protocol.reads for protocol in protocols)
-    return {"floor_reads": counted, "floor_us_per_read": 1e6 * cpu_s / counted, "floor_read_calls": reads}
+    return {
+        "floor_reads": counted,
+        "floor_us_per_read": 1e6 * cpu_s / counted,
+        "floor_user_us_per_read": 1e6 * (usage.ru_utime - usage_before.ru_utime) / counted,
+        "floor_system_us_per_read": 1e6 * (usage.ru_stime - usage_before.ru_stime) / counted,
+        "floor_read_calls": reads,
+    }
 
 
 def _run(coroutine: Any) -> Any:
@@ -341,6 +354,8 @@ def per_chunk_check(
         "failed": client["failed"],
         "cpu_us_per_chunk": client["cpu_us_per_chunk"],
         "chunks_per_read": client["chunks_per_read"],
+        "user_us_per_chunk": client["user_us_per_chunk"],
+        "system_us_per_chunk": client["system_us_per_chunk"],
         **floor,
         "system_share_of_cpu": system_s / (user_s + system_s) if user_s + system_s else None,
         "cpu_share": client["cpu_share"],
