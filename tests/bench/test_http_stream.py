@@ -285,11 +285,11 @@ def _wakes(reads: Sequence[tuple[float, bytes]], *, eof: bool = False) -> tuple[
 
 
 def test_streaming_chunks_wake_the_request_at_most_once_per_interval_and_keep_their_reads_stamps() -> None:
-    reads = [(0.0, OK_HEAD)] + [(0.03 * (k + 1), chunked(EVENT % b"%d" % k)[:-5]) for k in range(8)]
-    connection, woken = _wakes([*reads, (0.27, chunked(LAST)[:-5] + b"0\r\n\r\n")])
+    step_s = 0.3 * DELIVERY_INTERVAL_S
+    reads = [(0.0, OK_HEAD)] + [(step_s * (k + 1), chunked(EVENT % b"%d" % k)[:-5]) for k in range(8)]
+    connection, woken = _wakes([*reads, (step_s * 9, chunked(LAST)[:-5] + b"0\r\n\r\n")])
     assert connection.finished and connection.failure is None
-    assert DELIVERY_INTERVAL_S == 0.1
-    # the status at once; the first chunk at once; then at most one wake per 0.1 s; the end at once
+    # the status at once; the first chunk at once; then at most one wake per interval; the end at once
     assert [[c.content for c in taken] for taken in woken] == [
         [],
         ["0"],
@@ -297,7 +297,7 @@ def test_streaming_chunks_wake_the_request_at_most_once_per_interval_and_keep_th
         ["5", "6", "7", "end", ""],
     ]
     stamps = [c.arrival_s for taken in woken for c in taken]
-    assert stamps == [0.03 * (k + 1) for k in range(8)] + [0.27, 0.27]
+    assert stamps == [step_s * (k + 1) for k in range(8)] + [step_s * 9] * 2
 
 
 @pytest.mark.parametrize(
