@@ -28,7 +28,9 @@ over one burst divided by the chunks it received, one process with one event loo
 ``--per-chunk-levels streams:tokens:ITL ms,…``, each level ``--repeats`` times, each run followed by
 the floor (unless ``--no-floor``): the same burst on the same core read by a protocol that only counts
 its reads. Both report chunks per read(2) call: on a busy machine reads bunch up and a chunk looks
-cheaper than it is. Cores needed for
+cheaper than it is. ``--per-chunk-python``: the client's own Python per chunk at the same levels,
+without sockets or a server (the engine's requests on connections fed vLLM's bytes read by read).
+Cores needed for
 S streams at R tok/s: S · R · (µs per chunk) / 10⁶.
 ``--client-cpus``/``--server-cpus`` keep the two sides on separate cores (--scale, --side-by-side
 and --per-chunk).
@@ -366,6 +368,123 @@ def per_chunk_check(
         "client_cpus": sorted(client_cpus) if client_cpus else None,
         "server_cpus": sorted(server_cpus) if server_cpus else None,
     }
+
+
+class _SetClock:
+    """The clock the scripted reads set: each round of reads is one inter-token interval later."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _NoSocket(asyncio.Transport):
+    def write(self, data: Any) -> None:
+        pass
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default
+
+    def close(self) -> None:
+        pass
+
+
+class _ScriptedStreams:
+    """Stands in for the transport's connection pool: hands out connections fed by the script."""
+
+    def __init__(self, connections: list[Any]) -> None:
+        self.free = list(connections)
+
+    def request_bytes(self, path: str, body: bytes) -> bytes:
+        return b""
+
+    async def acquire(self) -> Any:
+        return self.free.pop(0)
+
+    def release(self, connection: Any, *, reusable: bool) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _vllm_reads(stream: int, tokens: int) -> list[bytes]:
+    """One stream's reply as vLLM 0.32 writes it (chunked, one event per chunk): the head, then a read
+    per token; the last read carries the usage event, [DONE] and the last chunk."""
+    head = (
+        '{"id":"chatcmpl-%016x","object":"chat.completion.chunk","created":1733300000,'  # noqa: UP031
+        '"model":"google/gemma-4-e2b-it","choices":' % stream
+    )
+
+    def chunk(data: str) -> bytes:
+        event = b"data: " + data.encode() + b"\n\n"
+        return b"%x\r\n%s\r\n" % (len(event), event)
+
+    reads = [b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"]
+    for k in range(tokens):
+        finish = '"length"' if k == tokens - 1 else "null"
+        reads.append(
+            chunk(
+                head + '[{"index":0,"delta":{"content":%s},"logprobs":null,"finish_reason":%s,'  # noqa: UP031
+                '"token_ids":null}]}' % (json.dumps(f"w{k} "), finish)
+            )
+        )
+    usage = head + '[],"usage":{"prompt_tokens":3,"total_tokens":%d,"completion_tokens":%d}}' % (3 + tokens, tokens)  # noqa: UP031
+    reads[-1] += chunk(usage) + chunk("[DONE]") + b"0\r\n\r\n"
+    return reads
+
+
+async def _python_batch(streams: int, tokens: int, itl_s: float) -> dict[str, Any]:
+    from gemmaserve.bench.engine import run_request
+    from gemmaserve.bench.http_stream import StreamConnection
+
+    clock = _SetClock()
+    connections = []
+    for _ in range(streams):
+        connection = StreamConnection(clock, read_timeout_s=600)
+        connection.connection_made(_NoSocket())
+        connections.append(connection)
+    transport = HttpTransport("http://127.0.0.1:9", clock=clock, session=object())
+    transport._streams = _ScriptedStreams(connections)  # type: ignore[assignment]  # the pool, scripted
+    wires = [_vllm_reads(stream, tokens) for stream in range(streams)]
+    request = ChatRequest("p", tokens, ignore_eos=True)
+    tasks = [
+        asyncio.create_task(run_request(transport, f"p{i}", request, clock=clock, timeout_s=600))
+        for i in range(streams)
+    ]
+    while any(connection.sent_s is None for connection in connections):
+        await asyncio.sleep(0)
+    cpu_before = time.process_time()
+    for k in range(tokens + 1):
+        clock.now = 0.03 + itl_s * k
+        for connection, wire in zip(connections, wires, strict=True):
+            connection.data_received(wire[k])
+        await asyncio.sleep(0)  # the loop turns: woken requests run
+        await asyncio.sleep(0)
+    outcomes = await asyncio.gather(*tasks)
+    cpu_s = time.process_time() - cpu_before
+    failed = [outcome.reason for outcome in outcomes if not outcome.success]
+    assert not failed, failed
+    chunks = sum(outcome.chunks for outcome in outcomes)
+    return {"chunks": chunks, "python_us_per_chunk": 1e6 * cpu_s / chunks}
+
+
+def python_per_chunk_check(
+    streams: int, tokens: int, itl_s: float, *, client_cpus: set[int] | None = None
+) -> dict[str, Any]:
+    """The client's own Python per chunk, without sockets or a server: ``streams`` connections fed vLLM's
+    bytes read by read (one token a read, the reads of a round ``itl_s`` apart on the clock), each
+    request run by the engine's ``run_request`` through ``HttpTransport.stream`` as in a real run.
+    What the protocol, the SSE decoding, the wakes and the engine's record cost, free of the machine's
+    system-call cost and of reads bunching up on a busy machine."""
+    with _on_cpus(client_cpus):
+        row = _run(_python_batch(streams, tokens, itl_s))
+    return {"streams": streams, "tokens": tokens, "itl_s": itl_s, **row}
 
 
 def latency_check(concurrency: int, tokens: int, itl_s: float, ttft_s: float) -> dict[str, Any]:
@@ -885,6 +1004,11 @@ def main() -> int:
         help="--per-chunk runs: streams:tokens:ITL ms, comma-separated",
     )
     parser.add_argument("--repeats", type=int, default=3, help="--per-chunk: runs of each level")
+    parser.add_argument(
+        "--per-chunk-python",
+        action="store_true",
+        help="the client's Python per chunk without sockets, at --per-chunk-levels",
+    )
     parser.add_argument("--no-floor", action="store_true", help="--per-chunk: skip the bare-protocol floor")
     parser.add_argument("--client-cpus", type=_cpu_list, help="the client's cores, e.g. 8-15 (taskset's form)")
     parser.add_argument("--server-cpus", type=_cpu_list, help="the mock server's cores, e.g. 0-7")
@@ -919,6 +1043,15 @@ def main() -> int:
                 row["repeat"], row["load_average"] = repeat, os.getloadavg()
                 print(json.dumps(row), flush=True)
                 results["per_chunk"].append(row)
+    if args.per_chunk_python:
+        results["per_chunk_python"] = []
+        for level in args.per_chunk_levels.split(","):
+            streams, tokens, itl_ms = (float(n) for n in level.split(":"))
+            for repeat in range(args.repeats):
+                row = python_per_chunk_check(int(streams), int(tokens), itl_ms / 1000, client_cpus=args.client_cpus)
+                row["repeat"], row["load_average"] = repeat, os.getloadavg()
+                print(json.dumps(row), flush=True)
+                results["per_chunk_python"].append(row)
     if args.empty_text:
         results["decode_empty_text"] = [decode_check(3 if args.quick else 5, every) for every in (1, 3)]
         print(json.dumps(results["decode_empty_text"], indent=1), flush=True)
