@@ -55,7 +55,7 @@ def test_each_contract_catches_an_import_that_breaks_it(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "src", tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     package = tmp_path / "src" / "gemmaserve"
-    plant(package / "sagemaker" / "names.py", "from gemmaserve.cli import main")  # library -> front end
+    plant(package / "sagemaker" / "spec" / "container.py", "from gemmaserve.cli import main")  # library -> front end
     plant(package / "speed.py", "import boto3")  # core -> AWS adapter
     plant(package / "views" / "host.py", "from gemmaserve.mcp_server import build_server")  # a view -> front end
     plant(package / "turing" / "rule.py", "import subprocess")  # a pure module inside a package -> subprocess
@@ -67,7 +67,7 @@ def test_each_contract_catches_an_import_that_breaks_it(tmp_path: Path) -> None:
     report = " ".join(done.stdout.split())
     for name in contract_names().values():
         assert f"{name} BROKEN" in report, report
-    assert "gemmaserve.sagemaker.names -> gemmaserve.cli" in report
+    assert "gemmaserve.sagemaker.spec.container -> gemmaserve.cli" in report
     assert "gemmaserve.speed -> boto3" in report
     assert "gemmaserve.views.host -> gemmaserve.mcp_server" in report
     assert "gemmaserve.turing.rule -> subprocess" in report

@@ -5,7 +5,7 @@ An endpoint bills every hour it is up, busy or idle, so at utilisation u the cos
 a served token is 1/u times the fully-busy figure. Between two GPUs the slower one is
 cheaper per token only when its price ratio is below its speed ratio. Prices are the
 catalog's dated list prices unless a live lookup is passed in (the AWS Pricing API
-adapter, ``gemmaserve.sagemaker.pricing``); every figure says where it came from and when.
+adapter, ``gemmaserve.sagemaker.aws``); every figure says where it came from and when.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Core, not ``sagemaker/``: the plan reads the image's vLLM (``vllm_releases.sagemaker_image_series``) to size a
 SageMaker target by that release's rules, and the SageMaker package builds its URIs from it
-(``sagemaker/container.py``).
+(``sagemaker/spec/container.py``).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 from gemmaserve.mcp_server import ServerDeps, build_server
 from gemmaserve.mcp_server.stdio import serve
 from gemmaserve.sagemaker.aws import Boto3ClientFactory
-from gemmaserve.sagemaker.preflight import Reachability
+from gemmaserve.sagemaker.deployment.preflight import Reachability
 from tests.mcp.conftest import QuotaStubbedFactory
 
 QUOTAS = {"ml.g4dn.xlarge for endpoint usage": 2.0}

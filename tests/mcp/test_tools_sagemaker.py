@@ -14,8 +14,8 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
 from gemmaserve.mcp_server import ServerDeps, build_server
-from gemmaserve.sagemaker.inputs import tag_safe
-from gemmaserve.sagemaker.preflight import Reachability
+from gemmaserve.sagemaker.deployment.preflight import Reachability
+from gemmaserve.sagemaker.spec.inputs import tag_safe
 from tests.mcp.conftest import (
     REGION,
     ProgressLog,
@@ -47,8 +47,8 @@ def _reachable(repo_id: str) -> Reachability:
 
 @pytest.fixture
 def aws_server(aws_cli_env: Any) -> tuple[MCPServer, Any, str]:
-    from gemmaserve.sagemaker.container import default_image_uri
-    from gemmaserve.sagemaker.iam import ensure_execution_role
+    from gemmaserve.sagemaker.image.iam import ensure_execution_role
+    from gemmaserve.sagemaker.spec.container import default_image_uri
 
     factory = QuotaStubbedFactory(aws_cli_env, QUOTAS)
     # the role `sagemaker role create` makes: preflight can then check it works in the region

@@ -189,7 +189,7 @@ def test_the_last_line_names_the_cheapest_fitting_row_and_the_next_command() -> 
     assert table["next_command"].startswith("gemmaserve serve start --model e2b")
     sagemaker = json.loads(runner.invoke(app, ["plan", "--model", "e2b", "--platform", "sagemaker", "--json"]).output)
     assert sagemaker["next_command"].startswith("gemmaserve sagemaker preflight")
-    from gemmaserve.sagemaker.container import PINNED_IMAGE
+    from gemmaserve.sagemaker.spec.container import PINNED_IMAGE
 
     assert PINNED_IMAGE.vllm_version.startswith(sagemaker["vllm_version"] + ".")  # the deployed image's release
 

@@ -89,7 +89,7 @@ def test_mcp_plan_takes_32k_and_refuses_junk() -> None:
 
 def test_every_token_count_field_takes_the_short_spelling() -> None:
     from gemmaserve.bench.requests import MeasureRequest
-    from gemmaserve.sagemaker.requests import InvokeRequest
+    from gemmaserve.sagemaker.spec.requests import InvokeRequest
 
     assert (
         MeasureRequest.parse({"targets": ["http://127.0.0.1:1"], "out": "x", "output_tokens": "1k"}).output_tokens

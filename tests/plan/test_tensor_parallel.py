@@ -20,7 +20,7 @@ from gemmaserve.engine_memory import Placement, engine_memory, rotary_cache_byte
 from gemmaserve.errors import UsageError
 from gemmaserve.plan import PlanRequest, next_command, plan, plan_deployment
 from gemmaserve.request_model import ServingSettings
-from gemmaserve.sagemaker.requests import PreflightRequest
+from gemmaserve.sagemaker.spec.requests import PreflightRequest
 from gemmaserve.serve.requests import StartRequest
 from gemmaserve.speed import body_parameters
 from gemmaserve.tensor_parallel import (

@@ -12,8 +12,8 @@ import pytest
 from gemmaserve.cli import app
 from gemmaserve.cli.errors import run_with_error_mapping
 from gemmaserve.progress import ProgressEvent
-from gemmaserve.sagemaker.endpoint import DeploySpec
-from gemmaserve.sagemaker.env_mapping import serve_args_to_env
+from gemmaserve.sagemaker.deployment.endpoint import DeploySpec
+from gemmaserve.sagemaker.spec.container import serve_args_to_env
 
 START = datetime(2026, 12, 2, 17, 0, tzinfo=UTC)
 TRUST = {
@@ -76,8 +76,8 @@ DERIVED_T4 = (
 
 def record_derived_image(image_uri: str = DERIVED_T4) -> str:
     """What a successful `sagemaker image build` leaves behind: the build record preflight trusts."""
-    from gemmaserve.sagemaker.container import PINNED_IMAGE, default_image_uri
-    from gemmaserve.sagemaker.image import ImageBuildRecord, save_record
+    from gemmaserve.sagemaker.image.dockerfile import ImageBuildRecord, save_record
+    from gemmaserve.sagemaker.spec.container import PINNED_IMAGE, default_image_uri
 
     save_record(
         ImageBuildRecord(

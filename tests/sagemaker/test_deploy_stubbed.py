@@ -22,10 +22,9 @@ from gemmaserve.errors import (
     SageMakerTimedOut,
 )
 from gemmaserve.progress import Cancelled, CancelToken
-from gemmaserve.sagemaker.delete import delete_deployment
-from gemmaserve.sagemaker.endpoint import execute_deploy, plan_deploy
-from gemmaserve.sagemaker.startup import wait_for_endpoint
-from gemmaserve.sagemaker.status import EndpointStatus, describe_endpoint_state
+from gemmaserve.sagemaker.deployment.endpoint import execute_deploy, plan_deploy
+from gemmaserve.sagemaker.operations.status import EndpointStatus, describe_endpoint_state, wait_for_endpoint
+from gemmaserve.sagemaker.operations.teardown import delete_deployment
 from tests.sagemaker.helpers import START, Lines, ScriptedClock, make_spec
 
 REGION = "us-east-1"
@@ -67,7 +66,7 @@ def fresh(stub: Stubber, name: str = NAME) -> None:
 
 def ours_and_unshared(stub: Stubber) -> None:
     """What delete checks before deleting: the resources' ARNs, their gemmaserve tags, other endpoints' use."""
-    from gemmaserve.sagemaker.tags import build_tags
+    from gemmaserve.sagemaker.spec.container import build_tags
 
     tags = {"Tags": build_tags(owner="ana", now=START, ttl_s=3600)}
     stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})

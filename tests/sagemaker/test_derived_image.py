@@ -17,10 +17,10 @@ from botocore.stub import ANY, Stubber
 
 from gemmaserve.progress import Cancelled, CancelToken
 from gemmaserve.sagemaker import api
-from gemmaserve.sagemaker.codebuild import build_image, build_wheel_from_checkout, plan_image_build
-from gemmaserve.sagemaker.container import PINNED_IMAGE, default_image_uri, image_cuda_version
-from gemmaserve.sagemaker.image import ImageBuildRecord, find_record, save_record
-from gemmaserve.sagemaker.requests import PreflightRequest
+from gemmaserve.sagemaker.image.codebuild import build_image, build_wheel_from_checkout, plan_image_build
+from gemmaserve.sagemaker.image.dockerfile import ImageBuildRecord, find_record, save_record
+from gemmaserve.sagemaker.spec.container import PINNED_IMAGE, default_image_uri, image_cuda_version
+from gemmaserve.sagemaker.spec.requests import PreflightRequest
 from gemmaserve.turing.versions import is_supported
 from tests.sagemaker.helpers import Lines
 
@@ -85,8 +85,8 @@ def test_the_wheel_is_built_from_this_checkout_without_touching_it(tmp_path: Pat
     wheel = build_wheel_from_checkout(tmp_path)
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-        shipped = archive.read("gemmaserve/sagemaker/interrupts.py")
-    assert shipped == (root / "src" / "gemmaserve" / "sagemaker" / "interrupts.py").read_bytes()
+        shipped = archive.read("gemmaserve/sagemaker/operations/teardown.py")
+    assert shipped == (root / "src" / "gemmaserve" / "sagemaker" / "operations" / "teardown.py").read_bytes()
     assert "gemmaserve/catalog/models.toml" in names
     assert {p.name for p in root.iterdir()} == before
 
@@ -236,7 +236,7 @@ def test_the_build_writes_its_record_from_inside_the_image(tmp_path: Path) -> No
     import subprocess
     import sys
 
-    from gemmaserve.sagemaker.image import RECORD_SCRIPT
+    from gemmaserve.sagemaker.image.dockerfile import RECORD_SCRIPT
 
     plan = plan_image_build(
         region=REGION, account=ACCOUNT, wheel_name="gemmaserve-0.1.0-py3-none-any.whl", wheel_sha256="cd" * 32
@@ -263,9 +263,9 @@ def test_the_build_writes_its_record_from_inside_the_image(tmp_path: Path) -> No
 
 
 def test_preflight_on_another_host_reads_the_record_the_build_wrote(moto_factory: Any) -> None:
-    from gemmaserve.sagemaker.image import record_location
-    from gemmaserve.sagemaker.preflight import PreflightDeps, run_preflight
-    from gemmaserve.sagemaker.requests import PreflightRequest
+    from gemmaserve.sagemaker.deployment.preflight import PreflightDeps, run_preflight
+    from gemmaserve.sagemaker.image.dockerfile import record_location
+    from gemmaserve.sagemaker.spec.requests import PreflightRequest
 
     image = plan_image_build(region=REGION, account=ACCOUNT).target_image
 
@@ -298,7 +298,7 @@ def test_preflight_on_another_host_reads_the_record_the_build_wrote(moto_factory
     assert found.status.value == "ok" and "build gemmaserve-turing-image:3 verified it" in found.detail
     policy_record = next(
         s
-        for s in __import__("gemmaserve.sagemaker.codebuild", fromlist=["x"]).codebuild_role_policy(
+        for s in __import__("gemmaserve.sagemaker.image.codebuild", fromlist=["x"]).codebuild_role_policy(
             region=REGION, account=ACCOUNT, project="p", base_image=default_image_uri(REGION), target_image=image
         )["Statement"]
         if s["Sid"] == "WriteBuildRecord"

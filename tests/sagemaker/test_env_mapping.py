@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gemmaserve.errors import UsageError
-from gemmaserve.sagemaker.env_mapping import (
+from gemmaserve.sagemaker.spec.container import (
     env_to_serve_args,
     serve_args_to_env,
     validate_environment,

@@ -10,8 +10,8 @@ import pytest
 
 from gemmaserve.errors import UsageError
 from gemmaserve.sagemaker import api
-from gemmaserve.sagemaker.iam import EXECUTION_POLICY_NAME, policy_regions
-from gemmaserve.sagemaker.requests import PreflightRequest
+from gemmaserve.sagemaker.image.iam import EXECUTION_POLICY_NAME, policy_regions
+from gemmaserve.sagemaker.spec.requests import PreflightRequest
 from tests.sagemaker.helpers import make_role, run
 
 ACCOUNT = "123456789012"  # moto's

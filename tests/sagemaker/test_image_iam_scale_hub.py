@@ -12,20 +12,20 @@ import pytest
 from botocore.stub import Stubber
 
 from gemmaserve.errors import AwsError, UsageError
-from gemmaserve.sagemaker.autoscale import autoscale_calls, configure_autoscaling
-from gemmaserve.sagemaker.codebuild import (
+from gemmaserve.sagemaker.image.codebuild import (
     build_image,
     codebuild_role_policy,
     plan_image_build,
 )
-from gemmaserve.sagemaker.container import image_claims_turing_clamp, image_cuda_version
-from gemmaserve.sagemaker.iam import (
+from gemmaserve.sagemaker.image.dockerfile import ARCH_CHECK
+from gemmaserve.sagemaker.image.iam import (
     ecr_repository_arn,
     ensure_execution_role,
     execution_role_policy,
 )
-from gemmaserve.sagemaker.image import ARCH_CHECK
-from gemmaserve.sagemaker.jumpstart import list_gemma4_models
+from gemmaserve.sagemaker.image.jumpstart import list_gemma4_models
+from gemmaserve.sagemaker.operations.autoscale import autoscale_calls, configure_autoscaling
+from gemmaserve.sagemaker.spec.container import image_claims_turing_clamp, image_cuda_version
 from tests.sagemaker.helpers import Lines, ScriptedClock, hub_content, hub_summaries
 
 REGION = "us-east-1"

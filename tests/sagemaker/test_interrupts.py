@@ -17,7 +17,7 @@ import pytest
 from gemmaserve.errors import DeployInterrupted, EndpointFailed
 from gemmaserve.progress import Cancelled, CancelToken, ProgressEvent
 from gemmaserve.sagemaker import api
-from gemmaserve.sagemaker.requests import DeleteRequest, DeployRequest
+from gemmaserve.sagemaker.spec.requests import DeleteRequest, DeployRequest
 from tests.sagemaker.helpers import Lines, ScriptedClock, make_role
 
 REGION = "us-east-1"
@@ -341,7 +341,7 @@ def test_a_create_the_service_accepts_after_the_interrupt_is_found_and_deleted(
     assert _leftovers(moto_factory("sagemaker", REGION)) == {"endpoints": [], "configs": [], "models": []}
     assert label in caught.value.fields["deleted"]
     assert caught.value.fields["remaining"] == []
-    from gemmaserve.sagemaker.journal import Journal
+    from gemmaserve.sagemaker.operations.teardown import Journal
 
     assert Journal().open_entries() == []  # journaled before it was sent, closed as deleted
     assert {e.key: e.state.value for e in Journal().entries()}[label] == "deleted"
@@ -364,7 +364,7 @@ def test_a_create_that_never_shows_within_the_window_is_reported_unconfirmed_not
         f"gemmaserve sagemaker list --region {REGION}",
         f"gemmaserve sagemaker delete {NAME} --region {REGION} --yes",
     ]
-    from gemmaserve.sagemaker.journal import Journal
+    from gemmaserve.sagemaker.operations.teardown import Journal
 
     # the journal keeps it open: `list` shows it and `cleanup --journal` settles it once it shows (or never does)
     assert [(e.key, e.state.value) for e in Journal().open_entries()] == [(f"endpoint:{NAME}", "unconfirmed")]

@@ -12,12 +12,10 @@ from botocore.stub import Stubber
 
 from gemmaserve.cost import PriceQuote
 from gemmaserve.errors import CapacityUnavailable
-from gemmaserve.sagemaker.endpoint import execute_deploy, plan_deploy
-from gemmaserve.sagemaker.fallback import deploy_across_regions
-from gemmaserve.sagemaker.inventory import cleanup_expired, list_deployments
-from gemmaserve.sagemaker.pricing import make_price_lookup, pricing_api_price
-from gemmaserve.sagemaker.quota import QuotaCheck
-from gemmaserve.sagemaker.status import EndpointStatus
+from gemmaserve.sagemaker.aws import QuotaCheck, make_price_lookup, pricing_api_price
+from gemmaserve.sagemaker.deployment.endpoint import deploy_across_regions, execute_deploy, plan_deploy
+from gemmaserve.sagemaker.operations.inventory import cleanup_expired, list_deployments
+from gemmaserve.sagemaker.operations.status import EndpointStatus
 from tests.sagemaker.helpers import START, ScriptedClock, make_role, make_spec
 
 

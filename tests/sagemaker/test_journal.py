@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from gemmaserve.errors import DeployInterrupted
-from gemmaserve.sagemaker.journal import EntryState, Journal
+from gemmaserve.sagemaker.operations.teardown import EntryState, Journal
 from gemmaserve.state import state_dir
 from tests.sagemaker.helpers import Lines, make_role, run
 from tests.sagemaker.moto_proxy import SageMakerProxy, sagemaker_proxy

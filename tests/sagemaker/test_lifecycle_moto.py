@@ -9,11 +9,10 @@ import pytest
 from moto import mock_aws
 
 from gemmaserve.errors import DeployInterrupted, UsageError
-from gemmaserve.sagemaker.delete import delete_deployment
-from gemmaserve.sagemaker.endpoint import execute_deploy, plan_deploy
-from gemmaserve.sagemaker.startup import wait_for_endpoint
-from gemmaserve.sagemaker.status import EndpointStatus, describe_endpoint_state
-from gemmaserve.sagemaker.tags import parse_tags, tags_to_dict
+from gemmaserve.sagemaker.deployment.endpoint import execute_deploy, plan_deploy
+from gemmaserve.sagemaker.operations.status import EndpointStatus, describe_endpoint_state, wait_for_endpoint
+from gemmaserve.sagemaker.operations.teardown import delete_deployment
+from gemmaserve.sagemaker.spec.container import parse_tags, tags_to_dict
 from tests.sagemaker.helpers import START, Lines, ScriptedClock, make_role, make_spec
 
 REGION = "us-east-1"

@@ -12,9 +12,14 @@ from moto import mock_aws
 
 from gemmaserve.errors import EndpointFailed, UsageError
 from gemmaserve.findings import Status
-from gemmaserve.sagemaker.logs import LogEvent, log_group_name, read_endpoint_logs
-from gemmaserve.sagemaker.startup import WatchThresholds, diagnose, wait_for_endpoint
-from gemmaserve.sagemaker.status import EndpointState, EndpointStatus
+from gemmaserve.sagemaker.operations.logs import LogEvent, log_group_name, read_endpoint_logs
+from gemmaserve.sagemaker.operations.status import (
+    EndpointState,
+    EndpointStatus,
+    WatchThresholds,
+    diagnose,
+    wait_for_endpoint,
+)
 from tests.sagemaker.helpers import START, Lines, ScriptedClock
 
 REGION = "us-east-1"

@@ -7,20 +7,18 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gemmaserve.errors import UsageError
-from gemmaserve.sagemaker.names import (
+from gemmaserve.sagemaker.spec.container import (
     MAX_ENDPOINT_NAME_LENGTH,
+    build_tags,
     config_name_for,
     default_endpoint_name,
-    model_name_for,
-    validate_endpoint_name,
-    validate_name,
-)
-from gemmaserve.sagemaker.tags import (
-    build_tags,
     is_expired,
     is_ours,
+    model_name_for,
     parse_tags,
     tags_to_dict,
+    validate_endpoint_name,
+    validate_name,
 )
 
 NOW = datetime(2026, 12, 2, 17, 0, tzinfo=UTC)

@@ -13,9 +13,9 @@ from botocore.stub import ANY, Stubber
 
 from gemmaserve.errors import UsageError
 from gemmaserve.sagemaker import api
-from gemmaserve.sagemaker.endpoint import execute_deploy, plan_deploy
-from gemmaserve.sagemaker.requests import CleanupRequest, ListRequest, StatusRequest
-from gemmaserve.sagemaker.tags import build_tags
+from gemmaserve.sagemaker.deployment.endpoint import execute_deploy, plan_deploy
+from gemmaserve.sagemaker.spec.container import build_tags
+from gemmaserve.sagemaker.spec.requests import CleanupRequest, ListRequest, StatusRequest
 from tests.sagemaker.helpers import START, make_role, make_spec, run
 
 REGION = "us-east-1"

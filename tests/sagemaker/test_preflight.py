@@ -11,16 +11,16 @@ from botocore.stub import Stubber
 from gemmaserve.errors import InterlockRefused
 from gemmaserve.findings import Status
 from gemmaserve.sagemaker import api
-from gemmaserve.sagemaker.container import DEFAULT_AMI, default_image_uri
-from gemmaserve.sagemaker.preflight import (
+from gemmaserve.sagemaker.aws import instances_held, quota_verdict
+from gemmaserve.sagemaker.deployment.preflight import (
     PreflightDeps,
     PreflightReport,
     Reachability,
     plan_finding,
     run_preflight,
 )
-from gemmaserve.sagemaker.quota import instances_held, quota_verdict
-from gemmaserve.sagemaker.requests import DeployRequest, PreflightRequest
+from gemmaserve.sagemaker.spec.container import DEFAULT_AMI, default_image_uri
+from gemmaserve.sagemaker.spec.requests import DeployRequest, PreflightRequest
 from tests.sagemaker.helpers import DERIVED_T4, make_role, record_derived_image
 
 REGION = "us-east-1"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gemmaserve.errors import UsageError
-from gemmaserve.sagemaker.requests import (
+from gemmaserve.sagemaker.spec.requests import (
     DRY_RUN_ROLE_ARN,
     AutoscaleRequest,
     CleanupRequest,
@@ -264,13 +264,13 @@ def test_a_wheel_must_be_a_gemmaserve_wheel(tmp_path: Any, capsys: pytest.Captur
     for wheel, says in ((text, "not a wheel"), (named, "not a wheel"), (other, "not a gemmaserve wheel")):
         code, _, err = run(["sagemaker", "image", "build", "--wheel", str(wheel), "--dry-run"], capsys)
         assert code == 2 and says in err, err
-    from gemmaserve.sagemaker.requests import ImageBuildRequest
+    from gemmaserve.sagemaker.spec.requests import ImageBuildRequest
 
     assert ImageBuildRequest(wheel=good, dry_run=True).wheel == good
 
 
 def test_real_image_references_pass() -> None:
-    from gemmaserve.sagemaker.requests import DeployRequest, ImageRenderRequest
+    from gemmaserve.sagemaker.spec.requests import DeployRequest, ImageRenderRequest
 
     ecr = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:server-sagemaker-cuda-v2.3"
     digest = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/gemma@sha256:" + "a" * 64

@@ -12,7 +12,7 @@ import pytest
 from botocore.credentials import Credentials
 
 from gemmaserve.errors import AwsError, EndpointNotFound, ModelStreamFailed
-from gemmaserve.sagemaker.runtime import (
+from gemmaserve.sagemaker.operations.runtime import (
     chat_body,
     invoke_stream,
     iter_sse_data,

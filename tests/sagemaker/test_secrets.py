@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gemmaserve.sagemaker.secrets import is_secret_name, mask_serve_args
+from gemmaserve.sagemaker.spec.container import is_secret_name, mask_serve_args
 from tests.sagemaker.helpers import make_role, run
 
 REGION = "us-east-1"

@@ -14,9 +14,9 @@ import pytest
 from gemmaserve.catalog import load_catalog, resolve_instance
 from gemmaserve.findings import Status
 from gemmaserve.plan import plan_deployment
-from gemmaserve.sagemaker.env_mapping import TENSOR_PARALLEL_ENV, env_to_serve_args
-from gemmaserve.sagemaker.preflight import PreflightDeps, Reachability, run_offline_preflight, run_preflight
-from gemmaserve.sagemaker.requests import DeployRequest, PreflightRequest
+from gemmaserve.sagemaker.deployment.preflight import PreflightDeps, Reachability, run_offline_preflight, run_preflight
+from gemmaserve.sagemaker.spec.container import TENSOR_PARALLEL_ENV, env_to_serve_args
+from gemmaserve.sagemaker.spec.requests import DeployRequest, PreflightRequest
 from tests.sagemaker.helpers import make_role, run
 from tests.sagemaker.service_quotas_fake import service_quotas_fake
 
@@ -37,7 +37,7 @@ def create_model_environment(out: str) -> dict[str, str]:
 
 def test_every_multi_gpu_type_is_a_real_time_hosting_type_with_a_price() -> None:
     """The types offered are those CreateEndpointConfig accepts (botocore's ProductionVariantInstanceType)."""
-    from gemmaserve.sagemaker.inputs import validate_instance_types
+    from gemmaserve.sagemaker.spec.inputs import validate_instance_types
 
     catalog = load_catalog().instances
     sagemaker_multi = sorted(k for k, i in catalog.items() if i.platform == "sagemaker" and i.gpu_count > 1)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gemmaserve.sagemaker.aws import Boto3ClientFactory
-from gemmaserve.sagemaker.endpoint import execute_deploy, plan_deploy
+from gemmaserve.sagemaker.deployment.endpoint import execute_deploy, plan_deploy
 from tests.sagemaker.helpers import START, ScriptedClock, make_role, make_spec, record_derived_image, run
 from tests.sagemaker.update_fake import UpdateFake
 

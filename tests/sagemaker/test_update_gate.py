@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gemmaserve.sagemaker.update_gate import DecodeSample, GateInput, Verdict, decide
+from gemmaserve.sagemaker.deployment.update_gate import DecodeSample, GateInput, Verdict, decide
 
 SHORT, LONG = 16, 512
 

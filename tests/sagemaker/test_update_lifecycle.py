@@ -13,9 +13,8 @@ import pytest
 from gemmaserve.errors import AwsError, DeployInterrupted, UpdateRolledBack, UsageError
 from gemmaserve.progress import Cancelled, CancelToken
 from gemmaserve.sagemaker.aws import Boto3ClientFactory
-from gemmaserve.sagemaker.endpoint import execute_deploy, plan_deploy
-from gemmaserve.sagemaker.journal import EntryState, Journal
-from gemmaserve.sagemaker.update import (
+from gemmaserve.sagemaker.deployment.endpoint import execute_deploy, plan_deploy
+from gemmaserve.sagemaker.deployment.update import (
     ShiftMode,
     UpdateDeps,
     UpdateOutcome,
@@ -25,7 +24,8 @@ from gemmaserve.sagemaker.update import (
     measure_gate,
     plan_update,
 )
-from gemmaserve.sagemaker.update_gate import Verdict
+from gemmaserve.sagemaker.deployment.update_gate import Verdict
+from gemmaserve.sagemaker.operations.teardown import EntryState, Journal
 from tests.sagemaker.helpers import START, Lines, ScriptedClock, make_role, make_spec
 from tests.sagemaker.update_fake import UpdateFake, VariantBehaviour
 

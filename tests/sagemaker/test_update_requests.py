@@ -10,8 +10,8 @@ from pydantic import ValidationError
 from gemmaserve.errors import InterlockRefused
 from gemmaserve.mcp_server import ServerDeps, build_server
 from gemmaserve.sagemaker import api
-from gemmaserve.sagemaker.preflight import Reachability
-from gemmaserve.sagemaker.requests import UpdateRequest
+from gemmaserve.sagemaker.deployment.preflight import Reachability
+from gemmaserve.sagemaker.spec.requests import UpdateRequest
 from tests.mcp.conftest import call_tool, cli_json, error_details
 from tests.sagemaker.helpers import make_role
 

@@ -4,7 +4,7 @@
 ``stream_options.include_usage``): its streams run on :mod:`gemmaserve.bench.http_stream`'s
 keep-alive connections, which parse each read where it arrives; model discovery and
 ``/metrics`` use an aiohttp session. ``sagemaker://NAME?region=R`` streams through
-:func:`gemmaserve.sagemaker.runtime.stream_invoke`, whose ``PayloadPart`` bytes are the
+:func:`gemmaserve.sagemaker.operations.runtime.stream_invoke`, whose ``PayloadPart`` bytes are the
 container's own SSE bytes. Transports stamp each chunk with the injected clock when its bytes
 were read (the events of one read share its stamp) and raise :class:`RequestFailed`; they never
 retry. The HTTP transport also stamps when the request's last byte reached the kernel and yields
@@ -260,7 +260,7 @@ class SageMakerTransport:
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[Chunk]:
         from gemmaserve.errors import AwsError, ModelStreamFailed, SageMakerTimedOut
-        from gemmaserve.sagemaker.runtime import stream_invoke
+        from gemmaserve.sagemaker.operations.runtime import stream_invoke
 
         clock = self._clock
         decoder = SseDecoder()

@@ -1,6 +1,6 @@
 """``gemmaserve sagemaker …``: each command is its request model's options, one call to :mod:`gemmaserve.sagemaker.api`, a render.
 
-The options come from :mod:`gemmaserve.sagemaker.requests` (so the MCP tools take the same names,
+The options come from :mod:`gemmaserve.sagemaker.spec.requests` (so the MCP tools take the same names,
 defaults and ranges). Commands that create, change or delete something ask first, or need ``--yes`` off
 a terminal; dry runs need neither. Progress goes to stderr.
 """
@@ -17,7 +17,7 @@ from gemmaserve.cli.output import emit, json_option
 from gemmaserve.errors import UsageError
 from gemmaserve.findings import Status
 from gemmaserve.progress import ProgressEvent
-from gemmaserve.sagemaker.requests import (
+from gemmaserve.sagemaker.spec.requests import (
     AutoscaleRequest,
     CleanupRequest,
     DeleteRequest,
@@ -36,7 +36,7 @@ from gemmaserve.sagemaker.requests import (
 )
 
 if TYPE_CHECKING:
-    from gemmaserve.sagemaker.preflight import PreflightReport
+    from gemmaserve.sagemaker.deployment.preflight import PreflightReport
 
 
 def _progress(event: ProgressEvent) -> None:

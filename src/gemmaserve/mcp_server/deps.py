@@ -57,6 +57,6 @@ class ServerDeps:
     def model_checker(self) -> Any:
         if self.check_model is not None:
             return self.check_model
-        from gemmaserve.sagemaker.preflight import hub_reachability
+        from gemmaserve.sagemaker.deployment.preflight import hub_reachability
 
         return hub_reachability

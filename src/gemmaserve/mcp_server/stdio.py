@@ -30,7 +30,7 @@ from mcp.server.stdio import stdio_server
 
 from gemmaserve.mcp_server.framework import IN_FLIGHT, Work
 from gemmaserve.redact import redact
-from gemmaserve.sagemaker.interrupts import live_stop_signals
+from gemmaserve.sagemaker.operations.teardown import live_stop_signals
 
 # After the cleanup, how long the protocol's own shutdown may take before the process exits anyway
 # (its stdin reader can be blocked on a client that never closes the pipe).

@@ -1,6 +1,6 @@
 """MCP tools over :mod:`gemmaserve.sagemaker.api`, the same functions ``gemmaserve sagemaker …`` calls.
 
-Each tool's arguments are its request model's fields (:mod:`gemmaserve.sagemaker.requests`), named as
+Each tool's arguments are its request model's fields (:mod:`gemmaserve.sagemaker.spec.requests`), named as
 the CLI's long options. The deploy interlock is the library's, and here it is not negotiable: an agent
 cannot skip preflight or accept an unknown finding (``skip_preflight``/``accept_unknown`` are refused),
 so a T4 deploy without the clamp image, a missing quota or an unknown role is refused before anything
@@ -26,11 +26,14 @@ from gemmaserve.mcp_server.framework import (
 )
 from gemmaserve.progress import CancelToken
 from gemmaserve.sagemaker.api import DeployOutcome
-from gemmaserve.sagemaker.delete import DeleteReport
-from gemmaserve.sagemaker.inventory import CleanupReport, Inventory
-from gemmaserve.sagemaker.logs import EndpointLogs
-from gemmaserve.sagemaker.preflight import PreflightReport
-from gemmaserve.sagemaker.requests import (
+from gemmaserve.sagemaker.deployment.preflight import PreflightReport
+from gemmaserve.sagemaker.deployment.update import UpdateResult
+from gemmaserve.sagemaker.operations.inventory import CleanupReport, Inventory
+from gemmaserve.sagemaker.operations.logs import EndpointLogs
+from gemmaserve.sagemaker.operations.runtime import InvokeResult
+from gemmaserve.sagemaker.operations.status import EndpointState, status_line
+from gemmaserve.sagemaker.operations.teardown import DeleteReport
+from gemmaserve.sagemaker.spec.requests import (
     CleanupRequest,
     DeleteRequest,
     DeployRequest,
@@ -42,10 +45,6 @@ from gemmaserve.sagemaker.requests import (
     UpdateRequest,
     WaitRequest,
 )
-from gemmaserve.sagemaker.runtime import InvokeResult
-from gemmaserve.sagemaker.startup import status_line
-from gemmaserve.sagemaker.status import EndpointState
-from gemmaserve.sagemaker.update import UpdateResult
 
 INVOKE = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
 DEPLOY = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)

@@ -21,11 +21,11 @@ from gemmaserve.mcp_server.framework import (
     typed_result,
 )
 from gemmaserve.progress import CancelToken
-from gemmaserve.sagemaker.autoscale import AutoscaleResult
-from gemmaserve.sagemaker.codebuild import ImageBuildPlan, ImageBuildResult
-from gemmaserve.sagemaker.iam import RoleResult
-from gemmaserve.sagemaker.jumpstart import JumpStartListing
-from gemmaserve.sagemaker.requests import (
+from gemmaserve.sagemaker.image.codebuild import ImageBuildPlan, ImageBuildResult
+from gemmaserve.sagemaker.image.iam import RoleResult
+from gemmaserve.sagemaker.image.jumpstart import JumpStartListing
+from gemmaserve.sagemaker.operations.autoscale import AutoscaleResult
+from gemmaserve.sagemaker.spec.requests import (
     AutoscaleRequest,
     ImageBuildRequest,
     ImageRenderRequest,

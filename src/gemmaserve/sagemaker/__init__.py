@@ -1,31 +1,29 @@
 """SageMaker real-time endpoints for Gemma 4 on vLLM: preflight, deploy, watch, invoke, clean up.
 
-Pure parts (env mapping, names, tags, quota arithmetic, diagnosis rules) are apart from the adapters,
-which receive boto3 clients from :mod:`.aws`, the AWS boundary (the only module that builds sessions and
-clients and the only one that translates botocore errors). Nothing here prints. The actions live in
-:mod:`.api`, one per command, each taking its request model from :mod:`.requests`::
+Pure parts (env mapping, names, tags, input rules, diagnosis rules) are apart from the adapters, which
+receive boto3 clients from :mod:`.aws`, the AWS boundary (the only module that builds sessions and clients
+and the only one that translates botocore errors). Nothing here prints. The actions live in :mod:`.api`,
+one per command, each taking its request model from :mod:`.spec.requests`::
 
     from gemmaserve.sagemaker import DeployRequest, api
     outcome = api.deploy(DeployRequest(model="e2b", instance=["ml.g6.xlarge"], dry_run=True))
 
-The modules, by concern:
+The modules, by job:
 
-- actions and their inputs: ``api``, ``requests``, ``inputs`` (the service's own rules, checked first)
-- the AWS boundary: ``aws`` (sessions, clients, botocore errors → gemmaserve errors)
-- what a deploy sends: ``container`` (pinned image, AMIs), ``env_mapping`` (``SM_VLLM_*`` ↔ flags),
-  ``names``, ``tags``, ``secrets`` (masking)
-- before a deploy: ``preflight``, ``quota``, ``pricing``, ``iam`` (roles)
-- a deploy: ``endpoint`` (plan, create, tear down), ``fallback`` (across regions), ``interrupts``
-  (signals during a deploy), ``startup`` (the wait to InService and its early diagnosis)
-- a running endpoint: ``status``, ``logs``, ``runtime`` (invoke and stream), ``autoscale``
-- cleaning up: ``delete``, ``inventory`` (list, expired, orphans)
-- the derived T4 image: ``image`` (Dockerfile, buildspec, build record), ``codebuild`` (build and push)
-- ``jumpstart``: the public hub's Gemma 4 entries
+- ``api``: the actions; ``aws``: the AWS boundary (sessions, clients, botocore errors, regions, prices,
+  quotas)
+- ``spec/``: what a deploy is: ``requests``, ``inputs`` (the service's own rules, checked first),
+  ``container`` (pinned image, AMIs, ``SM_VLLM_*`` ↔ flags, names, tags, secret masking)
+- ``deployment/``: ``preflight``, ``endpoint`` (plan, create, fall back across regions), ``update``
+  (blue/green) and ``update_gate``
+- ``operations/``: a running endpoint: ``status`` (its state and the wait to InService), ``logs``,
+  ``runtime`` (invoke and stream), ``autoscale``, ``inventory`` (list, expired, orphans), ``teardown``
+  (delete, the deploy journal, signals during a deploy)
+- ``image/``: the derived T4 image (``dockerfile``, ``codebuild``), ``iam`` (roles), ``jumpstart``
 
-The request models, ``api`` and the actions whose names no submodule takes (``deploy``, ``wait``,
-``cleanup``, …) are also attributes of this package; ``api.preflight``, ``api.status``, ``api.logs``,
-``api.delete``, ``api.autoscale`` and ``api.jumpstart`` share their names with modules here (so a new
-module must not take an exported action's name: once imported it would replace the action). All load on
+The request models, ``api`` and its actions are also attributes of this package (a sub-package must not
+take an exported action's name: once imported it would replace the action, which is why the deploy job's
+sub-package is ``deployment``). All load on
 first use: importing the package loads neither boto3 nor botocore.
 """
 
@@ -50,7 +48,7 @@ if TYPE_CHECKING:
         prepare_deploy,
         wait,
     )
-    from gemmaserve.sagemaker.requests import (
+    from gemmaserve.sagemaker.spec.requests import (
         AutoscaleRequest,
         CleanupRequest,
         DeleteRequest,
@@ -100,7 +98,7 @@ _REQUESTS = (
 _EXPORTS = {
     "api": "gemmaserve.sagemaker",
     **dict.fromkeys(_ACTIONS, "gemmaserve.sagemaker.api"),
-    **dict.fromkeys(_REQUESTS, "gemmaserve.sagemaker.requests"),
+    **dict.fromkeys(_REQUESTS, "gemmaserve.sagemaker.spec.requests"),
 }
 
 __all__ = [

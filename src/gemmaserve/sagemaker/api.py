@@ -1,6 +1,6 @@
 """The SageMaker library API the CLI and the MCP server both call: one function per action, typed results.
 
-Each action takes its request model (:mod:`gemmaserve.sagemaker.requests`: the inputs, already checked)
+Each action takes its request model (:mod:`gemmaserve.sagemaker.spec.requests`: the inputs, already checked)
 plus the seams a caller may replace: ``factory`` (boto3 clients; tests pass moto's), ``progress``
 (:class:`~gemmaserve.progress.ProgressEvent` values: stderr in the CLI, MCP progress), ``now`` and ``sleep``
 (a test's scripted sleep; None is real time). Deploy, wait and image build also take ``cancel``
@@ -24,29 +24,17 @@ from gemmaserve.cost import PriceLookup
 from gemmaserve.errors import InterlockRefused
 from gemmaserve.findings import Status
 from gemmaserve.progress import CancelToken, ProgressCallback, ProgressEvent, utc_now
-from gemmaserve.sagemaker.autoscale import AutoscaleResult
-from gemmaserve.sagemaker.aws import Boto3ClientFactory, ClientFactory
-from gemmaserve.sagemaker.codebuild import ImageBuildPlan, ImageBuildResult
-from gemmaserve.sagemaker.delete import DeleteReport, delete_deployment
-from gemmaserve.sagemaker.endpoint import DeployPlan, DeployResult, DeploySpec, plan_deploy
-from gemmaserve.sagemaker.fallback import (
+from gemmaserve.sagemaker.aws import Boto3ClientFactory, ClientFactory, QuotaCheck, make_price_lookup
+from gemmaserve.sagemaker.deployment.endpoint import (
+    DeployPlan,
+    DeployResult,
+    DeploySpec,
     RegionAttempt,
     deploy_across_regions,
+    plan_deploy,
     quota_checker_for,
 )
-from gemmaserve.sagemaker.iam import RoleResult
-from gemmaserve.sagemaker.inputs import tag_safe
-from gemmaserve.sagemaker.inventory import (
-    CleanupReport,
-    Inventory,
-    cleanup_expired,
-    list_deployments,
-    settle_journal,
-)
-from gemmaserve.sagemaker.journal import Journal
-from gemmaserve.sagemaker.jumpstart import JumpStartListing
-from gemmaserve.sagemaker.logs import EndpointLogs, read_endpoint_logs
-from gemmaserve.sagemaker.preflight import (
+from gemmaserve.sagemaker.deployment.preflight import (
     ModelChecker,
     PreflightDeps,
     PreflightReport,
@@ -54,9 +42,37 @@ from gemmaserve.sagemaker.preflight import (
     run_offline_preflight,
     run_preflight,
 )
-from gemmaserve.sagemaker.pricing import make_price_lookup
-from gemmaserve.sagemaker.quota import QuotaCheck
-from gemmaserve.sagemaker.requests import (
+from gemmaserve.sagemaker.deployment.update import UpdateResult
+from gemmaserve.sagemaker.image.codebuild import ImageBuildPlan, ImageBuildResult
+from gemmaserve.sagemaker.image.iam import RoleResult
+from gemmaserve.sagemaker.image.jumpstart import JumpStartListing
+from gemmaserve.sagemaker.operations.autoscale import AutoscaleResult
+from gemmaserve.sagemaker.operations.inventory import (
+    CleanupReport,
+    Inventory,
+    cleanup_expired,
+    list_deployments,
+    settle_journal,
+)
+from gemmaserve.sagemaker.operations.logs import EndpointLogs, read_endpoint_logs
+from gemmaserve.sagemaker.operations.runtime import (
+    InvokeResult,
+    chat_body,
+    invoke_stream,
+    iter_stream_text,
+)
+from gemmaserve.sagemaker.operations.runtime import invoke as invoke_endpoint
+from gemmaserve.sagemaker.operations.status import (
+    DEFAULT_THRESHOLDS,
+    EndpointState,
+    EndpointStatus,
+    WatchThresholds,
+    describe_endpoint_state,
+    wait_for_endpoint,
+)
+from gemmaserve.sagemaker.operations.teardown import DeleteReport, Journal, delete_deployment
+from gemmaserve.sagemaker.spec.inputs import tag_safe
+from gemmaserve.sagemaker.spec.requests import (
     AutoscaleRequest,
     CleanupRequest,
     DeleteRequest,
@@ -73,16 +89,6 @@ from gemmaserve.sagemaker.requests import (
     UpdateRequest,
     WaitRequest,
 )
-from gemmaserve.sagemaker.runtime import (
-    InvokeResult,
-    chat_body,
-    invoke_stream,
-    iter_stream_text,
-)
-from gemmaserve.sagemaker.runtime import invoke as invoke_endpoint
-from gemmaserve.sagemaker.startup import DEFAULT_THRESHOLDS, WatchThresholds, wait_for_endpoint
-from gemmaserve.sagemaker.status import EndpointState, EndpointStatus, describe_endpoint_state
-from gemmaserve.sagemaker.update import UpdateResult
 
 Clock = Callable[[], datetime]
 
@@ -148,8 +154,8 @@ def prepare_deploy(
 ) -> PreparedDeploy:
     """Plan the deploy (no AWS call unless live prices are read for a real deploy)."""
     from gemmaserve.catalog import resolve_instance
-    from gemmaserve.sagemaker.endpoint import spec_for_plan
-    from gemmaserve.sagemaker.names import default_endpoint_name
+    from gemmaserve.sagemaker.deployment.endpoint import spec_for_plan
+    from gemmaserve.sagemaker.spec.container import default_endpoint_name
 
     regions = request.chosen_regions()
     rows = request.plan_rows()
@@ -288,7 +294,7 @@ def status(
     request: StatusRequest, *, live_prices: bool = False, factory: ClientFactory | None = None, now: Clock = _now
 ) -> EndpointState:
     """The endpoint's state with $/hour (the catalog's dated prices unless ``live_prices``)."""
-    from gemmaserve.sagemaker.status import with_prices
+    from gemmaserve.sagemaker.operations.status import with_prices
 
     region = request.chosen_region()
     clients = _factory(factory)
@@ -430,7 +436,7 @@ def cleanup(request: CleanupRequest, *, factory: ClientFactory | None = None, no
 
 def autoscale(request: AutoscaleRequest, *, factory: ClientFactory | None = None) -> AutoscaleResult:
     """Register the endpoint's variant with Application Auto Scaling (target tracking); a dry run calls nothing."""
-    from gemmaserve.sagemaker.autoscale import configure_autoscaling
+    from gemmaserve.sagemaker.operations.autoscale import configure_autoscaling
 
     region = request.chosen_region()
     aas = _factory(factory)("application-autoscaling", region) if not request.dry_run else None
@@ -449,7 +455,7 @@ def autoscale(request: AutoscaleRequest, *, factory: ClientFactory | None = None
 
 def jumpstart(request: JumpstartRequest, *, factory: ClientFactory | None = None) -> JumpStartListing:
     """The public JumpStart hub's Gemma 4 entries and the instance types each supports."""
-    from gemmaserve.sagemaker.jumpstart import list_gemma4_models
+    from gemmaserve.sagemaker.image.jumpstart import list_gemma4_models
 
     region = request.chosen_region()
     return list_gemma4_models(_factory(factory)("sagemaker", region), region=region, name_filter=request.name_filter)
@@ -457,7 +463,7 @@ def jumpstart(request: JumpstartRequest, *, factory: ClientFactory | None = None
 
 def image_render(request: ImageRenderRequest) -> ImageBuildPlan:
     """The Dockerfile and buildspec, offline (``account`` only names the target repository)."""
-    from gemmaserve.sagemaker.codebuild import plan_image_build
+    from gemmaserve.sagemaker.image.codebuild import plan_image_build
 
     return plan_image_build(
         region=request.chosen_region(),
@@ -480,7 +486,7 @@ def image_build(
 
     A cancel before the build starts starts none; after, it only stops following (the build goes on).
     """
-    from gemmaserve.sagemaker.codebuild import build_image
+    from gemmaserve.sagemaker.image.codebuild import build_image
 
     return build_image(
         _factory(factory),
@@ -503,8 +509,8 @@ def create_execution_role(request: RoleCreateRequest, *, factory: ClientFactory 
 
     Pull of the pinned image (each region's) and any given ones, endpoint logs per region, the S3 prefix.
     """
-    from gemmaserve.sagemaker.container import default_image_uri, image_for_region
-    from gemmaserve.sagemaker.iam import ensure_execution_role
+    from gemmaserve.sagemaker.image.iam import ensure_execution_role
+    from gemmaserve.sagemaker.spec.container import default_image_uri, image_for_region
 
     chosen = request.chosen_regions()
     region = chosen[0]
@@ -541,7 +547,7 @@ def update(
     ``request.dry_run`` calls nothing: the calls, the policy, the gate and the $/hour while both fleets run.
     Raises InterlockRefused when preflight fails (nothing created), UpdateRolledBack when it went back.
     """
-    from gemmaserve.sagemaker.update import (
+    from gemmaserve.sagemaker.deployment.update import (
         MAX_EXECUTION_S,
         MIN_EXECUTION_S,
         ShiftMode,
@@ -624,7 +630,7 @@ def _refuse_unless_preflight_passed(
 
 
 def _old_price(clients: ClientFactory, name: str, region: str, lookup: PriceLookup, now: Clock) -> float | None:
-    from gemmaserve.sagemaker.status import with_prices
+    from gemmaserve.sagemaker.operations.status import with_prices
 
     state = describe_endpoint_state(clients("sagemaker", region), name, region=region, now=now())
     return with_prices(state, lookup).usd_per_hour

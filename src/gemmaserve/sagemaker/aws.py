@@ -8,11 +8,18 @@ through :func:`call`/:func:`paginate`; ``ClientError`` codes map to the AwsError
 
 from __future__ import annotations
 
+import functools
+import json
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator
+from datetime import date
 from typing import Any, Protocol
 
+from pydantic import BaseModel
+
+from gemmaserve.cost import PriceLookup, PriceQuote, catalog_price
 from gemmaserve.errors import (
     AwsAccessDenied,
     AwsError,
@@ -25,6 +32,7 @@ from gemmaserve.errors import (
 )
 
 ENDPOINT_URL_ENV = "GEMMASERVE_AWS_ENDPOINT_URL"
+_REGION_SHAPE = re.compile(r"^[a-z]{2}(?:-[a-z]+)+-\d+$")
 # Standard retries with a small budget: a deploy waits on its own terms, and
 # throttling on Describe* during a long wait must not surface as a failure.
 _RETRIES = {"mode": "standard", "max_attempts": 5}
@@ -81,10 +89,70 @@ class Boto3ClientFactory:
         return credentials_provider_from_session(self.session)
 
 
+# Regions: botocore's endpoint data.
+# The service model and the region list are data bundled with botocore. They are read with botocore's
+# loader alone, not through a session: a session reads the user's profile first, so a stale AWS_PROFILE
+# would break even a dry run that never talks to AWS.
+@functools.cache
+def _loader() -> Any:
+    import botocore.loaders
+
+    return botocore.loaders.create_loader()
+
+
+@functools.cache
+def service_model() -> Any:
+    from botocore.model import ServiceModel
+
+    return ServiceModel(_loader().load_service_model("sagemaker", "service-2"), service_name="sagemaker")
+
+
+@functools.cache
+def _endpoint_resolver() -> Any:
+    from botocore.regions import EndpointResolver
+
+    return EndpointResolver(_loader().load_data("endpoints"))
+
+
+@functools.cache
+def sagemaker_regions() -> tuple[str, ...]:
+    """Every region botocore's endpoint data lists for SageMaker, all partitions (``aws`` first)."""
+    resolver = _endpoint_resolver()
+    regions: list[str] = []
+    for partition in resolver.get_available_partitions():
+        regions.extend(resolver.get_available_endpoints(service_model().endpoint_prefix, partition))
+    return tuple(regions)
+
+
+@functools.cache
+def commercial_regions() -> tuple[str, ...]:
+    """The standard partition's SageMaker regions: what a sweep covers with one set of credentials."""
+    return tuple(_endpoint_resolver().get_available_endpoints(service_model().endpoint_prefix, "aws"))
+
+
+def normalise_region(text: str) -> str:
+    """``US-EAST-1`` → ``us-east-1``; a list, spaces or a region SageMaker does not have → UsageError."""
+    raw = text
+    value = text.strip().lower()
+    if "," in value:
+        raise UsageError(
+            f"--region takes one region, not {raw!r}.",
+            hint=f"Use --regions {value.replace(' ', '')} to try several in order.",
+            region=raw,
+        )
+    if not _REGION_SHAPE.match(value):
+        raise UsageError(f"{raw!r} is not an AWS region name.", hint="Region names look like us-east-1.", region=raw)
+    if value not in sagemaker_regions():
+        raise UsageError(
+            f"SageMaker is not available in {value!r} (per botocore's endpoint data).",
+            hint="SageMaker regions: " + ", ".join(commercial_regions()),
+            region=raw,
+        )
+    return value
+
+
 def default_region(explicit: str | None = None) -> str:
     """``explicit``, else the AWS environment/profile region, else us-east-1; normalised and checked."""
-    from gemmaserve.sagemaker.inputs import normalise_region
-
     if explicit:
         return normalise_region(explicit)
     return normalise_region(os.environ.get("AWS_REGION") or aws_session(None).region_name or "us-east-1")
@@ -283,3 +351,168 @@ def credentials_provider_from_session(session: Any) -> Callable[[], Any]:
         return credentials.get_frozen_credentials()
 
     return provider
+
+
+# --- pricing ---
+# Live on-demand prices from the AWS Pricing API, falling back to the catalog's dated list price (adapter).
+#
+# The Pricing API answers only in a few regions (us-east-1 here) whatever region is
+# priced; SageMaker real-time hosting products carry a ``usagetype`` ending in
+# ``Host:<instance type>``.
+
+
+PRICING_REGION = "us-east-1"
+PRICING_SOURCE = "AWS Pricing API (AmazonSageMaker, on-demand)"
+
+
+def pricing_api_price(pricing: Any, instance_type: str, region: str, *, today: date) -> PriceQuote | None:
+    """The on-demand hosting price of ``instance_type`` in ``region``, or None when the API has none."""
+    filters = [
+        {"Type": "TERM_MATCH", "Field": "instanceName", "Value": instance_type},
+        {"Type": "TERM_MATCH", "Field": "regionCode", "Value": region},
+    ]
+    for page in paginate(PRICING_REGION, pricing, "get_products", ServiceCode="AmazonSageMaker", Filters=filters):
+        for item in page.get("PriceList", []):
+            product = json.loads(item) if isinstance(item, str) else item
+            usage = product.get("product", {}).get("attributes", {}).get("usagetype", "")
+            if not usage.endswith(f"Host:{instance_type}"):
+                continue
+            usd = _on_demand_usd(product)
+            if usd is not None and usd > 0:
+                return PriceQuote(
+                    instance_type=instance_type,
+                    usd_per_hour=usd,
+                    region=region,
+                    date=today.isoformat(),
+                    source=PRICING_SOURCE,
+                )
+    return None
+
+
+def _on_demand_usd(product: dict[str, Any]) -> float | None:
+    for term in product.get("terms", {}).get("OnDemand", {}).values():
+        for dimension in term.get("priceDimensions", {}).values():
+            if dimension.get("unit", "").lower() in ("hrs", "hours", "hour"):
+                value = dimension.get("pricePerUnit", {}).get("USD")
+                if value is not None:
+                    return float(value)
+    return None
+
+
+def make_price_lookup(factory: ClientFactory | None, *, today: date) -> PriceLookup:
+    """Live prices when a factory (credentials) is given, else or on failure the catalog; cached per process."""
+    cache: dict[tuple[str, str], PriceQuote | None] = {}
+
+    def lookup(instance_type: str, region: str) -> PriceQuote | None:
+        key = (instance_type, region)
+        if key not in cache:
+            quote = None
+            if factory is not None:
+                try:
+                    quote = pricing_api_price(factory("pricing", PRICING_REGION), instance_type, region, today=today)
+                except AwsError:
+                    quote = None  # no pricing:GetProducts permission, or offline: the dated list price will do
+            cache[key] = quote or catalog_price(instance_type, region)
+        return cache[key]
+
+    return lookup
+
+
+# --- quota ---
+# SageMaker endpoint quotas: the limit from Service Quotas minus what existing endpoints hold.
+#
+# A variant with InstancePools holds quota for every type it lists, so each listed type
+# counts the variant's desired instance count. Arithmetic pure; adapters receive clients.
+
+
+_HOLDING_STATUSES = {"Creating", "Updating", "SystemUpdating", "RollingBack", "InService", "OutOfService"}
+
+
+class QuotaCheck(BaseModel):
+    region: str
+    instance_type: str
+    quota_name: str
+    limit: float | None  # None: Service Quotas did not say (unknown, never ok)
+    used: int | None
+    needed: int
+    ok: bool | None
+
+    @property
+    def free(self) -> float | None:
+        return None if self.limit is None or self.used is None else self.limit - self.used
+
+
+def endpoint_quota_name(instance_type: str) -> str:
+    return f"{instance_type} for endpoint usage"
+
+
+def quota_verdict(limit: float | None, used: int | None, needed: int) -> bool | None:
+    """Pure: True if ``needed`` more instances fit, False if not, None if unknown."""
+    if limit is None or used is None:
+        return None
+    return limit - used >= needed
+
+
+def endpoint_quota_limits(sq: Any, *, region: str) -> dict[str, float]:
+    """Every ``… for endpoint usage`` quota value of the account in ``region``, by quota name."""
+    limits: dict[str, float] = {}
+    for page in paginate(region, sq, "list_service_quotas", ServiceCode="sagemaker"):
+        for quota in page.get("Quotas", []):
+            name = quota.get("QuotaName", "")
+            if name.endswith(" for endpoint usage") and "Value" in quota:
+                limits[name] = float(quota["Value"])
+    return limits
+
+
+def instances_held(sm: Any, *, region: str) -> dict[str, int]:
+    """Instances held per type by this account's endpoints in ``region`` (pool types each count in full)."""
+    held: dict[str, int] = {}
+    for page in paginate(region, sm, "list_endpoints"):
+        for summary in page.get("Endpoints", []):
+            if summary.get("EndpointStatus") not in _HOLDING_STATUSES:
+                continue
+            try:
+                endpoint = call(region, sm.describe_endpoint, EndpointName=summary["EndpointName"])
+                config = call(region, sm.describe_endpoint_config, EndpointConfigName=endpoint["EndpointConfigName"])
+            except AwsError as error:
+                if is_not_found(error):
+                    continue  # deleted between the list and the describe
+                raise
+            counts = {v.get("VariantName"): v for v in endpoint.get("ProductionVariants", [])}
+            for variant in config.get("ProductionVariants", []):
+                live = counts.get(variant.get("VariantName"), {})
+                count = int(
+                    live.get("DesiredInstanceCount")
+                    or live.get("CurrentInstanceCount")
+                    or variant.get("InitialInstanceCount")
+                    or 0
+                )
+                types = [pool["InstanceType"] for pool in variant.get("InstancePools") or []]
+                if not types and variant.get("InstanceType"):
+                    types = [variant["InstanceType"]]
+                for instance_type in types:
+                    held[instance_type] = held.get(instance_type, 0) + count
+    return held
+
+
+def check_quotas(sq: Any, sm: Any, instance_types: list[str], needed: int, *, region: str) -> list[QuotaCheck]:
+    """One check per type the deploy will list (a pool needs quota for each of its types)."""
+    limits = endpoint_quota_limits(sq, region=region)
+    held = instances_held(sm, region=region)
+    checks = []
+    for instance_type in instance_types:
+        name = endpoint_quota_name(instance_type)
+        limit = limits.get(name)
+        used = held.get(instance_type, 0)
+        checks.append(
+            QuotaCheck(
+                region=region,
+                instance_type=instance_type,
+                quota_name=name,
+                limit=limit,
+                used=used,
+                needed=needed,
+                ok=quota_verdict(limit, used, needed),
+            )
+        )
+    return checks

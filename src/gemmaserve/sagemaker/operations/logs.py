@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from gemmaserve.engine_log import EngineFacts, parse_engine_log
 from gemmaserve.errors import AwsError, UsageError
 from gemmaserve.sagemaker.aws import call, is_not_found, paginate
-from gemmaserve.sagemaker.names import validate_name
+from gemmaserve.sagemaker.spec.container import validate_name
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,10 @@ from pydantic import BaseModel, Field, field_serializer, field_validator
 from gemmaserve.cost import PriceLookup, PriceQuote, PriceRange, catalog_price, price_range
 from gemmaserve.errors import (
     AwsError,
+    CapacityUnavailable,
     DeployInterrupted,
     GemmaserveError,
+    QuotaExceeded,
     UsageError,
 )
 from gemmaserve.progress import (
@@ -31,35 +33,47 @@ from gemmaserve.progress import (
     check,
     report,
 )
-from gemmaserve.sagemaker.aws import call
-from gemmaserve.sagemaker.container import DEFAULT_AMI, image_for_region
-from gemmaserve.sagemaker.delete import DeleteReport, arn_of, delete_resources
-from gemmaserve.sagemaker.env_mapping import env_to_serve_args, environment_for_plan, validate_environment
-from gemmaserve.sagemaker.inputs import validate_environment_limits
-from gemmaserve.sagemaker.interrupts import (
-    TeardownAbandoned,
-    shielded_teardown,
-    signal_name,
-    stop_signals_interrupt,
-)
-from gemmaserve.sagemaker.journal import EntryState, Journal
-from gemmaserve.sagemaker.names import (
-    VARIANT_NAME,
-    config_name_for,
-    model_name_for,
-    validate_endpoint_name,
-)
-from gemmaserve.sagemaker.secrets import mask_call_params, mask_serve_args, scrub, secret_values
-from gemmaserve.sagemaker.status import (
+from gemmaserve.sagemaker.aws import ClientFactory, QuotaCheck, call
+from gemmaserve.sagemaker.operations.status import (
     EndpointState,
     EndpointStatus,
     describe_endpoint_state,
 )
-from gemmaserve.sagemaker.tags import CREATED_KEY, OWNER_KEY, build_tags, tags_to_dict
+from gemmaserve.sagemaker.operations.teardown import (
+    DeleteReport,
+    EntryState,
+    Journal,
+    TeardownAbandoned,
+    arn_of,
+    delete_resources,
+    shielded_teardown,
+    signal_name,
+    stop_signals_interrupt,
+)
+from gemmaserve.sagemaker.spec.container import (
+    CREATED_KEY,
+    DEFAULT_AMI,
+    OWNER_KEY,
+    VARIANT_NAME,
+    build_tags,
+    config_name_for,
+    env_to_serve_args,
+    environment_for_plan,
+    image_for_region,
+    mask_call_params,
+    mask_serve_args,
+    model_name_for,
+    scrub,
+    secret_values,
+    tags_to_dict,
+    validate_endpoint_name,
+    validate_environment,
+)
+from gemmaserve.sagemaker.spec.inputs import validate_environment_limits
 
 if TYPE_CHECKING:
     from gemmaserve.plan import PlanRow
-    from gemmaserve.sagemaker.requests import DeployRequest
+    from gemmaserve.sagemaker.spec.requests import DeployRequest
 
 MAX_POOL_TYPES = 5
 MAX_TIMEOUT_S = 3600
@@ -614,7 +628,7 @@ def _settle_in_flight(
 
 def _made_by_this_run(sm: Any, plan: DeployPlan, label: str) -> bool | None:
     """For a Create whose answer never came: None if the resource is absent, else whether its tags are this run's."""
-    from gemmaserve.sagemaker.tags import made_by_run
+    from gemmaserve.sagemaker.spec.container import made_by_run
 
     arn = arn_of(sm, plan.region, label, _name_of(plan, label))
     if arn is None:
@@ -622,3 +636,99 @@ def _made_by_this_run(sm: Any, plan: DeployPlan, label: str) -> bool | None:
     ours = tags_to_dict(plan.calls[0].params.get("Tags", []))
     theirs = tags_to_dict(call(plan.region, sm.list_tags, ResourceArn=arn).get("Tags", []))
     return made_by_run(theirs, ours.get(CREATED_KEY))
+
+
+# --- fallback ---
+# Capacity fallback across regions: try each region in order, skipping those without quota.
+#
+# Within a region InstancePools is the fallback; across regions we move on when a
+# deploy is refused for quota (immediate ``ResourceLimitExceeded``) or fails for
+# capacity (``InsufficientInstanceCapacity``, after ~30 min). Each failed region's
+# resources are torn down before the next is tried.
+
+
+QuotaChecker = Callable[[str], list[QuotaCheck]]
+Waiter = Callable[[str], EndpointState]  # region -> state, raises on failure
+
+
+class RegionAttempt(BaseModel):
+    region: str
+    outcome: str  # "deployed", "skipped-quota", "quota-exceeded", "capacity"
+    detail: str
+
+
+class FallbackResult(BaseModel):
+    result: DeployResult
+    attempts: list[RegionAttempt]
+
+
+def deploy_across_regions(
+    factory: ClientFactory,
+    spec: DeploySpec,
+    regions: list[str],
+    *,
+    now: Callable[[], datetime],
+    wait: Waiter | None,
+    quota_checker: QuotaChecker | None = None,
+    keep: bool = False,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+    price_lookup: PriceLookup = catalog_price,
+    execute: Callable[..., DeployResult] = execute_deploy,
+    sleep: Callable[[float], None] | None = None,
+) -> FallbackResult:
+    """Deploy in the first region that has quota and capacity (``cancel`` is checked before each region)."""
+    attempts: list[RegionAttempt] = []
+    for region in regions:
+        check(cancel)
+        if quota_checker is not None:
+            short = [check for check in quota_checker(region) if check.ok is False]
+            if short:
+                detail = "; ".join(f"{c.quota_name}: {c.used}/{c.limit} held" for c in short)
+                attempts.append(RegionAttempt(region=region, outcome="skipped-quota", detail=detail))
+                report(progress, ProgressEvent("fallback", f"Skipping {region}: not enough quota ({detail})"))
+                continue
+        plan: DeployPlan = plan_deploy(spec, region=region, now=now(), price_lookup=price_lookup)
+        waiter: Callable[[], EndpointState] | None = (lambda r=region: wait(r)) if wait is not None else None
+        try:
+            result = execute(
+                factory("sagemaker", region),
+                plan,
+                now=now,
+                keep=keep,
+                wait=waiter,
+                progress=progress,
+                cancel=cancel,
+                sleep=sleep,
+            )
+        except QuotaExceeded as error:
+            attempts.append(RegionAttempt(region=region, outcome="quota-exceeded", detail=error.message))
+            report(progress, ProgressEvent("fallback", f"{region}: quota exceeded; trying the next region"))
+            continue
+        except CapacityUnavailable as error:
+            attempts.append(RegionAttempt(region=region, outcome="capacity", detail=error.message))
+            report(progress, ProgressEvent("fallback", f"{region}: no capacity; trying the next region"))
+            continue
+        attempts.append(RegionAttempt(region=region, outcome="deployed", detail=plan.endpoint_name))
+        return FallbackResult(result=result, attempts=attempts)
+    raise CapacityUnavailable(
+        f"No region of {regions} could take endpoint {spec.endpoint_name!r}: "
+        + "; ".join(f"{a.region}: {a.outcome}" for a in attempts),
+        hint="Add regions (--regions), same-GPU instance types to the pool, or request quota.",
+        attempts=[a.model_dump() for a in attempts],
+    )
+
+
+def quota_checker_for(factory: ClientFactory, spec: DeploySpec) -> QuotaChecker:
+    from gemmaserve.sagemaker.aws import check_quotas
+
+    def checker(region: str) -> list[QuotaCheck]:
+        return check_quotas(
+            factory("service-quotas", region),
+            factory("sagemaker", region),
+            spec.instance_types,
+            spec.instance_count,
+            region=region,
+        )
+
+    return checker

@@ -22,10 +22,17 @@ from gemmaserve.cost import PriceLookup, PriceRange, catalog_price, cost_so_far_
 from gemmaserve.errors import AwsError, GemmaserveError, UsageError
 from gemmaserve.progress import ProgressCallback, ProgressEvent, report, time_left
 from gemmaserve.sagemaker.aws import ClientFactory, call, is_not_found, paginate
-from gemmaserve.sagemaker.delete import DeleteReport, arn_of, delete_deployment, usage_by_other_endpoints
-from gemmaserve.sagemaker.journal import EntryState, Journal, JournalEntry
-from gemmaserve.sagemaker.status import EndpointStatus, describe_endpoint_state
-from gemmaserve.sagemaker.tags import is_expired, parse_tags, tags_to_dict
+from gemmaserve.sagemaker.operations.status import EndpointStatus, describe_endpoint_state
+from gemmaserve.sagemaker.operations.teardown import (
+    DeleteReport,
+    EntryState,
+    Journal,
+    JournalEntry,
+    arn_of,
+    delete_deployment,
+    usage_by_other_endpoints,
+)
+from gemmaserve.sagemaker.spec.container import is_expired, parse_tags, tags_to_dict
 
 # A model or config younger than this may belong to a deploy still making its next call.
 ORPHAN_GRACE = timedelta(minutes=15)
@@ -269,7 +276,7 @@ def find_orphans(sm: Any, region: str, *, now: datetime) -> list[OrphanResource]
 
 def delete_orphan(sm: Any, orphan: OrphanResource) -> DeleteReport:
     """Delete one orphan after checking again that no endpoint took it up meanwhile."""
-    from gemmaserve.sagemaker.delete import delete_resources
+    from gemmaserve.sagemaker.operations.teardown import delete_resources
 
     report = DeleteReport(endpoint_name="", region=orphan.region)
     used_configs, used_models = usage_by_other_endpoints(sm, orphan.region)
@@ -375,8 +382,8 @@ def settle_journal(
 ) -> None:
     """Settle the journal's open entries in ``regions``: delete each resource that is there with its run's tags,
     close the entries SageMaker says are absent; each gets its verdict in ``report.items``."""
-    from gemmaserve.sagemaker.delete import delete_resources
-    from gemmaserve.sagemaker.tags import CREATED_KEY, made_by_run
+    from gemmaserve.sagemaker.operations.teardown import delete_resources
+    from gemmaserve.sagemaker.spec.container import CREATED_KEY, made_by_run
 
     order = {"endpoint": 0, "endpoint-config": 1, "model": 2}
     entries = sorted(

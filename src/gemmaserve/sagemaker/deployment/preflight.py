@@ -24,8 +24,8 @@ from gemmaserve.catalog import resolve_gpu
 from gemmaserve.errors import AwsAccessDenied, AwsError, CredentialsMissing, GemmaserveError
 from gemmaserve.findings import Finding, Status, all_pass
 from gemmaserve.progress import ProgressCallback, StepPace
-from gemmaserve.sagemaker.aws import ClientFactory, call, is_not_found
-from gemmaserve.sagemaker.container import (
+from gemmaserve.sagemaker.aws import ClientFactory, call, check_quotas, is_not_found
+from gemmaserve.sagemaker.spec.container import (
     CudaVerdict,
     ami_for_cuda,
     cuda_verdict,
@@ -35,12 +35,11 @@ from gemmaserve.sagemaker.container import (
     image_for_region,
     image_region,
 )
-from gemmaserve.sagemaker.quota import check_quotas
 
 if TYPE_CHECKING:
     from gemmaserve.catalog import Instance
     from gemmaserve.plan import PlanRow
-    from gemmaserve.sagemaker.requests import DeploymentSettings
+    from gemmaserve.sagemaker.spec.requests import DeploymentSettings
 
 # Instances of the variant a deploy creates (InitialInstanceCount): quota is counted in instances, whatever
 # their GPUs.
@@ -292,7 +291,7 @@ def _cuda_findings(image: str, instance_types: list[str], ami: str | None) -> li
 
 
 def _clamp_finding(image: str, labels: dict[str, str] | None) -> Finding:
-    from gemmaserve.sagemaker.image import find_record
+    from gemmaserve.sagemaker.image.dockerfile import find_record
 
     record = find_record(image) if labels is None else None
     claims = image_claims_turing_clamp(image, labels, record.clamp_verified if record else None)
@@ -323,7 +322,7 @@ def _clamp_finding(image: str, labels: dict[str, str] | None) -> Finding:
 
 def _remote_clamp_finding(factory: ClientFactory, image: str, local: Finding) -> Finding:
     """No record on this host: the one the build wrote to the account's build bucket decides."""
-    from gemmaserve.sagemaker.image import fetch_remote_record, record_location
+    from gemmaserve.sagemaker.image.dockerfile import fetch_remote_record, record_location
 
     if image_region(image) is None:
         return local  # not an ECR image: no build of ours made it
@@ -390,7 +389,7 @@ def role_findings(
     factory: ClientFactory, role_arn: str | None, regions: list[str], image_uri: str | None
 ) -> list[Finding]:
     """The role exists, is in the caller's account, trusts SageMaker, and (ours) works in every region tried."""
-    from gemmaserve.sagemaker.iam import (
+    from gemmaserve.sagemaker.image.iam import (
         EXECUTION_POLICY_NAME,
         ecr_repository_arn,
         log_group_arns,

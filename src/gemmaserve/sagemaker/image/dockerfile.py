@@ -29,7 +29,7 @@ from pydantic import BaseModel
 from gemmaserve import __version__
 from gemmaserve.errors import AwsError, UsageError
 from gemmaserve.sagemaker.aws import call, is_not_found
-from gemmaserve.sagemaker.container import (
+from gemmaserve.sagemaker.spec.container import (
     DEFAULT_IMAGE_TAG,
     TURING_CLAMP_LABEL,
     TURING_TAG_MARK,

@@ -31,12 +31,10 @@ from gemmaserve.cost import PriceLookup, catalog_price
 from gemmaserve.errors import AwsError, DeployInterrupted, GemmaserveError, UsageError
 from gemmaserve.progress import Cancelled, CancelToken, ProgressCallback, ProgressEvent, check, report
 from gemmaserve.sagemaker.aws import ClientFactory, call
-from gemmaserve.sagemaker.endpoint import DeploySpec, PlannedCall, plan_deploy
-from gemmaserve.sagemaker.interrupts import signal_name, stop_signals_interrupt
-from gemmaserve.sagemaker.journal import EntryState, Journal
-from gemmaserve.sagemaker.names import validate_name
-from gemmaserve.sagemaker.tags import CREATED_KEY, OWNER_KEY, tags_to_dict
-from gemmaserve.sagemaker.update_gate import GateDecision, Verdict
+from gemmaserve.sagemaker.deployment.endpoint import DeploySpec, PlannedCall, plan_deploy
+from gemmaserve.sagemaker.deployment.update_gate import GateDecision, Verdict
+from gemmaserve.sagemaker.operations.teardown import EntryState, Journal, signal_name, stop_signals_interrupt
+from gemmaserve.sagemaker.spec.container import CREATED_KEY, OWNER_KEY, tags_to_dict, validate_name
 
 # The runtime's own limit on one answer: a container must answer InvokeEndpoint within 60 s
 # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_runtime_InvokeEndpoint.html). A variant whose
@@ -522,7 +520,7 @@ def measure_gate(
     import time
 
     from gemmaserve.measurements.questions import get_question_set, score_answer
-    from gemmaserve.sagemaker.update_gate import DecodeSample, GateInput, decide
+    from gemmaserve.sagemaker.deployment.update_gate import DecodeSample, GateInput, decide
 
     tick = clock or time.perf_counter
     questions = get_question_set(QUESTION_SET)

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from gemmaserve.errors import UsageError
 from gemmaserve.sagemaker.aws import call
-from gemmaserve.sagemaker.names import VARIANT_NAME, validate_name
+from gemmaserve.sagemaker.spec.container import VARIANT_NAME, validate_name
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 METRIC = "SageMakerVariantInvocationsPerInstance"

@@ -7,82 +7,20 @@ SageMaker), not from hand-kept lists, so they move with the installed botocore.
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gemmaserve.errors import UsageError
+from gemmaserve.sagemaker.aws import normalise_region, service_model
 
 MAX_POOL_TYPES = 5  # InstancePools: 1-5 types (CreateEndpointConfig)
-_REGION_SHAPE = re.compile(r"^[a-z]{2}(?:-[a-z]+)+-\d+$")
 _TAG_PUNCTUATION = set("_.:/=+-@")
 
 
-# The service model and the region list are data bundled with botocore. They are read with botocore's
-# loader alone, not through a session: a session reads the user's profile first, so a stale AWS_PROFILE
-# would break even a dry run that never talks to AWS.
-@functools.cache
-def _loader() -> Any:
-    import botocore.loaders
-
-    return botocore.loaders.create_loader()
-
-
-@functools.cache
-def _service_model() -> Any:
-    from botocore.model import ServiceModel
-
-    return ServiceModel(_loader().load_service_model("sagemaker", "service-2"), service_name="sagemaker")
-
-
 def _shape(name: str) -> Any:
-    return _service_model().shape_for(name)
-
-
-@functools.cache
-def _endpoint_resolver() -> Any:
-    from botocore.regions import EndpointResolver
-
-    return EndpointResolver(_loader().load_data("endpoints"))
-
-
-@functools.cache
-def sagemaker_regions() -> tuple[str, ...]:
-    """Every region botocore's endpoint data lists for SageMaker, all partitions (``aws`` first)."""
-    resolver = _endpoint_resolver()
-    regions: list[str] = []
-    for partition in resolver.get_available_partitions():
-        regions.extend(resolver.get_available_endpoints(_service_model().endpoint_prefix, partition))
-    return tuple(regions)
-
-
-@functools.cache
-def commercial_regions() -> tuple[str, ...]:
-    """The standard partition's SageMaker regions: what a sweep covers with one set of credentials."""
-    return tuple(_endpoint_resolver().get_available_endpoints(_service_model().endpoint_prefix, "aws"))
-
-
-def normalise_region(text: str) -> str:
-    """``US-EAST-1`` → ``us-east-1``; a list, spaces or a region SageMaker does not have → UsageError."""
-    raw = text
-    value = text.strip().lower()
-    if "," in value:
-        raise UsageError(
-            f"--region takes one region, not {raw!r}.",
-            hint=f"Use --regions {value.replace(' ', '')} to try several in order.",
-            region=raw,
-        )
-    if not _REGION_SHAPE.match(value):
-        raise UsageError(f"{raw!r} is not an AWS region name.", hint="Region names look like us-east-1.", region=raw)
-    if value not in sagemaker_regions():
-        raise UsageError(
-            f"SageMaker is not available in {value!r} (per botocore's endpoint data).",
-            hint="SageMaker regions: " + ", ".join(commercial_regions()),
-            region=raw,
-        )
-    return value
+    return service_model().shape_for(name)
 
 
 def parse_regions(regions: str | Iterable[str] | None) -> list[str]:

@@ -29,14 +29,7 @@ from gemmaserve.progress import (
     utc_now,
 )
 from gemmaserve.sagemaker.aws import call, is_not_found
-from gemmaserve.sagemaker.container import default_image_uri
-from gemmaserve.sagemaker.iam import (
-    RoleResult,
-    account_id,
-    ecr_repository_arn,
-    ensure_role,
-)
-from gemmaserve.sagemaker.image import (
+from gemmaserve.sagemaker.image.dockerfile import (
     DEFAULT_REPOSITORY,
     ImageBuildRecord,
     build_bucket,
@@ -47,6 +40,13 @@ from gemmaserve.sagemaker.image import (
     save_record,
     wheel_filename,
 )
+from gemmaserve.sagemaker.image.iam import (
+    RoleResult,
+    account_id,
+    ecr_repository_arn,
+    ensure_role,
+)
+from gemmaserve.sagemaker.spec.container import default_image_uri
 from gemmaserve.turing.versions import is_supported
 
 PROJECT_NAME = "gemmaserve-turing-image"

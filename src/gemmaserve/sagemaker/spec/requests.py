@@ -18,7 +18,7 @@ from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_va
 
 from gemmaserve.errors import UsageError
 from gemmaserve.request_model import ActionRequest, Cli, DryRun, ServingSettings, TensorParallelSize, token_count
-from gemmaserve.sagemaker.container import DEFAULT_AMI
+from gemmaserve.sagemaker.spec.container import DEFAULT_AMI
 
 # A dry run plans the calls without a role; this ARN only fills the CreateModel it shows.
 DRY_RUN_ROLE_ARN = "arn:aws:iam::000000000000:role/DRY-RUN"
@@ -46,7 +46,7 @@ def _rule(check: Callable[[T], T]) -> Callable[[T], T]:
 
 @_rule
 def _region(value: str | None) -> str | None:
-    from gemmaserve.sagemaker.inputs import normalise_region
+    from gemmaserve.sagemaker.aws import normalise_region
 
     return None if value is None else normalise_region(value)
 
@@ -62,49 +62,49 @@ def _split_regions(value: Any) -> Any:
 
 @_rule
 def _regions(value: list[str] | None) -> list[str] | None:
-    from gemmaserve.sagemaker.inputs import parse_regions
+    from gemmaserve.sagemaker.spec.inputs import parse_regions
 
     return parse_regions(value) or None if value is not None else None
 
 
 @_rule
 def _instance_types(value: list[str]) -> list[str]:
-    from gemmaserve.sagemaker.inputs import validate_instance_types
+    from gemmaserve.sagemaker.spec.inputs import validate_instance_types
 
     return validate_instance_types(value)
 
 
 @_rule
 def _ami(value: str) -> str:
-    from gemmaserve.sagemaker.inputs import validate_ami
+    from gemmaserve.sagemaker.spec.inputs import validate_ami
 
     return validate_ami(value) or DEFAULT_AMI
 
 
 @_rule
 def _endpoint_name(value: str | None) -> str | None:
-    from gemmaserve.sagemaker.names import validate_endpoint_name
+    from gemmaserve.sagemaker.spec.container import validate_endpoint_name
 
     return None if value is None else validate_endpoint_name(value)
 
 
 @_rule
 def _role_name(value: str) -> str:
-    from gemmaserve.sagemaker.names import validate_name
+    from gemmaserve.sagemaker.spec.container import validate_name
 
     return validate_name(value, kind="role", max_length=64)
 
 
 @_rule
 def _owner(value: str | None) -> str | None:
-    from gemmaserve.sagemaker.inputs import validate_tag_value
+    from gemmaserve.sagemaker.spec.inputs import validate_tag_value
 
     return None if value is None else validate_tag_value(value, what="The owner")
 
 
 @_rule
 def _image(value: str | list[str] | None) -> str | list[str] | None:
-    from gemmaserve.sagemaker.inputs import validate_ecr_image
+    from gemmaserve.sagemaker.spec.inputs import validate_ecr_image
 
     if isinstance(value, list):
         return [validate_ecr_image(item, option="--image") for item in value]
@@ -113,7 +113,7 @@ def _image(value: str | list[str] | None) -> str | list[str] | None:
 
 @_rule
 def _base_image(value: str | None) -> str | None:
-    from gemmaserve.sagemaker.inputs import validate_image_reference
+    from gemmaserve.sagemaker.spec.inputs import validate_image_reference
 
     return None if value is None else validate_image_reference(value, option="--base-image")
 
@@ -146,7 +146,7 @@ def _env_pairs(value: Any) -> Any:
 
 @_rule
 def _env_checked(value: list[str] | None) -> list[str] | None:
-    from gemmaserve.sagemaker.inputs import validate_environment_limits
+    from gemmaserve.sagemaker.spec.inputs import validate_environment_limits
 
     if value is None:
         return None
@@ -255,8 +255,7 @@ class RegionChoice(InputRules):
         Raises:
             CredentialsMissing: when none was given and the AWS profile named by the environment does not exist.
         """
-        from gemmaserve.sagemaker.aws import default_region
-        from gemmaserve.sagemaker.inputs import commercial_regions
+        from gemmaserve.sagemaker.aws import commercial_regions, default_region
 
         region, regions, sweep = self.region_choice()
         if sweep:
@@ -303,7 +302,7 @@ class DeploymentSettings(ServingSettings, RegionChoice):
 
     def tensor_parallel(self) -> int:
         """The split the container runs: the size given, or the GPU count of the pool's instance type."""
-        from gemmaserve.sagemaker.inputs import tensor_parallel_for_pool
+        from gemmaserve.sagemaker.spec.inputs import tensor_parallel_for_pool
 
         return tensor_parallel_for_pool(self.instance, self.tensor_parallel_size)
 

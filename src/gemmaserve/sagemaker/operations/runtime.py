@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from gemmaserve.errors import AwsError, ModelStreamFailed, SageMakerTimedOut
 from gemmaserve.sagemaker.aws import call, translate_client_error, translate_error_response
-from gemmaserve.sagemaker.names import validate_name
+from gemmaserve.sagemaker.spec.container import validate_name
 
 
 class InvokeResult(BaseModel):
