@@ -25,11 +25,11 @@ DEPLOY = ["sagemaker", "deploy", "--model", "gemma-4-e2b", "--instance", "ml.g6.
 def test_a_profile_that_does_not_exist_is_one_paragraph_with_the_fix(
     args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gemmaserve.sagemaker import api
+    from gemmaserve.sagemaker import aws
 
     monkeypatch.setenv("AWS_PROFILE", "nonexistent")
     # A fresh process: no clients cached by an earlier test under other credentials.
-    monkeypatch.setattr(api, "_DEFAULT_FACTORIES", {})
+    monkeypatch.setattr(aws, "_DEFAULT_FACTORIES", {})
     code, _, err = run(args, capsys)
     assert "Traceback" not in err and "botocore" not in err
     if code == 0:  # offline commands need no profile at all
@@ -65,11 +65,11 @@ def test_credentials_that_cannot_be_loaded_name_the_fix() -> None:
 def test_list_without_credentials_names_each_region_and_the_fix(
     aws_env: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gemmaserve.sagemaker import api
+    from gemmaserve.sagemaker import aws
 
     for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setattr(api, "_DEFAULT_FACTORIES", {})
+    monkeypatch.setattr(aws, "_DEFAULT_FACTORIES", {})
     code, _, err = run(["sagemaker", "list", "--list-prices", "--regions", "us-east-1,eu-west-1"], capsys)
     assert code == 1 and "Traceback" not in err
     assert "could not check us-east-1" in err and "Hint: Configure credentials (aws configure)" in err

@@ -22,9 +22,11 @@ from gemmaserve.errors import (
     SageMakerTimedOut,
 )
 from gemmaserve.progress import Cancelled, CancelToken
+from gemmaserve.sagemaker.aws import Deps
 from gemmaserve.sagemaker.deployment.endpoint import execute_deploy, plan_deploy
 from gemmaserve.sagemaker.operations.status import EndpointStatus, describe_endpoint_state, wait_for_endpoint
 from gemmaserve.sagemaker.operations.teardown import delete_deployment
+from gemmaserve.sagemaker.spec.requests import WaitRequest
 from tests.sagemaker.helpers import START, Lines, ScriptedClock, make_spec
 
 REGION = "us-east-1"
@@ -213,7 +215,12 @@ def test_creating_then_failed_for_capacity_raises_capacity_unavailable() -> None
         )
         stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
         with pytest.raises(CapacityUnavailable) as info:
-            wait_for_endpoint(sm, None, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=60)
+            wait_for_endpoint(
+                sm,
+                None,
+                WaitRequest(endpoint_name=NAME, region=REGION, poll_s=60),
+                Deps(clock=clock.now, sleep=clock.sleep),
+            )
     assert info.value.fields["diagnosis"] == "capacity"
     assert clock.sleeps == [60, 60]
 
@@ -228,7 +235,12 @@ def test_cannot_start_container_says_to_set_the_ami() -> None:
         )
         stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
         with pytest.raises(EndpointFailed) as info:
-            wait_for_endpoint(sm, None, NAME, region=REGION, now=lambda: START, sleep=lambda s: None)
+            wait_for_endpoint(
+                sm,
+                None,
+                WaitRequest(endpoint_name=NAME, region=REGION),
+                Deps(clock=lambda: START, sleep=lambda s: None),
+            )
     assert "al2023-ami-sagemaker-inference-gpu-4-1" in (info.value.hint or "")
 
 
@@ -240,7 +252,12 @@ def test_wait_times_out_with_a_bound() -> None:
             stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
             stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": ANY})
         with pytest.raises(SageMakerTimedOut):
-            wait_for_endpoint(sm, None, NAME, region=REGION, now=clock.now, sleep=clock.sleep, timeout_s=100, poll_s=50)
+            wait_for_endpoint(
+                sm,
+                None,
+                WaitRequest(endpoint_name=NAME, region=REGION, timeout_s=100, poll_s=50),
+                Deps(clock=clock.now, sleep=clock.sleep),
+            )
     assert clock.sleeps == [50, 50]
 
 
@@ -381,7 +398,10 @@ def test_wait_reports_each_status_with_seconds_of_the_timeout() -> None:
             stub.add_response("describe_endpoint", described(status), {"EndpointName": NAME})
             stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
         wait_for_endpoint(
-            sm, None, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=60, timeout_s=600, progress=progress
+            sm,
+            None,
+            WaitRequest(endpoint_name=NAME, region=REGION, poll_s=60, timeout_s=600),
+            Deps(clock=clock.now, sleep=clock.sleep, progress=progress),
         )
     assert [(e.phase, e.done, e.total) for e in progress.events] == [("Creating", 0, 600), ("InService", 120, 600)]
     assert progress[0].startswith(f"{NAME} ({REGION}): Creating")  # the line the CLI prints, as before
@@ -401,7 +421,12 @@ def test_cancelled_wait_stops_following_at_the_next_poll() -> None:
         stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
         stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
         with pytest.raises(Cancelled):
-            wait_for_endpoint(sm, None, NAME, region=REGION, now=clock.now, sleep=sleep, poll_s=60, cancel=token)
+            wait_for_endpoint(
+                sm,
+                None,
+                WaitRequest(endpoint_name=NAME, region=REGION, poll_s=60),
+                Deps(clock=clock.now, sleep=sleep, cancel=token),
+            )
         stub.assert_no_pending_responses()
     assert clock.sleeps == [60]
 
@@ -415,5 +440,10 @@ def test_cancel_cuts_a_real_wait_short() -> None:
         threading.Timer(0.1, token.cancel).start()
         with pytest.raises(Cancelled):
             # sleep=None: real time between polls, here longer than any test run, so only the cancel ends it.
-            wait_for_endpoint(sm, None, NAME, region=REGION, poll_s=threading.TIMEOUT_MAX, cancel=token)
+            wait_for_endpoint(
+                sm,
+                None,
+                WaitRequest(endpoint_name=NAME, region=REGION, poll_s=threading.TIMEOUT_MAX),
+                Deps(cancel=token),
+            )
         stub.assert_no_pending_responses()

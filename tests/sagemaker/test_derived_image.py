@@ -17,6 +17,7 @@ from botocore.stub import ANY, Stubber
 
 from gemmaserve.progress import Cancelled, CancelToken
 from gemmaserve.sagemaker import api
+from gemmaserve.sagemaker.api import SageMakerSession
 from gemmaserve.sagemaker.image.codebuild import build_image, build_wheel_from_checkout, plan_image_build
 from gemmaserve.sagemaker.image.dockerfile import ImageBuildRecord, find_record, save_record
 from gemmaserve.sagemaker.spec.container import PINNED_IMAGE, default_image_uri, image_cuda_version
@@ -55,7 +56,7 @@ def test_by_default_gemmaserve_goes_in_as_a_wheel_not_from_the_index() -> None:
 
 def _preflight_clamp(image: str, factory: Any) -> str:
     request = PreflightRequest(model="gemma-4-e2b", instance=["ml.g4dn.xlarge"], regions=[REGION], image=image)
-    report = api.preflight(request, check_model=None, factory=factory)
+    report = api.preflight(request, SageMakerSession(factory=factory, check_model=None))
     return next(f.status.value for f in report.findings if f.check == "turing-clamp")
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from gemmaserve.errors import UsageError
 from gemmaserve.sagemaker import api
+from gemmaserve.sagemaker.api import SageMakerSession
 from gemmaserve.sagemaker.image.iam import EXECUTION_POLICY_NAME, policy_regions
 from gemmaserve.sagemaker.spec.requests import PreflightRequest
 from tests.sagemaker.helpers import make_role, run
@@ -19,7 +20,7 @@ ACCOUNT = "123456789012"  # moto's
 
 def findings(factory: Any, role_arn: str, regions: list[str]) -> dict[str, str]:
     request = PreflightRequest(model="gemma-4-e2b", instance=["ml.g6.xlarge"], regions=regions, role_arn=role_arn)
-    report = api.preflight(request, check_model=None, factory=factory)
+    report = api.preflight(request, SageMakerSession(factory=factory, check_model=None))
     return {f.check: f.status.value for f in report.findings if f.check.startswith(("execution-role", "role-"))}
 
 
@@ -88,7 +89,9 @@ def test_the_role_fix_for_a_custom_image_works_when_followed(aws_env: Any, capsy
         model="gemma-4-e2b", instance=["ml.g6.xlarge"], regions=["us-east-1"], role_arn=arn, image=image
     )
     failed = [
-        f for f in api.preflight(request, check_model=None, factory=aws_env).findings if f.check.startswith("role")
+        f
+        for f in api.preflight(request, SageMakerSession(factory=aws_env, check_model=None)).findings
+        if f.check.startswith("role")
     ]
     fix = next(f.fix for f in failed if f.status.value == "fail")
     assert fix is not None and f"--image {image}" in fix
@@ -96,5 +99,5 @@ def test_the_role_fix_for_a_custom_image_works_when_followed(aws_env: Any, capsy
     assert command[:3] == ["gemmaserve", "sagemaker", "role"]
     code, _, err = run([*command[1:], "--yes"], capsys)
     assert code == 0, err
-    again = api.preflight(request, check_model=None, factory=aws_env).findings
+    again = api.preflight(request, SageMakerSession(factory=aws_env, check_model=None)).findings
     assert {f.check: f.status.value for f in again if f.check.startswith("role")} == {"role-regions": "ok"}

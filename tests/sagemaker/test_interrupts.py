@@ -17,7 +17,8 @@ import pytest
 from gemmaserve.errors import DeployInterrupted, EndpointFailed
 from gemmaserve.progress import Cancelled, CancelToken, ProgressEvent
 from gemmaserve.sagemaker import api
-from gemmaserve.sagemaker.spec.requests import DeleteRequest, DeployRequest
+from gemmaserve.sagemaker.api import SageMakerSession
+from gemmaserve.sagemaker.spec.requests import DeployRequest
 from tests.sagemaker.helpers import Lines, ScriptedClock, make_role
 
 REGION = "us-east-1"
@@ -53,9 +54,10 @@ def _deploy(
     }
     values.update(overrides)
     request = DeployRequest(**values)
-    return api.deploy(
-        request, factory=factory, progress=on_progress or progress, cancel=cancel, now=clock.now, sleep=clock.sleep
+    session = SageMakerSession(
+        factory=factory, progress=on_progress or progress, cancel=cancel, clock=clock.now, sleep=clock.sleep
     )
+    return api.deploy(request, session)
 
 
 def _interrupt_at(sm: Any, event: str, deliver: Any, times: int = 1, skip: int = 0) -> list[str]:
@@ -164,7 +166,7 @@ def test_third_ctrl_c_abandons_teardown_and_names_what_is_left(moto_factory: Any
     assert error.fields["commands"] == [f"gemmaserve sagemaker delete {NAME} --region {REGION} --yes"]
     assert error.hint and "gemmaserve sagemaker delete intr-e2b" in error.hint
     # the command it prints finishes the job
-    report = api.delete(DeleteRequest(endpoint_name=NAME, region=REGION), factory=moto_factory)
+    report = SageMakerSession(factory=moto_factory).endpoint(NAME, region=REGION).delete()
     assert set(report.deleted) == {"endpoint-config:intr-e2b-config", "model:intr-e2b-model"}
     assert _leftovers(sm) == {"endpoints": [], "configs": [], "models": []}
 
@@ -373,5 +375,5 @@ def test_a_create_that_never_shows_within_the_window_is_reported_unconfirmed_not
     held.forwarded.wait(timeout=30)
     sm = moto_factory("sagemaker", REGION)
     if _leftovers(sm)["endpoints"]:
-        api.delete(DeleteRequest(endpoint_name=NAME, region=REGION), factory=moto_factory)
+        SageMakerSession(factory=moto_factory).endpoint(NAME, region=REGION).delete()
     assert _leftovers(sm) == {"endpoints": [], "configs": [], "models": []}

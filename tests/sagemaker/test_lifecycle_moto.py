@@ -9,10 +9,12 @@ import pytest
 from moto import mock_aws
 
 from gemmaserve.errors import DeployInterrupted, UsageError
+from gemmaserve.sagemaker.aws import Deps
 from gemmaserve.sagemaker.deployment.endpoint import execute_deploy, plan_deploy
 from gemmaserve.sagemaker.operations.status import EndpointStatus, describe_endpoint_state, wait_for_endpoint
 from gemmaserve.sagemaker.operations.teardown import delete_deployment
 from gemmaserve.sagemaker.spec.container import parse_tags, tags_to_dict
+from gemmaserve.sagemaker.spec.requests import WaitRequest
 from tests.sagemaker.helpers import START, Lines, ScriptedClock, make_role, make_spec
 
 REGION = "us-east-1"
@@ -37,7 +39,12 @@ def _lifecycle(sm: Any, logs: Any, iam: Any) -> None:
         plan,
         now=clock.now,
         progress=progress,
-        wait=lambda: wait_for_endpoint(sm, logs, spec.endpoint_name, region=REGION, now=clock.now, sleep=clock.sleep),
+        wait=lambda: wait_for_endpoint(
+            sm,
+            logs,
+            WaitRequest(endpoint_name=spec.endpoint_name, region=REGION),
+            Deps(clock=clock.now, sleep=clock.sleep),
+        ),
     )
     assert result.created == ["model", "endpoint-config", "endpoint"]
     assert result.state is not None and result.state.status is EndpointStatus.IN_SERVICE

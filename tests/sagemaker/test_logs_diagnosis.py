@@ -12,6 +12,7 @@ from moto import mock_aws
 
 from gemmaserve.errors import EndpointFailed, UsageError
 from gemmaserve.findings import Status
+from gemmaserve.sagemaker.aws import Deps
 from gemmaserve.sagemaker.operations.logs import LogEvent, log_group_name, read_endpoint_logs
 from gemmaserve.sagemaker.operations.status import (
     EndpointState,
@@ -20,6 +21,7 @@ from gemmaserve.sagemaker.operations.status import (
     diagnose,
     wait_for_endpoint,
 )
+from gemmaserve.sagemaker.spec.requests import WaitRequest
 from tests.sagemaker.helpers import START, Lines, ScriptedClock
 
 REGION = "us-east-1"
@@ -133,7 +135,12 @@ def test_wait_stops_early_on_a_crash_in_the_log() -> None:
                 START.timestamp(),
             )
             with pytest.raises(EndpointFailed) as info:
-                wait_for_endpoint(sm, logs, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=30)
+                wait_for_endpoint(
+                    sm,
+                    logs,
+                    WaitRequest(endpoint_name=NAME, region=REGION, poll_s=30),
+                    Deps(clock=clock.now, sleep=clock.sleep),
+                )
     assert info.value.fields["diagnosis"] == "container-crashed"
     assert clock.sleeps == []  # the first poll already saw it
 
@@ -176,7 +183,10 @@ def test_wait_goes_on_past_a_handled_traceback_to_in_service() -> None:
             stub.add_response("describe_endpoint", {**described, "EndpointStatus": "InService"}, {"EndpointName": NAME})
             put_logs(logs, HANDLED_TRACEBACK, START.timestamp())
             final = wait_for_endpoint(
-                sm, logs, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=30, progress=progress
+                sm,
+                logs,
+                WaitRequest(endpoint_name=NAME, region=REGION, poll_s=30),
+                Deps(clock=clock.now, sleep=clock.sleep, progress=progress),
             )
     assert final.status is EndpointStatus.IN_SERVICE
     assert any("traceback" in line for line in progress)

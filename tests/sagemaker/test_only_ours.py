@@ -13,9 +13,10 @@ from botocore.stub import ANY, Stubber
 
 from gemmaserve.errors import UsageError
 from gemmaserve.sagemaker import api
+from gemmaserve.sagemaker.api import SageMakerSession
 from gemmaserve.sagemaker.deployment.endpoint import execute_deploy, plan_deploy
 from gemmaserve.sagemaker.spec.container import build_tags
-from gemmaserve.sagemaker.spec.requests import CleanupRequest, ListRequest, StatusRequest
+from gemmaserve.sagemaker.spec.requests import CleanupRequest, ListRequest
 from tests.sagemaker.helpers import START, make_role, make_spec, run
 
 REGION = "us-east-1"
@@ -91,7 +92,7 @@ def test_orphans_are_listed_block_a_redeploy_with_a_hint_and_cleanup_removes_the
     sm.delete_endpoint(EndpointName="debris")  # what an interrupted or failed deploy used to leave
     later = datetime.now(UTC) + timedelta(hours=1)
     inventory = api.list_endpoints(
-        ListRequest(regions=[REGION], list_prices=True), factory=moto_factory, now=lambda: later
+        ListRequest(regions=[REGION], list_prices=True), SageMakerSession(factory=moto_factory, clock=lambda: later)
     )
     assert {(o.kind, o.name) for o in inventory.orphans} == {
         ("endpoint-config", "debris-config"),
@@ -102,14 +103,12 @@ def test_orphans_are_listed_block_a_redeploy_with_a_hint_and_cleanup_removes_the
     assert "gemmaserve sagemaker delete debris" in (caught.value.hint or "")
     dry = api.cleanup(
         CleanupRequest(regions=[REGION], expired=False, orphans=True, dry_run=True, list_prices=True, owner="ana"),
-        factory=moto_factory,
-        now=lambda: later,
+        SageMakerSession(factory=moto_factory, clock=lambda: later),
     )
     assert len(dry.orphans) == 2 and names(sm)["models"] == {"debris-model"}
     api.cleanup(
         CleanupRequest(regions=[REGION], expired=False, orphans=True, list_prices=True, owner="ana"),
-        factory=moto_factory,
-        now=lambda: later,
+        SageMakerSession(factory=moto_factory, clock=lambda: later),
     )
     assert names(sm) == {"endpoints": set(), "configs": set(), "models": set()}
     deploy(moto_factory, "debris")  # the name is free again
@@ -124,7 +123,7 @@ def test_an_untagged_unused_model_is_not_an_orphan_of_ours(moto_factory: Any) ->
     )
     later = datetime.now(UTC) + timedelta(hours=1)
     inventory = api.list_endpoints(
-        ListRequest(regions=[REGION], list_prices=True), factory=moto_factory, now=lambda: later
+        ListRequest(regions=[REGION], list_prices=True), SageMakerSession(factory=moto_factory, clock=lambda: later)
     )
     assert inventory.orphans == []
 
@@ -146,9 +145,9 @@ def test_list_and_cleanup_fail_closed_without_credentials(
 ) -> None:
     for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(variable)
-    from gemmaserve.sagemaker import api as api_module
+    from gemmaserve.sagemaker import aws
 
-    monkeypatch.setattr(api_module, "_DEFAULT_FACTORIES", {})  # credentials are read when a session is built
+    monkeypatch.setattr(aws, "_DEFAULT_FACTORIES", {})  # credentials are read when a session is built
     code, out, err = run(["sagemaker", *command, "--regions", "us-east-1,eu-west-1"], capsys)
     assert code == 1
     assert "could not check us-east-1" in err and "could not check eu-west-1" in err
@@ -226,9 +225,8 @@ def test_instance_pool_shows_its_types_and_price_range_in_status_and_list(capsys
     with Stubber(sm) as stub:
         stub.add_response("describe_endpoint", _pool_described(), {"EndpointName": POOL_NAME})
         stub.add_response("describe_endpoint_config", _pool_config(), {"EndpointConfigName": ANY})
-        state = api.status(
-            StatusRequest(endpoint_name=POOL_NAME, region=REGION), factory=StubbedFactory(sm), now=lambda: START
-        )
+        session = SageMakerSession(factory=StubbedFactory(sm), clock=lambda: START)
+        state = session.endpoint(POOL_NAME, region=REGION).status()
     assert state.instance_type is None and state.pool_types == ["ml.g6.xlarge", "ml.g6.2xlarge"]
     assert state.price_range is not None
     assert state.price_range.low_usd_per_hour < state.price_range.high_usd_per_hour
@@ -252,12 +250,7 @@ def test_instance_pool_shows_its_types_and_price_range_in_status_and_list(capsys
         )
         stub.add_response("describe_endpoint", _pool_described(), {"EndpointName": POOL_NAME})
         stub.add_response("describe_endpoint_config", _pool_config(), {"EndpointConfigName": ANY})
-        inventory = api.list_endpoints(
-            ListRequest(regions=[REGION], list_prices=True),
-            orphans=False,
-            factory=StubbedFactory(sm),
-            now=lambda: START,
-        )
+        inventory = api.list_endpoints(ListRequest(regions=[REGION], list_prices=True), session, orphans=False)
     item = inventory.endpoints[0]
     assert item.pool_types == ["ml.g6.xlarge", "ml.g6.2xlarge"] and item.price_range is not None
     assert inventory.total_usd_per_hour == pytest.approx(item.price_range.low_usd_per_hour)
@@ -297,7 +290,7 @@ def test_cleanup_goes_on_past_a_refusal_reports_each_verdict_and_exits_1(
     # exp-a's model lost gemmaserve's tag: delete refuses the whole endpoint (it may not be ours)
     arn = sm.describe_model(ModelName="exp-a-model")["ModelArn"]
     sm.delete_tags(ResourceArn=arn, TagKeys=["gemmaserve:tool"])
-    monkeypatch.setattr("gemmaserve.sagemaker.api._now", lambda: START + timedelta(hours=2))
+    monkeypatch.setattr("gemmaserve.sagemaker.aws._now", lambda: START + timedelta(hours=2))
     code, out, err = run(
         ["sagemaker", "cleanup", "--expired", "--region", REGION, "--owner", "ana", "--yes", "--list-prices", "--json"],
         capsys,
@@ -322,7 +315,7 @@ def test_cleanup_takes_only_your_owner_unless_any_owner(
     sm = aws_env("sagemaker", REGION)
     deploy(aws_env, "mine", owner="ana")
     deploy(aws_env, "theirs", owner="bo")
-    monkeypatch.setattr("gemmaserve.sagemaker.api._now", lambda: START + timedelta(hours=2))
+    monkeypatch.setattr("gemmaserve.sagemaker.aws._now", lambda: START + timedelta(hours=2))
     monkeypatch.setattr("gemmaserve.sagemaker.api._user", lambda: "ana")
     code, out, _ = run(["sagemaker", "cleanup", "--expired", "--region", REGION, "--yes", "--list-prices"], capsys)
     assert code == 0, out

@@ -11,6 +11,7 @@ from botocore.stub import Stubber
 from gemmaserve.errors import InterlockRefused
 from gemmaserve.findings import Status
 from gemmaserve.sagemaker import api
+from gemmaserve.sagemaker.api import SageMakerSession
 from gemmaserve.sagemaker.aws import instances_held, quota_verdict
 from gemmaserve.sagemaker.deployment.preflight import (
     PreflightDeps,
@@ -163,7 +164,9 @@ def test_an_unknown_finding_blocks_the_deploy_and_creates_nothing(
         list_prices=True,
     )
     with pytest.raises(InterlockRefused) as refused:
-        api.deploy(request, check_model=None if model is None else (lambda repo: model), factory=factory)
+        api.deploy(
+            request, SageMakerSession(factory=factory, check_model=None if model is None else (lambda repo: model))
+        )
     reasons = refused.value.fields["reasons"]
     assert [(r["check"], r["status"], r["where"]) for r in reasons] == [(unknown, "unknown", where)]
     assert "Preflight found problems" in refused.value.message
@@ -268,7 +271,7 @@ def test_a_refused_deploy_reports_its_checks_before_the_refusal(moto_factory: An
     )
     events: list[Any] = []
     with pytest.raises(InterlockRefused):
-        api.deploy(request, check_model=None, factory=factory, progress=events.append)
+        api.deploy(request, SageMakerSession(factory=factory, check_model=None, progress=events.append))
     said = [event.message for event in events if event.phase == "preflight"]
     assert [message.split(" (")[0] for message in said] == [
         f"Checking quotas in {REGION}",

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from gemmaserve.errors import InterlockRefused
 from gemmaserve.mcp_server import ServerDeps, build_server
 from gemmaserve.sagemaker import api
+from gemmaserve.sagemaker.api import SageMakerSession
 from gemmaserve.sagemaker.deployment.preflight import Reachability
 from gemmaserve.sagemaker.spec.requests import UpdateRequest
 from tests.mcp.conftest import call_tool, cli_json, error_details
@@ -99,7 +100,7 @@ def test_a_failed_preflight_creates_nothing(moto_factory: Any) -> None:
         return Reachability.REACHABLE
 
     with pytest.raises(InterlockRefused, match="nothing was created"):
-        api.update(request, factory=moto_factory, check_model=reachable)
+        api.update(request, SageMakerSession(factory=moto_factory, check_model=reachable))
     sm = moto_factory("sagemaker", REGION)
     assert sm.list_models()["Models"] == [] and sm.list_endpoint_configs()["EndpointConfigs"] == []
 

@@ -36,12 +36,20 @@ from gemmaserve.sagemaker.spec.requests import (
 )
 
 if TYPE_CHECKING:
+    from gemmaserve.sagemaker.api import SageMakerSession
     from gemmaserve.sagemaker.deployment.preflight import PreflightReport
 
 
 def _progress(event: ProgressEvent) -> None:
     # The library reports a status or phase when it changes, so every event is a line worth printing.
     click.echo(event.message, err=True)
+
+
+def _session() -> SageMakerSession:
+    """The library's session of defaults, with progress printed on stderr."""
+    from gemmaserve.sagemaker.api import SageMakerSession
+
+    return SageMakerSession(progress=_progress)
 
 
 @click.group(name="sagemaker")
@@ -72,7 +80,7 @@ def preflight(request: PreflightRequest, as_json: bool) -> None:
     """
     from gemmaserve.sagemaker import api
 
-    report = api.preflight(request, progress=_progress)
+    report = api.preflight(request, _session())
     emit(report, as_json=as_json, render=_render_preflight)
     if not report.ok:
         raise click.exceptions.Exit(1)
@@ -114,13 +122,14 @@ def deploy(request: DeployRequest, yes: bool, as_json: bool) -> None:
     """
     from gemmaserve.sagemaker import api
 
-    prepared = api.prepare_deploy(request)
+    session = _session()
+    prepared = api.prepare_deploy(request, session)
     plan = prepared.plan
     price = f"${plan.usd_per_hour:.3f}/hour" if plan.usd_per_hour is not None else "an unknown price"
     if plan.price_range is not None:
         price = _usd_range(plan.price_range)
     confirm(request, yes, prompt=f"create endpoint {plan.endpoint_name} in {plan.region} at {price}")
-    outcome = api.deploy(request, prepared=prepared, progress=_progress)
+    outcome = api.deploy(request, session, prepared=prepared)
     emit(outcome, as_json=as_json, render=_render_deploy)
     if outcome.dry_run and outcome.preflight is not None and outcome.preflight.failures(accept_unknown=True):
         click.echo("A deploy with these settings would be refused by preflight (fail above).", err=True)
@@ -148,7 +157,7 @@ def update(request: UpdateRequest, yes: bool, as_json: bool) -> None:
 
     if not request.dry_run:
         confirm(request, yes, prompt=request.describe_change())
-    result = api.update(request, progress=_progress)
+    result = api.update(request, _session())
     emit(result, as_json=as_json, render=_render_update)
 
 
@@ -253,9 +262,8 @@ def status(request: StatusRequest, as_json: bool) -> None:
       gemmaserve sagemaker status gemma-4-e2b-l4
       gemmaserve sagemaker status gemma-4-e2b-l4 --region us-west-2 --json
     """
-    from gemmaserve.sagemaker import api
 
-    emit(api.status(request), as_json=as_json, render=_render_state)
+    emit(_session().endpoint_for(request).status(), as_json=as_json, render=_render_state)
 
 
 def _render_state(state: Any) -> None:
@@ -290,9 +298,8 @@ def wait_command(request: WaitRequest, as_json: bool) -> None:
       gemmaserve sagemaker wait gemma-4-e2b-l4
       gemmaserve sagemaker wait gemma-4-e2b-l4 --timeout-s 2400 --poll-s 15 --json
     """
-    from gemmaserve.sagemaker import api
 
-    emit(api.wait(request, progress=_progress), as_json=as_json, render=_render_state)
+    emit(_session().endpoint_for(request).wait(request), as_json=as_json, render=_render_state)
 
 
 @cli.command()
@@ -306,9 +313,8 @@ def logs(request: LogsRequest, as_json: bool) -> None:
       gemmaserve sagemaker logs gemma-4-e2b-l4 --since-min 30
       gemmaserve sagemaker logs gemma-4-e2b-l4 --grep 'KV cache|concurrency' --tail 50 --json
     """
-    from gemmaserve.sagemaker import api
 
-    emit(api.logs(request), as_json=as_json, render=_render_logs)
+    emit(_session().endpoint_for(request).logs(request), as_json=as_json, render=_render_logs)
 
 
 def _render_logs(result: Any) -> None:
@@ -331,7 +337,6 @@ def invoke_command(request: InvokeRequest, as_json: bool) -> None:
       gemmaserve sagemaker invoke gemma-4-e2b-l4 "What is 17 * 23?"
       gemmaserve sagemaker invoke gemma-4-e2b-l4 "Write a haiku about GPUs." --stream --max-tokens 64
     """
-    from gemmaserve.sagemaker import api
 
     if request.stream and as_json:
         raise UsageError(
@@ -339,12 +344,13 @@ def invoke_command(request: InvokeRequest, as_json: bool) -> None:
             "or one JSON document at the end.",
             hint="Drop --stream for the JSON result, or --json.",
         )
+    endpoint = _session().endpoint_for(request)
     if request.stream:
-        for text in api.invoke_streaming(request):
+        for text in endpoint.stream(request):
             click.echo(text, nl=False)
         click.echo()
         return
-    emit(api.invoke(request), as_json=as_json, render=lambda r: click.echo(r.text))
+    emit(endpoint.invoke(request), as_json=as_json, render=lambda r: click.echo(r.text))
 
 
 @cli.command()
@@ -361,9 +367,8 @@ def delete(request: DeleteRequest, as_json: bool) -> None:
       gemmaserve sagemaker delete gemma-4-e2b-l4 --dry-run
       gemmaserve sagemaker delete gemma-4-e2b-l4 --region us-west-2 --yes
     """
-    from gemmaserve.sagemaker import api
 
-    emit(api.delete(request, progress=_progress), as_json=as_json, render=_render_delete)
+    emit(_session().endpoint_for(request).delete(request), as_json=as_json, render=_render_delete)
 
 
 def _render_delete(report: Any) -> None:
@@ -390,7 +395,7 @@ def list_command(request: ListRequest, as_json: bool) -> None:
     """
     from gemmaserve.sagemaker import api
 
-    inventory = api.list_endpoints(request, progress=_progress)
+    inventory = api.list_endpoints(request, _session())
     emit(inventory, as_json=as_json, render=_render_inventory)
     _fail_if_incomplete(inventory.errors)
 
@@ -512,9 +517,8 @@ def autoscale(request: AutoscaleRequest, as_json: bool) -> None:
       gemmaserve sagemaker autoscale gemma-4-e2b-l4 --min-instances 1 --max-instances 4 \\
           --target-invocations 60 --yes
     """
-    from gemmaserve.sagemaker import api
 
-    result = api.autoscale(request)
+    result = _session().endpoint_for(request).autoscale(request)
     emit(
         result,
         as_json=as_json,
@@ -632,7 +636,7 @@ def image_build(request: ImageBuildRequest, as_json: bool) -> None:
     """
     from gemmaserve.sagemaker import api
 
-    result = api.image_build(request, progress=_progress)
+    result = api.image_build(request, _session())
 
     def render(r: Any) -> None:
         click.echo(

@@ -9,7 +9,8 @@ is created. Deploy and wait report progress and stop on cancellation; deploy the
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ToolAnnotations
@@ -46,9 +47,37 @@ from gemmaserve.sagemaker.spec.requests import (
     WaitRequest,
 )
 
+if TYPE_CHECKING:
+    from gemmaserve.sagemaker.api import SageMakerSession
+
+R = TypeVar("R")
 INVOKE = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
 DEPLOY = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
 DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=True)
+
+
+def sagemaker_session(deps: ServerDeps, *, dry_run: bool = False) -> SageMakerSession:
+    """The library session over the server's seams (no AWS client for a dry run: it prices from the catalog)."""
+    from gemmaserve.sagemaker.api import SageMakerSession
+
+    return SageMakerSession(
+        factory=None if dry_run else deps.clients(),
+        clock=deps.now,
+        sleep=deps.sleep,  # None: real time; a test's scripted sleep, the library checks the token around it
+        check_model=deps.model_checker(),
+    )
+
+
+def following(
+    deps: ServerDeps, request: DeployRequest | UpdateRequest, action: Callable[[Any, SageMakerSession], R]
+) -> Callable[[CancelToken, ProgressSink], R]:
+    """The blocking work of a deploy or an update: ``action`` with the call's progress and cancellation."""
+
+    def work(cancellation: CancelToken, report: ProgressSink) -> R:
+        session = sagemaker_session(deps, dry_run=request.dry_run).but(progress=relay(report), cancel=cancellation)
+        return action(request, session)
+
+    return work
 
 
 def summarise_state(state: EndpointState) -> str:
@@ -101,7 +130,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         from gemmaserve.sagemaker import api
 
-        report = api.preflight(request, check_model=deps.model_checker(), factory=deps.clients())
+        report = api.preflight(request, sagemaker_session(deps))
         bad = report.failures()
         summary = (
             "Ready to deploy."
@@ -123,19 +152,11 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         from gemmaserve.sagemaker import api
 
-        def work(cancellation: CancelToken, report: ProgressSink) -> DeployOutcome:
-            return api.deploy(
-                request,
-                check_model=deps.model_checker(),
-                factory=None if request.dry_run else deps.clients(),
-                progress=relay(report),
-                cancel=cancellation,
-                now=deps.now,
-                sleep=deps.sleep,  # None: real time; a test's scripted sleep, the library checks the token around it
-            )
-
         outcome = await run_blocking(
-            ctx, work, label=f"sagemaker_deploy {request.endpoint_name or request.model}", describe=summarise_deploy
+            ctx,
+            following(deps, request, api.deploy),
+            label=f"sagemaker_deploy {request.endpoint_name or request.model}",
+            describe=summarise_deploy,
         )
         return typed_result(outcome, summarise_deploy(outcome))
 
@@ -151,28 +172,19 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         from gemmaserve.sagemaker import api
 
-        def work(cancellation: CancelToken, report: ProgressSink) -> UpdateResult:
-            return api.update(
-                request,
-                check_model=deps.model_checker(),
-                factory=None if request.dry_run else deps.clients(),
-                progress=relay(report),
-                cancel=cancellation,
-                now=deps.now,
-                sleep=deps.sleep,
-            )
-
         result = await run_blocking(
-            ctx, work, label=f"sagemaker_update {request.endpoint_name}", describe=summarise_update
+            ctx,
+            following(deps, request, api.update),
+            label=f"sagemaker_update {request.endpoint_name}",
+            describe=summarise_update,
         )
         return typed_result(result, summarise_update(result))
 
     @tools.action(StatusRequest, title="Endpoint status", annotations=READ_ONLY_REMOTE, result=EndpointState)
     def sagemaker_status(request: StatusRequest) -> CallToolResult:
         """Creating / InService / Failed / NotFound, placed instance type, image, elapsed time, failure reason."""
-        from gemmaserve.sagemaker import api
 
-        state = api.status(request, factory=deps.clients(), now=deps.now)
+        state = sagemaker_session(deps).endpoint_for(request).status()
         return typed_result(state, summarise_state(state))
 
     @tools.action(WaitRequest, title="Wait for InService", annotations=READ_ONLY_REMOTE, result=EndpointState)
@@ -181,17 +193,10 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
 
         Reports each status change as progress; cancelling stops the wait (the endpoint is left as it is).
         """
-        from gemmaserve.sagemaker import api
 
         def work(cancellation: CancelToken, report: ProgressSink) -> EndpointState:
-            return api.wait(
-                request,
-                factory=deps.clients(),
-                progress=relay(report),
-                cancel=cancellation,
-                now=deps.now,
-                sleep=deps.sleep,
-            )
+            session = sagemaker_session(deps).but(progress=relay(report), cancel=cancellation)
+            return session.endpoint_for(request).wait(request)
 
         state = await run_blocking(ctx, work, label=f"sagemaker_wait {request.endpoint_name}", describe=summarise_state)
         return typed_result(state, summarise_state(state))
@@ -199,9 +204,8 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
     @tools.action(LogsRequest, title="Endpoint log and engine facts", annotations=READ_ONLY_REMOTE, result=EndpointLogs)
     def sagemaker_logs(request: LogsRequest) -> CallToolResult:
         """The endpoint's CloudWatch log lines, filtered, with the vLLM engine facts parsed from them."""
-        from gemmaserve.sagemaker import api
 
-        result = api.logs(request, factory=deps.clients(), now=deps.now)
+        result = sagemaker_session(deps).endpoint_for(request).logs(request)
         if not result.log_group_exists:
             summary = f"No log group {result.log_group} yet (capacity wait, or the container cannot start)."
         else:
@@ -213,9 +217,8 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
     @tools.action(InvokeRequest, title="One chat request to an endpoint", annotations=INVOKE, result=InvokeResult)
     def sagemaker_invoke(request: InvokeRequest) -> CallToolResult:
         """Send one OpenAI-style chat request; returns the text, finish reason, usage and latency."""
-        from gemmaserve.sagemaker import api
 
-        result = api.invoke(request, factory=deps.clients())
+        result = sagemaker_session(deps).endpoint_for(request).invoke(request)
         return typed_result(result, result.text)
 
     @tools.action(
@@ -228,9 +231,8 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         deletes a config or model another endpoint uses (listed as skipped). Needs confirm=true (or
         dry_run=true). Same as `gemmaserve sagemaker delete --yes --json`.
         """
-        from gemmaserve.sagemaker import api
 
-        report = api.delete(request, factory=deps.clients(), now=deps.now, sleep=deps.sleep or time.sleep)
+        report = sagemaker_session(deps).endpoint_for(request).delete(request)
         verb = "Would delete" if report.dry_run else "Deleted"
         summary = f"{verb}: {', '.join(report.deleted) or 'nothing'}"
         if report.absent:
@@ -248,7 +250,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         from gemmaserve.sagemaker import api
 
-        inventory = api.list_endpoints(request, factory=deps.clients(), now=deps.now)
+        inventory = api.list_endpoints(request, sagemaker_session(deps))
         bound = "at least " if inventory.total_is_lower_bound else ""
         summary = f"{len(inventory.endpoints)} endpoints, {bound}${inventory.total_usd_per_hour:.3f}/hour in total"
         if inventory.unpriced:
@@ -272,7 +274,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         from gemmaserve.sagemaker import api
 
-        report = api.cleanup(request, factory=deps.clients(), now=deps.now)
+        report = api.cleanup(request, sagemaker_session(deps))
         names = ", ".join(f"{e.endpoint_name} ({e.region})" for e in report.expired) or "none"
         summary = ("Would delete" if report.dry_run else "Expired and deleted") + f": {names}"
         if report.orphans:

@@ -20,6 +20,7 @@ from gemmaserve.mcp_server.framework import (
     run_blocking,
     typed_result,
 )
+from gemmaserve.mcp_server.tools_sagemaker import sagemaker_session
 from gemmaserve.progress import CancelToken
 from gemmaserve.sagemaker.image.codebuild import ImageBuildPlan, ImageBuildResult
 from gemmaserve.sagemaker.image.iam import RoleResult
@@ -61,14 +62,8 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         from gemmaserve.sagemaker import api
 
         def work(cancellation: CancelToken, report: ProgressSink) -> ImageBuildResult:
-            return api.image_build(
-                request,
-                factory=deps.clients(),
-                progress=relay(report),
-                cancel=cancellation,
-                now=deps.now,
-                sleep=deps.sleep,
-            )
+            session = sagemaker_session(deps).but(progress=relay(report), cancel=cancellation)
+            return api.image_build(request, session)
 
         result = await run_blocking(ctx, work)
         summary = (
@@ -85,7 +80,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """Create (or update) the least-privilege execution role: image pull, its logs, an optional S3 prefix."""
         from gemmaserve.sagemaker import api
 
-        result = api.create_execution_role(request, factory=deps.clients())
+        result = api.create_execution_role(request, sagemaker_session(deps))
         verb = (
             ("would create" if result.created else "would update")
             if result.dry_run
@@ -96,9 +91,8 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
     @tools.action(AutoscaleRequest, title="Autoscale an endpoint", annotations=CONVERGING, result=AutoscaleResult)
     def sagemaker_autoscale(request: AutoscaleRequest) -> CallToolResult:
         """Register the endpoint's variant with Application Auto Scaling (target tracking). More instances cost more."""
-        from gemmaserve.sagemaker import api
-
-        result = api.autoscale(request, factory=None if request.dry_run else deps.clients())
+        session = sagemaker_session(deps, dry_run=request.dry_run)
+        result = session.endpoint_for(request).autoscale(request)
         verb = "Would register" if result.dry_run else "Registered"
         return typed_result(
             result,
@@ -113,6 +107,6 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """The public JumpStart hub's Gemma 4 entries and the instance types each supports."""
         from gemmaserve.sagemaker import api
 
-        listing = api.jumpstart(request, factory=deps.clients())
+        listing = api.jumpstart(request, sagemaker_session(deps))
         names = ", ".join(f"{m.hub_content_name} (default {m.default_instance_type})" for m in listing.models)
         return typed_result(listing, f"{len(listing.models)} Gemma 4 entries in {listing.region}: {names or 'none'}")

@@ -5,8 +5,9 @@ receive boto3 clients from :mod:`.aws`, the AWS boundary (the only module that b
 and the only one that translates botocore errors). Nothing here prints. The actions live in :mod:`.api`,
 one per command, each taking its request model from :mod:`.spec.requests`::
 
-    from gemmaserve.sagemaker import DeployRequest, api
+    from gemmaserve.sagemaker import DeployRequest, SageMakerSession, api
     outcome = api.deploy(DeployRequest(model="e2b", instance=["ml.g6.xlarge"], dry_run=True))
+    state = SageMakerSession().endpoint("gemma-4-e2b-l4", region="us-east-1").status()
 
 The modules, by job:
 
@@ -36,7 +37,9 @@ if TYPE_CHECKING:
     from gemmaserve.sagemaker import api
     from gemmaserve.sagemaker.api import (
         DeployOutcome,
+        Endpoint,
         PreparedDeploy,
+        SageMakerSession,
         cleanup,
         create_execution_role,
         deploy,
@@ -67,7 +70,9 @@ if TYPE_CHECKING:
 
 _ACTIONS = (
     "DeployOutcome",
+    "Endpoint",
     "PreparedDeploy",
+    "SageMakerSession",
     "cleanup",
     "create_execution_role",
     "deploy",
@@ -107,6 +112,7 @@ __all__ = [
     "DeleteRequest",
     "DeployOutcome",
     "DeployRequest",
+    "Endpoint",
     "ImageBuildRequest",
     "ImageRenderRequest",
     "InvokeRequest",
@@ -116,6 +122,7 @@ __all__ = [
     "PreflightRequest",
     "PreparedDeploy",
     "RoleCreateRequest",
+    "SageMakerSession",
     "StatusRequest",
     "WaitRequest",
     "api",

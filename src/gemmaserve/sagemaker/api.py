@@ -1,30 +1,36 @@
-"""The SageMaker library API the CLI and the MCP server both call: one function per action, typed results.
+"""The SageMaker library API the CLI and the MCP server both call: a session, an endpoint handle, the actions.
 
-Each action takes its request model (:mod:`gemmaserve.sagemaker.spec.requests`: the inputs, already checked)
-plus the seams a caller may replace: ``factory`` (boto3 clients; tests pass moto's), ``progress``
-(:class:`~gemmaserve.progress.ProgressEvent` values: stderr in the CLI, MCP progress), ``now`` and ``sleep``
-(a test's scripted sleep; None is real time). Deploy, wait and image build also take ``cancel``
-(a :class:`~gemmaserve.progress.CancelToken`): a cancelled deploy deletes what it created, as on Ctrl-C;
-a cancelled wait or image build only stops following. None prints. Region lists are tried in order
-where an action can fall back.
+A :class:`SageMakerSession` holds the seams every action shares (as an ``httpx.Client`` does): the boto3
+client factory (tests pass moto's), the clock, a test's scripted sleep, the progress callback
+(:class:`~gemmaserve.progress.ProgressEvent` values: stderr in the CLI, MCP progress), the cancel token,
+how a model id is checked and the wait's thresholds. Each action takes its request model
+(:mod:`gemmaserve.sagemaker.spec.requests`: the inputs, already checked) and a session; ``None`` is a
+session of defaults. ``session.endpoint(name)`` is a handle on one endpoint (status, wait, logs, invoke,
+delete, autoscale), as huggingface_hub's ``InferenceEndpoint`` is. A cancelled deploy deletes what it
+created, as on Ctrl-C; a cancelled wait or image build only stops following. None prints. Region lists
+are tried in order where an action can fall back.
 """
 
 from __future__ import annotations
 
 import getpass
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from datetime import date, datetime
-from typing import Any
+from datetime import date
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from gemmaserve.cost import PriceLookup
-from gemmaserve.errors import InterlockRefused
+from gemmaserve.errors import InterlockRefused, UsageError
 from gemmaserve.findings import Status
-from gemmaserve.progress import CancelToken, ProgressCallback, ProgressEvent, utc_now
-from gemmaserve.sagemaker.aws import Boto3ClientFactory, ClientFactory, QuotaCheck, make_price_lookup
+from gemmaserve.progress import ProgressCallback, ProgressEvent
+from gemmaserve.sagemaker.aws import (
+    Deps,
+    QuotaCheck,
+    default_region,
+    make_price_lookup,
+)
 from gemmaserve.sagemaker.deployment.endpoint import (
     DeployPlan,
     DeployResult,
@@ -90,27 +96,141 @@ from gemmaserve.sagemaker.spec.requests import (
     WaitRequest,
 )
 
-Clock = Callable[[], datetime]
+_R = TypeVar("_R", bound=StatusRequest)
 
 
-_now = utc_now
+@dataclass(frozen=True)
+class SageMakerSession(Deps):
+    """The seams of :class:`~gemmaserve.sagemaker.aws.Deps` and two of the deploy's own.
+
+    ``check_model`` is how preflight checks a model id on the Hub (None: not checked, a test's choice);
+    ``thresholds`` are the wait's early-failure limits. Derive a session with ``session.but(progress=…)``.
+    """
+
+    check_model: ModelChecker | None = hub_reachability
+    thresholds: WatchThresholds = DEFAULT_THRESHOLDS
+
+    def endpoint(self, name: str, *, region: str | None = None) -> Endpoint:
+        """A handle on endpoint ``name`` in ``region`` (None: the AWS environment's region, else us-east-1)."""
+        return Endpoint(self, name, default_region(region))
+
+    def endpoint_for(self, request: StatusRequest) -> Endpoint:
+        """The handle a request about one endpoint names (any of the endpoint requests: they share these fields)."""
+        return Endpoint(self, request.endpoint_name, request.chosen_region())
 
 
-_DEFAULT_FACTORIES: dict[str | None, Boto3ClientFactory] = {}
+class Endpoint:
+    """One SageMaker endpoint, by name and region: its status, the wait, its logs, invoke, delete, autoscale.
+
+    Each method returns the typed result the matching command prints; a method taking a request reads its
+    options (the endpoint's name must be this one's).
+    """
+
+    def __init__(self, session: SageMakerSession, name: str, region: str) -> None:
+        self.session = session
+        self.name = name
+        self.region = region
+
+    def __repr__(self) -> str:
+        return f"Endpoint({self.name!r}, region={self.region!r})"
+
+    def status(self, *, live_prices: bool = False) -> EndpointState:
+        """The endpoint's state with $/hour (the catalog's dated prices unless ``live_prices``)."""
+        from gemmaserve.sagemaker.operations.status import with_prices
+
+        clients = self.session.clients
+        sm = clients("sagemaker", self.region)
+        state = describe_endpoint_state(sm, self.name, region=self.region, now=self.session.now())
+        if state.status is EndpointStatus.NOT_FOUND:
+            return state
+        return with_prices(state, make_price_lookup(clients if live_prices else None, today=date.today()))
+
+    def wait(self, request: WaitRequest | None = None) -> EndpointState:
+        """Wait for InService; fail early on what will not recover (see :mod:`.operations.status`).
+
+        A cancel stops following (:class:`~gemmaserve.progress.Cancelled`); the endpoint is left as it is.
+        """
+        request = self._own(request or WaitRequest(endpoint_name=self.name, region=self.region))
+        clients = self.session.clients
+        sm, logs = clients("sagemaker", self.region), clients("logs", self.region)
+        return wait_for_endpoint(sm, logs, request, self.session, self.session.thresholds)
+
+    def logs(self, request: LogsRequest | None = None) -> EndpointLogs:
+        """The endpoint's CloudWatch lines, filtered, with the engine facts parsed from them."""
+        request = self._own(request or LogsRequest(endpoint_name=self.name, region=self.region))
+        return read_endpoint_logs(
+            self.session.clients("logs", self.region),
+            self.name,
+            region=self.region,
+            now=self.session.now(),
+            since_s=request.since_min * 60,
+            contains=request.contains,
+            pattern=request.grep,
+            tail=request.tail,
+        )
+
+    def invoke(self, request: InvokeRequest, *, body: dict[str, Any] | None = None) -> InvokeResult:
+        """One chat request, answered whole (``request.stream`` is for :meth:`stream`)."""
+        request = self._own(request)
+        payload = body or chat_body(request.prompt, max_tokens=request.max_tokens, temperature=request.temperature)
+        runtime = self.session.clients("sagemaker-runtime", self.region)
+        return invoke_endpoint(runtime, self.name, payload, region=self.region)
+
+    def stream(self, request: InvokeRequest, *, body: dict[str, Any] | None = None) -> Iterator[str]:
+        """Text deltas as the endpoint streams them."""
+        request = self._own(request)
+        payload = body or chat_body(
+            request.prompt, max_tokens=request.max_tokens, temperature=request.temperature, stream=True
+        )
+        runtime = self.session.clients("sagemaker-runtime", self.region)
+        return iter_stream_text(invoke_stream(runtime, self.name, payload, region=self.region))
+
+    def delete(self, request: DeleteRequest | None = None) -> DeleteReport:
+        """Delete the endpoint, its config and model(s); refuses what gemmaserve did not create unless ``force``."""
+        request = self._own(request or DeleteRequest(endpoint_name=self.name, region=self.region))
+        session = self.session
+        return delete_deployment(
+            session.clients("sagemaker", self.region),
+            self.name,
+            region=self.region,
+            busy_timeout_s=request.busy_timeout_s,
+            dry_run=request.dry_run,
+            force=request.force,
+            now=session.now,
+            sleep=session.real_sleep(),
+            progress=session.progress,
+        )
+
+    def autoscale(self, request: AutoscaleRequest) -> AutoscaleResult:
+        """Register the variant with Application Auto Scaling (target tracking); a dry run calls nothing."""
+        from gemmaserve.sagemaker.operations.autoscale import configure_autoscaling
+
+        request = self._own(request)
+        aas = self.session.clients("application-autoscaling", self.region) if not request.dry_run else None
+        return configure_autoscaling(
+            aas,
+            self.name,
+            region=self.region,
+            min_instances=request.min_instances,
+            max_instances=request.max_instances,
+            target_invocations_per_instance=request.target_invocations,
+            scale_in_cooldown_s=request.scale_in_cooldown_s,
+            scale_out_cooldown_s=request.scale_out_cooldown_s,
+            dry_run=request.dry_run,
+        )
+
+    def _own(self, request: _R) -> _R:
+        if request.endpoint_name != self.name or request.chosen_region() != self.region:
+            raise UsageError(
+                f"A request about {request.endpoint_name!r} in {request.chosen_region()} was given to the handle "
+                f"of {self.name!r} in {self.region}.",
+                hint="Take the handle from session.endpoint_for(request).",
+            )
+        return request
 
 
-def _factory(factory: ClientFactory | None) -> ClientFactory:
-    """The caller's factory, or one per process (per endpoint override) so connections are reused, not leaked."""
-    if factory is not None:
-        return factory
-    import os
-
-    from gemmaserve.sagemaker.aws import ENDPOINT_URL_ENV
-
-    key = os.environ.get(ENDPOINT_URL_ENV) or None
-    if key not in _DEFAULT_FACTORIES:
-        _DEFAULT_FACTORIES[key] = Boto3ClientFactory(endpoint_url=key)
-    return _DEFAULT_FACTORIES[key]
+def _session(session: SageMakerSession | None) -> SageMakerSession:
+    return session if session is not None else SageMakerSession()
 
 
 class DeployOutcome(BaseModel):
@@ -121,17 +241,14 @@ class DeployOutcome(BaseModel):
     attempts: list[RegionAttempt] = []
 
 
-def preflight(
-    request: PreflightRequest,
-    *,
-    check_model: ModelChecker | None = hub_reachability,
-    factory: ClientFactory | None = None,
-    progress: ProgressCallback | None = None,
-) -> PreflightReport:
+def preflight(request: PreflightRequest, session: SageMakerSession | None = None) -> PreflightReport:
     """Every check of a deploy, each ok / warn / fail / unknown with its fix; AWS is read, nothing created."""
-    regions = request.chosen_regions()
-    deps = PreflightDeps(_factory(factory), check_model=check_model, progress=progress)
-    return run_preflight(request, deps, regions=regions)
+    session = _session(session)
+    return run_preflight(request, _preflight_deps(session), regions=request.chosen_regions())
+
+
+def _preflight_deps(session: SageMakerSession) -> PreflightDeps:
+    return PreflightDeps(session.clients, check_model=session.check_model, progress=session.progress)
 
 
 @dataclass(frozen=True)
@@ -149,76 +266,56 @@ class PreparedDeploy:
     price_lookup: PriceLookup
 
 
-def prepare_deploy(
-    request: DeployRequest, *, factory: ClientFactory | None = None, now: Clock = _now
-) -> PreparedDeploy:
+def prepare_deploy(request: DeployRequest, session: SageMakerSession | None = None) -> PreparedDeploy:
     """Plan the deploy (no AWS call unless live prices are read for a real deploy)."""
     from gemmaserve.catalog import resolve_instance
     from gemmaserve.sagemaker.deployment.endpoint import spec_for_plan
     from gemmaserve.sagemaker.spec.container import default_endpoint_name
 
+    session = _session(session)
     regions = request.chosen_regions()
     rows = request.plan_rows()
     first = request.instance[0]
     if first not in rows:
         resolve_instance(first)  # not in the catalog: its error names the types that are
     row = rows[first]
-    clients = _factory(factory) if not request.dry_run else factory
+    clients = session.clients if not request.dry_run else session.factory
     endpoint_name = request.endpoint_name or default_endpoint_name(row.model, row.gpu)
     spec = spec_for_plan(request, row, endpoint_name=endpoint_name, owner=default_owner(request.owner))
     price_lookup = make_price_lookup(None if request.list_prices else clients, today=date.today())
-    plan = plan_deploy(spec, region=regions[0], now=now(), price_lookup=price_lookup)
+    plan = plan_deploy(spec, region=regions[0], now=session.now(), price_lookup=price_lookup)
     return PreparedDeploy(request, regions, rows, spec, plan, price_lookup)
 
 
 def deploy(
-    request: DeployRequest,
-    *,
-    prepared: PreparedDeploy | None = None,
-    check_model: ModelChecker | None = hub_reachability,
-    thresholds: WatchThresholds = DEFAULT_THRESHOLDS,
-    factory: ClientFactory | None = None,
-    progress: ProgressCallback | None = None,
-    cancel: CancelToken | None = None,
-    now: Clock = _now,
-    sleep: Callable[[float], None] | None = None,
+    request: DeployRequest, session: SageMakerSession | None = None, *, prepared: PreparedDeploy | None = None
 ) -> DeployOutcome:
     """Plan, preflight, then deploy in the first region with quota and capacity; wait for InService.
 
     ``request.dry_run`` makes no AWS call: it returns the planned calls and $/hour (catalog price) and
     the offline preflight. ``prepared`` is this request's plan from :func:`prepare_deploy`, if the caller
     already made it. Raises InterlockRefused when preflight finds a failure (or an unknown, unless
-    ``accept_unknown``). ``cancel`` is checked before each region, each Create call and each poll of the
-    wait; a cancelled deploy deletes what it created (as on Ctrl-C), then raises
+    ``accept_unknown``). The session's cancel token is checked before each region, each Create call and
+    each poll of the wait; a cancelled deploy deletes what it created (as on Ctrl-C), then raises
     :class:`~gemmaserve.progress.Cancelled`.
     """
-    progress = _uncounted(progress)
+    session = _session(session)
+    session = session.but(progress=_uncounted(session.progress))
     if prepared is None or prepared.request != request:
-        prepared = prepare_deploy(request, factory=factory, now=now)
-    regions, spec, name = prepared.regions, prepared.spec, prepared.spec.endpoint_name
+        prepared = prepare_deploy(request, session)
+    regions, spec = prepared.regions, prepared.spec
     if request.dry_run:
         offline = run_offline_preflight(request, regions=regions, rows=prepared.rows)
         return DeployOutcome(dry_run=True, plan=prepared.plan, preflight=offline)
-    clients = _factory(factory)
+    clients = session.clients
     report = None
     if not request.skip_preflight:
-        deps = PreflightDeps(clients, check_model=check_model, progress=progress)
-        report = run_preflight(request, deps, regions=regions, rows=prepared.rows)
+        report = run_preflight(request, _preflight_deps(session), regions=regions, rows=prepared.rows)
         _refuse_unless_preflight_passed(request, report, regions, what="Preflight")
 
     def waiter(region: str) -> EndpointState:
-        return wait_for_endpoint(
-            clients("sagemaker", region),
-            clients("logs", region),
-            name,
-            region=region,
-            timeout_s=request.timeout_s,
-            thresholds=thresholds,
-            now=now,
-            sleep=sleep,
-            progress=progress,
-            cancel=cancel,
-        )
+        wait = WaitRequest(endpoint_name=spec.endpoint_name, region=region, timeout_s=request.timeout_s)
+        return Endpoint(session, spec.endpoint_name, region).wait(wait)
 
     checker = quota_checker_for(clients, spec)
 
@@ -232,14 +329,14 @@ def deploy(
         clients,
         spec,
         regions,
-        now=now,
+        now=session.now,
         wait=waiter if request.wait else None,
         quota_checker=known_quota,
         keep=request.keep,
-        progress=progress,
-        cancel=cancel,
+        progress=session.progress,
+        cancel=session.cancel,
         price_lookup=prepared.price_lookup,
-        sleep=sleep,
+        sleep=session.sleep,
     )
     return DeployOutcome(
         dry_run=False, plan=outcome.result.plan, preflight=report, result=outcome.result, attempts=outcome.attempts
@@ -291,138 +388,70 @@ def _user() -> str:
 
 
 def status(
-    request: StatusRequest, *, live_prices: bool = False, factory: ClientFactory | None = None, now: Clock = _now
+    request: StatusRequest, session: SageMakerSession | None = None, *, live_prices: bool = False
 ) -> EndpointState:
-    """The endpoint's state with $/hour (the catalog's dated prices unless ``live_prices``)."""
-    from gemmaserve.sagemaker.operations.status import with_prices
-
-    region = request.chosen_region()
-    clients = _factory(factory)
-    state = describe_endpoint_state(clients("sagemaker", region), request.endpoint_name, region=region, now=now())
-    if state.status is EndpointStatus.NOT_FOUND:
-        return state
-    return with_prices(state, make_price_lookup(clients if live_prices else None, today=date.today()))
+    """The endpoint's state with $/hour (:meth:`Endpoint.status`)."""
+    return _session(session).endpoint_for(request).status(live_prices=live_prices)
 
 
-def wait(
-    request: WaitRequest,
-    *,
-    thresholds: WatchThresholds = DEFAULT_THRESHOLDS,
-    factory: ClientFactory | None = None,
-    progress: ProgressCallback | None = None,
-    cancel: CancelToken | None = None,
-    now: Clock = _now,
-    sleep: Callable[[float], None] | None = None,
-) -> EndpointState:
-    """Wait for InService; fail early on what will not recover (see :mod:`.startup`).
-
-    A cancel stops following (:class:`~gemmaserve.progress.Cancelled`); the endpoint is left as it is.
-    """
-    region = request.chosen_region()
-    clients = _factory(factory)
-    return wait_for_endpoint(
-        clients("sagemaker", region),
-        clients("logs", region),
-        request.endpoint_name,
-        region=region,
-        timeout_s=request.timeout_s,
-        poll_s=request.poll_s,
-        thresholds=thresholds,
-        now=now,
-        sleep=sleep,
-        progress=progress,
-        cancel=cancel,
-    )
+def wait(request: WaitRequest, session: SageMakerSession | None = None) -> EndpointState:
+    """Wait for InService (:meth:`Endpoint.wait`)."""
+    return _session(session).endpoint_for(request).wait(request)
 
 
-def logs(request: LogsRequest, *, factory: ClientFactory | None = None, now: Clock = _now) -> EndpointLogs:
-    """The endpoint's CloudWatch lines, filtered, with the engine facts parsed from them."""
-    region = request.chosen_region()
-    return read_endpoint_logs(
-        _factory(factory)("logs", region),
-        request.endpoint_name,
-        region=region,
-        now=now(),
-        since_s=request.since_min * 60,
-        contains=request.contains,
-        pattern=request.grep,
-        tail=request.tail,
-    )
+def logs(request: LogsRequest, session: SageMakerSession | None = None) -> EndpointLogs:
+    """The endpoint's CloudWatch lines (:meth:`Endpoint.logs`)."""
+    return _session(session).endpoint_for(request).logs(request)
 
 
 def invoke(
-    request: InvokeRequest, *, body: dict[str, Any] | None = None, factory: ClientFactory | None = None
+    request: InvokeRequest, session: SageMakerSession | None = None, *, body: dict[str, Any] | None = None
 ) -> InvokeResult:
-    """One chat request, answered whole (``request.stream`` is for :func:`invoke_streaming`)."""
-    region = request.chosen_region()
-    payload = body or chat_body(request.prompt, max_tokens=request.max_tokens, temperature=request.temperature)
-    return invoke_endpoint(
-        _factory(factory)("sagemaker-runtime", region), request.endpoint_name, payload, region=region
-    )
+    """One chat request, answered whole (:meth:`Endpoint.invoke`)."""
+    return _session(session).endpoint_for(request).invoke(request, body=body)
 
 
 def invoke_streaming(
-    request: InvokeRequest, *, body: dict[str, Any] | None = None, factory: ClientFactory | None = None
+    request: InvokeRequest, session: SageMakerSession | None = None, *, body: dict[str, Any] | None = None
 ) -> Iterator[str]:
-    """Text deltas as the endpoint streams them."""
-    region = request.chosen_region()
-    payload = body or chat_body(
-        request.prompt, max_tokens=request.max_tokens, temperature=request.temperature, stream=True
-    )
-    parts = invoke_stream(_factory(factory)("sagemaker-runtime", region), request.endpoint_name, payload, region=region)
-    return iter_stream_text(parts)
+    """Text deltas as the endpoint streams them (:meth:`Endpoint.stream`)."""
+    return _session(session).endpoint_for(request).stream(request, body=body)
 
 
-def delete(
-    request: DeleteRequest,
-    *,
-    factory: ClientFactory | None = None,
-    progress: ProgressCallback | None = None,
-    now: Clock = _now,
-    sleep: Callable[[float], None] = time.sleep,
-) -> DeleteReport:
-    """Delete the endpoint, its config and model(s); refuses what gemmaserve did not create unless ``force``."""
-    region = request.chosen_region()
-    return delete_deployment(
-        _factory(factory)("sagemaker", region),
-        request.endpoint_name,
-        region=region,
-        busy_timeout_s=request.busy_timeout_s,
-        dry_run=request.dry_run,
-        force=request.force,
-        now=now,
-        sleep=sleep,
-        progress=progress,
-    )
+def delete(request: DeleteRequest, session: SageMakerSession | None = None) -> DeleteReport:
+    """Delete the endpoint, its config and model(s) (:meth:`Endpoint.delete`)."""
+    return _session(session).endpoint_for(request).delete(request)
 
 
-def list_endpoints(
-    request: ListRequest,
-    *,
-    orphans: bool = True,
-    factory: ClientFactory | None = None,
-    now: Clock = _now,
-    progress: ProgressCallback | None = None,
-) -> Inventory:
+def autoscale(request: AutoscaleRequest, session: SageMakerSession | None = None) -> AutoscaleResult:
+    """Target-tracking autoscaling for the endpoint's variant (:meth:`Endpoint.autoscale`)."""
+    return _session(session).endpoint_for(request).autoscale(request)
+
+
+def list_endpoints(request: ListRequest, session: SageMakerSession | None = None, *, orphans: bool = True) -> Inventory:
     """Our endpoints and (``orphans``) our unused models/configs; check ``complete`` before trusting an absence."""
+    session = _session(session)
     regions = request.chosen_regions()
-    clients = _factory(factory)
+    clients = session.clients
     lookup = make_price_lookup(None if request.list_prices else clients, today=date.today())
-    inventory = list_deployments(clients, regions, now=now(), price_lookup=lookup, orphans=orphans, progress=progress)
+    inventory = list_deployments(
+        clients, regions, now=session.now(), price_lookup=lookup, orphans=orphans, progress=session.progress
+    )
     inventory.journal = [entry for entry in Journal().open_entries() if entry.region in regions]
     return inventory
 
 
-def cleanup(request: CleanupRequest, *, factory: ClientFactory | None = None, now: Clock = _now) -> CleanupReport:
+def cleanup(request: CleanupRequest, session: SageMakerSession | None = None) -> CleanupReport:
     """Delete our expired endpoints, (``orphans``) our unused models/configs and (``journal``) what runs that
     ended unsettled left in the deploy journal; ``complete`` says all was read, ``ok`` that all chosen is gone."""
+    session = _session(session)
     regions = request.chosen_regions()
-    clients = _factory(factory)
+    clients = session.clients
     lookup = make_price_lookup(None if request.list_prices else clients, today=date.today())
     report = cleanup_expired(
         clients,
         regions,
-        now=now(),
+        now=session.now(),
         dry_run=request.dry_run,
         owner=None if request.any_owner else default_owner(request.owner),
         price_lookup=lookup,
@@ -434,31 +463,13 @@ def cleanup(request: CleanupRequest, *, factory: ClientFactory | None = None, no
     return report
 
 
-def autoscale(request: AutoscaleRequest, *, factory: ClientFactory | None = None) -> AutoscaleResult:
-    """Register the endpoint's variant with Application Auto Scaling (target tracking); a dry run calls nothing."""
-    from gemmaserve.sagemaker.operations.autoscale import configure_autoscaling
-
-    region = request.chosen_region()
-    aas = _factory(factory)("application-autoscaling", region) if not request.dry_run else None
-    return configure_autoscaling(
-        aas,
-        request.endpoint_name,
-        region=region,
-        min_instances=request.min_instances,
-        max_instances=request.max_instances,
-        target_invocations_per_instance=request.target_invocations,
-        scale_in_cooldown_s=request.scale_in_cooldown_s,
-        scale_out_cooldown_s=request.scale_out_cooldown_s,
-        dry_run=request.dry_run,
-    )
-
-
-def jumpstart(request: JumpstartRequest, *, factory: ClientFactory | None = None) -> JumpStartListing:
+def jumpstart(request: JumpstartRequest, session: SageMakerSession | None = None) -> JumpStartListing:
     """The public JumpStart hub's Gemma 4 entries and the instance types each supports."""
     from gemmaserve.sagemaker.image.jumpstart import list_gemma4_models
 
     region = request.chosen_region()
-    return list_gemma4_models(_factory(factory)("sagemaker", region), region=region, name_filter=request.name_filter)
+    sm = _session(session).clients("sagemaker", region)
+    return list_gemma4_models(sm, region=region, name_filter=request.name_filter)
 
 
 def image_render(request: ImageRenderRequest) -> ImageBuildPlan:
@@ -473,23 +484,16 @@ def image_render(request: ImageRenderRequest) -> ImageBuildPlan:
     )
 
 
-def image_build(
-    request: ImageBuildRequest,
-    *,
-    factory: ClientFactory | None = None,
-    progress: ProgressCallback | None = None,
-    cancel: CancelToken | None = None,
-    now: Clock = _now,
-    sleep: Callable[[float], None] | None = None,
-) -> ImageBuildResult:
+def image_build(request: ImageBuildRequest, session: SageMakerSession | None = None) -> ImageBuildResult:
     """The ECR repository, CodeBuild project and role (idempotent), then build, push and (``follow``) follow.
 
     A cancel before the build starts starts none; after, it only stops following (the build goes on).
     """
     from gemmaserve.sagemaker.image.codebuild import build_image
 
+    session = _session(session)
     return build_image(
-        _factory(factory),
+        session.clients,
         region=request.chosen_region(),
         base_image=request.base_image,
         requirement=request.requirement,
@@ -497,14 +501,14 @@ def image_build(
         dry_run=request.dry_run,
         follow=request.follow,
         timeout_s=request.timeout_s,
-        now=now,
-        sleep=sleep,
-        progress=progress,
-        cancel=cancel,
+        now=session.now,
+        sleep=session.sleep,
+        progress=session.progress,
+        cancel=session.cancel,
     )
 
 
-def create_execution_role(request: RoleCreateRequest, *, factory: ClientFactory | None = None) -> RoleResult:
+def create_execution_role(request: RoleCreateRequest, session: SageMakerSession | None = None) -> RoleResult:
     """The least-privilege execution role, usable in the chosen regions and those it already served.
 
     Pull of the pinned image (each region's) and any given ones, endpoint logs per region, the S3 prefix.
@@ -514,7 +518,7 @@ def create_execution_role(request: RoleCreateRequest, *, factory: ClientFactory 
 
     chosen = request.chosen_regions()
     region = chosen[0]
-    clients = _factory(factory)
+    clients = _session(session).clients
     images = (
         [image_for_region(uri, r) for uri in request.image for r in chosen]
         if request.image
@@ -532,17 +536,8 @@ def create_execution_role(request: RoleCreateRequest, *, factory: ClientFactory 
     )
 
 
-def update(
-    request: UpdateRequest,
-    *,
-    check_model: ModelChecker | None = hub_reachability,
-    factory: ClientFactory | None = None,
-    progress: ProgressCallback | None = None,
-    cancel: CancelToken | None = None,
-    now: Clock = _now,
-    sleep: Callable[[float], None] | None = None,
-) -> UpdateResult:
-    """Blue/green update of a live endpoint (see :mod:`.update`): preflight first, then the planned calls.
+def update(request: UpdateRequest, session: SageMakerSession | None = None) -> UpdateResult:
+    """Blue/green update of a live endpoint (see :mod:`.deployment.update`): preflight first, then the planned calls.
 
     ``request.dry_run`` calls nothing: the calls, the policy, the gate and the $/hour while both fleets run.
     Raises InterlockRefused when preflight fails (nothing created), UpdateRolledBack when it went back.
@@ -559,12 +554,13 @@ def update(
         plan_update,
     )
 
+    session = _session(session)
     deploy_like = DeployRequest.model_validate(
         request.model_dump(
             exclude={"canary", "linear", "all_at_once", "bake_min", "termination_wait_min", "max_slowdown", "gate"}
         )
     )
-    prepared = prepare_deploy(deploy_like, factory=factory, now=now)
+    prepared = prepare_deploy(deploy_like, session)
     mode, percent = request.policy_mode()
     policy = UpdatePolicy(
         mode=ShiftMode(mode),
@@ -575,7 +571,7 @@ def update(
         max_slowdown=request.max_slowdown / 100,
     )
     region = prepared.regions[0]
-    plan = plan_update(prepared.spec, policy, region=region, now=now(), price_lookup=prepared.price_lookup)
+    plan = plan_update(prepared.spec, policy, region=region, now=session.now(), price_lookup=prepared.price_lookup)
     if request.dry_run:
         return UpdateResult(
             dry_run=True,
@@ -583,20 +579,19 @@ def update(
             outcome=UpdateOutcome.PLANNED,
             extra_usd_per_hour=plan.usd_per_hour,
         )
-    clients = _factory(factory)
+    clients = session.clients
     if not request.skip_preflight:
-        checks = PreflightDeps(clients, check_model=check_model, progress=progress)
-        report = run_preflight(deploy_like, checks, regions=prepared.regions[:1], rows=prepared.rows)
+        report = run_preflight(deploy_like, _preflight_deps(session), regions=prepared.regions[:1], rows=prepared.rows)
         _refuse_unless_preflight_passed(deploy_like, report, prepared.regions[:1], what="Preflight of the new variant")
-    old_price = _old_price(clients, request.endpoint_name, region, prepared.price_lookup, now)
+    old_price = _old_price(session, request.endpoint_name, region, prepared.price_lookup)
     runtime = clients("sagemaker-runtime", region)
     deps = UpdateDeps(
         clients=clients,
-        gate=measure_gate(runtime, plan, cancel=cancel) if request.gate else None,
-        now=now,
-        sleep=sleep or time.sleep,
-        progress=_uncounted(progress),
-        cancel=cancel,
+        gate=measure_gate(runtime, plan, cancel=session.cancel) if request.gate else None,
+        now=session.now,
+        sleep=session.real_sleep(),
+        progress=_uncounted(session.progress),
+        cancel=session.cancel,
         timeout_s=request.timeout_s,
     )
     result = execute_update(plan, deps)
@@ -629,8 +624,8 @@ def _refuse_unless_preflight_passed(
     )
 
 
-def _old_price(clients: ClientFactory, name: str, region: str, lookup: PriceLookup, now: Clock) -> float | None:
+def _old_price(session: SageMakerSession, name: str, region: str, lookup: PriceLookup) -> float | None:
     from gemmaserve.sagemaker.operations.status import with_prices
 
-    state = describe_endpoint_state(clients("sagemaker", region), name, region=region, now=now())
+    state = describe_endpoint_state(session.clients("sagemaker", region), name, region=region, now=session.now())
     return with_prices(state, lookup).usd_per_hour

@@ -14,8 +14,9 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator
-from datetime import date
-from typing import Any, Protocol
+from dataclasses import dataclass, replace
+from datetime import date, datetime
+from typing import Any, Protocol, Self
 
 from pydantic import BaseModel
 
@@ -30,6 +31,7 @@ from gemmaserve.errors import (
     QuotaExceeded,
     UsageError,
 )
+from gemmaserve.progress import CancelToken, ProgressCallback, utc_now
 
 ENDPOINT_URL_ENV = "GEMMASERVE_AWS_ENDPOINT_URL"
 _REGION_SHAPE = re.compile(r"^[a-z]{2}(?:-[a-z]+)+-\d+$")
@@ -149,6 +151,59 @@ def normalise_region(text: str) -> str:
             region=raw,
         )
     return value
+
+
+# The deps object every adapter takes: which clients, which clock, how to wait, whom to tell, when to stop.
+
+Clock = Callable[[], datetime]
+_DEFAULT_FACTORIES: dict[str | None, Boto3ClientFactory] = {}
+
+
+def _now() -> datetime:
+    return utc_now()
+
+
+def default_factory() -> ClientFactory:
+    """One factory per process (per endpoint override), so connections are reused, not leaked."""
+    key = os.environ.get(ENDPOINT_URL_ENV) or None
+    if key not in _DEFAULT_FACTORIES:
+        _DEFAULT_FACTORIES[key] = Boto3ClientFactory(endpoint_url=key)
+    return _DEFAULT_FACTORIES[key]
+
+
+@dataclass(frozen=True)
+class Deps:
+    """The seams a SageMaker call may replace, held together (a test derives one with :meth:`but`).
+
+    ``factory`` gives boto3 clients (None: the process's own, built on first use; tests pass moto's);
+    ``clock`` is now() (None: real UTC time); ``sleep`` a test's scripted sleep (None: real time, which a
+    cancel cuts short); ``progress`` receives :class:`~gemmaserve.progress.ProgressEvent` values;
+    ``cancel`` is checked around each wait and each create.
+    """
+
+    factory: ClientFactory | None = None
+    clock: Clock | None = None
+    sleep: Callable[[float], None] | None = None
+    progress: ProgressCallback | None = None
+    cancel: CancelToken | None = None
+
+    @property
+    def clients(self) -> ClientFactory:
+        """The factory, the process's own if none was given (built here: this is where credentials are read)."""
+        return self.factory if self.factory is not None else default_factory()
+
+    def now(self) -> datetime:
+        return self.clock() if self.clock is not None else _now()
+
+    def real_sleep(self) -> Callable[[float], None]:
+        """``sleep``, else ``time.sleep`` (for waits that need a callable, not the cancellable default)."""
+        import time
+
+        return self.sleep or time.sleep
+
+    def but(self, **changes: Any) -> Self:
+        """A copy with ``changes`` (``dataclasses.replace``)."""
+        return replace(self, **changes)
 
 
 def default_region(explicit: str | None = None) -> str:

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -17,10 +17,11 @@ from pydantic import BaseModel
 from gemmaserve.cost import PriceLookup, PriceRange, price_range
 from gemmaserve.errors import AwsError, CapacityUnavailable, EndpointFailed, EndpointNotFound, SageMakerTimedOut
 from gemmaserve.findings import Finding, Status
-from gemmaserve.progress import CancelToken, ProgressCallback, ProgressEvent, check, pause, report, utc_now
-from gemmaserve.sagemaker.aws import call, is_not_found
+from gemmaserve.progress import ProgressEvent, check, pause, report
+from gemmaserve.sagemaker.aws import Deps, call, is_not_found
 from gemmaserve.sagemaker.operations.logs import LogEvent, fetch_log_events, log_group_exists
 from gemmaserve.sagemaker.spec.container import DEFAULT_AMI, validate_name
+from gemmaserve.sagemaker.spec.requests import WaitRequest
 
 
 class EndpointStatus(StrEnum):
@@ -283,22 +284,16 @@ def diagnose(
 def wait_for_endpoint(
     sm: Any,
     logs: Any | None,
-    endpoint_name: str,
-    *,
-    region: str,
-    timeout_s: float = 3600.0,
-    poll_s: float = 30.0,
+    request: WaitRequest,
+    deps: Deps,
     thresholds: WatchThresholds = DEFAULT_THRESHOLDS,
-    now: Callable[[], datetime] = utc_now,
-    sleep: Callable[[float], None] | None = None,
-    progress: ProgressCallback | None = None,
-    cancel: CancelToken | None = None,
 ) -> EndpointState:
     """Poll until InService; raise as soon as a fatal diagnosis appears. Log reads are incremental.
 
     Reports each status change (``phase`` the status, ``done``/``total`` seconds waited of ``timeout_s``)
-    and each warning once. ``sleep`` is a test's scripted sleep (None: real time, cut short by ``cancel``);
-    ``cancel`` is checked at every poll. Cancelling only stops following: the endpoint is left as it is.
+    and each warning once, to ``deps.progress``. ``deps.sleep`` is a test's scripted sleep (None: real time,
+    cut short by ``deps.cancel``); the token is checked at every poll. Cancelling only stops following: the
+    endpoint is left as it is.
 
     Raises:
         CapacityUnavailable: Failed for capacity (the caller may try another region).
@@ -307,6 +302,8 @@ def wait_for_endpoint(
         SageMakerTimedOut: still not InService after ``timeout_s``.
         Cancelled: ``cancel`` was set.
     """
+    endpoint_name, region = request.endpoint_name, request.chosen_region()
+    timeout_s, now, progress = request.timeout_s, deps.now, deps.progress
     started = now()
     events: list[LogEvent] = []
     last_event_s: float | None = None
@@ -314,7 +311,7 @@ def wait_for_endpoint(
     reported: set[str] = set()
     last_status: EndpointStatus | None = None
     while True:
-        check(cancel)
+        check(deps.cancel)
         state = describe_endpoint_state(sm, endpoint_name, region=region, now=now())
         waited_s = (now() - started).total_seconds()
         if state.status is not last_status:
@@ -365,7 +362,7 @@ def wait_for_endpoint(
                 region=region,
                 status=state.status.value,
             )
-        pause(min(poll_s, max(timeout_s - waited_s, 0.0)), cancel=cancel, sleep=sleep)
+        pause(min(request.poll_s, max(timeout_s - waited_s, 0.0)), cancel=deps.cancel, sleep=deps.sleep)
 
 
 def status_line(state: EndpointState) -> str:
