@@ -26,7 +26,7 @@ from gemmaserve.sagemaker.aws import Deps
 from gemmaserve.sagemaker.deployment.endpoint import execute_deploy, plan_deploy
 from gemmaserve.sagemaker.operations.status import EndpointStatus, describe_endpoint_state, wait_for_endpoint
 from gemmaserve.sagemaker.operations.teardown import delete_deployment
-from gemmaserve.sagemaker.spec.requests import WaitRequest
+from gemmaserve.sagemaker.spec.requests import DeleteRequest, WaitRequest
 from tests.sagemaker.helpers import START, Lines, ScriptedClock, make_spec
 
 REGION = "us-east-1"
@@ -149,7 +149,7 @@ def test_instance_pools_plan_is_accepted_by_the_service_model() -> None:
                 "create_endpoint": "EndpointArn",
             }[op]
             stub.add_response(op, {key: ARN}, expected_params=planned.params)
-        result = execute_deploy(sm, plan, now=lambda: START)
+        result = execute_deploy(sm, plan, Deps(clock=lambda: START))
         stub.assert_no_pending_responses()
     assert result.created == ["model", "endpoint-config", "endpoint"]
 
@@ -191,7 +191,7 @@ def test_quota_error_on_create_is_quota_exceeded_and_tears_down() -> None:
         stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": f"{NAME}-config"})
         stub.add_response("delete_model", {}, {"ModelName": f"{NAME}-model"})
         with pytest.raises(QuotaExceeded) as info:
-            execute_deploy(sm, plan, now=lambda: START)
+            execute_deploy(sm, plan, Deps(clock=lambda: START))
         stub.assert_no_pending_responses()
     assert info.value.fields["aws_error_code"] == "ResourceLimitExceeded"
     assert info.value.fields["region"] == REGION
@@ -282,7 +282,10 @@ def test_delete_waits_while_creating_then_deletes_everything() -> None:
             expected_params={"ModelName": f"{NAME}-model"},
         )
         report = delete_deployment(
-            sm, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=20, progress=progress
+            sm,
+            DeleteRequest(endpoint_name=NAME, region=REGION),
+            Deps(clock=clock.now, sleep=clock.sleep, progress=progress),
+            poll_s=20,
         )
         stub.assert_no_pending_responses()
     assert report.deleted == [f"endpoint:{NAME}", f"endpoint-config:{NAME}-config"]
@@ -302,7 +305,12 @@ def test_delete_gives_up_after_its_bound() -> None:
             stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
             stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": ANY})
         with pytest.raises(SageMakerTimedOut):
-            delete_deployment(sm, NAME, region=REGION, now=clock.now, sleep=clock.sleep, poll_s=30, busy_timeout_s=60)
+            delete_deployment(
+                sm,
+                DeleteRequest(endpoint_name=NAME, region=REGION, busy_timeout_s=60),
+                Deps(clock=clock.now, sleep=clock.sleep),
+                poll_s=30,
+            )
 
 
 def test_failure_midway_deletes_only_what_this_run_made() -> None:
@@ -323,7 +331,7 @@ def test_failure_midway_deletes_only_what_this_run_made() -> None:
         stub.add_response("list_tags", {"Tags": [{"Key": "team", "Value": "other"}]}, {"ResourceArn": ARN + "-config"})
         stub.add_response("delete_model", {}, {"ModelName": f"{NAME}-model"})
         with pytest.raises(AwsError, match="already existing") as caught:
-            execute_deploy(sm, plan, now=lambda: START)
+            execute_deploy(sm, plan, Deps(clock=lambda: START))
         stub.assert_no_pending_responses()
     teardown = caught.value.fields["teardown"]
     assert teardown["deleted"] == [f"model:{NAME}-model"] and teardown["remaining"] == []
@@ -348,7 +356,7 @@ def test_a_retried_create_that_had_succeeded_is_still_torn_down() -> None:
         stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": f"{NAME}-config"})
         stub.add_response("delete_model", {}, {"ModelName": f"{NAME}-model"})
         with pytest.raises(AwsError) as caught:
-            execute_deploy(sm, plan, now=lambda: START)
+            execute_deploy(sm, plan, Deps(clock=lambda: START))
         stub.assert_no_pending_responses()
     assert caught.value.fields["teardown"]["deleted"] == [f"endpoint-config:{NAME}-config", f"model:{NAME}-model"]
 
@@ -385,7 +393,7 @@ def test_a_failing_teardown_still_raises_the_original_error_and_says_how_to_fini
             {"ModelName": f"{NAME}-model"},
         )
         with pytest.raises(AwsError, match="Rate exceeded"):
-            execute_deploy(sm, plan, now=lambda: START, progress=progress)
+            execute_deploy(sm, plan, Deps(clock=lambda: START, progress=progress))
     assert f"gemmaserve sagemaker delete {NAME} --region {REGION} --yes" in progress[-1]
 
 

@@ -26,6 +26,7 @@ from gemmaserve.sagemaker.image.iam import (
 from gemmaserve.sagemaker.image.jumpstart import list_gemma4_models
 from gemmaserve.sagemaker.operations.autoscale import autoscale_calls, configure_autoscaling
 from gemmaserve.sagemaker.spec.container import image_claims_turing_clamp, image_cuda_version
+from gemmaserve.sagemaker.spec.requests import AutoscaleRequest
 from tests.sagemaker.helpers import Lines, ScriptedClock, hub_content, hub_summaries
 
 REGION = "us-east-1"
@@ -202,9 +203,10 @@ def test_image_build_dry_run_creates_nothing(moto_factory: Any) -> None:
 
 def test_autoscaling_registers_target_tracking(moto_factory: Any) -> None:
     aas = moto_factory("application-autoscaling", REGION)
-    result = configure_autoscaling(
-        aas, "gemma4-e2b-l4", region=REGION, min_instances=1, max_instances=4, target_invocations_per_instance=120
+    request = AutoscaleRequest(
+        endpoint_name="gemma4-e2b-l4", region=REGION, min_instances=1, max_instances=4, target_invocations=120
     )
+    result = configure_autoscaling(aas, request)
     targets = aas.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
     assert [(t["ResourceId"], t["MinCapacity"], t["MaxCapacity"]) for t in targets] == [
         ("endpoint/gemma4-e2b-l4/variant/AllTraffic", 1, 4)
@@ -219,8 +221,11 @@ def test_autoscaling_registers_target_tracking(moto_factory: Any) -> None:
 @pytest.mark.parametrize(("low", "high", "target"), [(0, 2, 10.0), (3, 2, 10.0), (1, 2, 0.0)])
 def test_autoscaling_refuses_bad_bounds(low: int, high: int, target: float) -> None:
     with pytest.raises(UsageError):
+        # unchecked by the request model (a library caller may build one so): the pure planner refuses too
         autoscale_calls(
-            "e", min_instances=low, max_instances=high, target=target, scale_in_cooldown_s=1, scale_out_cooldown_s=1
+            AutoscaleRequest.model_construct(
+                endpoint_name="e", min_instances=low, max_instances=high, target_invocations=target
+            )
         )
 
 

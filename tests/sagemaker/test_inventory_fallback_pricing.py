@@ -12,10 +12,11 @@ from botocore.stub import Stubber
 
 from gemmaserve.cost import PriceQuote
 from gemmaserve.errors import CapacityUnavailable
-from gemmaserve.sagemaker.aws import QuotaCheck, make_price_lookup, pricing_api_price
-from gemmaserve.sagemaker.deployment.endpoint import deploy_across_regions, execute_deploy, plan_deploy
+from gemmaserve.sagemaker.aws import Deps, QuotaCheck, make_price_lookup, pricing_api_price
+from gemmaserve.sagemaker.deployment.endpoint import RegionTries, deploy_across_regions, execute_deploy, plan_deploy
 from gemmaserve.sagemaker.operations.inventory import cleanup_expired, list_deployments
 from gemmaserve.sagemaker.operations.status import EndpointStatus
+from gemmaserve.sagemaker.spec.requests import CleanupRequest
 from tests.sagemaker.helpers import START, ScriptedClock, make_role, make_spec
 
 
@@ -26,7 +27,7 @@ def fixed_price(instance_type: str, region: str) -> PriceQuote:
 def deploy(moto_factory: Any, region: str, name: str, ttl_s: float | None) -> None:
     role = make_role(moto_factory("iam", region), name=f"role-{name}")
     plan = plan_deploy(make_spec(role, endpoint_name=name, ttl_s=ttl_s), region=region, now=START)
-    execute_deploy(moto_factory("sagemaker", region), plan, now=lambda: START)
+    execute_deploy(moto_factory("sagemaker", region), plan, Deps(clock=lambda: START))
 
 
 def test_list_finds_ours_across_regions_and_cleanup_deletes_only_the_expired(moto_factory: Any) -> None:
@@ -36,7 +37,9 @@ def test_list_finds_ours_across_regions_and_cleanup_deletes_only_the_expired(mot
     sm = moto_factory("sagemaker", "us-east-1")  # an endpoint someone else made, untagged
     sm.create_endpoint(EndpointName="not-ours", EndpointConfigName="short-lived-config")
     later = START + timedelta(hours=2)
-    inventory = list_deployments(moto_factory, ["us-east-1", "us-west-2"], now=later, price_lookup=fixed_price)
+    inventory = list_deployments(
+        ["us-east-1", "us-west-2"], Deps(factory=moto_factory, clock=lambda: later), price_lookup=fixed_price
+    )
     names = {(item.region, item.endpoint_name): item for item in inventory.endpoints}
     assert set(names) == {("us-east-1", "short-lived"), ("us-west-2", "kept"), ("us-west-2", "long-lived")}
     assert names[("us-east-1", "short-lived")].expired and not names[("us-west-2", "kept")].expired
@@ -44,13 +47,12 @@ def test_list_finds_ours_across_regions_and_cleanup_deletes_only_the_expired(mot
     assert inventory.total_usd_per_hour == pytest.approx(3 * 0.75)
     assert all(item.instance_type == "ml.g4dn.xlarge" for item in inventory.endpoints)
 
-    dry = cleanup_expired(
-        moto_factory, ["us-east-1", "us-west-2"], now=later, dry_run=True, owner="ana", price_lookup=fixed_price
-    )
+    deps = Deps(factory=moto_factory, clock=lambda: later)
+    request = CleanupRequest(regions=["us-east-1", "us-west-2"], expired=True, dry_run=True)
+    dry = cleanup_expired(request, deps, owner="ana", price_lookup=fixed_price)
     assert [item.endpoint_name for item in dry.expired] == ["short-lived"] and dry.deleted == []
-    report = cleanup_expired(
-        moto_factory, ["us-east-1", "us-west-2"], now=later, dry_run=False, owner="ana", price_lookup=fixed_price
-    )
+    request = request.model_copy(update={"dry_run": False})
+    report = cleanup_expired(request, deps, owner="ana", price_lookup=fixed_price)
     assert [d.endpoint_name for d in report.deleted] == ["short-lived"]
     left = {e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]}
     assert left == {"not-ours"}
@@ -76,7 +78,9 @@ def test_a_region_that_fails_is_reported_not_hidden(moto_factory: Any) -> None:
                 return client
             return moto_factory(service, region)
 
-    inventory = list_deployments(Broken(), ["us-east-1", "eu-west-1"], now=START, price_lookup=fixed_price)
+    inventory = list_deployments(
+        ["us-east-1", "eu-west-1"], Deps(factory=Broken(), clock=lambda: START), price_lookup=fixed_price
+    )
     assert [(e.region, e.error) for e in inventory.errors] == [("eu-west-1", "AwsAccessDenied")]
 
 
@@ -99,13 +103,10 @@ def test_fallback_skips_a_region_without_quota(moto_factory: Any) -> None:
         ]
 
     outcome = deploy_across_regions(
-        moto_factory,
         spec,
         ["us-east-1", "us-west-2"],
-        now=clock.now,
-        wait=None,
-        quota_checker=quota,
-        price_lookup=fixed_price,
+        Deps(factory=moto_factory, clock=clock.now),
+        RegionTries(quota_checker=quota, price_lookup=fixed_price),
     )
     assert [(a.region, a.outcome) for a in outcome.attempts] == [
         ("us-east-1", "skipped-quota"),
@@ -124,21 +125,14 @@ def test_fallback_tears_down_a_capacity_failure_and_moves_on(moto_factory: Any) 
             raise CapacityUnavailable("no g4dn", region=region)
         return None
 
-    outcome = deploy_across_regions(
-        moto_factory, spec, ["us-east-2", "eu-west-1"], now=clock.now, wait=wait, price_lookup=fixed_price
-    )
+    deps = Deps(factory=moto_factory, clock=clock.now)
+    tries = RegionTries(wait=wait, price_lookup=fixed_price)
+    outcome = deploy_across_regions(spec, ["us-east-2", "eu-west-1"], deps, tries)
     assert [a.outcome for a in outcome.attempts] == ["capacity", "deployed"]
     assert moto_factory("sagemaker", "us-east-2").list_endpoints()["Endpoints"] == []
     assert moto_factory("sagemaker", "us-east-2").list_models()["Models"] == []
     with pytest.raises(CapacityUnavailable, match="No region"):
-        deploy_across_regions(
-            moto_factory,
-            spec.model_copy(update={"endpoint_name": "other"}),
-            ["us-east-2"],
-            now=clock.now,
-            wait=wait,
-            price_lookup=fixed_price,
-        )
+        deploy_across_regions(spec.model_copy(update={"endpoint_name": "other"}), ["us-east-2"], deps, tries)
 
 
 def _product(usage: str, usd: str) -> str:
@@ -193,12 +187,10 @@ def test_a_sweep_of_several_regions_reports_each_with_an_eta(moto_factory: Any) 
     ticks = iter(range(0, 100, 2))  # each region takes 2 s on this clock
     events: list[ProgressEvent] = []
     list_deployments(
-        moto_factory,
         ["us-east-1", "us-west-2", "eu-west-1"],
-        now=START,
+        Deps(factory=moto_factory, clock=lambda: START, progress=events.append),
         price_lookup=fixed_price,
-        progress=events.append,
-        clock=lambda: float(next(ticks)),
+        pace=lambda: float(next(ticks)),
     )
     assert [(e.done, e.total) for e in events] == [(1, 3), (2, 3), (3, 3)]
     assert [e.message for e in events] == [

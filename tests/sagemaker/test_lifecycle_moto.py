@@ -14,7 +14,7 @@ from gemmaserve.sagemaker.deployment.endpoint import execute_deploy, plan_deploy
 from gemmaserve.sagemaker.operations.status import EndpointStatus, describe_endpoint_state, wait_for_endpoint
 from gemmaserve.sagemaker.operations.teardown import delete_deployment
 from gemmaserve.sagemaker.spec.container import parse_tags, tags_to_dict
-from gemmaserve.sagemaker.spec.requests import WaitRequest
+from gemmaserve.sagemaker.spec.requests import DeleteRequest, WaitRequest
 from tests.sagemaker.helpers import START, Lines, ScriptedClock, make_role, make_spec
 
 REGION = "us-east-1"
@@ -37,8 +37,7 @@ def _lifecycle(sm: Any, logs: Any, iam: Any) -> None:
     result = execute_deploy(
         sm,
         plan,
-        now=clock.now,
-        progress=progress,
+        Deps(clock=clock.now, progress=progress),
         wait=lambda: wait_for_endpoint(
             sm,
             logs,
@@ -55,9 +54,11 @@ def _lifecycle(sm: Any, logs: Any, iam: Any) -> None:
     model = sm.describe_model(ModelName="gemma4-e2b-t4-model")
     assert model["PrimaryContainer"]["Environment"]["SM_VLLM_DTYPE"] == "float16"
     with pytest.raises(UsageError, match="already exists"):
-        execute_deploy(sm, plan, now=clock.now)
+        execute_deploy(sm, plan, Deps(clock=clock.now))
 
-    report = delete_deployment(sm, spec.endpoint_name, region=REGION, now=clock.now, sleep=clock.sleep)
+    report = delete_deployment(
+        sm, DeleteRequest(endpoint_name=spec.endpoint_name, region=REGION), Deps(clock=clock.now, sleep=clock.sleep)
+    )
     assert report.deleted == [
         "endpoint:gemma4-e2b-t4",
         "endpoint-config:gemma4-e2b-t4-config",
@@ -67,7 +68,9 @@ def _lifecycle(sm: Any, logs: Any, iam: Any) -> None:
         describe_endpoint_state(sm, spec.endpoint_name, region=REGION, now=clock.now()).status
         is EndpointStatus.NOT_FOUND
     )
-    again = delete_deployment(sm, spec.endpoint_name, region=REGION, now=clock.now, sleep=clock.sleep)
+    again = delete_deployment(
+        sm, DeleteRequest(endpoint_name=spec.endpoint_name, region=REGION), Deps(clock=clock.now, sleep=clock.sleep)
+    )
     assert again.deleted == []
     assert set(again.absent) == {
         "endpoint:gemma4-e2b-t4",
@@ -99,7 +102,7 @@ def test_interrupted_deploy_deletes_what_it_created(moto_factory: Any, interrupt
         raise interrupt()
 
     with pytest.raises(DeployInterrupted if interrupt is KeyboardInterrupt else interrupt):
-        execute_deploy(sm, plan, now=clock.now, wait=wait, sleep=clock.sleep)
+        execute_deploy(sm, plan, Deps(clock=clock.now, sleep=clock.sleep), wait=wait)
     assert sm.list_endpoints()["Endpoints"] == []
     assert sm.list_endpoint_configs()["EndpointConfigs"] == []
     assert sm.list_models()["Models"] == []
@@ -114,7 +117,7 @@ def test_interrupted_deploy_with_keep_leaves_everything(moto_factory: Any) -> No
         raise KeyboardInterrupt
 
     with pytest.raises(DeployInterrupted) as caught:
-        execute_deploy(sm, plan, now=clock.now, wait=wait, keep=True)
+        execute_deploy(sm, plan, Deps(clock=clock.now), wait=wait, keep=True)
     assert caught.value.fields["remaining"] == [
         "model:gemma4-e2b-t4-model",
         "endpoint-config:gemma4-e2b-t4-config",

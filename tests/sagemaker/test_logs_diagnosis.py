@@ -21,7 +21,7 @@ from gemmaserve.sagemaker.operations.status import (
     diagnose,
     wait_for_endpoint,
 )
-from gemmaserve.sagemaker.spec.requests import WaitRequest
+from gemmaserve.sagemaker.spec.requests import LogsRequest, WaitRequest
 from tests.sagemaker.helpers import START, Lines, ScriptedClock
 
 REGION = "us-east-1"
@@ -50,17 +50,21 @@ def test_logs_are_filtered_in_code_and_facts_come_from_the_whole_window() -> Non
     with mock_aws():
         logs = boto3.client("logs", region_name=REGION)
         put_logs(logs, ENGINE_LINES, START.timestamp())
-        result = read_endpoint_logs(logs, NAME, region=REGION, now=START + timedelta(minutes=5), contains="KV cache")
+        result = read_endpoint_logs(
+            logs, LogsRequest(endpoint_name=NAME, region=REGION, contains="KV cache"), now=START + timedelta(minutes=5)
+        )
         assert result.log_group_exists and [line.message for line in result.lines] == [ENGINE_LINES[2]]
         assert result.facts.vllm_version == "0.20.0" and result.facts.weights_gib == 8.01
         assert result.facts.kv_cache_tokens == 867_999 and result.facts.max_concurrency == 105.96
-        tail = read_endpoint_logs(
-            logs, NAME, region=REGION, now=START + timedelta(minutes=5), tail=2, pattern=r"^INFO \d"
-        )
+        request = LogsRequest(endpoint_name=NAME, region=REGION, tail=2, grep=r"^INFO \d")
+        tail = read_endpoint_logs(logs, request, now=START + timedelta(minutes=5))
         assert [line.message for line in tail.lines] == ENGINE_LINES[2:4]
         with pytest.raises(UsageError):
-            read_endpoint_logs(logs, NAME, region=REGION, now=START, pattern="(")
-        missing = read_endpoint_logs(logs, "other", region=REGION, now=START)
+            # past the request's own check (a library caller may build one unchecked): the reader refuses too
+            read_endpoint_logs(
+                logs, LogsRequest.model_construct(endpoint_name=NAME, region=REGION, grep="("), now=START
+            )
+        missing = read_endpoint_logs(logs, LogsRequest(endpoint_name="other", region=REGION), now=START)
         assert not missing.log_group_exists and missing.lines == []
 
 

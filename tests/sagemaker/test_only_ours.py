@@ -14,6 +14,7 @@ from botocore.stub import ANY, Stubber
 from gemmaserve.errors import UsageError
 from gemmaserve.sagemaker import api
 from gemmaserve.sagemaker.api import SageMakerSession
+from gemmaserve.sagemaker.aws import Deps
 from gemmaserve.sagemaker.deployment.endpoint import execute_deploy, plan_deploy
 from gemmaserve.sagemaker.spec.container import build_tags
 from gemmaserve.sagemaker.spec.requests import CleanupRequest, ListRequest
@@ -26,7 +27,7 @@ def deploy(factory: Any, name: str, region: str = REGION, **spec: Any) -> None:
     iam = factory("iam", region)
     role = make_role(iam, name=f"role-{name}-{len(iam.list_roles()['Roles'])}")
     plan = plan_deploy(make_spec(role, endpoint_name=name, **spec), region=region, now=START)
-    execute_deploy(factory("sagemaker", region), plan, now=lambda: START)
+    execute_deploy(factory("sagemaker", region), plan, Deps(clock=lambda: START))
 
 
 def untagged_endpoint(sm: Any, role: str, name: str, config: str | None = None) -> None:

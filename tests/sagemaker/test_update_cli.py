@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gemmaserve.sagemaker.aws import Boto3ClientFactory
+from gemmaserve.sagemaker.aws import Boto3ClientFactory, Deps
 from gemmaserve.sagemaker.deployment.endpoint import execute_deploy, plan_deploy
 from tests.sagemaker.helpers import START, ScriptedClock, make_role, make_spec, record_derived_image, run
 from tests.sagemaker.update_fake import UpdateFake
@@ -33,7 +33,9 @@ def test_update_without_the_gate_ends_on_the_new_config(
     role = make_role(moto_factory("iam", REGION))
     image = record_derived_image()
     spec = make_spec(role, image_uri=image)
-    execute_deploy(clients("sagemaker", REGION), plan_deploy(spec, region=REGION, now=START), now=ScriptedClock().now)
+    execute_deploy(
+        clients("sagemaker", REGION), plan_deploy(spec, region=REGION, now=START), Deps(clock=ScriptedClock().now)
+    )
     fake.scenario.bake_reads = 0  # SageMaker's bake is not simulated here: the first read shows it done
     code, out, err = run(
         ["sagemaker", "update", NAME, "--model", "e2b", "--encoding", "bf16", "--instance", "ml.g4dn.xlarge",

@@ -12,7 +12,7 @@ import pytest
 
 from gemmaserve.errors import AwsError, DeployInterrupted, UpdateRolledBack, UsageError
 from gemmaserve.progress import Cancelled, CancelToken
-from gemmaserve.sagemaker.aws import Boto3ClientFactory
+from gemmaserve.sagemaker.aws import Boto3ClientFactory, Deps
 from gemmaserve.sagemaker.deployment.endpoint import execute_deploy, plan_deploy
 from gemmaserve.sagemaker.deployment.update import (
     ShiftMode,
@@ -51,7 +51,7 @@ def live(fake: UpdateFake, moto_factory: Any) -> tuple[Boto3ClientFactory, Updat
     clients = Boto3ClientFactory(endpoint_url=fake.url)
     clock = ScriptedClock()
     spec = make_spec(make_role(moto_factory("iam", REGION)))
-    execute_deploy(clients("sagemaker", REGION), plan_deploy(spec, region=REGION, now=START), now=clock.now)
+    execute_deploy(clients("sagemaker", REGION), plan_deploy(spec, region=REGION, now=START), Deps(clock=clock.now))
     clock.sleep(3600)
     plan = plan_update(spec, POLICY, region=REGION, now=clock.now())
     fake.scenario.behaviour = {"AllTraffic": VariantBehaviour(), plan.variant_name: VariantBehaviour()}

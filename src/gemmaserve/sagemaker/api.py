@@ -36,6 +36,7 @@ from gemmaserve.sagemaker.deployment.endpoint import (
     DeployResult,
     DeploySpec,
     RegionAttempt,
+    RegionTries,
     deploy_across_regions,
     plan_deploy,
     quota_checker_for,
@@ -158,16 +159,7 @@ class Endpoint:
     def logs(self, request: LogsRequest | None = None) -> EndpointLogs:
         """The endpoint's CloudWatch lines, filtered, with the engine facts parsed from them."""
         request = self._own(request or LogsRequest(endpoint_name=self.name, region=self.region))
-        return read_endpoint_logs(
-            self.session.clients("logs", self.region),
-            self.name,
-            region=self.region,
-            now=self.session.now(),
-            since_s=request.since_min * 60,
-            contains=request.contains,
-            pattern=request.grep,
-            tail=request.tail,
-        )
+        return read_endpoint_logs(self.session.clients("logs", self.region), request, now=self.session.now())
 
     def invoke(self, request: InvokeRequest, *, body: dict[str, Any] | None = None) -> InvokeResult:
         """One chat request, answered whole (``request.stream`` is for :meth:`stream`)."""
@@ -189,17 +181,7 @@ class Endpoint:
         """Delete the endpoint, its config and model(s); refuses what gemmaserve did not create unless ``force``."""
         request = self._own(request or DeleteRequest(endpoint_name=self.name, region=self.region))
         session = self.session
-        return delete_deployment(
-            session.clients("sagemaker", self.region),
-            self.name,
-            region=self.region,
-            busy_timeout_s=request.busy_timeout_s,
-            dry_run=request.dry_run,
-            force=request.force,
-            now=session.now,
-            sleep=session.real_sleep(),
-            progress=session.progress,
-        )
+        return delete_deployment(session.clients("sagemaker", self.region), request, session)
 
     def autoscale(self, request: AutoscaleRequest) -> AutoscaleResult:
         """Register the variant with Application Auto Scaling (target tracking); a dry run calls nothing."""
@@ -207,17 +189,7 @@ class Endpoint:
 
         request = self._own(request)
         aas = self.session.clients("application-autoscaling", self.region) if not request.dry_run else None
-        return configure_autoscaling(
-            aas,
-            self.name,
-            region=self.region,
-            min_instances=request.min_instances,
-            max_instances=request.max_instances,
-            target_invocations_per_instance=request.target_invocations,
-            scale_in_cooldown_s=request.scale_in_cooldown_s,
-            scale_out_cooldown_s=request.scale_out_cooldown_s,
-            dry_run=request.dry_run,
-        )
+        return configure_autoscaling(aas, request)
 
     def _own(self, request: _R) -> _R:
         if request.endpoint_name != self.name or request.chosen_region() != self.region:
@@ -325,19 +297,13 @@ def deploy(
         except Exception:
             return []
 
-    outcome = deploy_across_regions(
-        clients,
-        spec,
-        regions,
-        now=session.now,
+    tries = RegionTries(
         wait=waiter if request.wait else None,
         quota_checker=known_quota,
         keep=request.keep,
-        progress=session.progress,
-        cancel=session.cancel,
         price_lookup=prepared.price_lookup,
-        sleep=session.sleep,
     )
+    outcome = deploy_across_regions(spec, regions, session, tries)
     return DeployOutcome(
         dry_run=False, plan=outcome.result.plan, preflight=report, result=outcome.result, attempts=outcome.attempts
     )
@@ -434,9 +400,7 @@ def list_endpoints(request: ListRequest, session: SageMakerSession | None = None
     regions = request.chosen_regions()
     clients = session.clients
     lookup = make_price_lookup(None if request.list_prices else clients, today=date.today())
-    inventory = list_deployments(
-        clients, regions, now=session.now(), price_lookup=lookup, orphans=orphans, progress=session.progress
-    )
+    inventory = list_deployments(regions, session, price_lookup=lookup, orphans=orphans)
     inventory.journal = [entry for entry in Journal().open_entries() if entry.region in regions]
     return inventory
 
@@ -448,16 +412,8 @@ def cleanup(request: CleanupRequest, session: SageMakerSession | None = None) ->
     regions = request.chosen_regions()
     clients = session.clients
     lookup = make_price_lookup(None if request.list_prices else clients, today=date.today())
-    report = cleanup_expired(
-        clients,
-        regions,
-        now=session.now(),
-        dry_run=request.dry_run,
-        owner=None if request.any_owner else default_owner(request.owner),
-        price_lookup=lookup,
-        expired=request.expired,
-        orphans=request.orphans,
-    )
+    owner = None if request.any_owner else default_owner(request.owner)
+    report = cleanup_expired(request, session, owner=owner, price_lookup=lookup)
     if request.journal:
         settle_journal(clients, regions, journal=Journal(), dry_run=request.dry_run, report=report)
     return report

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -27,13 +28,12 @@ from gemmaserve.errors import (
 )
 from gemmaserve.progress import (
     Cancelled,
-    CancelToken,
     ProgressCallback,
     ProgressEvent,
     check,
     report,
 )
-from gemmaserve.sagemaker.aws import ClientFactory, QuotaCheck, call
+from gemmaserve.sagemaker.aws import ClientFactory, Deps, QuotaCheck, call
 from gemmaserve.sagemaker.operations.status import (
     EndpointState,
     EndpointStatus,
@@ -43,6 +43,7 @@ from gemmaserve.sagemaker.operations.teardown import (
     DeleteReport,
     EntryState,
     Journal,
+    Removal,
     TeardownAbandoned,
     arn_of,
     delete_resources,
@@ -252,32 +253,43 @@ def plan_deploy(
     )
 
 
+@dataclass
+class _Run:
+    """One deploy's calls in one region: what was sent, what was made, and what a failure does with them."""
+
+    sm: Any
+    plan: DeployPlan
+    keep: bool
+    teardown_timeout_s: float
+    attempted: list[str] = field(default_factory=list)  # created, or in flight when the run stopped
+    created: list[str] = field(default_factory=list)
+    settle: Callable[[DeleteReport], None] | None = None
+
+
 def execute_deploy(
     sm: Any,
     plan: DeployPlan,
+    deps: Deps | None = None,
     *,
-    now: Callable[[], datetime],
     keep: bool = False,
     wait: Callable[[], EndpointState] | None = None,
-    progress: ProgressCallback | None = None,
-    cancel: CancelToken | None = None,
     teardown_timeout_s: float = 1800.0,
-    sleep: Callable[[float], None] | None = None,
 ) -> DeployResult:
     """Make the planned calls; on any exception, Ctrl-C, SIGTERM, SIGHUP or cancellation tear down what this
     run made (unless ``keep``).
 
-    ``cancel`` is checked before each Create call (``wait`` checks it while it polls). A resource whose
+    ``deps.cancel`` is checked before each Create call (``wait`` checks it while it polls). A resource whose
     Create call was in flight when the run stopped may exist (the request can reach the service before
     the interrupt lands), so it is deleted by name too; a Create the service refused is not ours and is
     left alone. Interrupts end as :class:`DeployInterrupted` carrying the teardown report; a cancellation
     as :class:`Cancelled` whose message says what the teardown did; other errors keep their type and carry
     the report in ``fields["teardown"]``. The teardown itself is never cut short by ``cancel``.
     """
-    region = plan.region
-    _refuse_existing(sm, plan, now)
-    created: list[str] = []
-    attempted: list[str] = []  # created, or in flight when the run stopped
+    deps = deps or Deps()
+    region, cancel, progress = plan.region, deps.cancel, deps.progress
+    _refuse_existing(sm, plan, deps.now)
+    run = _Run(sm, plan, keep=keep, teardown_timeout_s=teardown_timeout_s)
+    created, attempted = run.created, run.attempted
     methods = {
         "CreateModel": sm.create_model,
         "CreateEndpointConfig": sm.create_endpoint_config,
@@ -332,19 +344,8 @@ def execute_deploy(
             # endpoint (an MCP session that closed cannot), so it is torn down like any other cancellation.
             check(cancel)
     except BaseException as exc:
-        _after_failure(
-            sm,
-            plan,
-            exc,
-            attempted,
-            keep=keep,
-            timeout_s=teardown_timeout_s,
-            now=now,
-            sleep=sleep,
-            progress=progress,
-            uncertain=[label for label in attempted if label not in created],
-            settle=settle,
-        )
+        run.settle = settle
+        _after_failure(run, exc, deps)
     for entry in written.values():
         journal.mark(entry, EntryState.DONE)
     journal.prune()
@@ -408,26 +409,14 @@ def resource_exists(sm: Any, region: str, kind: str, name: str) -> bool:
     return arn_of(sm, region, kind, name) is not None
 
 
-def _after_failure(
-    sm: Any,
-    plan: DeployPlan,
-    exc: BaseException,
-    attempted: list[str],
-    *,
-    keep: bool,
-    timeout_s: float,
-    now: Callable[[], datetime],
-    sleep: Callable[[float], None] | None,
-    progress: ProgressCallback | None,
-    uncertain: list[str] | None = None,
-    settle: Callable[[DeleteReport], None] | None = None,
-) -> NoReturn:
+def _after_failure(run: _Run, exc: BaseException, deps: Deps) -> NoReturn:
     """Tear down (or keep) what this run made, say exactly what is left and where, then raise.
 
     A cancellation is cleaned up exactly as Ctrl-C is; it then propagates as :class:`Cancelled`.
     """
+    plan, attempted, keep, settle = run.plan, run.attempted, run.keep, run.settle
     region = plan.region
-    say = _teller(progress)
+    say = _teller(deps.progress)
     interrupted = isinstance(exc, KeyboardInterrupt)
     cancelled = isinstance(exc, Cancelled)
     if interrupted:
@@ -455,9 +444,8 @@ def _after_failure(
             f"Deploy stopped ({cause}): deleting what this run created in {region}: "
             + ", ".join(f"{label}:{_name_of(plan, label)}" for label in reversed(attempted))
         )
-        outcome = teardown(
-            sm, plan, attempted, timeout_s=timeout_s, now=now, sleep=sleep, progress=progress, uncertain=uncertain or []
-        )
+        uncertain = [label for label in attempted if label not in run.created]
+        outcome = teardown(run.sm, plan, attempted, deps, timeout_s=run.teardown_timeout_s, uncertain=uncertain)
         if not interrupted:  # an interrupt's error message carries the same line
             say(teardown_summary(outcome))
     if settle is not None:
@@ -531,11 +519,9 @@ def teardown(
     sm: Any,
     plan: DeployPlan,
     created: list[str],
+    deps: Deps,
     *,
     timeout_s: float,
-    now: Callable[[], datetime],
-    sleep: Callable[[float], None] | None,
-    progress: ProgressCallback | None,
     uncertain: list[str] | None = None,
 ) -> DeleteReport:
     """Delete what this run made, endpoint first (waiting while it is Creating), then check what is left.
@@ -545,11 +531,10 @@ def teardown(
     """
     region = plan.region
     report = DeleteReport(endpoint_name=plan.endpoint_name, region=region)
-    extra: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
     finish = f"gemmaserve sagemaker delete {plan.endpoint_name} --region {region} --yes"
     abandoned: BaseException | None = None
     created = list(created)
-    say = _teller(progress)
+    say = _teller(deps.progress)
     try:
         with shielded_teardown(say, finish_hint=finish):
             in_flight = [label for label in uncertain or [] if label in created]
@@ -560,7 +545,7 @@ def teardown(
                     + ", ".join(f"{label}:{_name_of(plan, label)}" for label in in_flight)
                 )
             for label in in_flight:
-                verdict = _settle_in_flight(sm, plan, label, now=now, sleep=sleep)
+                verdict = _settle_in_flight(sm, plan, label, deps)
                 if verdict is not True:
                     created.remove(label)
                     key = f"{label}:{_name_of(plan, label)}"
@@ -568,18 +553,14 @@ def teardown(
                         report.unconfirmed.append(key)
                     else:
                         report.skipped.append(f"{key} (not tagged by this run: left alone)")
-            delete_resources(
-                sm,
-                region=region,
+            removal = Removal(
+                region,
                 endpoint=plan.endpoint_name if "endpoint" in created else None,
                 configs=[plan.config_name] if "endpoint-config" in created else [],
                 models=[plan.model_name] if "model" in created else [],
-                report=report,
                 busy_timeout_s=timeout_s,
-                now=now,
-                progress=_safe(progress),
-                **extra,
             )
+            delete_resources(sm, removal, report, deps.but(progress=_safe(deps.progress)))
     except TeardownAbandoned as exc:
         abandoned = exc
         say(f"Teardown abandoned ({exc.signal_name}).")
@@ -606,18 +587,9 @@ def teardown(
     return report
 
 
-def _settle_in_flight(
-    sm: Any,
-    plan: DeployPlan,
-    label: str,
-    *,
-    now: Callable[[], datetime],
-    sleep: Callable[[float], None] | None,
-) -> bool | None:
+def _settle_in_flight(sm: Any, plan: DeployPlan, label: str, deps: Deps) -> bool | None:
     """:func:`_made_by_this_run`, looked for by name until it shows or :data:`IN_FLIGHT_WINDOW_S` has passed."""
-    import time
-
-    pause = sleep if sleep is not None else time.sleep
+    now, pause = deps.now, deps.real_sleep()
     started = now()
     while True:
         verdict = _made_by_this_run(sm, plan, label)
@@ -662,25 +634,27 @@ class FallbackResult(BaseModel):
     attempts: list[RegionAttempt]
 
 
+@dataclass(frozen=True)
+class RegionTries:
+    """How each region is tried: ``wait`` for InService (None: return once created), regions short of quota
+    skipped (``quota_checker``), what is created kept on failure (``keep``), priced by ``price_lookup``."""
+
+    wait: Waiter | None = None
+    quota_checker: QuotaChecker | None = None
+    keep: bool = False
+    price_lookup: PriceLookup = catalog_price
+    execute: Callable[..., DeployResult] = execute_deploy
+
+
 def deploy_across_regions(
-    factory: ClientFactory,
-    spec: DeploySpec,
-    regions: list[str],
-    *,
-    now: Callable[[], datetime],
-    wait: Waiter | None,
-    quota_checker: QuotaChecker | None = None,
-    keep: bool = False,
-    progress: ProgressCallback | None = None,
-    cancel: CancelToken | None = None,
-    price_lookup: PriceLookup = catalog_price,
-    execute: Callable[..., DeployResult] = execute_deploy,
-    sleep: Callable[[float], None] | None = None,
+    spec: DeploySpec, regions: list[str], deps: Deps, tries: RegionTries | None = None
 ) -> FallbackResult:
-    """Deploy in the first region that has quota and capacity (``cancel`` is checked before each region)."""
+    """Deploy in the first region that has quota and capacity (``deps.cancel`` is checked before each region)."""
     attempts: list[RegionAttempt] = []
+    tries = tries or RegionTries()
+    wait, quota_checker, progress = tries.wait, tries.quota_checker, deps.progress
     for region in regions:
-        check(cancel)
+        check(deps.cancel)
         if quota_checker is not None:
             short = [check for check in quota_checker(region) if check.ok is False]
             if short:
@@ -688,19 +662,10 @@ def deploy_across_regions(
                 attempts.append(RegionAttempt(region=region, outcome="skipped-quota", detail=detail))
                 report(progress, ProgressEvent("fallback", f"Skipping {region}: not enough quota ({detail})"))
                 continue
-        plan: DeployPlan = plan_deploy(spec, region=region, now=now(), price_lookup=price_lookup)
+        plan: DeployPlan = plan_deploy(spec, region=region, now=deps.now(), price_lookup=tries.price_lookup)
         waiter: Callable[[], EndpointState] | None = (lambda r=region: wait(r)) if wait is not None else None
         try:
-            result = execute(
-                factory("sagemaker", region),
-                plan,
-                now=now,
-                keep=keep,
-                wait=waiter,
-                progress=progress,
-                cancel=cancel,
-                sleep=sleep,
-            )
+            result = tries.execute(deps.clients("sagemaker", region), plan, deps, keep=tries.keep, wait=waiter)
         except QuotaExceeded as error:
             attempts.append(RegionAttempt(region=region, outcome="quota-exceeded", detail=error.message))
             report(progress, ProgressEvent("fallback", f"{region}: quota exceeded; trying the next region"))

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from gemmaserve.errors import UsageError
 from gemmaserve.sagemaker.aws import call
 from gemmaserve.sagemaker.spec.container import VARIANT_NAME, validate_name
+from gemmaserve.sagemaker.spec.requests import AutoscaleRequest
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 METRIC = "SageMakerVariantInvocationsPerInstance"
@@ -31,18 +32,10 @@ class AutoscaleResult(BaseModel):
     calls: list[dict[str, Any]]
 
 
-def autoscale_calls(
-    endpoint_name: str,
-    *,
-    min_instances: int,
-    max_instances: int,
-    target: float,
-    scale_in_cooldown_s: int,
-    scale_out_cooldown_s: int,
-    variant: str = VARIANT_NAME,
-) -> list[dict[str, Any]]:
+def autoscale_calls(request: AutoscaleRequest, variant: str = VARIANT_NAME) -> list[dict[str, Any]]:
     """Pure: the RegisterScalableTarget and PutScalingPolicy parameters."""
-    validate_name(endpoint_name)
+    endpoint_name = validate_name(request.endpoint_name)
+    min_instances, max_instances, target = request.min_instances, request.max_instances, request.target_invocations
     if not 1 <= min_instances <= max_instances:
         raise UsageError(
             f"Need 1 ≤ --min ≤ --max, got {min_instances}..{max_instances}.",
@@ -73,47 +66,31 @@ def autoscale_calls(
                 "TargetTrackingScalingPolicyConfiguration": {
                     "TargetValue": float(target),
                     "PredefinedMetricSpecification": {"PredefinedMetricType": METRIC},
-                    "ScaleInCooldown": scale_in_cooldown_s,
-                    "ScaleOutCooldown": scale_out_cooldown_s,
+                    "ScaleInCooldown": request.scale_in_cooldown_s,
+                    "ScaleOutCooldown": request.scale_out_cooldown_s,
                 },
             },
         },
     ]
 
 
-def configure_autoscaling(
-    aas: Any,
-    endpoint_name: str,
-    *,
-    region: str,
-    min_instances: int,
-    max_instances: int,
-    target_invocations_per_instance: float,
-    scale_in_cooldown_s: int = 300,
-    scale_out_cooldown_s: int = 60,
-    dry_run: bool = False,
-) -> AutoscaleResult:
-    calls = autoscale_calls(
-        endpoint_name,
-        min_instances=min_instances,
-        max_instances=max_instances,
-        target=target_invocations_per_instance,
-        scale_in_cooldown_s=scale_in_cooldown_s,
-        scale_out_cooldown_s=scale_out_cooldown_s,
-    )
+def configure_autoscaling(aas: Any, request: AutoscaleRequest) -> AutoscaleResult:
+    """Register the variant and its target-tracking policy (``aas`` is unused, may be None, on a dry run)."""
+    calls = autoscale_calls(request)
+    region = request.chosen_region()
     policy_arn = None
-    if not dry_run:
+    if not request.dry_run:
         call(region, aas.register_scalable_target, **calls[0]["params"])
         policy_arn = call(region, aas.put_scaling_policy, **calls[1]["params"]).get("PolicyARN")
     return AutoscaleResult(
-        endpoint_name=endpoint_name,
+        endpoint_name=request.endpoint_name,
         region=region,
         resource_id=calls[0]["params"]["ResourceId"],
-        min_instances=min_instances,
-        max_instances=max_instances,
-        target_invocations_per_instance=target_invocations_per_instance,
+        min_instances=request.min_instances,
+        max_instances=request.max_instances,
+        target_invocations_per_instance=request.target_invocations,
         policy_name=calls[1]["params"]["PolicyName"],
         policy_arn=policy_arn,
-        dry_run=dry_run,
+        dry_run=request.dry_run,
         calls=calls,
     )

@@ -20,19 +20,22 @@ from pydantic import BaseModel, computed_field
 
 from gemmaserve.cost import PriceLookup, PriceRange, catalog_price, cost_so_far_usd, price_range
 from gemmaserve.errors import AwsError, GemmaserveError, UsageError
-from gemmaserve.progress import ProgressCallback, ProgressEvent, report, time_left
-from gemmaserve.sagemaker.aws import ClientFactory, call, is_not_found, paginate
+from gemmaserve.progress import ProgressEvent, report, time_left
+from gemmaserve.sagemaker.aws import ClientFactory, Deps, call, is_not_found, paginate
 from gemmaserve.sagemaker.operations.status import EndpointStatus, describe_endpoint_state
 from gemmaserve.sagemaker.operations.teardown import (
     DeleteReport,
     EntryState,
     Journal,
     JournalEntry,
+    Removal,
     arn_of,
     delete_deployment,
+    delete_resources,
     usage_by_other_endpoints,
 )
 from gemmaserve.sagemaker.spec.container import is_expired, parse_tags, tags_to_dict
+from gemmaserve.sagemaker.spec.requests import CleanupRequest, DeleteRequest
 
 # A model or config younger than this may belong to a deploy still making its next call.
 ORPHAN_GRACE = timedelta(minutes=15)
@@ -142,18 +145,17 @@ class CleanupReport(BaseModel):
 
 
 def list_deployments(
-    factory: ClientFactory,
     regions: list[str],
+    deps: Deps,
     *,
-    now: datetime,
     price_lookup: PriceLookup = catalog_price,
     orphans: bool = True,
-    progress: ProgressCallback | None = None,
-    clock: Callable[[], float] = time.monotonic,
+    pace: Callable[[], float] = time.monotonic,
 ) -> Inventory:
     """Our endpoints and (``orphans``) leftovers in each region, read one region after another; with several
     regions each read is reported with the regions left and an ETA from the pace so far (``--all-regions``
-    reads 30-odd regions: most of a minute)."""
+    reads 30-odd regions: most of a minute). ``pace`` is the monotonic clock of that ETA."""
+    factory, now, progress, clock = deps.clients, deps.now(), deps.progress, pace
     endpoints: list[DeploymentSummary] = []
     found_orphans: list[OrphanResource] = []
     errors: list[RegionError] = []
@@ -276,42 +278,33 @@ def find_orphans(sm: Any, region: str, *, now: datetime) -> list[OrphanResource]
 
 def delete_orphan(sm: Any, orphan: OrphanResource) -> DeleteReport:
     """Delete one orphan after checking again that no endpoint took it up meanwhile."""
-    from gemmaserve.sagemaker.operations.teardown import delete_resources
 
     report = DeleteReport(endpoint_name="", region=orphan.region)
     used_configs, used_models = usage_by_other_endpoints(sm, orphan.region)
     if orphan.name in (used_configs if orphan.kind == "endpoint-config" else used_models):
         report.skipped.append(f"{orphan.kind}:{orphan.name} (now used by an endpoint)")
         return report
-    return delete_resources(
-        sm,
-        region=orphan.region,
-        endpoint=None,
-        configs=[orphan.name] if orphan.kind == "endpoint-config" else [],
-        models=[orphan.name] if orphan.kind == "model" else [],
-        report=report,
-    )
+    configs = [orphan.name] if orphan.kind == "endpoint-config" else []
+    models = [orphan.name] if orphan.kind == "model" else []
+    return delete_resources(sm, Removal(orphan.region, configs=configs, models=models), report)
 
 
 def cleanup_expired(
-    factory: ClientFactory,
-    regions: list[str],
+    request: CleanupRequest,
+    deps: Deps,
     *,
-    now: datetime,
-    dry_run: bool,
     owner: str | None,
-    delete: Callable[[Any, str, str], DeleteReport] | None = None,
     price_lookup: PriceLookup = catalog_price,
-    expired: bool = True,
-    orphans: bool = False,
+    delete: Callable[[Any, str, str], DeleteReport] | None = None,
 ) -> CleanupReport:
-    """Delete every endpoint of ``owner``'s (None: anyone's) past its TTL, and (``orphans``) their unused models
-    and configs.
+    """Delete (``request.expired``) every endpoint of ``owner``'s (None: anyone's) past its TTL, and
+    (``request.orphans``) their unused models and configs, in the request's regions.
 
     One refusal or failure does not stop the sweep: each resource gets its verdict in ``items``, and ``ok`` is
     false at the end if any was refused, failed or left in part.
     """
-    inventory = list_deployments(factory, regions, now=now, price_lookup=price_lookup, orphans=orphans)
+    factory, regions, dry_run, expired = deps.clients, request.chosen_regions(), request.dry_run, request.expired
+    inventory = list_deployments(regions, deps, price_lookup=price_lookup, orphans=request.orphans)
     candidates = [item for item in inventory.endpoints if item.expired] if expired else []
     chosen = [item for item in candidates if owner is None or item.owner == owner]
     chosen_orphans = [item for item in inventory.orphans if owner is None or item.owner == owner]
@@ -332,7 +325,9 @@ def cleanup_expired(
             _item(o.kind, o.name, o, CleanupVerdict.WOULD_DELETE) for o in chosen_orphans
         ]
         return report
-    remove = delete or (lambda sm, name, region: delete_deployment(sm, name, region=region))
+    remove = delete or (
+        lambda sm, name, region: delete_deployment(sm, DeleteRequest(endpoint_name=name, region=region), Deps())
+    )
     done: list[CleanupItem] = []
     for endpoint in chosen:
         sm = factory("sagemaker", endpoint.region)
@@ -382,7 +377,6 @@ def settle_journal(
 ) -> None:
     """Settle the journal's open entries in ``regions``: delete each resource that is there with its run's tags,
     close the entries SageMaker says are absent; each gets its verdict in ``report.items``."""
-    from gemmaserve.sagemaker.operations.teardown import delete_resources
     from gemmaserve.sagemaker.spec.container import CREATED_KEY, made_by_run
 
     order = {"endpoint": 0, "endpoint-config": 1, "model": 2}
@@ -412,14 +406,14 @@ def settle_journal(
             if dry_run:
                 item.verdict = CleanupVerdict.WOULD_DELETE
                 continue
-            outcome = delete_resources(
-                sm,
-                region=entry.region,
+            removal = Removal(
+                entry.region,
                 endpoint=entry.name if entry.kind == "endpoint" else None,
                 configs=[entry.name] if entry.kind == "endpoint-config" else [],
                 models=[entry.name] if entry.kind == "model" else [],
-                report=DeleteReport(endpoint_name=entry.name if entry.kind == "endpoint" else "", region=entry.region),
             )
+            found = DeleteReport(endpoint_name=entry.name if entry.kind == "endpoint" else "", region=entry.region)
+            outcome = delete_resources(sm, removal, found)
             report.deleted.append(outcome)
             journal.mark(entry.id, EntryState.DELETED)
         except GemmaserveError as error:

@@ -17,6 +17,7 @@ from gemmaserve.engine_log import EngineFacts, parse_engine_log
 from gemmaserve.errors import AwsError, UsageError
 from gemmaserve.sagemaker.aws import call, is_not_found, paginate
 from gemmaserve.sagemaker.spec.container import validate_name
+from gemmaserve.sagemaker.spec.requests import LogsRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,20 +77,10 @@ def fetch_log_events(
     return events, streams, False
 
 
-def read_endpoint_logs(
-    logs: Any,
-    endpoint_name: str,
-    *,
-    region: str,
-    now: datetime,
-    since_s: float | None = 3 * 3600,
-    contains: str | None = None,
-    pattern: str | None = None,
-    tail: int | None = None,
-    limit: int = 20_000,
-) -> EndpointLogs:
-    """The endpoint's log lines in the window, filtered in code; engine facts come from the whole window."""
-    validate_name(endpoint_name)
+def read_endpoint_logs(logs: Any, request: LogsRequest, *, now: datetime, limit: int = 20_000) -> EndpointLogs:
+    """The endpoint's log lines in the request's window, filtered in code; engine facts come from the whole window."""
+    endpoint_name, region = validate_name(request.endpoint_name), request.chosen_region()
+    since_s, contains, pattern, tail = request.since_min * 60, request.contains, request.grep, request.tail
     regex = None
     if pattern:
         try:

@@ -13,9 +13,9 @@ import os
 import signal
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
@@ -26,8 +26,8 @@ from pydantic import BaseModel
 
 from gemmaserve.errors import AwsError, SageMakerTimedOut, UsageError
 from gemmaserve.fileio import write_atomic
-from gemmaserve.progress import ProgressCallback, ProgressEvent, utc_now
-from gemmaserve.sagemaker.aws import call, is_not_found, paginate
+from gemmaserve.progress import ProgressEvent, utc_now
+from gemmaserve.sagemaker.aws import Deps, call, is_not_found, paginate
 from gemmaserve.sagemaker.operations.status import EndpointStatus, describe_endpoint_state
 from gemmaserve.sagemaker.spec.container import (
     TOOL_KEY,
@@ -37,7 +37,10 @@ from gemmaserve.sagemaker.spec.container import (
     tags_to_dict,
     validate_name,
 )
+from gemmaserve.sagemaker.spec.requests import DeleteRequest
 from gemmaserve.state import state_dir
+
+DELETE_POLL_S = 15.0  # between reads of a busy endpoint before it can be deleted
 
 
 class DeleteReport(BaseModel):
@@ -55,28 +58,29 @@ class DeleteReport(BaseModel):
     waited_s: float = 0.0
 
 
-def delete_deployment(
-    sm: Any,
-    endpoint_name: str,
-    *,
-    region: str,
-    busy_timeout_s: float = 1800.0,
-    poll_s: float = 15.0,
-    dry_run: bool = False,
-    force: bool = False,
-    now: Callable[[], datetime] = utc_now,
-    sleep: Callable[[float], None] = time.sleep,
-    progress: ProgressCallback | None = None,
-) -> DeleteReport:
+@dataclass
+class Removal:
+    """Exactly what to delete in one region, endpoint first, and how to wait while the endpoint is busy."""
+
+    region: str
+    endpoint: str | None = None
+    configs: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    busy_timeout_s: float = 1800.0
+    poll_s: float = DELETE_POLL_S
+
+
+def delete_deployment(sm: Any, request: DeleteRequest, deps: Deps, poll_s: float = DELETE_POLL_S) -> DeleteReport:
     """Delete the endpoint and every config and model it uses (plus the ones a deploy derives from its name).
 
-    Refuses (UsageError) when any of them exists without gemmaserve's tags, unless ``force``.
+    Refuses (UsageError) when any of them exists without gemmaserve's tags, unless ``request.force``.
     A config or model that another endpoint uses is never deleted, ``force`` or not: it is
-    listed in ``skipped``.
+    listed in ``skipped``. While the endpoint is busy, polls every ``poll_s`` up to ``busy_timeout_s``.
     """
-    validate_name(endpoint_name)
+    endpoint_name, region = validate_name(request.endpoint_name), request.chosen_region()
+    dry_run, force = request.dry_run, request.force
     report = DeleteReport(endpoint_name=endpoint_name, region=region, dry_run=dry_run)
-    state = describe_endpoint_state(sm, endpoint_name, region=region, now=now())
+    state = describe_endpoint_state(sm, endpoint_name, region=region, now=deps.now())
     configs = [config_name_for(endpoint_name)] if len(endpoint_name) <= 56 else []
     if state.config_name and state.config_name not in configs:
         configs.insert(0, state.config_name)
@@ -119,20 +123,8 @@ def delete_deployment(
             for name in [name for name in names if name not in arns[kind]]:
                 names.remove(name)
                 report.absent.append(f"{kind}:{name}")
-    delete_resources(
-        sm,
-        region=region,
-        endpoint=endpoint,
-        configs=configs,
-        models=models,
-        report=report,
-        busy_timeout_s=busy_timeout_s,
-        poll_s=poll_s,
-        dry_run=dry_run,
-        now=now,
-        sleep=sleep,
-        progress=progress,
-    )
+    removal = Removal(region, endpoint, configs, models, busy_timeout_s=request.busy_timeout_s, poll_s=poll_s)
+    delete_resources(sm, removal, report, deps, dry_run=dry_run)
     if state.status is EndpointStatus.NOT_FOUND:
         report.absent.insert(0, f"endpoint:{endpoint_name}")
     return report
@@ -186,35 +178,27 @@ def usage_by_other_endpoints(
 
 
 def delete_resources(
-    sm: Any,
-    *,
-    region: str,
-    endpoint: str | None,
-    configs: list[str],
-    models: list[str],
-    report: DeleteReport,
-    busy_timeout_s: float = 1800.0,
-    poll_s: float = 15.0,
-    dry_run: bool = False,
-    now: Callable[[], datetime] = utc_now,
-    sleep: Callable[[float], None] = time.sleep,
-    progress: ProgressCallback | None = None,
+    sm: Any, removal: Removal, report: DeleteReport, deps: Deps | None = None, *, dry_run: bool = False
 ) -> DeleteReport:
-    """Delete exactly these resources, endpoint first; used by delete and by a deploy's teardown."""
+    """Delete exactly these resources, endpoint first; used by delete and by a deploy's teardown.
+
+    ``deps``: the clock, sleep (None: ``time.sleep``) and progress of the wait while the endpoint is busy.
+    """
+    region, endpoint = removal.region, removal.endpoint
     if endpoint is not None:
         if dry_run:
             report.deleted.append(f"endpoint:{endpoint}")
         else:
-            _wait_until_deletable(sm, endpoint, region, report, busy_timeout_s, poll_s, now, sleep, progress)
+            _wait_until_deletable(sm, removal, report, deps or Deps())
             _delete_one(report, f"endpoint:{endpoint}", region, sm.delete_endpoint, EndpointName=endpoint)
-    for config in configs:
+    for config in removal.configs:
         if dry_run:
             report.deleted.append(f"endpoint-config:{config}")
         else:
             _delete_one(
                 report, f"endpoint-config:{config}", region, sm.delete_endpoint_config, EndpointConfigName=config
             )
-    for model in models:
+    for model in removal.models:
         if dry_run:
             report.deleted.append(f"model:{model}")
         else:
@@ -222,17 +206,9 @@ def delete_resources(
     return report
 
 
-def _wait_until_deletable(
-    sm: Any,
-    endpoint: str,
-    region: str,
-    report: DeleteReport,
-    busy_timeout_s: float,
-    poll_s: float,
-    now: Callable[[], datetime],
-    sleep: Callable[[float], None],
-    progress: ProgressCallback | None,
-) -> None:
+def _wait_until_deletable(sm: Any, removal: Removal, report: DeleteReport, deps: Deps) -> None:
+    endpoint, region, busy_timeout_s = str(removal.endpoint), removal.region, removal.busy_timeout_s
+    now, sleep, progress = deps.now, deps.real_sleep(), deps.progress
     started = now()
     while True:
         state = describe_endpoint_state(sm, endpoint, region=region, now=now())
@@ -259,7 +235,7 @@ def _wait_until_deletable(
                     total=busy_timeout_s,
                 )
             )
-        sleep(poll_s)
+        sleep(removal.poll_s)
 
 
 def _delete_one(report: DeleteReport, label: str, region: str, method: Any, **params: Any) -> None:
