@@ -16,6 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from gemmaserve.mcp_server import ServerDeps, build_server
 from gemmaserve.sagemaker.deployment.preflight import Reachability
 from gemmaserve.sagemaker.spec.inputs import tag_safe
+from gemmaserve.sagemaker.spec.requests import RoleCreateRequest
 from tests.mcp.conftest import (
     REGION,
     ProgressLog,
@@ -55,8 +56,7 @@ def aws_server(aws_cli_env: Any) -> tuple[MCPServer, Any, str]:
     role = ensure_execution_role(
         aws_cli_env("iam", REGION),
         aws_cli_env("sts", REGION),
-        region=REGION,
-        image_uris=[T4_DERIVED, default_image_uri(REGION)],
+        RoleCreateRequest(region=REGION, image=[T4_DERIVED, default_image_uri(REGION)]),
     ).role_arn
     assert role is not None
     server = build_server(ServerDeps(aws_clients=factory, check_model=_reachable, sleep=lambda s: None))

@@ -18,10 +18,11 @@ from botocore.stub import ANY, Stubber
 from gemmaserve.progress import Cancelled, CancelToken
 from gemmaserve.sagemaker import api
 from gemmaserve.sagemaker.api import SageMakerSession
-from gemmaserve.sagemaker.image.codebuild import build_image, build_wheel_from_checkout, plan_image_build
+from gemmaserve.sagemaker.aws import Deps
+from gemmaserve.sagemaker.image.codebuild import BuildInputs, build_image, build_wheel_from_checkout, plan_image_build
 from gemmaserve.sagemaker.image.dockerfile import ImageBuildRecord, find_record, save_record
 from gemmaserve.sagemaker.spec.container import PINNED_IMAGE, default_image_uri, image_cuda_version
-from gemmaserve.sagemaker.spec.requests import PreflightRequest
+from gemmaserve.sagemaker.spec.requests import ImageBuildRequest, PreflightRequest
 from gemmaserve.turing.versions import is_supported
 from tests.sagemaker.helpers import Lines
 
@@ -31,7 +32,7 @@ ACCOUNT = "123456789012"
 
 def test_the_pinned_base_carries_a_vllm_the_clamp_supports() -> None:
     assert is_supported(PINNED_IMAGE.vllm_version), PINNED_IMAGE
-    plan = plan_image_build(region=REGION, account=ACCOUNT)
+    plan = plan_image_build(BuildInputs(region=REGION, account=ACCOUNT))
     assert plan.base_image == default_image_uri(REGION) and plan.base_vllm_supported is True
     assert plan.base_vllm_version == PINNED_IMAGE.vllm_version and plan.base_cuda_version == PINNED_IMAGE.cuda_version
     assert image_cuda_version(plan.base_image) == tuple(int(x) for x in PINNED_IMAGE.cuda_version.split(".")[:2])
@@ -39,7 +40,9 @@ def test_the_pinned_base_carries_a_vllm_the_clamp_supports() -> None:
 
 def test_by_default_gemmaserve_goes_in_as_a_wheel_not_from_the_index() -> None:
     plan = plan_image_build(
-        region=REGION, account=ACCOUNT, wheel_name="gemmaserve-0.1.0-py3-none-any.whl", wheel_sha256="ab" * 32
+        BuildInputs(
+            region=REGION, account=ACCOUNT, wheel_name="gemmaserve-0.1.0-py3-none-any.whl", wheel_sha256="ab" * 32
+        )
     )
     assert "COPY gemmaserve-0.1.0-py3-none-any.whl /tmp/" in plan.dockerfile
     assert (
@@ -105,7 +108,8 @@ class StubbedCodeBuild:
 
 def test_image_build_uploads_the_wheel_checks_its_hash_and_records_the_build(moto_factory: Any, tmp_path: Path) -> None:
     wheel = tmp_path / "gemmaserve-0.1.0-py3-none-any.whl"
-    wheel.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip: its bytes are what matter here
+    with zipfile.ZipFile(wheel, "w") as archive:  # the smallest wheel the request accepts; its bytes are what matter
+        archive.writestr("gemmaserve-0.1.0.dist-info/METADATA", "Name: gemmaserve\nVersion: 0.1.0\n")
     sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
     factory = StubbedCodeBuild(moto_factory)
     stub = factory.stub
@@ -137,7 +141,7 @@ def test_image_build_uploads_the_wheel_checks_its_hash_and_records_the_build(mot
             ]
         },
     )
-    result = build_image(factory, region=REGION, wheel_path=wheel, sleep=lambda s: None)
+    result = build_image(ImageBuildRequest(region=REGION, wheel=wheel), Deps(factory=factory, sleep=lambda s: None))
     stub.assert_no_pending_responses()
     body = (
         moto_factory("s3", REGION)
@@ -175,14 +179,13 @@ def test_ctrl_c_while_following_a_build_says_how_to_stop_it(moto_factory: Any) -
     progress = Lines()
     with pytest.raises(KeyboardInterrupt):
         build_image(
-            factory,
-            region=REGION,
-            requirement="gemmaserve @ git+https://github.com/example/gemmaserve",
-            sleep=ctrl_c,
-            progress=progress,
+            ImageBuildRequest(region=REGION, requirement="gemmaserve @ git+https://github.com/example/gemmaserve"),
+            Deps(factory=factory, sleep=ctrl_c, progress=progress),
         )
     assert "aws codebuild stop-build --id gemmaserve-turing-image:9 --region us-east-1" in progress[-1]
-    assert find_record(plan_image_build(region=REGION, account=ACCOUNT).target_image) is None  # nothing recorded
+    assert (
+        find_record(plan_image_build(BuildInputs(region=REGION, account=ACCOUNT)).target_image) is None
+    )  # nothing recorded
 
 
 def test_cancel_while_following_a_build_stops_following_like_ctrl_c(moto_factory: Any) -> None:
@@ -199,17 +202,15 @@ def test_cancel_while_following_a_build_stops_following_like_ctrl_c(moto_factory
     progress = Lines()
     with pytest.raises(Cancelled):
         build_image(
-            factory,
-            region=REGION,
-            requirement="gemmaserve @ git+https://github.com/example/gemmaserve",
-            sleep=lambda _s: token.cancel(),
-            progress=progress,
-            cancel=token,
+            ImageBuildRequest(region=REGION, requirement="gemmaserve @ git+https://github.com/example/gemmaserve"),
+            Deps(factory=factory, sleep=lambda _s: token.cancel(), progress=progress, cancel=token),
         )
     stub.assert_no_pending_responses()  # no poll after the cancel
     assert [event.phase for event in progress.events] == ["started", "BUILD", "stopped"]
     assert "aws codebuild stop-build --id gemmaserve-turing-image:9 --region us-east-1" in progress[-1]
-    assert find_record(plan_image_build(region=REGION, account=ACCOUNT).target_image) is None  # nothing recorded
+    assert (
+        find_record(plan_image_build(BuildInputs(region=REGION, account=ACCOUNT)).target_image) is None
+    )  # nothing recorded
 
 
 def test_cancel_before_the_build_starts_starts_none(moto_factory: Any) -> None:
@@ -221,11 +222,8 @@ def test_cancel_before_the_build_starts_starts_none(moto_factory: Any) -> None:
     token.cancel()
     with pytest.raises(Cancelled):
         build_image(
-            factory,
-            region=REGION,
-            requirement="gemmaserve @ git+https://github.com/example/gemmaserve",
-            sleep=lambda _s: None,
-            cancel=token,
+            ImageBuildRequest(region=REGION, requirement="gemmaserve @ git+https://github.com/example/gemmaserve"),
+            Deps(factory=factory, sleep=lambda _s: None, cancel=token),
         )
     stub.assert_no_pending_responses()  # the (idempotent) project is in place; start_build was never called
 
@@ -240,7 +238,9 @@ def test_the_build_writes_its_record_from_inside_the_image(tmp_path: Path) -> No
     from gemmaserve.sagemaker.image.dockerfile import RECORD_SCRIPT
 
     plan = plan_image_build(
-        region=REGION, account=ACCOUNT, wheel_name="gemmaserve-0.1.0-py3-none-any.whl", wheel_sha256="cd" * 32
+        BuildInputs(
+            region=REGION, account=ACCOUNT, wheel_name="gemmaserve-0.1.0-py3-none-any.whl", wheel_sha256="cd" * 32
+        )
     )
     assert f"aws s3 cp build-record.json {plan.record_s3_uri}" in plan.buildspec
     assert f"RECORD_SCRIPT: {json.dumps(RECORD_SCRIPT)}" in plan.buildspec
@@ -268,7 +268,7 @@ def test_preflight_on_another_host_reads_the_record_the_build_wrote(moto_factory
     from gemmaserve.sagemaker.image.dockerfile import record_location
     from gemmaserve.sagemaker.spec.requests import PreflightRequest
 
-    image = plan_image_build(region=REGION, account=ACCOUNT).target_image
+    image = plan_image_build(BuildInputs(region=REGION, account=ACCOUNT)).target_image
 
     def clamp() -> Any:
         request = PreflightRequest.parse(

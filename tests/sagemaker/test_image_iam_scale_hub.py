@@ -12,7 +12,9 @@ import pytest
 from botocore.stub import Stubber
 
 from gemmaserve.errors import AwsError, UsageError
+from gemmaserve.sagemaker.aws import Deps
 from gemmaserve.sagemaker.image.codebuild import (
+    BuildInputs,
     build_image,
     codebuild_role_policy,
     plan_image_build,
@@ -26,7 +28,7 @@ from gemmaserve.sagemaker.image.iam import (
 from gemmaserve.sagemaker.image.jumpstart import list_gemma4_models
 from gemmaserve.sagemaker.operations.autoscale import autoscale_calls, configure_autoscaling
 from gemmaserve.sagemaker.spec.container import image_claims_turing_clamp, image_cuda_version
-from gemmaserve.sagemaker.spec.requests import AutoscaleRequest
+from gemmaserve.sagemaker.spec.requests import AutoscaleRequest, ImageBuildRequest, RoleCreateRequest
 from tests.sagemaker.helpers import Lines, ScriptedClock, hub_content, hub_summaries
 
 REGION = "us-east-1"
@@ -35,7 +37,7 @@ GIT_REQUIREMENT = "gemmaserve @ git+https://github.com/example/gemmaserve@v0.1.0
 
 
 def test_dockerfile_keeps_the_base_and_fails_without_sm_75() -> None:
-    plan = plan_image_build(region=REGION, account="123456789012", requirement=GIT_REQUIREMENT)
+    plan = plan_image_build(BuildInputs(region=REGION, account="123456789012", requirement=GIT_REQUIREMENT))
     lines = plan.dockerfile.splitlines()
     assert lines[0] == f"FROM {BASE}"
     assert not any(line.startswith(("ENTRYPOINT", "CMD")) for line in lines)  # the stock entrypoint stays
@@ -77,8 +79,8 @@ def test_execution_policy_is_least_privilege() -> None:
 
 def test_execution_role_is_created_once_and_trusts_sagemaker(moto_factory: Any) -> None:
     iam, sts = moto_factory("iam", REGION), moto_factory("sts", REGION)
-    first = ensure_execution_role(iam, sts, region=REGION, image_uris=[BASE])
-    second = ensure_execution_role(iam, sts, region=REGION, image_uris=[BASE])
+    first = ensure_execution_role(iam, sts, RoleCreateRequest(region=REGION, image=[BASE]))
+    second = ensure_execution_role(iam, sts, RoleCreateRequest(region=REGION, image=[BASE]))
     assert first.created and not second.created and first.role_arn == second.role_arn
     stored = iam.get_role_policy(RoleName="gemmaserve-endpoint", PolicyName=first.policy_name)["PolicyDocument"]
     assert stored == first.policy
@@ -116,7 +118,7 @@ def _build(status: str, phase: str) -> dict[str, Any]:
 def test_image_build_creates_resources_idempotently_and_follows_the_build(moto_factory: Any) -> None:
     clock = ScriptedClock()
     factory = StubbedCodeBuild(moto_factory)
-    plan = plan_image_build(region=REGION, account="123456789012", requirement=GIT_REQUIREMENT)
+    plan = plan_image_build(BuildInputs(region=REGION, account="123456789012", requirement=GIT_REQUIREMENT))
     role_arn = "arn:aws:iam::123456789012:role/gemmaserve-turing-image-us-east-1"
     project = {
         "name": plan.project,
@@ -150,13 +152,9 @@ def test_image_build_creates_resources_idempotently_and_follows_the_build(moto_f
     stub.add_response("batch_get_builds", _build("SUCCEEDED", "COMPLETED"), {"ids": ["gemmaserve-turing-image:1"]})
     progress = Lines()
     result = build_image(
-        factory,
-        region=REGION,
-        now=clock.now,
-        sleep=clock.sleep,
-        progress=progress,
+        ImageBuildRequest(region=REGION, requirement=GIT_REQUIREMENT),
+        Deps(factory=factory, clock=clock.now, sleep=clock.sleep, progress=progress),
         poll_s=5,
-        requirement=GIT_REQUIREMENT,
     )
     stub.assert_no_pending_responses()
     assert result.status == "SUCCEEDED" and result.image_uri == plan.target_image
@@ -171,7 +169,8 @@ def test_image_build_creates_resources_idempotently_and_follows_the_build(moto_f
         {"projectName": plan.project},
     )
     again = build_image(
-        factory, region=REGION, follow=False, now=clock.now, sleep=clock.sleep, requirement=GIT_REQUIREMENT
+        ImageBuildRequest(region=REGION, follow=False, requirement=GIT_REQUIREMENT),
+        Deps(factory=factory, clock=clock.now, sleep=clock.sleep),
     )
     stub.assert_no_pending_responses()
     assert again.role is not None and not again.role.created
@@ -191,12 +190,14 @@ def test_failed_build_is_an_error_with_its_log(moto_factory: Any) -> None:
     stub.add_response("start_build", {"build": {"id": "b:1", "buildStatus": "IN_PROGRESS"}})
     stub.add_response("batch_get_builds", _build("FAILED", "BUILD"))
     with pytest.raises(AwsError, match="ended FAILED") as info:
-        build_image(factory, region=REGION, sleep=lambda s: None, requirement=GIT_REQUIREMENT)
+        build_image(
+            ImageBuildRequest(region=REGION, requirement=GIT_REQUIREMENT), Deps(factory=factory, sleep=lambda s: None)
+        )
     assert "https://console/logs" in (info.value.hint or "")
 
 
 def test_image_build_dry_run_creates_nothing(moto_factory: Any) -> None:
-    result = build_image(moto_factory, region=REGION, dry_run=True)
+    result = build_image(ImageBuildRequest(region=REGION, dry_run=True), Deps(factory=moto_factory))
     assert result.build_id is None and result.role is not None and result.role.created
     assert moto_factory("iam", REGION).list_roles()["Roles"] == []
 

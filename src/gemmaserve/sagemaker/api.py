@@ -430,14 +430,10 @@ def jumpstart(request: JumpstartRequest, session: SageMakerSession | None = None
 
 def image_render(request: ImageRenderRequest) -> ImageBuildPlan:
     """The Dockerfile and buildspec, offline (``account`` only names the target repository)."""
-    from gemmaserve.sagemaker.image.codebuild import plan_image_build
+    from gemmaserve.sagemaker.image.codebuild import BuildInputs, plan_image_build
 
-    return plan_image_build(
-        region=request.chosen_region(),
-        account=request.account,
-        base_image=request.base_image,
-        requirement=request.requirement,
-    )
+    inputs = BuildInputs(request.chosen_region(), request.account, request.base_image, request.requirement)
+    return plan_image_build(inputs)
 
 
 def image_build(request: ImageBuildRequest, session: SageMakerSession | None = None) -> ImageBuildResult:
@@ -447,21 +443,7 @@ def image_build(request: ImageBuildRequest, session: SageMakerSession | None = N
     """
     from gemmaserve.sagemaker.image.codebuild import build_image
 
-    session = _session(session)
-    return build_image(
-        session.clients,
-        region=request.chosen_region(),
-        base_image=request.base_image,
-        requirement=request.requirement,
-        wheel_path=request.wheel,
-        dry_run=request.dry_run,
-        follow=request.follow,
-        timeout_s=request.timeout_s,
-        now=session.now,
-        sleep=session.sleep,
-        progress=session.progress,
-        cancel=session.cancel,
-    )
+    return build_image(request, _session(session))
 
 
 def create_execution_role(request: RoleCreateRequest, session: SageMakerSession | None = None) -> RoleResult:
@@ -470,26 +452,10 @@ def create_execution_role(request: RoleCreateRequest, session: SageMakerSession 
     Pull of the pinned image (each region's) and any given ones, endpoint logs per region, the S3 prefix.
     """
     from gemmaserve.sagemaker.image.iam import ensure_execution_role
-    from gemmaserve.sagemaker.spec.container import default_image_uri, image_for_region
 
-    chosen = request.chosen_regions()
-    region = chosen[0]
+    region = request.chosen_regions()[0]
     clients = _session(session).clients
-    images = (
-        [image_for_region(uri, r) for uri in request.image for r in chosen]
-        if request.image
-        else [default_image_uri(r) for r in chosen]
-    )
-    return ensure_execution_role(
-        clients("iam", region),
-        clients("sts", region),
-        region=region,
-        regions=chosen,
-        role_name=request.role_name,
-        image_uris=list(dict.fromkeys(images)),
-        s3_model_uri=request.model_s3,
-        dry_run=request.dry_run,
-    )
+    return ensure_execution_role(clients("iam", region), clients("sts", region), request)
 
 
 def update(request: UpdateRequest, session: SageMakerSession | None = None) -> UpdateResult:

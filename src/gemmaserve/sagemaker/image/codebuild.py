@@ -10,6 +10,7 @@ build record (:mod:`.image`) that preflight reads to trust the image's clamp.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,15 +21,12 @@ from gemmaserve.errors import AwsError, SageMakerTimedOut, UsageError
 from gemmaserve.pinned_image import PINNED_IMAGE
 from gemmaserve.progress import (
     Cancelled,
-    CancelToken,
-    ProgressCallback,
     ProgressEvent,
     check,
     pause,
     report,
-    utc_now,
 )
-from gemmaserve.sagemaker.aws import call, is_not_found
+from gemmaserve.sagemaker.aws import Deps, call, is_not_found
 from gemmaserve.sagemaker.image.dockerfile import (
     DEFAULT_REPOSITORY,
     ImageBuildRecord,
@@ -42,11 +40,13 @@ from gemmaserve.sagemaker.image.dockerfile import (
 )
 from gemmaserve.sagemaker.image.iam import (
     RoleResult,
+    RoleSpec,
     account_id,
     ecr_repository_arn,
     ensure_role,
 )
 from gemmaserve.sagemaker.spec.container import default_image_uri
+from gemmaserve.sagemaker.spec.requests import ImageBuildRequest
 from gemmaserve.turing.versions import is_supported
 
 PROJECT_NAME = "gemmaserve-turing-image"
@@ -151,18 +151,25 @@ def codebuild_role_policy(
     }
 
 
+@dataclass(frozen=True)
+class BuildInputs:
+    """What the derived image is built from and for: region and account, the base image, and gemmaserve as a
+    pip ``requirement`` or (None) a wheel (its file name and SHA-256 once built)."""
+
+    region: str
+    account: str
+    base_image: str | None = None
+    requirement: str | None = None
+    wheel_name: str | None = None
+    wheel_sha256: str | None = None
+
+
 def plan_image_build(
-    *,
-    region: str,
-    account: str,
-    base_image: str | None = None,
-    repository: str = DEFAULT_REPOSITORY,
-    requirement: str | None = None,
-    project: str = PROJECT_NAME,
-    wheel_name: str | None = None,
-    wheel_sha256: str | None = None,
+    inputs: BuildInputs, *, repository: str = DEFAULT_REPOSITORY, project: str = PROJECT_NAME
 ) -> ImageBuildPlan:
     """The build's Dockerfile and buildspec (pure). Without ``requirement``, gemmaserve comes from a wheel."""
+    region, account, base_image, requirement = inputs.region, inputs.account, inputs.base_image, inputs.requirement
+    wheel_name, wheel_sha256 = inputs.wheel_name, inputs.wheel_sha256
     base = base_image or default_image_uri(region)
     pinned = base == default_image_uri(region)
     base_tag = base.rsplit(":", 1)[-1] if ":" in base.rsplit("/", 1)[-1] else "latest"
@@ -178,7 +185,7 @@ def plan_image_build(
         if requirement
         else f"wheel:{wheel} sha256:{wheel_sha256 or '(built at build time)'}"
     )
-    return ImageBuildPlan(
+    plan = ImageBuildPlan(
         region=region,
         base_image=base,
         base_vllm_version=PINNED_IMAGE.vllm_version if pinned else None,
@@ -193,17 +200,9 @@ def plan_image_build(
         wheel_sha256=wheel_sha256,
         dockerfile=dockerfile,
         record_s3_uri=record_uri,
-        buildspec=render_buildspec(
-            dockerfile=dockerfile,
-            base_image=base,
-            target_image=target,
-            wheel_name=wheel,
-            wheel_s3_uri=wheel_uri,
-            wheel_sha256=wheel_sha256,
-            record_s3_uri=record_uri,
-            gemmaserve_source=source,
-        ),
+        buildspec="",
     )
+    return plan.model_copy(update={"buildspec": render_buildspec(plan)})
 
 
 def checkout_root() -> Path | None:
@@ -352,30 +351,18 @@ def ensure_project(cb: Any, plan: ImageBuildPlan, role_arn: str, *, sleep: Calla
 
 
 def build_image(
-    factory: Any,
-    *,
-    region: str,
-    base_image: str | None = None,
-    repository: str = DEFAULT_REPOSITORY,
-    requirement: str | None = None,
-    wheel_path: Path | None = None,
-    dry_run: bool = False,
-    follow: bool = True,
-    timeout_s: float = 5400.0,
-    poll_s: float = 20.0,
-    now: Callable[[], datetime] = utc_now,
-    sleep: Callable[[float], None] | None = None,
-    progress: ProgressCallback | None = None,
-    cancel: CancelToken | None = None,
+    request: ImageBuildRequest, deps: Deps, *, repository: str = DEFAULT_REPOSITORY, poll_s: float = 20.0
 ) -> ImageBuildResult:
-    """Ensure repository, role and project; start the build; follow it to the end (``follow``).
+    """Ensure repository, role and project; start the build; follow it to the end (``request.follow``).
 
-    Without ``requirement``, gemmaserve goes in as ``wheel_path`` or a wheel built now from this checkout.
-    ``sleep`` is a test's scripted sleep (None: real time, cut short by ``cancel``). ``cancel`` is checked
-    before the build starts and while it is followed; once started, cancelling (like Ctrl-C) only stops
+    Without ``requirement``, gemmaserve goes in as ``request.wheel`` or a wheel built now from this checkout.
+    ``deps.sleep`` is a test's scripted sleep (None: real time, cut short by ``deps.cancel``). The token is
+    checked before the build starts and while it is followed; once started, cancelling (like Ctrl-C) only stops
     following: the build goes on in CodeBuild, and the last event says how to stop it. Every event's ``done``
     is the seconds since this call began (one unit for the whole stream, so it only grows).
     """
+    factory, region, requirement, dry_run = deps.clients, request.chosen_region(), request.requirement, request.dry_run
+    now, sleep, progress, cancel = deps.now, deps.sleep, deps.progress, deps.cancel
     begun = now()
 
     def wait(seconds: float) -> None:
@@ -391,30 +378,22 @@ def build_image(
     with tempfile.TemporaryDirectory(prefix="gemmaserve-wheel-") as scratch:
         wheel = None
         if requirement is None and not dry_run:
-            wheel = wheel_path or build_wheel_from_checkout(Path(scratch))
+            wheel = request.wheel or build_wheel_from_checkout(Path(scratch))
         sha256 = hashlib.sha256(wheel.read_bytes()).hexdigest() if wheel else None
-        plan = plan_image_build(
-            region=region,
-            account=account,
-            base_image=base_image,
-            repository=repository,
-            requirement=requirement,
-            wheel_name=wheel.name if wheel else None,
-            wheel_sha256=sha256,
+        inputs = BuildInputs(
+            region, account, request.base_image, requirement, wheel.name if wheel else None, wheel_sha256=sha256
         )
+        plan = plan_image_build(inputs, repository=repository)
         if plan.base_vllm_supported is False:
             raise UsageError(
                 f"The base image {plan.base_image} carries vLLM {plan.base_vllm_version}, outside the "
                 "range the Turing clamp supports; the build's own check would fail.",
                 hint="Pass --base-image with a supported AWS vLLM SageMaker image.",
             )
-        role = ensure_role(
-            factory("iam", region),
+        role_spec = RoleSpec(
             role_name=f"{plan.project}-{region}",
             service="codebuild.amazonaws.com",
             policy_name="gemmaserve-image-build",
-            region=region,
-            dry_run=dry_run,
             account=account,
             policy=codebuild_role_policy(
                 region=region,
@@ -426,6 +405,7 @@ def build_image(
             ),
             description="gemmaserve CodeBuild role: build and push the derived T4 image (least privilege)",
         )
+        role = ensure_role(factory("iam", region), role_spec, region=region, dry_run=dry_run)
         result = ImageBuildResult(plan=plan, role=role)
         if dry_run:
             return result
@@ -444,11 +424,9 @@ def build_image(
     build = call(region, cb.start_build, projectName=plan.project)["build"]
     result.build_id = build["id"]
     report(progress, event("started", f"Started CodeBuild build {build['id']} for {plan.target_image}"))
-    if follow:
+    if request.follow:
         try:
-            result = follow_build(
-                cb, result, timeout_s=timeout_s, poll_s=poll_s, now=now, sleep=wait, progress=progress, origin=begun
-            )
+            result = follow_build(cb, result, deps, timeout_s=request.timeout_s, poll_s=poll_s, origin=begun)
         except (KeyboardInterrupt, Cancelled):
             # Stopping our follow does not stop the build: say so, and how to stop it.
             report(
@@ -479,22 +457,15 @@ def build_image(
 
 
 def follow_build(
-    cb: Any,
-    result: ImageBuildResult,
-    *,
-    timeout_s: float,
-    poll_s: float,
-    now: Callable[[], datetime],
-    sleep: Callable[[float], None],
-    progress: ProgressCallback | None,
-    origin: datetime | None = None,
+    cb: Any, result: ImageBuildResult, deps: Deps, *, timeout_s: float, poll_s: float, origin: datetime | None = None
 ) -> ImageBuildResult:
     """Poll the build to its end, reporting each CodeBuild phase.
 
     ``done`` is seconds since ``origin`` (default: now), ``total`` the moment the follow gives up on that
-    scale (``timeout_s`` after it began). ``sleep`` waits between polls (the caller's, which may raise
+    scale (``timeout_s`` after it began). Between polls it waits as ``deps`` says (a cancel raises
     :class:`Cancelled`).
     """
+    now, progress = deps.now, deps.progress
     started = now()
     origin = origin or started
     deadline_s = (started - origin).total_seconds() + timeout_s
@@ -529,4 +500,4 @@ def follow_build(
                 region=result.plan.region,
                 build_id=result.build_id,
             )
-        sleep(poll_s)
+        pause(poll_s, cancel=deps.cancel, sleep=deps.sleep)

@@ -22,7 +22,7 @@ import base64
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -97,22 +97,36 @@ RECORD_SCRIPT = (
 )
 
 
-def render_buildspec(
-    *,
-    dockerfile: str,
-    base_image: str,
-    target_image: str,
-    wheel_name: str | None = None,
-    wheel_s3_uri: str | None = None,
-    wheel_sha256: str | None = None,
-    record_s3_uri: str | None = None,
-    gemmaserve_source: str = "",
-) -> str:
+class BuildSource(Protocol):
+    """What :func:`render_buildspec` reads of a build's plan (``codebuild.ImageBuildPlan``)."""
+
+    @property
+    def dockerfile(self) -> str: ...
+    @property
+    def base_image(self) -> str: ...
+    @property
+    def target_image(self) -> str: ...
+    @property
+    def wheel_name(self) -> str | None: ...
+    @property
+    def wheel_s3_uri(self) -> str | None: ...
+    @property
+    def wheel_sha256(self) -> str | None: ...
+    @property
+    def record_s3_uri(self) -> str | None: ...
+    @property
+    def gemmaserve_source(self) -> str: ...
+
+
+def render_buildspec(plan: BuildSource) -> str:
     """A CodeBuild buildspec (0.2) that logs in to both registries, builds, and pushes only on success.
 
     With a wheel, it first copies it from ``wheel_s3_uri`` and refuses it unless its SHA-256 matches.
     With ``record_s3_uri``, after the push it writes the build record there, read from the image itself.
     """
+    dockerfile, base_image, target_image = plan.dockerfile, plan.base_image, plan.target_image
+    wheel_name, wheel_s3_uri, wheel_sha256 = plan.wheel_name, plan.wheel_s3_uri, plan.wheel_sha256
+    record_s3_uri, gemmaserve_source = plan.record_s3_uri, plan.gemmaserve_source
     base_registry = base_image.split("/", 1)[0]
     target_registry = target_image.split("/", 1)[0]
     encoded = base64.b64encode(dockerfile.encode()).decode()

@@ -11,12 +11,15 @@ so no other account's SageMaker can make it act for them (the confused deputy).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
 from gemmaserve.errors import AwsError, UsageError
 from gemmaserve.sagemaker.aws import call, is_not_found
+from gemmaserve.sagemaker.spec.container import default_image_uri, image_for_region
+from gemmaserve.sagemaker.spec.requests import RoleCreateRequest
 
 EXECUTION_POLICY_NAME = "gemmaserve-endpoint-execution"
 
@@ -149,22 +152,25 @@ def execution_role_policy(
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def ensure_role(
-    iam: Any,
-    *,
-    role_name: str,
-    service: str,
-    policy_name: str,
-    policy: dict[str, Any],
-    region: str,
-    description: str,
-    dry_run: bool = False,
-    account: str | None = None,
-) -> RoleResult:
+@dataclass(frozen=True)
+class RoleSpec:
+    """A role gemmaserve owns: its name, the service it trusts (for ``account`` only), its one inline policy."""
+
+    role_name: str
+    service: str
+    policy_name: str
+    policy: dict[str, Any]
+    description: str
+    account: str | None = None
+
+
+def ensure_role(iam: Any, spec: RoleSpec, *, region: str, dry_run: bool = False) -> RoleResult:
     """Create the role if missing (trusting ``service`` for ``account`` only), then put the inline policy.
 
     Safe to repeat; an existing role's trust policy is brought to the same document.
     """
+    role_name, policy_name, policy, account = spec.role_name, spec.policy_name, spec.policy, spec.account
+    service, description = spec.service, spec.description
     trust = trust_policy(service, account)
     result = RoleResult(
         role_name=role_name,
@@ -228,20 +234,23 @@ def read_inline_policy(iam: Any, role_name: str, policy_name: str, *, region: st
     return dict(document)
 
 
-def ensure_execution_role(
-    iam: Any,
-    sts: Any,
-    *,
-    region: str,
-    regions: list[str] | None = None,
-    role_name: str = "gemmaserve-endpoint",
-    image_uris: list[str],
-    s3_model_uri: str | None = None,
-    dry_run: bool = False,
-) -> RoleResult:
-    """The execution role, usable in ``regions`` (default: ``region``) and every region it already served."""
+def ensure_execution_role(iam: Any, sts: Any, request: RoleCreateRequest) -> RoleResult:
+    """The execution role, usable in the request's regions and every region it already served.
+
+    It may pull the pinned image (each region's) and any given ones, write the endpoint's logs per region and
+    (``model_s3``) read the S3 prefix.
+    """
+    chosen = request.chosen_regions()
+    region, role_name, s3_model_uri = chosen[0], request.role_name, request.model_s3
+    image_uris = list(
+        dict.fromkeys(
+            [image_for_region(uri, r) for uri in request.image for r in chosen]
+            if request.image
+            else [default_image_uri(r) for r in chosen]
+        )
+    )
     account = account_id(sts, region=region)
-    wanted = list(dict.fromkeys(regions or [region]))
+    wanted = list(dict.fromkeys(chosen))
     existing = read_inline_policy(iam, role_name, EXECUTION_POLICY_NAME, region=region)
     kept_repositories: list[str] = []
     if existing is not None:
@@ -261,14 +270,12 @@ def ensure_execution_role(
         s3_model_uri=s3_model_uri,
         repository_arns=kept_repositories,
     )
-    return ensure_role(
-        iam,
+    spec = RoleSpec(
         role_name=role_name,
         service="sagemaker.amazonaws.com",
         policy_name=EXECUTION_POLICY_NAME,
         policy=policy,
-        region=region,
-        dry_run=dry_run,
         account=account,
         description="gemmaserve SageMaker endpoint execution role (least privilege)",
     )
+    return ensure_role(iam, spec, region=region, dry_run=request.dry_run)
