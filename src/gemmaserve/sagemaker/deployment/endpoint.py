@@ -4,7 +4,7 @@
 flags the container will derive, and $/hour — that is what ``--dry-run`` prints.
 ``execute_deploy`` makes the calls; a Ctrl-C, a cancellation (:class:`~gemmaserve.progress.Cancelled`)
 or any exception before the endpoint is InService deletes what this run created, unless ``keep``.
-Following the endpoint into service is :mod:`.startup`.
+Following the endpoint into service is :func:`~gemmaserve.sagemaker.operations.status.wait_for_endpoint`.
 """
 
 from __future__ import annotations

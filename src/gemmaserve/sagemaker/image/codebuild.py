@@ -4,7 +4,7 @@ idempotent — then start the build and follow it. The 8 GB image never touches 
 gemmaserve goes in from a wheel built here from the user's checkout (uploaded to a tagged S3
 bucket of the account; the build checks its SHA-256), or from a requirement the user names —
 never from the package index, where it is not published. A successful build writes the
-build record (:mod:`.image`) that preflight reads to trust the image's clamp.
+build record (:mod:`.dockerfile`) that preflight reads to trust the image's clamp.
 """
 
 from __future__ import annotations
