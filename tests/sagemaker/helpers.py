@@ -12,8 +12,11 @@ import pytest
 from gemmaserve.cli import app
 from gemmaserve.cli.errors import run_with_error_mapping
 from gemmaserve.progress import ProgressEvent
+from gemmaserve.sagemaker.aws import Deps
 from gemmaserve.sagemaker.deployment.endpoint import DeploySpec
+from gemmaserve.sagemaker.operations.status import EndpointState, wait_for_endpoint
 from gemmaserve.sagemaker.spec.container import serve_args_to_env
+from gemmaserve.sagemaker.spec.requests import WaitRequest
 
 START = datetime(2026, 12, 2, 17, 0, tzinfo=UTC)
 TRUST = {
@@ -137,3 +140,8 @@ def hub_content(summary: dict[str, Any], default_type: str, supported_types: lis
         "CreationTime": "2026-06-01T00:00:00Z",
         "HubContentDisplayName": "Gemma 4 E2B IT",
     }
+
+
+def wait_on(sm: Any, logs: Any, name: str, deps: Deps, **options: float) -> EndpointState:
+    """``wait_for_endpoint`` on ``name`` in us-east-1 with the wait request's ``options`` (timeout_s, poll_s)."""
+    return wait_for_endpoint(sm, logs, WaitRequest(endpoint_name=name, region="us-east-1", **options), deps)

@@ -24,10 +24,10 @@ from gemmaserve.errors import (
 from gemmaserve.progress import Cancelled, CancelToken
 from gemmaserve.sagemaker.aws import Deps
 from gemmaserve.sagemaker.deployment.endpoint import execute_deploy, plan_deploy
-from gemmaserve.sagemaker.operations.status import EndpointStatus, describe_endpoint_state, wait_for_endpoint
+from gemmaserve.sagemaker.operations.status import EndpointStatus, describe_endpoint_state
 from gemmaserve.sagemaker.operations.teardown import delete_deployment
-from gemmaserve.sagemaker.spec.requests import DeleteRequest, WaitRequest
-from tests.sagemaker.helpers import START, Lines, ScriptedClock, make_spec
+from gemmaserve.sagemaker.spec.requests import DeleteRequest
+from tests.sagemaker.helpers import START, Lines, ScriptedClock, make_spec, wait_on
 
 REGION = "us-east-1"
 ROLE = "arn:aws:iam::123456789012:role/gemmaserve-exec"
@@ -215,12 +215,7 @@ def test_creating_then_failed_for_capacity_raises_capacity_unavailable() -> None
         )
         stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
         with pytest.raises(CapacityUnavailable) as info:
-            wait_for_endpoint(
-                sm,
-                None,
-                WaitRequest(endpoint_name=NAME, region=REGION, poll_s=60),
-                Deps(clock=clock.now, sleep=clock.sleep),
-            )
+            wait_on(sm, None, NAME, Deps(clock=clock.now, sleep=clock.sleep), poll_s=60)
     assert info.value.fields["diagnosis"] == "capacity"
     assert clock.sleeps == [60, 60]
 
@@ -235,12 +230,7 @@ def test_cannot_start_container_says_to_set_the_ami() -> None:
         )
         stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
         with pytest.raises(EndpointFailed) as info:
-            wait_for_endpoint(
-                sm,
-                None,
-                WaitRequest(endpoint_name=NAME, region=REGION),
-                Deps(clock=lambda: START, sleep=lambda s: None),
-            )
+            wait_on(sm, None, NAME, Deps(clock=lambda: START, sleep=lambda s: None))
     assert "al2023-ami-sagemaker-inference-gpu-4-1" in (info.value.hint or "")
 
 
@@ -252,12 +242,7 @@ def test_wait_times_out_with_a_bound() -> None:
             stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
             stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": ANY})
         with pytest.raises(SageMakerTimedOut):
-            wait_for_endpoint(
-                sm,
-                None,
-                WaitRequest(endpoint_name=NAME, region=REGION, timeout_s=100, poll_s=50),
-                Deps(clock=clock.now, sleep=clock.sleep),
-            )
+            wait_on(sm, None, NAME, Deps(clock=clock.now, sleep=clock.sleep), timeout_s=100, poll_s=50)
     assert clock.sleeps == [50, 50]
 
 
@@ -405,12 +390,7 @@ def test_wait_reports_each_status_with_seconds_of_the_timeout() -> None:
         for status in ("Creating", "Creating", "InService"):
             stub.add_response("describe_endpoint", described(status), {"EndpointName": NAME})
             stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
-        wait_for_endpoint(
-            sm,
-            None,
-            WaitRequest(endpoint_name=NAME, region=REGION, poll_s=60, timeout_s=600),
-            Deps(clock=clock.now, sleep=clock.sleep, progress=progress),
-        )
+        wait_on(sm, None, NAME, Deps(clock=clock.now, sleep=clock.sleep, progress=progress), poll_s=60, timeout_s=600)
     assert [(e.phase, e.done, e.total) for e in progress.events] == [("Creating", 0, 600), ("InService", 120, 600)]
     assert progress[0].startswith(f"{NAME} ({REGION}): Creating")  # the line the CLI prints, as before
 
@@ -429,12 +409,7 @@ def test_cancelled_wait_stops_following_at_the_next_poll() -> None:
         stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
         stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
         with pytest.raises(Cancelled):
-            wait_for_endpoint(
-                sm,
-                None,
-                WaitRequest(endpoint_name=NAME, region=REGION, poll_s=60),
-                Deps(clock=clock.now, sleep=sleep, cancel=token),
-            )
+            wait_on(sm, None, NAME, Deps(clock=clock.now, sleep=sleep, cancel=token), poll_s=60)
         stub.assert_no_pending_responses()
     assert clock.sleeps == [60]
 
@@ -448,10 +423,5 @@ def test_cancel_cuts_a_real_wait_short() -> None:
         threading.Timer(0.1, token.cancel).start()
         with pytest.raises(Cancelled):
             # sleep=None: real time between polls, here longer than any test run, so only the cancel ends it.
-            wait_for_endpoint(
-                sm,
-                None,
-                WaitRequest(endpoint_name=NAME, region=REGION, poll_s=threading.TIMEOUT_MAX),
-                Deps(cancel=token),
-            )
+            wait_on(sm, None, NAME, Deps(cancel=token), poll_s=threading.TIMEOUT_MAX)
         stub.assert_no_pending_responses()

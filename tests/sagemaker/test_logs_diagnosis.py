@@ -19,10 +19,9 @@ from gemmaserve.sagemaker.operations.status import (
     EndpointStatus,
     WatchThresholds,
     diagnose,
-    wait_for_endpoint,
 )
-from gemmaserve.sagemaker.spec.requests import LogsRequest, WaitRequest
-from tests.sagemaker.helpers import START, Lines, ScriptedClock
+from gemmaserve.sagemaker.spec.requests import LogsRequest
+from tests.sagemaker.helpers import START, Lines, ScriptedClock, wait_on
 
 REGION = "us-east-1"
 NAME = "gemma4-e2b-t4"
@@ -139,12 +138,7 @@ def test_wait_stops_early_on_a_crash_in_the_log() -> None:
                 START.timestamp(),
             )
             with pytest.raises(EndpointFailed) as info:
-                wait_for_endpoint(
-                    sm,
-                    logs,
-                    WaitRequest(endpoint_name=NAME, region=REGION, poll_s=30),
-                    Deps(clock=clock.now, sleep=clock.sleep),
-                )
+                wait_on(sm, logs, NAME, Deps(clock=clock.now, sleep=clock.sleep), poll_s=30)
     assert info.value.fields["diagnosis"] == "container-crashed"
     assert clock.sleeps == []  # the first poll already saw it
 
@@ -186,11 +180,6 @@ def test_wait_goes_on_past_a_handled_traceback_to_in_service() -> None:
             stub.add_response("describe_endpoint", {**described, "EndpointStatus": "Creating"}, {"EndpointName": NAME})
             stub.add_response("describe_endpoint", {**described, "EndpointStatus": "InService"}, {"EndpointName": NAME})
             put_logs(logs, HANDLED_TRACEBACK, START.timestamp())
-            final = wait_for_endpoint(
-                sm,
-                logs,
-                WaitRequest(endpoint_name=NAME, region=REGION, poll_s=30),
-                Deps(clock=clock.now, sleep=clock.sleep, progress=progress),
-            )
+            final = wait_on(sm, logs, NAME, Deps(clock=clock.now, sleep=clock.sleep, progress=progress), poll_s=30)
     assert final.status is EndpointStatus.IN_SERVICE
     assert any("traceback" in line for line in progress)

@@ -207,11 +207,15 @@ def ensure_role(iam: Any, spec: RoleSpec, *, region: str, dry_run: bool = False)
 
 
 def _trust_document(role: dict[str, Any]) -> dict[str, Any]:
-    document = role.get("AssumeRolePolicyDocument", {})
+    return _policy_document(role.get("AssumeRolePolicyDocument", {}))
+
+
+def _policy_document(document: str | dict[str, Any]) -> dict[str, Any]:
+    """IAM returns policy documents URL-encoded JSON (a string) or, through some SDKs, already parsed."""
     if isinstance(document, str):
         from urllib.parse import unquote
 
-        document = json.loads(unquote(document))
+        return dict(json.loads(unquote(document)))
     return dict(document)
 
 
@@ -227,11 +231,7 @@ def read_inline_policy(iam: Any, role_name: str, policy_name: str, *, region: st
         if is_not_found(error):
             return None
         raise
-    if isinstance(document, str):
-        from urllib.parse import unquote
-
-        document = json.loads(unquote(document))
-    return dict(document)
+    return _policy_document(document)
 
 
 def ensure_execution_role(iam: Any, sts: Any, request: RoleCreateRequest) -> RoleResult:
