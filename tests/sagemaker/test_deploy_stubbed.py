@@ -23,7 +23,7 @@ from gemmaserve.errors import (
 )
 from gemmaserve.progress import Cancelled, CancelToken
 from gemmaserve.sagemaker.aws import Deps
-from gemmaserve.sagemaker.deployment.endpoint import execute_deploy, plan_deploy
+from gemmaserve.sagemaker.deployment.endpoint import DeployPlan, execute_deploy, plan_deploy
 from gemmaserve.sagemaker.operations.status import EndpointStatus, describe_endpoint_state
 from gemmaserve.sagemaker.operations.teardown import delete_deployment
 from gemmaserve.sagemaker.spec.requests import DeleteRequest
@@ -124,6 +124,23 @@ def pools_config() -> dict[str, Any]:
     }
 
 
+def one_type_plan() -> DeployPlan:
+    """The deploy plan of NAME on one instance type (ml.g6.xlarge) in REGION."""
+    return plan_deploy(make_spec(ROLE, endpoint_name=NAME, instance_types=["ml.g6.xlarge"]), region=REGION, now=START)
+
+
+def config_refused(stub: Stubber, plan: DeployPlan, code: str, message: str) -> None:
+    """A fresh name, CreateModel answered, then CreateEndpointConfig refused with ``code``."""
+    fresh(stub)
+    stub.add_response("create_model", {"ModelArn": ARN}, expected_params=plan.calls[0].params)
+    stub.add_client_error(
+        "create_endpoint_config",
+        service_error_code=code,
+        service_message=message,
+        expected_params=plan.calls[1].params,
+    )
+
+
 def test_instance_pools_plan_is_accepted_by_the_service_model() -> None:
     sm = sm_client()
     spec = make_spec(ROLE, endpoint_name=NAME, instance_types=["ml.g6.xlarge", "ml.g6.2xlarge"])
@@ -176,7 +193,7 @@ def test_status_reports_the_placed_pool_type_and_resolved_image() -> None:
 
 def test_quota_error_on_create_is_quota_exceeded_and_tears_down() -> None:
     sm = sm_client()
-    plan = plan_deploy(make_spec(ROLE, endpoint_name=NAME, instance_types=["ml.g6.xlarge"]), region=REGION, now=START)
+    plan = one_type_plan()
     with Stubber(sm) as stub:
         fresh(stub)
         stub.add_response("create_model", {"ModelArn": ARN}, expected_params=plan.calls[0].params)
@@ -300,16 +317,9 @@ def test_delete_gives_up_after_its_bound() -> None:
 
 def test_failure_midway_deletes_only_what_this_run_made() -> None:
     sm = sm_client()
-    plan = plan_deploy(make_spec(ROLE, endpoint_name=NAME, instance_types=["ml.g6.xlarge"]), region=REGION, now=START)
+    plan = one_type_plan()
     with Stubber(sm) as stub:
-        fresh(stub)
-        stub.add_response("create_model", {"ModelArn": ARN}, expected_params=plan.calls[0].params)
-        stub.add_client_error(
-            "create_endpoint_config",
-            service_error_code="ValidationException",
-            service_message="Cannot create already existing endpoint configuration",
-            expected_params=plan.calls[1].params,
-        )
+        config_refused(stub, plan, "ValidationException", "Cannot create already existing endpoint configuration")
         # "already existing" may be botocore retrying a call that succeeded, or someone else's config made
         # meanwhile: the tags decide. Here they are not this run's, so the config is left alone.
         stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
@@ -326,16 +336,9 @@ def test_failure_midway_deletes_only_what_this_run_made() -> None:
 def test_a_retried_create_that_had_succeeded_is_still_torn_down() -> None:
     """botocore retries a CreateEndpointConfig whose first answer was lost: "already existing", yet ours."""
     sm = sm_client()
-    plan = plan_deploy(make_spec(ROLE, endpoint_name=NAME, instance_types=["ml.g6.xlarge"]), region=REGION, now=START)
+    plan = one_type_plan()
     with Stubber(sm) as stub:
-        fresh(stub)
-        stub.add_response("create_model", {"ModelArn": ARN}, expected_params=plan.calls[0].params)
-        stub.add_client_error(
-            "create_endpoint_config",
-            service_error_code="ValidationException",
-            service_message="Cannot create already existing endpoint configuration",
-            expected_params=plan.calls[1].params,
-        )
+        config_refused(stub, plan, "ValidationException", "Cannot create already existing endpoint configuration")
         stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
         stub.add_response("list_tags", {"Tags": plan.calls[1].params["Tags"]}, {"ResourceArn": ARN + "-config"})
         stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": f"{NAME}-config"})
@@ -355,17 +358,10 @@ def test_not_found_is_a_state() -> None:
 
 def test_a_failing_teardown_still_raises_the_original_error_and_says_how_to_finish() -> None:
     sm = sm_client()
-    plan = plan_deploy(make_spec(ROLE, endpoint_name=NAME, instance_types=["ml.g6.xlarge"]), region=REGION, now=START)
+    plan = one_type_plan()
     progress = Lines()
     with Stubber(sm) as stub:
-        fresh(stub)
-        stub.add_response("create_model", {"ModelArn": ARN}, expected_params=plan.calls[0].params)
-        stub.add_client_error(
-            "create_endpoint_config",
-            service_error_code="ThrottlingException",
-            service_message="Rate exceeded",
-            expected_params=plan.calls[1].params,
-        )
+        config_refused(stub, plan, "ThrottlingException", "Rate exceeded")
         stub.add_client_error(
             "delete_model",
             service_error_code="AccessDeniedException",

@@ -68,44 +68,6 @@ if TYPE_CHECKING:
         WaitRequest,
     )
 
-_ACTIONS = (
-    "DeployOutcome",
-    "Endpoint",
-    "PreparedDeploy",
-    "SageMakerSession",
-    "cleanup",
-    "create_execution_role",
-    "deploy",
-    "image_build",
-    "image_render",
-    "invoke",
-    "invoke_streaming",
-    "list_endpoints",
-    "prepare_deploy",
-    "wait",
-)
-_REQUESTS = (
-    "AutoscaleRequest",
-    "CleanupRequest",
-    "DeleteRequest",
-    "DeployRequest",
-    "ImageBuildRequest",
-    "ImageRenderRequest",
-    "InvokeRequest",
-    "JumpstartRequest",
-    "ListRequest",
-    "LogsRequest",
-    "PreflightRequest",
-    "RoleCreateRequest",
-    "StatusRequest",
-    "WaitRequest",
-)
-_EXPORTS = {
-    "api": "gemmaserve.sagemaker",
-    **dict.fromkeys(_ACTIONS, "gemmaserve.sagemaker.api"),
-    **dict.fromkeys(_REQUESTS, "gemmaserve.sagemaker.spec.requests"),
-}
-
 __all__ = [
     "AutoscaleRequest",
     "CleanupRequest",
@@ -140,9 +102,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
+    if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if name == "api":
         return importlib.import_module("gemmaserve.sagemaker.api")
-    return getattr(importlib.import_module(module), name)
+    # the request models live in spec.requests, the rest of the names in api
+    home = "gemmaserve.sagemaker.spec.requests" if name.endswith("Request") else "gemmaserve.sagemaker.api"
+    return getattr(importlib.import_module(home), name)
