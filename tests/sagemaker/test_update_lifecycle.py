@@ -62,9 +62,9 @@ def deps(
     clients: Boto3ClientFactory, plan: UpdatePlan, clock: ScriptedClock, fake: UpdateFake, **changes: Any
 ) -> UpdateDeps:
     values: dict[str, Any] = {
-        "clients": clients,
+        "factory": clients,
         "gate": measure_gate(clients("sagemaker-runtime", REGION), plan, clock=fake.clock),
-        "now": clock.now,
+        "clock": clock.now,
         "sleep": clock.sleep,
         "progress": Lines(),
     }

@@ -508,12 +508,12 @@ def update(request: UpdateRequest, session: SageMakerSession | None = None) -> U
     old_price = _old_price(session, request.endpoint_name, region, prepared.price_lookup)
     runtime = clients("sagemaker-runtime", region)
     deps = UpdateDeps(
-        clients=clients,
-        gate=measure_gate(runtime, plan, cancel=session.cancel) if request.gate else None,
-        now=session.now,
-        sleep=session.real_sleep(),
+        factory=clients,
+        clock=session.clock,
+        sleep=session.sleep,
         progress=_uncounted(session.progress),
         cancel=session.cancel,
+        gate=measure_gate(runtime, plan, cancel=session.cancel) if request.gate else None,
         timeout_s=request.timeout_s,
     )
     result = execute_update(plan, deps)

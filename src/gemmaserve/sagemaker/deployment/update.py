@@ -30,7 +30,7 @@ from pydantic import BaseModel
 from gemmaserve.cost import PriceLookup, catalog_price
 from gemmaserve.errors import AwsError, DeployInterrupted, GemmaserveError, UsageError
 from gemmaserve.progress import Cancelled, CancelToken, ProgressCallback, ProgressEvent, check, report
-from gemmaserve.sagemaker.aws import ClientFactory, call
+from gemmaserve.sagemaker.aws import Deps, call
 from gemmaserve.sagemaker.deployment.endpoint import DeploySpec, PlannedCall, plan_deploy
 from gemmaserve.sagemaker.deployment.update_gate import GateDecision, Verdict
 from gemmaserve.sagemaker.operations.teardown import EntryState, Journal, signal_name, stop_signals_interrupt
@@ -204,15 +204,11 @@ GateRunner = Callable[[str, str], GateDecision]  # (old variant, new variant) â†
 
 
 @dataclass(frozen=True)
-class UpdateDeps:
-    """The seams of a live update: clients, the gate's measurement, time, progress and cancellation."""
+class UpdateDeps(Deps):
+    """The seams of a live update (:class:`~gemmaserve.sagemaker.aws.Deps`: clients, time, progress, cancel)
+    and its own: the gate's measurement (None: no gate, only SageMaker's own alarms), poll and timeout."""
 
-    clients: ClientFactory
-    gate: GateRunner | None  # None: no gate (only SageMaker's own alarms)
-    now: Callable[[], datetime]
-    sleep: Callable[[float], None]
-    progress: ProgressCallback | None = None
-    cancel: CancelToken | None = None
+    gate: GateRunner | None = None
     poll_s: float = 30.0
     timeout_s: float = 3600.0
 
@@ -374,7 +370,7 @@ def _follow(
                 result.rollback = (
                     result.rollback or ""
                 ) + " (SageMaker had finished the update; gemmaserve updated back)"
-                deps.sleep(deps.poll_s)
+                deps.real_sleep()(deps.poll_s)
                 continue
             if status != "InService":
                 raise AwsError(
@@ -397,7 +393,7 @@ def _follow(
                 f"The update of {plan.endpoint_name} did not finish within {deps.timeout_s:.0f} s.",
                 region=plan.region,
             )
-        deps.sleep(deps.poll_s)
+        deps.real_sleep()(deps.poll_s)
 
 
 def _trip(cw: Any, plan: UpdatePlan, reason: str) -> None:
