@@ -30,6 +30,15 @@ REGION = "us-east-1"
 ACCOUNT = "123456789012"
 
 
+# gemmaserve from a git requirement: no wheel is built or uploaded
+FROM_GIT = ImageBuildRequest(region=REGION, requirement="gemmaserve @ git+https://github.com/example/gemmaserve")
+
+
+def nothing_recorded() -> bool:
+    """No build record for the default target image (a stopped build must not leave one)."""
+    return find_record(plan_image_build(BuildInputs(region=REGION, account=ACCOUNT)).target_image) is None
+
+
 def test_the_pinned_base_carries_a_vllm_the_clamp_supports() -> None:
     assert is_supported(PINNED_IMAGE.vllm_version), PINNED_IMAGE
     plan = plan_image_build(BuildInputs(region=REGION, account=ACCOUNT))
@@ -179,13 +188,11 @@ def test_ctrl_c_while_following_a_build_says_how_to_stop_it(moto_factory: Any) -
     progress = Lines()
     with pytest.raises(KeyboardInterrupt):
         build_image(
-            ImageBuildRequest(region=REGION, requirement="gemmaserve @ git+https://github.com/example/gemmaserve"),
+            FROM_GIT,
             Deps(factory=factory, sleep=ctrl_c, progress=progress),
         )
     assert "aws codebuild stop-build --id gemmaserve-turing-image:9 --region us-east-1" in progress[-1]
-    assert (
-        find_record(plan_image_build(BuildInputs(region=REGION, account=ACCOUNT)).target_image) is None
-    )  # nothing recorded
+    assert nothing_recorded()
 
 
 def test_cancel_while_following_a_build_stops_following_like_ctrl_c(moto_factory: Any) -> None:
@@ -202,15 +209,13 @@ def test_cancel_while_following_a_build_stops_following_like_ctrl_c(moto_factory
     progress = Lines()
     with pytest.raises(Cancelled):
         build_image(
-            ImageBuildRequest(region=REGION, requirement="gemmaserve @ git+https://github.com/example/gemmaserve"),
+            FROM_GIT,
             Deps(factory=factory, sleep=lambda _s: token.cancel(), progress=progress, cancel=token),
         )
     stub.assert_no_pending_responses()  # no poll after the cancel
     assert [event.phase for event in progress.events] == ["started", "BUILD", "stopped"]
     assert "aws codebuild stop-build --id gemmaserve-turing-image:9 --region us-east-1" in progress[-1]
-    assert (
-        find_record(plan_image_build(BuildInputs(region=REGION, account=ACCOUNT)).target_image) is None
-    )  # nothing recorded
+    assert nothing_recorded()
 
 
 def test_cancel_before_the_build_starts_starts_none(moto_factory: Any) -> None:
@@ -222,7 +227,7 @@ def test_cancel_before_the_build_starts_starts_none(moto_factory: Any) -> None:
     token.cancel()
     with pytest.raises(Cancelled):
         build_image(
-            ImageBuildRequest(region=REGION, requirement="gemmaserve @ git+https://github.com/example/gemmaserve"),
+            FROM_GIT,
             Deps(factory=factory, sleep=lambda _s: None, cancel=token),
         )
     stub.assert_no_pending_responses()  # the (idempotent) project is in place; start_build was never called
