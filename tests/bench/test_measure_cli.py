@@ -124,9 +124,9 @@ def test_sigint_saves_and_exits_130(tmp_path: Path) -> None:
         )
         path = tmp_path / "x.json"
         # The interrupt must land after the decode step, during the 50 load repeats (seconds of them).
-        deadline = time.monotonic() + 120
+        # No deadline: a run that never finishes its decode step is ended by the suite's timeout.
         while not (path.exists() and "decode" in load_result(path).completeness.finished):
-            assert client.poll() is None and time.monotonic() < deadline, "the run never finished its decode step"
+            assert client.poll() is None, "the run ended before it finished its decode step"
             time.sleep(0.05)
         client.send_signal(signal.SIGINT)
         client.communicate(timeout=20)

@@ -134,8 +134,8 @@ def test_cancelled_start_stops_the_server_it_launched(
 
     anyio.run(go)
     assert records, "the server never launched"
-    deadline = time.monotonic() + 10
-    while process_matches(records[0]) and time.monotonic() < deadline:
+    # Until it is gone (the stop is under way); the suite's timeout bounds a stop that never ends.
+    while process_matches(records[0]):
         time.sleep(0.05)
     assert not process_matches(records[0]), "the launched vLLM is still running after the cancellation"
     assert load_record(port) is None

@@ -145,8 +145,8 @@ def _start_with_straggler(port: int, spawned: Spawned, linger_s: float) -> int:
     seams.env["DUMMY_STRAGGLER_S"] = str(linger_s)
     result = start_dummy(PLAN_ARGS, seams, port, gpu_sm=None)
     assert result.ready
-    deadline = time.monotonic() + 5
-    while len(records.group_members(result.record.pid)) < 2 and time.monotonic() < deadline:
+    # Until the straggler shows (it is started before the server answers); the suite's timeout bounds a hang.
+    while len(records.group_members(result.record.pid)) < 2:
         time.sleep(0.02)
     assert len(records.group_members(result.record.pid)) == 2
     return result.record.pid

@@ -195,8 +195,8 @@ def test_status_while_loading_then_compiling(port: int, spawned: Spawned) -> Non
     result = start_dummy(PLAN_ARGS, seams, port, wait=False)
     assert not result.ready
     seen = set()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and ServerState.COMPILING not in seen:
+    # Until the state shows (never-ready stays compiling); the suite's timeout bounds a hang, not a clock here.
+    while ServerState.COMPILING not in seen:
         seen.add(server_status(port).state)
         time.sleep(0.02)
     assert ServerState.COMPILING in seen
