@@ -4,10 +4,16 @@ and a network guard that fails any connection to an address other than loopback.
 Servers a test needs (moto, the streaming OpenAI-compatible server, a fake hub)
 are started by fixtures on 127.0.0.1; the guard makes a stray real request fail
 loudly instead of reaching AWS or the hub.
+
+What is expensive and the same for every test is done once per session (per
+worker under ``pytest -n``): moto's server (tests/sagemaker/conftest.py), the
+compiled checkpoint kernels (tests/checkpoint/conftest.py), and ptxas's reading
+of one PTX text (below); Triton keeps its own compile cache (``~/.triton/cache``).
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
 from collections.abc import Iterator
@@ -89,3 +95,73 @@ def _hermetic_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
     monkeypatch.setenv("HF_HOME", str(state / "hf"))
     monkeypatch.delenv("GEMMASERVE_DEBUG", raising=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _ptxas_once_per_ptx() -> Iterator[None]:
+    """ptxas reads each distinct PTX text once per session.
+
+    ``turing smem`` compiles through Triton (whose own disk cache answers a repeat compile) and then
+    runs ``ptxas -v`` on the PTX for registers and spills: ~1-2 s a launch, the cost of the tests that
+    compare the MCP tool with the CLI on the same launches. ptxas is deterministic in its input, so the
+    answer for a PTX text already read is the one it gave; every compile still goes through Triton and
+    every distinct PTX through the real ptxas. (``turing smem`` run as a subprocess does not share this.)
+    """
+    from gemmaserve.turing import kernel_compile
+
+    read_once = functools.lru_cache(maxsize=None)(kernel_compile.ptxas_figures)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kernel_compile, "ptxas_figures", read_once)
+        yield
+
+
+ONE_WORKER_DIRS = ("tests/engine/",)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``pytest -n N``: whole test files to a worker, and all of tests/engine to one worker.
+
+    A file's module- and session-scoped fixtures (an engine, a moto server, a written checkpoint) are
+    then made once, and the two real vLLM engines of tests/engine start one after the other on one
+    worker while the other workers run the rest, instead of two engines fighting for the same cores.
+    ``--dist`` other than the default (``load``) or ``loadfile`` is left to pytest-xdist.
+    """
+    if config.getoption("dist") not in ("load", "loadfile"):
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesAndOneEngineWorker(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            for folder in ONE_WORKER_DIRS:
+                if nodeid.startswith(folder):
+                    return folder
+            return str(super()._split_scope(nodeid))
+
+    return FilesAndOneEngineWorker(config, log)
+
+
+_UNTESTED_VLLM: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect what tests/turing's release test found (its report carries it, from a worker under ``-n``)."""
+    for key, versions in report.user_properties:
+        if key == "untested_vllm_releases" and report.when == "call":
+            _UNTESTED_VLLM.extend(version for version in versions if version not in _UNTESTED_VLLM)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _UNTESTED_VLLM:
+        return
+    from gemmaserve.turing.versions import is_supported
+
+    terminalreporter.write_sep("-", "vLLM releases on the index that the Turing clamp has not studied")
+    for version in _UNTESTED_VLLM:
+        verdict = (
+            "inside the supported range: clamped when its source has the known shape"
+            if is_supported(version)
+            else "outside the supported range: the plugin guards head-512 launches, `turing apply` refuses"
+        )
+        terminalreporter.write_line(f"vLLM {version}: {verdict}")
+    terminalreporter.write_line("Study their triton_unified_attention.py, then extend turing/versions.py.")

@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from gemmaserve.turing.versions import TESTED_VLLM_VERSIONS, is_supported
+from gemmaserve.turing.versions import TESTED_VLLM_VERSIONS
 
 
 def _load_sources_tool() -> ModuleType:
@@ -41,26 +41,17 @@ def vllm_kernel_files() -> dict[str, Path]:
     return {version: path for version, path in files.items() if path is not None}
 
 
-_UNTESTED: list[str] = []
+#: The key under which the release test's report carries the releases the clamp has not studied; the
+#: session summary (tests/conftest.py, which the controller of ``pytest -n`` loads too) lists them.
+UNTESTED_KEY = "untested_vllm_releases"
 
 
-@pytest.fixture(scope="session")
-def untested_vllm_releases() -> list[str]:
+@pytest.fixture
+def untested_vllm_releases(request: pytest.FixtureRequest) -> list[str]:
     """Filled by the release test; printed in the session summary rather than failing."""
-    return _UNTESTED
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if _UNTESTED:
-        terminalreporter.write_sep("-", "vLLM releases on the index that the Turing clamp has not studied")
-        for version in _UNTESTED:
-            verdict = (
-                "inside the supported range: clamped when its source has the known shape"
-                if is_supported(version)
-                else "outside the supported range: the plugin guards head-512 launches, `turing apply` refuses"
-            )
-            terminalreporter.write_line(f"vLLM {version}: {verdict}")
-        terminalreporter.write_line("Study their triton_unified_attention.py, then extend turing/versions.py.")
+    found: list[str] = []
+    request.node.user_properties.append((UNTESTED_KEY, found))
+    return found
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
