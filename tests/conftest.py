@@ -7,8 +7,9 @@ loudly instead of reaching AWS or the hub.
 
 What is expensive and the same for every test is done once per session (per
 worker under ``pytest -n``): moto's server (tests/sagemaker/conftest.py), the
-compiled checkpoint kernels (tests/checkpoint/conftest.py), and ptxas's reading
-of one PTX text (below); Triton keeps its own compile cache (``~/.triton/cache``).
+compiled checkpoint kernels (tests/checkpoint/conftest.py), doctor's probe of this
+interpreter and ptxas's reading of one PTX text (below); Triton keeps its own
+compile cache (``~/.triton/cache``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import socket
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -115,6 +117,36 @@ def _ptxas_once_per_ptx() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _this_interpreter_probed_once() -> Iterator[None]:
+    """doctor's probe of the test interpreter itself runs once per session.
+
+    The probe imports torch in a fresh ``python -I`` (1-3 s); ``serve start``, ``doctor`` and their MCP
+    tools run it for every case of tests/test_redaction.py and tests/mcp. The interpreter and its packages
+    do not change during a session, so its facts are the ones it gave; a probe that failed is not kept,
+    and any other interpreter (the fakes the host and turing tests write) or runner is probed every time.
+    """
+    from gemmaserve.host import doctor
+    from gemmaserve.host.runner import run_command
+
+    real = doctor.probe_interpreter
+    kept: dict[str, Any] = {}
+
+    def probe(python: str, runner: Any = run_command, *args: Any, **kwargs: Any) -> Any:
+        if python != sys.executable or runner is not run_command or args or kwargs:
+            return real(python, runner, *args, **kwargs)
+        if python not in kept:
+            probed = real(python, runner)
+            if probed.value is None:
+                return probed
+            kept[python] = probed
+        return kept[python]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(doctor, "probe_interpreter", probe)
+        yield
+
+
 ONE_WORKER_DIRS = ("tests/engine/",)
 
 
@@ -137,6 +169,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                 if nodeid.startswith(folder):
                     return folder
             return str(super()._split_scope(nodeid))
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # xdist hands out the files with the most tests first; the engines' minutes go first instead,
+            # so the rest of the suite runs beside them rather than after them.
+            for folder in reversed(ONE_WORKER_DIRS):
+                if folder in self.workqueue:
+                    self.workqueue.move_to_end(folder, last=False)
+            super()._assign_work_unit(node)
 
     return FilesAndOneEngineWorker(config, log)
 

