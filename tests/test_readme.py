@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import tomllib
 from pathlib import Path
 from types import ModuleType
 
@@ -21,7 +22,15 @@ def _quick_start_commands() -> list[str]:
 def test_quick_start_has_a_run_command_and_a_test_command() -> None:
     run, test = _quick_start_commands()[:2]
     assert run.endswith("gemmaserve plan") and "pip install ." in run
-    assert '".[test]"' in test and test.endswith("pytest -q")
+    assert '".[test]"' in test and test.split("&&")[-1].split()[:2] == ["pytest", "-q"]
+
+
+def test_the_test_commands_options_come_with_the_test_extra() -> None:
+    """``-n`` is pytest-xdist's: the extra the command installs must bring it."""
+    pytest_part = _quick_start_commands()[1].split("&&")[-1].split()
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    if "-n" in pytest_part:
+        assert any(re.match(r"pytest-xdist\b", requirement) for requirement in extra["test"])
 
 
 def test_ci_runs_the_readmes_test_command_verbatim() -> None:
