@@ -14,7 +14,7 @@ block sizes are the release's own choice (``CacheConfig.DEFAULT_BLOCK_SIZE``, an
 layers ``_largest_kernel_block_within`` with the TRITON_ATTN backend Gemma 4 is forced onto). The
 engine configuration they read is reduced to the fields they use (async scheduling, one
 pipeline stage, batched tokens, max_model_len), and ``max_in_flight_tokens`` comes from the
-release's own ``VllmConfig`` properties. ``tests/plan/test_vllm_oracle.py`` checks
+release's own ``VllmConfig`` properties. ``tests/unit/plan/test_vllm_oracle.py`` checks
 ``gemmaserve.capacity`` against the recorded answers.
 """
 

@@ -6,8 +6,8 @@
 
 Sources: the recorded vLLM 0.26.0 starts (``benchmarks/plan_gpu_memory_runs.json``), the H200 starts of
 ``benchmarks/plan_gpu_speed.py`` (``benchmarks/results/plan_gpu_*/*/plan_gpu_speed.json``) and the published
-logs in the catalog (``calibration`` entries). Each is replayed by a test (``tests/plan/test_replay_runs.py``,
-``tests/plan/test_h200_runs.py``); this prints them together.
+logs in the catalog (``calibration`` entries). Each is replayed by a test (``tests/unit/plan/test_replay_runs.py``,
+``tests/integration/plan/test_h200_runs.py``); this prints them together.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 Calibration runs are what the per-GPU constants are solved from (they reproduce by construction,
 up to the least-squares fit); check runs are held out and predicted. Each run's own cost per request
 outside the engine (the client's network) is read from its one-stream level and used for its
-stream levels, as ``tests/plan/test_speed.py`` does.
+stream levels, as ``tests/integration/plan/test_speed.py`` does.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ are started by fixtures on 127.0.0.1; the guard makes a stray real request fail
 loudly instead of reaching AWS or the hub.
 
 What is expensive and the same for every test is done once per session (per
-worker under ``pytest -n``): moto's server (tests/sagemaker/conftest.py), the
-compiled checkpoint kernels (tests/checkpoint/conftest.py), doctor's probe of this
+worker under ``pytest -n``): moto's server (tests/support/sagemaker/fixtures.py), the
+compiled checkpoint kernels (tests/support/checkpoint/fixtures.py), doctor's probe of this
 interpreter and ptxas's reading of one PTX text (below); Triton keeps its own
 compile cache (``~/.triton/cache``).
 """
@@ -122,7 +122,7 @@ def _this_interpreter_probed_once() -> Iterator[None]:
     """doctor's probe of the test interpreter itself runs once per session.
 
     The probe imports torch in a fresh ``python -I`` (1-3 s); ``serve start``, ``doctor`` and their MCP
-    tools run it for every case of tests/test_redaction.py and tests/mcp. The interpreter and its packages
+    tools run it for every case of tests/integration/test_redaction.py and tests/mcp. The interpreter and its packages
     do not change during a session, so its facts are the ones it gave; a probe that failed is not kept,
     and any other interpreter (the fakes the host and turing tests write) or runner is probed every time.
     """
@@ -185,7 +185,7 @@ _UNTESTED_VLLM: list[str] = []
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Collect what tests/turing's release test found (its report carries it, from a worker under ``-n``)."""
+    """Collect what the Turing release test (tests/integration/turing/test_filepatch.py) found (its report carries it, from a worker under ``-n``)."""
     for key, versions in report.user_properties:
         if key == "untested_vllm_releases" and report.when == "call":
             _UNTESTED_VLLM.extend(version for version in versions if version not in _UNTESTED_VLLM)
@@ -205,3 +205,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
         terminalreporter.write_line(f"vLLM {version}: {verdict}")
     terminalreporter.write_line("Study their triton_unified_attention.py, then extend turing/versions.py.")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that needs the real vLLM sources (tests/support/turing/fixtures.py) carries the vllm_sources marker (`-m "not vllm_sources"`)."""
+    for item in items:
+        if {"vllm_kernel_files", "released_vllm_versions"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.vllm_sources)

@@ -5,7 +5,7 @@ starts one busy-loop process per core, at normal priority, so pytest competes fo
 does on a shared CI runner, and runs the suite (or the paths given) that many times in a row:
 
     python tools/flake_check.py                      # the whole suite, three runs
-    python tools/flake_check.py --runs 1 tests/bench # one run over some paths
+    python tools/flake_check.py --runs 1 tests/unit # one run over some paths
 
 Exit status 0 when every run passed, 1 at the first run that did not (its output is shown).
 """

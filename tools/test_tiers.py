@@ -13,6 +13,10 @@ The rule (CONTRIBUTING.md, "Test tiers"):
 
     python tools/test_tiers.py                 # every file, its tier and the first reason found
     python tools/test_tiers.py --tier unit     # the files of one tier, one a line (for pytest)
+    python tools/test_tiers.py --check         # exit 1 naming each file that lies in another tier's folder
+
+On disk a file's folder is its tier: ``tests/unit/<area>/``, ``tests/integration/<area>/`` and
+``tests/engine/``; shared fixtures and fakes live in ``tests/support/<area>/`` (no tests there).
 
 Standard library only; it reads the sources and imports nothing of them.
 """
@@ -61,8 +65,8 @@ def _fixtures(tree: ast.Module, text: str) -> dict[str, tuple[str, list[str]]]:
 def integration_fixtures() -> dict[str, str]:
     """{fixture name: reason} for the conftest fixtures that are integration, directly or through another."""
     defined: dict[str, tuple[str, list[str]]] = {}
-    for conftest in sorted(TESTS.rglob("conftest.py")):
-        text = conftest.read_text(encoding="utf-8")
+    for module in sorted([*TESTS.rglob("conftest.py"), *(TESTS / "support").rglob("fixtures.py")]):
+        text = module.read_text(encoding="utf-8")
         defined.update(_fixtures(ast.parse(text), text))
     reasons = {name: r for name, (source, _) in defined.items() if (r := first_reason(source))}
     changed = True
@@ -95,12 +99,35 @@ def tier_of(path: Path, fixtures: dict[str, str]) -> tuple[str, str]:
     return "unit", "in-process only"
 
 
+def folder_tier(path: Path) -> str | None:
+    """The tier a test file's folder names (``tests/<tier>/...``), or None where it names none."""
+    parts = path.relative_to(TESTS).parts
+    return parts[0] if len(parts) > 1 and parts[0] in TIERS else None
+
+
+def misplaced(rows: list[tuple[str, str, str]]) -> list[str]:
+    """One line per test file whose folder is not its tier by the rule: where it lies and where it goes."""
+    lines = []
+    for path, tier, reason in rows:
+        placed = folder_tier(ROOT / path)
+        if placed != tier:
+            lines.append(
+                f"{path}: {tier} ({reason}), but it lies in {placed or 'no tier folder'}: move it to tests/{tier}/"
+            )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tier", choices=TIERS, help="print only this tier's files, one a line")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a test file lies in another tier's folder")
     args = parser.parse_args(argv)
     fixtures = integration_fixtures()
     rows = [(str(path.relative_to(ROOT)), *tier_of(path, fixtures)) for path in sorted(TESTS.rglob("test_*.py"))]
+    if args.check:
+        wrong = misplaced(rows)
+        print("\n".join(wrong) if wrong else f"every one of {len(rows)} test files lies in its tier's folder")
+        return 1 if wrong else 0
     if args.tier:
         print("\n".join(path for path, tier, _ in rows if tier == args.tier))
         return 0

@@ -1,6 +1,6 @@
 """Which gemmaserve modules one traced SageMaker deploy crosses, in the order it first enters each.
 
-Runs ``tests/sagemaker/test_cli.py::test_deploy_status_list_delete_through_the_cli`` against moto's
+Runs ``tests/integration/sagemaker/test_cli.py::test_deploy_status_list_delete_through_the_cli`` against moto's
 server and records, with :func:`sys.setprofile`, each gemmaserve module the first time one of its functions
 runs during the test's first command (the deploy). Every gemmaserve module is imported before the command,
 so import-time code is not counted. Prints one line per module (module, first function), then the totals::
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-TEST = "tests/sagemaker/test_cli.py::test_deploy_status_list_delete_through_the_cli"
+TEST = "tests/integration/sagemaker/test_cli.py::test_deploy_status_list_delete_through_the_cli"
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -79,7 +79,7 @@ E2B_LAYERS = 35
 # GPU, driver and library): over every real start and published log in docs/plan.md's table (H200 and
 # L4), the plan's KV budget exceeded the engine's by at most 0.174 GiB (E4B qat-w4a16 on an L4), and the
 # L4's remainders (0.05-0.17 GiB) lie in the H200's range (-0.02-0.17 GiB). Each row shows the pool with
-# this much less as its low end; tests/plan/test_plan_uncertainty.py keeps it above every remainder.
+# this much less as its low end; tests/unit/plan/test_plan_uncertainty.py keeps it above every remainder.
 UNEXPLAINED_GIB = 0.18
 GPUS_WITH_REAL_STARTS = ("h200", "l4")
 

@@ -5,7 +5,7 @@ whether the action changes something that needs a person's agreement (:attr:`Act
 The CLI turns each field into an option named after it (``max_model_len`` → ``--max-model-len``,
 :mod:`gemmaserve.cli.options`); the MCP server uses the model as the tool's input schema, unknown arguments
 rejected (:mod:`gemmaserve.mcp_server.framework`). So a knob is declared once, here or in a shared block
-such as :class:`ServingSettings`, and ``tests/test_request_agreement.py`` fails if a front end drifts.
+such as :class:`ServingSettings`, and ``tests/unit/test_request_agreement.py`` fails if a front end drifts.
 
 Front-end details that are not part of the request (a short flag, a positional argument, an older spelling
 kept for scripts) ride along as a :class:`Cli` marker in the field's ``Annotated`` metadata.

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gemmaserve.turing.filepatch import version_beside
-from tests.engine.conftest import ENGINE_PYTHON_ENV, engine_python
+from tests.support.engine.fixtures import ENGINE_PYTHON_ENV, engine_python
 
 
 def test_the_version_beside_a_real_vllm_is_the_one_it_reports(tmp_path: Path) -> None:

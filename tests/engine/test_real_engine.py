@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.engine.conftest import MAX_MODEL_LEN, Engine, process_group
+from tests.support.engine.fixtures import MAX_MODEL_LEN, Engine, process_group
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1500)]  # the first test waits for the start
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from gemmaserve.testing.tiny_gemma4 import write_tiny_gemma4
-from tests.engine.conftest import (
+from tests.support.engine.fixtures import (
     MAX_MODEL_LEN,
     READY_TIMEOUT_S,
     engine_python,

@@ -84,7 +84,7 @@ def _lookup(table: dict[type, Callable[[Any], Any]], result: object) -> Callable
 
 
 def page_for(result: object) -> Page:
-    """``result``'s page. Raises ``LookupError`` for a type with no view (a bug: tests/test_views.py
+    """``result``'s page. Raises ``LookupError`` for a type with no view (a bug: tests/unit/test_views.py
     checks every tool's result type has one)."""
     render = _lookup(_PAGES, result)
     if render is None:

@@ -1,0 +1,111 @@
+"""Service Quotas on 127.0.0.1, in front of moto's server (moto 5 has no ListServiceQuotas).
+
+A real HTTP server speaking the service's JSON 1.1 wire format as botocore's service model describes it
+(``X-Amz-Target: <targetPrefix>.ListServiceQuotas``, the body's ``ServiceCode``/``MaxResults``/``NextToken``,
+the answer's ``Quotas`` and ``NextToken``; the prefix is read from botocore's model, not written here). It
+answers ListServiceQuotas for ``sagemaker`` from the table a test gives, in pages of ``page_size`` so the
+client's paginator is exercised; any other request goes to moto unchanged, so one endpoint URL serves every
+client of a deploy (the CLI's ``GEMMASERVE_AWS_ENDPOINT_URL``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+from tests.support.sagemaker.moto_proxy import answer_with, forward
+
+ACCOUNT = "123456789012"
+
+
+@functools.cache
+def target_prefix() -> str:
+    import botocore.loaders
+
+    model = botocore.loaders.create_loader().load_service_model("service-quotas", "service-2")
+    return str(model["metadata"]["targetPrefix"])
+
+
+class ServiceQuotasFake:
+    def __init__(self, moto_url: str, quotas: dict[str, float], *, page_size: int = 2, region: str = "us-east-1"):
+        self.moto = urlsplit(moto_url)
+        self.quotas = quotas
+        self.page_size = page_size
+        self.region = region
+        self.requests: list[dict[str, Any]] = []  # the ListServiceQuotas bodies received
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, name="service-quotas", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("X-Amz-Target", "") == f"{target_prefix()}.ListServiceQuotas":
+                    status, answer = fake._list(json.loads(body or b"{}"))
+                    answer_with(self, status, answer)
+                else:
+                    status, headers, answer = forward(fake.moto, self, body)
+                    answer_with(self, status, answer, headers)
+
+            def do_GET(self) -> None:
+                status, headers, answer = forward(fake.moto, self, b"")
+                answer_with(self, status, answer, headers)
+
+        return Handler
+
+    def _list(self, body: dict[str, Any]) -> tuple[int, bytes]:
+        self.requests.append(body)
+        if body.get("ServiceCode") != "sagemaker":
+            error = {"__type": "NoSuchResourceException", "Message": f"No service {body.get('ServiceCode')!r}."}
+            return 400, json.dumps(error).encode()
+        start = int(body.get("NextToken") or 0)
+        size = min(int(body.get("MaxResults") or self.page_size), self.page_size)
+        names = list(self.quotas)
+        page = names[start : start + size]
+        quotas = [
+            {
+                "ServiceCode": "sagemaker",
+                "ServiceName": "Amazon SageMaker",
+                "QuotaArn": f"arn:aws:servicequotas:{self.region}:{ACCOUNT}:sagemaker/L-{index:08X}",
+                "QuotaCode": f"L-{index:08X}",  # made up: real codes are opaque
+                "QuotaName": name,
+                "Value": self.quotas[name],
+                "Unit": "None",
+                "Adjustable": True,
+                "GlobalQuota": False,
+            }
+            for index, name in enumerate(page, start=start)
+        ]
+        answer: dict[str, Any] = {"Quotas": quotas}
+        if start + size < len(names):
+            answer["NextToken"] = str(start + size)
+        return 200, json.dumps(answer).encode()
+
+
+@contextmanager
+def service_quotas_fake(moto_url: str, quotas: dict[str, float], **options: Any) -> Iterator[ServiceQuotasFake]:
+    fake = ServiceQuotasFake(moto_url, quotas, **options)
+    try:
+        yield fake
+    finally:
+        fake.close()

@@ -1,0 +1,175 @@
+"""The shared plumbing: error text, confirmation refusals, progress relayed from a worker thread,
+and cancellation that lets the worker clean up before the request ends."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Annotated
+
+import anyio
+from mcp import Client
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult
+from pydantic import BaseModel
+
+from gemmaserve.errors import ConfirmationRequired, GemmaserveError, ServerNotRunning
+from gemmaserve.mcp_server.framework import (
+    Confirm,
+    ProgressSink,
+    format_error,
+    relay,
+    require_confirmation,
+    run_blocking,
+    translate_errors,
+    typed_result,
+)
+from gemmaserve.progress import Cancelled, CancelToken, ProgressEvent
+from tests.support.mcp.fixtures import (
+    ProgressLog,
+    call_tool,
+    error_details,
+    error_text,
+    list_tools,
+)
+
+
+class Counted(BaseModel):
+    steps: int
+
+
+def _toy_server(cleaned_up: threading.Event, started: threading.Event) -> MCPServer:
+    server: MCPServer = MCPServer("toy")
+
+    @server.tool()
+    @translate_errors
+    async def count(steps: int, ctx: Context) -> Annotated[CallToolResult, Counted]:
+        def work(cancellation: CancelToken, report: ProgressSink) -> Counted:
+            for step in range(1, steps + 1):
+                report(step, steps, f"step {step}")
+            return Counted(steps=steps)
+
+        return typed_result(await run_blocking(ctx, work), f"{steps} steps")
+
+    @server.tool()
+    @translate_errors
+    async def wait_forever(ctx: Context) -> Annotated[CallToolResult, Counted]:
+        def work(cancellation: CancelToken, report: ProgressSink) -> Counted:
+            started.set()
+            try:
+                while True:
+                    cancellation.sleep(0.01)
+            except Cancelled:
+                time.sleep(0.2)  # cleanup that takes a while must still finish
+                cleaned_up.set()
+                raise
+
+        return typed_result(await run_blocking(ctx, work), "never")
+
+    @server.tool()
+    @translate_errors
+    def fails() -> str:
+        raise ServerNotRunning("No vLLM server is running.", hint="gemmaserve serve start", pid_file="/x")
+
+    @server.tool()
+    @translate_errors
+    def crashes() -> str:
+        raise RuntimeError("secret internals")
+
+    @server.tool()
+    @translate_errors
+    def delete_it(confirm: Confirm) -> str:
+        require_confirmation(confirm, "delete it")
+        return "deleted"
+
+    return server
+
+
+def test_progress_from_a_worker_thread_reaches_the_client() -> None:
+    server = _toy_server(threading.Event(), threading.Event())
+    progress = ProgressLog()
+    result = call_tool(server, "count", {"steps": 3}, progress=progress)
+    assert result.structured_content == {"steps": 3}
+    assert progress.updates == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+
+
+def test_cancelled_request_lets_the_worker_clean_up() -> None:
+    cleaned_up, started = threading.Event(), threading.Event()
+    server = _toy_server(cleaned_up, started)
+
+    async def go() -> None:
+        async with Client(server) as client:
+            with anyio.move_on_after(5) as scope:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(client.call_tool, "wait_forever", {})
+                    while not started.is_set():
+                        await anyio.sleep(0.01)
+                    group.cancel_scope.cancel()
+            assert not scope.cancelled_caught
+
+    anyio.run(go)
+    # The request ends only after the cleanup: nothing is left running behind the cancellation.
+    assert cleaned_up.is_set(), "the cancellation returned before the worker cleaned up"
+
+
+def test_gemmaserve_error_becomes_error_result_with_message_fix_and_fields() -> None:
+    result = call_tool(_toy_server(threading.Event(), threading.Event()), "fails", {})
+    text = error_text(result)
+    assert "No vLLM server is running." in text
+    assert "Fix: gemmaserve serve start" in text
+    assert error_details(result) == {
+        "error": "ServerNotRunning",
+        "message": "No vLLM server is running.",
+        "hint": "gemmaserve serve start",
+        "pid_file": "/x",
+    }
+
+
+def test_unexpected_exception_is_masked() -> None:
+    text = error_text(call_tool(_toy_server(threading.Event(), threading.Event()), "crashes", {}))
+    assert "secret internals" not in text
+    assert "Error executing tool crashes" in text
+
+
+def test_confirmation_is_required_and_checked() -> None:
+    server = _toy_server(threading.Event(), threading.Event())
+    schema = next(tool for tool in list_tools(server) if tool.name == "delete_it").input_schema
+    assert schema["required"] == ["confirm"]
+    refused = call_tool(server, "delete_it", {"confirm": False})
+    assert error_details(refused)["error"] == "ConfirmationRequired"
+    assert "confirm=true" in error_text(refused)
+    missing = call_tool(server, "delete_it", {})
+    assert "validation error" in error_text(missing)
+    assert call_tool(server, "delete_it", {"confirm": True}).content[0].text == "deleted"  # type: ignore[union-attr]
+
+
+def test_format_error_without_hint() -> None:
+    text = format_error(GemmaserveError("Plain failure."))
+    assert text.splitlines()[0] == "Plain failure."
+    assert not any(line.startswith("Fix:") for line in text.splitlines())
+
+
+def test_require_confirmation_raises_usage_error() -> None:
+    try:
+        require_confirmation(False, "revert the clamp")
+    except ConfirmationRequired as exc:
+        assert exc.exit_code == 2
+        assert exc.fields["action"] == "revert the clamp"
+    else:
+        raise AssertionError("no refusal")
+
+
+def test_relay_passes_counted_work_and_numbers_the_rest() -> None:
+    """The library's events as MCP progress; a cleanup's events after a cancellation are relayed like any other
+    (cancellation is the token's job now: a progress call never raises, so it cannot cut a teardown short)."""
+    reported: list[tuple[float, float | None, str | None]] = []
+    cancellation = CancelToken()
+    progress = relay(lambda done, total, message: reported.append((done, total, message)))
+    progress(ProgressEvent("create", "created model", done=1, total=3))
+    cancellation.cancel()
+    try:
+        raise RuntimeError("capacity")  # the library is tearing down after its own failure
+    except RuntimeError:
+        progress(ProgressEvent("teardown", "deleting model"))  # must not raise: the teardown has to finish
+    progress(ProgressEvent("teardown", "deleting what was created"))  # nor after the cancellation
+    assert reported == [(1, 3, "created model"), (2, None, "deleting model"), (3, None, "deleting what was created")]
