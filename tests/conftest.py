@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import signal
 import socket
 import sys
 from collections.abc import Iterator
@@ -212,3 +213,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if {"vllm_kernel_files", "released_vllm_versions"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.vllm_sources)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGHUP at its default, as in a terminal, also when the suite itself runs under ``nohup``.
+
+    A deploy leaves SIGHUP alone when it starts ignored (that is how it survives ``nohup``; one test
+    sets that up itself), so the tests that send SIGHUP to a deploy need the default. Set here, before
+    xdist starts its workers, so they and every process a test starts inherit it.
+    """
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
