@@ -15,7 +15,7 @@ from dataclasses import replace
 from gemmaserve.host.doctor import DoctorSources, diagnose, plan_on_host, probe_host, resolve_target
 from gemmaserve.plan import PlanRow
 from gemmaserve.progress import CancelToken, ProgressCallback
-from gemmaserve.serve.launcher import LaunchSeams, StartResult, start_server
+from gemmaserve.serve.launcher import LaunchSeams, ServedPlan, StartResult, start_server
 from gemmaserve.serve.requests import LogsRequest, StartRequest, StatusRequest, StopRequest
 from gemmaserve.serve.supervisor import (
     ServeLogs,
@@ -77,22 +77,11 @@ def start(
     gpu_sm = resolve_gpu(report.gpu).sm if report.gpu else None
     # No row: doctor's plan checks are unknown, so the interlock refuses; the launcher also refuses empty flags.
     vllm_args = launch_args(plan.row, checkpoint=request.checkpoint) if plan.row else []
-    launch = replace(seams, doctor=lambda: report) if seams else LaunchSeams(doctor=lambda: report)
-    result = start_server(
-        vllm_args,
-        model=target.model,
-        seams=launch,
-        gpu_sm=gpu_sm,
-        vllm_command=vllm_command,
-        port=request.port,
-        gpu_index=request.gpu_index,
-        served_model_name=request.served_model_name,
-        extra_args=request.extra_args,
-        wait=request.wait,
-        ready_timeout_s=request.timeout,
-        progress=progress,
-        cancel=cancel,
-    )
+    launch = replace(seams or LaunchSeams(doctor=lambda: report), doctor=lambda: report)
+    if vllm_command is not None:
+        launch = replace(launch, vllm_command=vllm_command)
+    served = ServedPlan(vllm_args=vllm_args, model=target.model, gpu_sm=gpu_sm)
+    result = start_server(served, request, launch, progress=progress, cancel=cancel)
     return result.model_copy(update={"plan": plan.row})
 
 

@@ -36,11 +36,11 @@ from gemmaserve.plan import PlanRow
 from gemmaserve.progress import Cancelled, CancelToken, ProgressCallback, ProgressEvent, check, pause
 from gemmaserve.result_model import ActionResult
 from gemmaserve.serve import records
-from gemmaserve.serve.probes import DEFAULT_PORT, LAST_LINES, HealthProbe, http_health, tail_lines
+from gemmaserve.serve.probes import LAST_LINES, HealthProbe, http_health, tail_lines
 from gemmaserve.serve.records import ServerRecord
+from gemmaserve.serve.requests import StartRequest
 from gemmaserve.serve.supervisor import stop_server
 
-READY_TIMEOUT_S = 1800.0  # a first start on a T4 compiles kernels and loads weights through swap
 POLL_INTERVAL_S = 1.0
 
 
@@ -203,6 +203,27 @@ class LaunchSeams:
     health: HealthProbe = http_health
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     cpus: Callable[[], list[int]] = field(default=lambda: sorted(os.sched_getaffinity(0)))
+    # None: the interpreter's own vLLM (``python -m vllm.entrypoints.openai.api_server``); tests run a stand-in.
+    vllm_command: Sequence[str] | None = None
+
+
+@dataclass(frozen=True)
+class ServedPlan:
+    """What the plan decided to start: vLLM's flags (``MODEL --dtype … --max-num-seqs …``), for which
+    catalog model, on a GPU of which compute capability (None: not known, or the CPU engine)."""
+
+    vllm_args: Sequence[str]
+    model: str
+    gpu_sm: int | None
+
+
+@dataclass(frozen=True)
+class Launched:
+    """A ``vllm serve`` process just started: its record, the process, and where this launch's log begins."""
+
+    record: ServerRecord
+    process: subprocess.Popen[bytes]
+    log_start: int
 
 
 class StartResult(ActionResult):
@@ -224,25 +245,17 @@ class StartResult(ActionResult):
 
 
 def start_server(
-    vllm_args: Sequence[str],
-    *,
-    model: str,
+    plan: ServedPlan,
+    request: StartRequest,
     seams: LaunchSeams,
-    gpu_sm: int | None,
-    vllm_command: Sequence[str] | None = None,
-    port: int = DEFAULT_PORT,
-    gpu_index: int = 0,
-    served_model_name: str | None = None,
-    extra_args: Sequence[str] = (),
-    wait: bool = True,
-    ready_timeout_s: float = READY_TIMEOUT_S,
+    *,
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
 ) -> StartResult:
-    """Start vLLM with the plan's ``vllm_args`` (``MODEL --dtype … --max-num-seqs …``).
+    """Start vLLM with the plan's flags where ``request`` says (port, GPUs, served name, extra flags, wait).
 
     ``progress`` gets a :class:`ProgressEvent` per poll while it waits (``phase`` the engine's
-    stage, ``done`` the seconds waited, ``total`` ``ready_timeout_s``). ``cancel`` is checked before
+    stage, ``done`` the seconds waited, ``total`` ``request.timeout``). ``cancel`` is checked before
     anything is launched and at every poll, and cuts the poll's sleep short.
 
     Raises:
@@ -252,6 +265,8 @@ def start_server(
         Cancelled: ``cancel`` was set; a server already launched is stopped first (as on Ctrl-C,
             where ``KeyboardInterrupt`` propagates after the same clean-up).
     """
+    vllm_args, gpu_sm = plan.vllm_args, plan.gpu_sm
+    port, gpu_index = request.port, request.gpu_index
     report = seams.doctor()
     if report.cpu_engine:
         clamp: ClampVerdict | None = clamp_not_applicable(report)
@@ -282,9 +297,13 @@ def start_server(
         raise
     process: subprocess.Popen[bytes] | None = None
     try:
-        name = served_model_name or model
-        command = list(vllm_command) if vllm_command else vllm_command_for(report.python, report.vllm_distribution)
-        argv = vllm_serve_argv(command, vllm_args, port=port, served_model_name=name, extra_args=extra_args)
+        name = request.served_model_name or plan.model
+        command = (
+            list(seams.vllm_command)
+            if seams.vllm_command
+            else vllm_command_for(report.python, report.vllm_distribution)
+        )
+        argv = vllm_serve_argv(command, vllm_args, port=port, served_model_name=name, extra_args=request.extra_args)
         log_path = records.server_dir(port) / records.LOG_NAME
         env = {
             **seams.env,
@@ -322,7 +341,7 @@ def start_server(
             argv=argv,
             log_path=str(log_path),
             started_at=time.time(),
-            model=model,
+            model=plan.model,
             served_model_name=name,
         )
         records.save_record(record)
@@ -337,19 +356,13 @@ def start_server(
     finally:
         for fd in [port_fd, *gpu_fds]:
             os.close(fd)
-    if not wait:
+    if not request.wait:
         return StartResult(
             record=record, ready=False, waited_s=0.0, stage=EngineStage.NOT_STARTED, waited=False, clamp=clamp
         )
     try:
         result = wait_until_ready(
-            record,
-            process,
-            seams=seams,
-            timeout_s=ready_timeout_s,
-            progress=progress,
-            cancel=cancel,
-            log_start=log_start,
+            Launched(record, process, log_start), seams, timeout_s=request.timeout, progress=progress, cancel=cancel
         )
     except (Cancelled, KeyboardInterrupt):
         # One clean-up for MCP's cancellation and the CLI's Ctrl-C: nothing launched is left running.
@@ -407,23 +420,22 @@ def stage_event(stage: EngineStage, waited_s: float, timeout_s: float) -> Progre
 
 
 def wait_until_ready(
-    record: ServerRecord,
-    process: subprocess.Popen[bytes],
-    *,
+    launched: Launched,
     seams: LaunchSeams,
+    *,
     timeout_s: float,
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
-    log_start: int = 0,
 ) -> StartResult:
     """Poll ``/health`` until it answers 200, the process dies, or ``timeout_s`` passes.
 
-    The stage and a death's fatal lines come from the log after byte ``log_start`` (this launch's).
+    The stage and a death's fatal lines come from the log after byte ``launched.log_start`` (this launch's).
 
     Raises:
         ServerDied: the process exited first.
         Cancelled: ``cancel`` was set (the caller stops the server: see :func:`start_server`).
     """
+    record, process, log_start = launched.record, launched.process, launched.log_start
     started = seams.clock()
     log_path = Path(record.log_path)
     while True:

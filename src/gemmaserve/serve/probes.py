@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 DEFAULT_PORT = 8000
+READY_TIMEOUT_S = 1800.0  # a first start on a T4 compiles kernels and loads weights through swap
 HEALTH_TIMEOUT_S = 2.0
 LAST_LINES = 20
 

@@ -13,8 +13,7 @@ from pydantic import Field, field_validator
 
 from gemmaserve.host.doctor import DoctorRequest
 from gemmaserve.request_model import ActionRequest, Cli, Port
-from gemmaserve.serve.launcher import READY_TIMEOUT_S
-from gemmaserve.serve.probes import DEFAULT_PORT
+from gemmaserve.serve.probes import DEFAULT_PORT, READY_TIMEOUT_S
 from gemmaserve.serve.supervisor import STOP_TIMEOUT_S
 
 # vLLM flags that have their own option here: passed again through the extra arguments, vLLM would run with

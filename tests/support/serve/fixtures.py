@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,9 @@ import pytest
 
 from gemmaserve.findings import Finding, Status
 from gemmaserve.host.verdicts import DoctorReport, make_report
-from gemmaserve.serve.launcher import ClampVerdict, LaunchSeams, StartResult, start_server
+from gemmaserve.progress import CancelToken, ProgressCallback
+from gemmaserve.serve.launcher import ClampVerdict, LaunchSeams, ServedPlan, StartResult, start_server
+from gemmaserve.serve.requests import StartRequest
 
 DUMMY = Path(__file__).with_name("dummy_vllm.py")
 DUMMY_COMMAND = [sys.executable, str(DUMMY)]
@@ -71,12 +74,16 @@ def start_dummy(
     *,
     model: str = "m",
     gpu_sm: int | None = 89,
-    **kwargs: Any,
+    vllm_command: Sequence[str] = DUMMY_COMMAND,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+    **request_fields: Any,
 ) -> StartResult:
-    """start_server() on the dummy vLLM command (unless ``vllm_command`` names another), waiting up to 20 s."""
-    kwargs.setdefault("vllm_command", DUMMY_COMMAND)
-    kwargs.setdefault("ready_timeout_s", 20)
-    return start_server(vllm_args, model=model, seams=seams, gpu_sm=gpu_sm, port=port, **kwargs)
+    """start_server() on the dummy vLLM command (unless ``vllm_command`` names another); the other keywords are
+    the start request's fields (``timeout`` 20 s unless given)."""
+    request = StartRequest(port=port, **{"timeout": 20, **request_fields})
+    served = ServedPlan(vllm_args=list(vllm_args), model=model, gpu_sm=gpu_sm)
+    return start_server(served, request, replace(seams, vllm_command=vllm_command), progress=progress, cancel=cancel)
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ def never_ready(spawned: Spawned, **update: object) -> LaunchSeams:
 
 
 def start(port: int, seams: LaunchSeams, **kwargs: object):  # type: ignore[no-untyped-def]
-    return start_dummy(PLAN_ARGS, seams, port, model="gemma-4-e2b", ready_timeout_s=TIMEOUT_S, **kwargs)
+    return start_dummy(PLAN_ARGS, seams, port, model="gemma-4-e2b", timeout=TIMEOUT_S, **kwargs)
 
 
 def assert_nothing_left(port: int, spawned: Spawned) -> None:
