@@ -16,11 +16,9 @@ the processor files instead (:mod:`gemmaserve.testing.tiny_gemma4_mm`).
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
-import numpy as np
 from pydantic import BaseModel
 
 from gemmaserve.catalog import Geometry, resolve_model
@@ -29,13 +27,12 @@ from gemmaserve.testing.tiny_gemma4_parts import (
     CHAT_TEMPLATE,
     TINY_GEOMETRY,
     TOKENIZER_SIZE,
-    WEIGHT_STD,
     model_config,
+    tensor_bytes,
     tensor_shapes,
-    to_bf16_bytes,
     tokenizer_config,
     tokenizer_json,
-    write_safetensors_bf16,
+    write_random_weights,
     write_text_files,
 )
 
@@ -65,22 +62,7 @@ def write_tiny_gemma4(
     out = Path(out_dir)
     write_text_files(out, config, tokenizer_json(), tokenizer_config(), CHAT_TEMPLATE)
     shapes = list(tensor_shapes(geometry))
-    weight_bytes = 0
-    if weights:
-        rng = np.random.default_rng(seed)
-        tensors = [
-            (
-                name,
-                shape,
-                to_bf16_bytes(
-                    np.ones(shape, np.float32)
-                    if is_norm
-                    else rng.normal(0.0, WEIGHT_STD, size=shape).astype(np.float32)
-                ),
-            )
-            for name, shape, is_norm in shapes
-        ]
-        weight_bytes = write_safetensors_bf16(out / "model.safetensors", tensors)
+    weight_bytes = write_random_weights(out / "model.safetensors", shapes, seed) if weights else 0
     types = geometry.layer_types()
     first_shared = geometry.num_hidden_layers - geometry.num_kv_shared_layers
     return TinyCheckpoint(
@@ -91,12 +73,12 @@ def write_tiny_gemma4(
         vocab_size=geometry.vocab_size,
         tokenizer_size=TOKENIZER_SIZE,
         tensors=len(shapes),
-        weight_bytes=weight_bytes if weights else 0,
+        weight_bytes=weight_bytes,
     )
 
 
 def expected_weight_bytes(geometry: Geometry) -> int:
-    return sum(math.prod(shape) * 2 for _, shape, _ in tensor_shapes(geometry))
+    return tensor_bytes(tensor_shapes(geometry))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -56,31 +56,23 @@ engine venv of CONTRIBUTING.md), vLLM stops at "Model architectures
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
 
-import numpy as np
 from pydantic import BaseModel
 
 from gemmaserve.catalog import Geometry
 from gemmaserve.fileio import write_atomic
+from gemmaserve.testing import tiny_gemma4_parts as text
 from gemmaserve.testing.tiny_gemma4_parts import (
     BOS_ID,
     END_OF_TURN_ID,
     EOS_ID,
     PAD_ID,
-    TINY_GEOMETRY,
     TOKENIZER_SIZE,
     WEIGHT_STD,
-    model_config,
-    tensor_shapes,
-    to_bf16_bytes,
-    tokenizer_config,
-    tokenizer_json,
-    write_safetensors_bf16,
-    write_text_files,
+    Init,
+    tensor_bytes,
 )
 
 # The published Gemma 4 tokenizer's multimodal tokens, appended after the text tokenizer's.
@@ -96,7 +88,7 @@ MM_TOKENS: dict[str, str] = {
 MM_TOKEN_IDS: dict[str, int] = {name: TOKENIZER_SIZE + i for i, name in enumerate(MM_TOKENS)}
 MM_TOKENIZER_SIZE = TOKENIZER_SIZE + len(MM_TOKENS)
 
-TINY_MM_GEOMETRY = TINY_GEOMETRY.model_copy(
+TINY_MM_GEOMETRY = text.TINY_GEOMETRY.model_copy(
     update={
         "vocab_size": MM_TOKENIZER_SIZE,
         "source": "gemmaserve.testing.tiny_gemma4_mm: a tiny random multimodal test model",
@@ -124,8 +116,6 @@ MM_CHAT_TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\\n' }}{%- endif -%}"
 )
-
-Init = Literal["normal", "ones", "zeros", "-inf", "inf"]
 
 
 class VisionTower(BaseModel):
@@ -251,12 +241,12 @@ def audio_config(audio: AudioTower) -> dict[str, object]:
 
 def mm_model_config(geometry: Geometry, towers: Towers) -> dict[str, object]:
     """``config.json`` of a ``Gemma4ForConditionalGeneration`` (``model_type`` ``gemma4``)."""
-    text = model_config(geometry)
-    del text["architectures"]
+    text_config = text.model_config(geometry)
+    del text_config["architectures"]
     config: dict[str, object] = {
         "architectures": ["Gemma4ForConditionalGeneration"],
         "model_type": "gemma4",
-        "text_config": text,
+        "text_config": text_config,
         "vision_config": vision_config(towers.vision),
         "audio_config": audio_config(towers.audio) if towers.audio else None,
         "boi_token_id": MM_TOKEN_IDS["boi_token"],
@@ -309,12 +299,7 @@ def vision_tensors(vision: VisionTower, text_hidden: int) -> Iterator[tuple[str,
         yield from _linear(layer + "mlp.gate_proj.", (vision.intermediate_size, h), clip)
         yield from _linear(layer + "mlp.up_proj.", (vision.intermediate_size, h), clip)
         yield from _linear(layer + "mlp.down_proj.", (h, vision.intermediate_size), clip)
-        for norm in (
-            "input_layernorm",
-            "post_attention_layernorm",
-            "pre_feedforward_layernorm",
-            "post_feedforward_layernorm",
-        ):
+        for norm in text.LAYER_NORMS:
             yield layer + norm + ".weight", (h,), "ones"
     yield "model.embed_vision.embedding_projection.weight", (text_hidden, h), "normal"
 
@@ -358,8 +343,8 @@ def audio_tensors(audio: AudioTower, text_hidden: int) -> Iterator[tuple[str, tu
 
 def text_tensors(geometry: Geometry) -> Iterator[tuple[str, tuple[int, ...], Init]]:
     """The text writer's tensors under ``model.language_model.`` (where Gemma4Model keeps its decoder)."""
-    for name, shape, is_norm in tensor_shapes(geometry):
-        yield "model.language_model." + name.removeprefix("model."), shape, "ones" if is_norm else "normal"
+    for name, shape, init in text.tensor_shapes(geometry):
+        yield "model.language_model." + name.removeprefix("model."), shape, init
 
 
 def mm_tensor_shapes(geometry: Geometry, towers: Towers) -> Iterator[tuple[str, tuple[int, ...], Init]]:
@@ -369,47 +354,25 @@ def mm_tensor_shapes(geometry: Geometry, towers: Towers) -> Iterator[tuple[str, 
         yield from audio_tensors(towers.audio, geometry.hidden_size)
 
 
-def tensor_bytes(tensors: Iterator[tuple[str, tuple[int, ...], Init]]) -> int:
-    """bf16 bytes of the tensors (2 per element)."""
-    return sum(math.prod(shape) * 2 for _, shape, _ in tensors)
-
-
 def mm_tokenizer_json() -> dict[str, object]:
     """The text writer's byte-level tokenizer plus the multimodal tokens (ids 263-269), all special."""
-    tokenizer = tokenizer_json()
+    tokenizer = text.tokenizer_json()
     model = tokenizer["model"]
     added = tokenizer["added_tokens"]
     assert isinstance(model, dict) and isinstance(added, list)
     for name, token in MM_TOKENS.items():
         model["vocab"][token] = MM_TOKEN_IDS[name]
-        added.append(
-            {
-                "id": MM_TOKEN_IDS[name],
-                "content": token,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": False,
-                "special": True,
-            }
-        )
+        added.append(text.added_token(MM_TOKEN_IDS[name], token))
     return tokenizer
 
 
 def mm_tokenizer_config() -> dict[str, object]:
     """tokenizer_config.json: the published Gemma 4 layout (named tokens at the top level)."""
-    config = tokenizer_config()
+    config = text.tokenizer_config()
     decoder = config["added_tokens_decoder"]
     assert isinstance(decoder, dict)
     for name, token in MM_TOKENS.items():
-        decoder[str(MM_TOKEN_IDS[name])] = {
-            "content": token,
-            "lstrip": False,
-            "normalized": False,
-            "rstrip": False,
-            "single_word": False,
-            "special": True,
-        }
+        decoder[str(MM_TOKEN_IDS[name])] = text.decoder_token(token)
         if name != "video_token":  # the processor adds <|video|> itself, as an extra special token
             config[name] = token
     config["additional_special_tokens"] = ["<start_of_turn>", "<end_of_turn>", MM_TOKENS["video_token"]]
@@ -512,28 +475,12 @@ def write_tiny_gemma4_mm(
             )
     config = mm_model_config(geometry, towers)
     out = Path(out_dir)
-    write_text_files(
+    text.write_text_files(
         out, config, mm_tokenizer_json(), mm_tokenizer_config(), MM_CHAT_TEMPLATE, (MM_TOKENS["video_token"],)
     )
     write_atomic(out / "processor_config.json", json.dumps(processor_config(towers), indent=2) + "\n")
     shapes = list(mm_tensor_shapes(geometry, towers))
-    weight_bytes = 0
-    if weights:
-        rng = np.random.default_rng(seed)
-        fill = {"ones": 1.0, "zeros": 0.0, "-inf": -np.inf, "inf": np.inf}
-        tensors = [
-            (
-                name,
-                shape,
-                to_bf16_bytes(
-                    rng.normal(0.0, WEIGHT_STD, size=shape).astype(np.float32)
-                    if init == "normal"
-                    else np.full(shape, fill[init], np.float32)
-                ),
-            )
-            for name, shape, init in shapes
-        ]
-        weight_bytes = write_safetensors_bf16(out / "model.safetensors", tensors)
+    weight_bytes = text.write_random_weights(out / "model.safetensors", shapes, seed) if weights else 0
     audio = towers.audio
     return TinyMultimodalCheckpoint(
         path=str(out),

@@ -12,9 +12,11 @@ catalog :class:`Geometry`, :data:`TINY_GEOMETRY` the tiny one; and the writers o
 from __future__ import annotations
 
 import json
+import math
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -25,6 +27,12 @@ SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_o
 PAD_ID, EOS_ID, BOS_ID, END_OF_TURN_ID = 0, 1, 2, 5
 TOKENIZER_SIZE = len(SPECIAL_TOKENS) + 256  # the specials, then one token per byte
 WEIGHT_STD = 0.02
+
+# The four RMS norms around attention and the MLP in each decoder layer (text and vision alike).
+LAYER_NORMS = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")
+
+# How a tensor starts: random normal (std WEIGHT_STD), or filled with one value.
+Init = Literal["normal", "ones", "zeros", "-inf", "inf"]
 
 TINY_GEOMETRY = Geometry(
     num_hidden_layers=4,
@@ -74,23 +82,37 @@ def byte_to_unicode() -> dict[int, str]:
     return mapping
 
 
+def added_token(index: int, token: str) -> dict[str, object]:
+    """One special token of ``tokenizer.json``'s ``added_tokens``."""
+    return {
+        "id": index,
+        "content": token,
+        "single_word": False,
+        "lstrip": False,
+        "rstrip": False,
+        "normalized": False,
+        "special": True,
+    }
+
+
+def decoder_token(token: str) -> dict[str, object]:
+    """One special token of ``tokenizer_config.json``'s ``added_tokens_decoder``."""
+    return {
+        "content": token,
+        "lstrip": False,
+        "normalized": False,
+        "rstrip": False,
+        "single_word": False,
+        "special": True,
+    }
+
+
 def tokenizer_json() -> dict[str, object]:
     """A byte-level BPE tokenizer with no merges: one token per byte, specials first."""
     vocab = {token: index for index, token in enumerate(SPECIAL_TOKENS)}
     for byte, char in sorted(byte_to_unicode().items()):
         vocab[char] = len(SPECIAL_TOKENS) + byte
-    added = [
-        {
-            "id": index,
-            "content": token,
-            "single_word": False,
-            "lstrip": False,
-            "rstrip": False,
-            "normalized": False,
-            "special": True,
-        }
-        for index, token in enumerate(SPECIAL_TOKENS)
-    ]
+    added = [added_token(index, token) for index, token in enumerate(SPECIAL_TOKENS)]
     byte_level = {"add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     bos = SPECIAL_TOKENS[BOS_ID]
     return {
@@ -140,17 +162,7 @@ def tokenizer_config() -> dict[str, object]:
         "clean_up_tokenization_spaces": False,
         "model_max_length": 1_000_000,
         "padding_side": "left",
-        "added_tokens_decoder": {
-            str(index): {
-                "content": token,
-                "lstrip": False,
-                "normalized": False,
-                "rstrip": False,
-                "single_word": False,
-                "special": True,
-            }
-            for index, token in enumerate(SPECIAL_TOKENS)
-        },
+        "added_tokens_decoder": {str(index): decoder_token(token) for index, token in enumerate(SPECIAL_TOKENS)},
         "chat_template": CHAT_TEMPLATE,
     }
 
@@ -220,8 +232,8 @@ def model_config(geometry: Geometry) -> dict[str, object]:
     }
 
 
-def tensor_shapes(geometry: Geometry) -> Iterator[tuple[str, tuple[int, ...], bool]]:
-    """(Hugging Face name, shape, is_norm) of every stored tensor; norms and scalars start at 1.
+def tensor_shapes(geometry: Geometry) -> Iterator[tuple[str, tuple[int, ...], Init]]:
+    """(Hugging Face name, shape, init) of every stored tensor; norms and scalars start at 1.
 
     KV-shared layers store no k_proj/v_proj/k_norm (they read an earlier layer's cache), as
     transformers saves them; the LM head is tied to the embedding and not stored.
@@ -229,40 +241,35 @@ def tensor_shapes(geometry: Geometry) -> Iterator[tuple[str, tuple[int, ...], bo
     hidden, per_layer = geometry.hidden_size, geometry.per_layer_input_size
     layers, vocab = geometry.num_hidden_layers, geometry.vocab_size
     first_shared = layers - geometry.num_kv_shared_layers
-    yield "model.embed_tokens.weight", (vocab, hidden), False
+    yield "model.embed_tokens.weight", (vocab, hidden), "normal"
     if per_layer:
-        yield "model.embed_tokens_per_layer.weight", (vocab, layers * per_layer), False
-        yield "model.per_layer_model_projection.weight", (layers * per_layer, hidden), False
-        yield "model.per_layer_projection_norm.weight", (per_layer,), True
+        yield "model.embed_tokens_per_layer.weight", (vocab, layers * per_layer), "normal"
+        yield "model.per_layer_model_projection.weight", (layers * per_layer, hidden), "normal"
+        yield "model.per_layer_projection_norm.weight", (per_layer,), "ones"
     for index, kind in enumerate(geometry.layer_types()):
         prefix = f"model.layers.{index}."
         head_dim = geometry.full_head_dim if kind == "full" else geometry.sliding_head_dim
         kv_heads = geometry.full_kv_heads if kind == "full" else geometry.sliding_kv_heads
         shared = index >= first_shared
         mlp = geometry.intermediate_size * (2 if shared else 1)  # double-wide MLP in KV-shared layers
-        yield prefix + "layer_scalar", (1,), True
-        yield prefix + "self_attn.q_proj.weight", (geometry.num_attention_heads * head_dim, hidden), False
-        yield prefix + "self_attn.q_norm.weight", (head_dim,), True
+        yield prefix + "layer_scalar", (1,), "ones"
+        yield prefix + "self_attn.q_proj.weight", (geometry.num_attention_heads * head_dim, hidden), "normal"
+        yield prefix + "self_attn.q_norm.weight", (head_dim,), "ones"
         if not shared:
-            yield prefix + "self_attn.k_proj.weight", (kv_heads * head_dim, hidden), False
-            yield prefix + "self_attn.v_proj.weight", (kv_heads * head_dim, hidden), False
-            yield prefix + "self_attn.k_norm.weight", (head_dim,), True
-        yield prefix + "self_attn.o_proj.weight", (hidden, geometry.num_attention_heads * head_dim), False
-        yield prefix + "mlp.gate_proj.weight", (mlp, hidden), False
-        yield prefix + "mlp.up_proj.weight", (mlp, hidden), False
-        yield prefix + "mlp.down_proj.weight", (hidden, mlp), False
-        for norm in (
-            "input_layernorm",
-            "post_attention_layernorm",
-            "pre_feedforward_layernorm",
-            "post_feedforward_layernorm",
-        ):
-            yield prefix + norm + ".weight", (hidden,), True
+            yield prefix + "self_attn.k_proj.weight", (kv_heads * head_dim, hidden), "normal"
+            yield prefix + "self_attn.v_proj.weight", (kv_heads * head_dim, hidden), "normal"
+            yield prefix + "self_attn.k_norm.weight", (head_dim,), "ones"
+        yield prefix + "self_attn.o_proj.weight", (hidden, geometry.num_attention_heads * head_dim), "normal"
+        yield prefix + "mlp.gate_proj.weight", (mlp, hidden), "normal"
+        yield prefix + "mlp.up_proj.weight", (mlp, hidden), "normal"
+        yield prefix + "mlp.down_proj.weight", (hidden, mlp), "normal"
+        for norm in LAYER_NORMS:
+            yield prefix + norm + ".weight", (hidden,), "ones"
         if per_layer:
-            yield prefix + "per_layer_input_gate.weight", (per_layer, hidden), False
-            yield prefix + "per_layer_projection.weight", (hidden, per_layer), False
-            yield prefix + "post_per_layer_input_norm.weight", (hidden,), True
-    yield "model.norm.weight", (hidden,), True
+            yield prefix + "per_layer_input_gate.weight", (per_layer, hidden), "normal"
+            yield prefix + "per_layer_projection.weight", (hidden, per_layer), "normal"
+            yield prefix + "post_per_layer_input_norm.weight", (hidden,), "ones"
+    yield "model.norm.weight", (hidden,), "ones"
 
 
 def to_bf16_bytes(values: np.ndarray) -> bytes:
@@ -270,6 +277,36 @@ def to_bf16_bytes(values: np.ndarray) -> bytes:
     bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
     rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
     return rounded.astype("<u2").tobytes()
+
+
+def random_weights(
+    shapes: Iterable[tuple[str, tuple[int, ...], Init]], seed: int
+) -> list[tuple[str, tuple[int, ...], bytes]]:
+    """bf16 bytes of each tensor: random normal draws in tensor order from ``seed``, or filled with one value."""
+    rng = np.random.default_rng(seed)
+    fill = {"ones": 1.0, "zeros": 0.0, "-inf": -np.inf, "inf": np.inf}
+    return [
+        (
+            name,
+            shape,
+            to_bf16_bytes(
+                rng.normal(0.0, WEIGHT_STD, size=shape).astype(np.float32)
+                if init == "normal"
+                else np.full(shape, fill[init], np.float32)
+            ),
+        )
+        for name, shape, init in shapes
+    ]
+
+
+def tensor_bytes(tensors: Iterable[tuple[str, tuple[int, ...], Init]]) -> int:
+    """bf16 bytes of the tensors (2 per element)."""
+    return sum(math.prod(shape) * 2 for _, shape, _ in tensors)
+
+
+def write_random_weights(path: Path, shapes: Iterable[tuple[str, tuple[int, ...], Init]], seed: int) -> int:
+    """One bf16 safetensors file of :func:`random_weights`; returns its data bytes."""
+    return write_safetensors_bf16(path, random_weights(shapes, seed))
 
 
 def write_safetensors_bf16(path: Path, tensors: list[tuple[str, tuple[int, ...], bytes]]) -> int:
