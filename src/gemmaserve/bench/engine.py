@@ -14,7 +14,7 @@ import gc
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypedDict, TypeVar
 
 from gemmaserve.bench.metrics import RequestMetrics, compute_request_metrics
 from gemmaserve.bench.transports import (
@@ -164,6 +164,29 @@ def quantile(values: Sequence[float], share: float) -> float:
         return 0.0
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+class LagFigures(TypedDict):
+    """The probe's lateness as a batch (:class:`BatchResult`) and a shard report it."""
+
+    lag_p50_s: float
+    lag_p90_s: float
+    lag_max_s: float
+    first_token_lag_p50_s: float
+    first_token_lag_p90_s: float
+
+
+def lag_figures(ticks: Sequence[tuple[float, float]], early: Sequence[float]) -> LagFigures:
+    """Median, p90 and worst lateness over every (due, lateness) tick; median and p90 over ``early``
+    (:func:`first_token_lags`)."""
+    lags = [lateness for _, lateness in ticks]
+    return LagFigures(
+        lag_p50_s=quantile(lags, 0.5),
+        lag_p90_s=quantile(lags, 0.9),
+        lag_max_s=max(lags, default=0.0),
+        first_token_lag_p50_s=quantile(early, 0.5),
+        first_token_lag_p90_s=quantile(early, 0.9),
+    )
 
 
 def verify_reply(request: ChatRequest, metrics: RequestMetrics) -> tuple[str, str] | None:
@@ -353,7 +376,6 @@ async def run_batch(
             if probe_task is not None:
                 probe_task.cancel()
         finished_s = clock()
-    lags = [lateness for _, lateness in ticks]
     # The probe reads time.perf_counter; outcomes use ``clock``: only the same clock has a window.
     same_clock = clock is time.perf_counter
     early = first_token_lags(ticks, outcomes) if same_clock else []
@@ -367,10 +389,6 @@ async def run_batch(
         started_s=started_s,
         finished_s=finished_s,
         cpu_s=cpu_clock() - cpu_started,
-        lag_p50_s=quantile(lags, 0.5),
-        lag_p90_s=quantile(lags, 0.9),
-        lag_max_s=max(lags, default=0.0),
-        first_token_lag_p50_s=quantile(early, 0.5),
-        first_token_lag_p90_s=quantile(early, 0.9),
+        **lag_figures(ticks, early),
         first_token_cpu_share=window_share,
     )

@@ -36,8 +36,8 @@ from gemmaserve.bench.engine import (
     LagVerdict,
     Outcome,
     first_token_lags,
+    lag_figures,
     lag_over_budget,
-    quantile,
     run_batch,
     run_in_loop,
     window_cpu_share,
@@ -168,19 +168,13 @@ def _shard_main(
         go.abort()
         results.put((index, None, f"{type(exc).__name__}: {exc}"))
         return
-    lags = [lateness for _, lateness in ticks]
-    early = first_token_lags(ticks, outcomes)
     stats = ShardStats(
         shard=index,
         requests=len(requests),
         chunks=sum(o.chunks for o in outcomes),
         cpu_s=cpu_s,
         wall_s=wall_s,
-        lag_p50_s=quantile(lags, 0.5),
-        lag_p90_s=quantile(lags, 0.9),
-        lag_max_s=max(lags, default=0.0),
-        first_token_lag_p50_s=quantile(early, 0.5),
-        first_token_lag_p90_s=quantile(early, 0.9),
+        **lag_figures(ticks, first_token_lags(ticks, outcomes)),
         first_token_cpu_share=window_share,
     )
     results.put((index, (outcomes, stats), None))
