@@ -269,26 +269,39 @@ class MockServer:
             await self.sleep(self.config.hang_s)
         return None
 
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
+    async def _admit(self, request: web.Request) -> _Call | web.Response:
+        """Stamp and number the request, read its body and play its fault up to the first byte; a bad body's
+        400 answer instead."""
         received_s = self.clock()
         number = next(self._counter)
         body = await self._read_body(request)
         if isinstance(body, web.Response):
             return body
         fault = self._fault_for(number)
-        refusal = await self._before_stream(fault, received_s)
-        if refusal is not None:
-            return refusal
-        if not body.get("stream"):
-            return await self._complete(body, fault, received_s)
+        return _Call(number, received_s, body, fault, await self._before_stream(fault, received_s))
+
+    async def _stream(
+        self, call: _Call, record: dict[str, Any], response: web.StreamResponse, frame: Callable[[bytes], bytes]
+    ) -> None:
+        """Write each SSE event through ``frame`` (as is, or in an event-stream message), noting its tokens."""
+        async for data, tokens in self._events(call.body, call.fault, call.received_s):
+            written_s = self.clock()
+            await response.write(frame(b"data: " + data + b"\n\n"))
+            self._note(record, tokens, written_s)
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        call = await self._admit(request)
+        if isinstance(call, web.Response):
+            return call
+        if call.refusal is not None:
+            return call.refusal
+        if not call.body.get("stream"):
+            return await self._complete(call.body, call.fault, call.received_s)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
-        record = self._start_record(number, received_s, body)
+        record = self._start_record(call)
         try:
-            async for data, tokens in self._events(body, fault, received_s):
-                written_s = self.clock()
-                await response.write(b"data: " + data + b"\n\n")
-                self._note(record, tokens, written_s)
+            await self._stream(call, record, response, lambda event: event)  # SSE as is
         except _Drop:
             assert request.transport is not None
             request.transport.abort()
@@ -316,14 +329,10 @@ class MockServer:
         )
 
     async def _sagemaker_stream(self, request: web.Request) -> web.StreamResponse:
-        received_s = self.clock()
-        number = next(self._counter)
-        body = await self._read_body(request)
-        if isinstance(body, web.Response):
-            return body
-        fault = self._fault_for(number)
-        refusal = await self._before_stream(fault, received_s)
-        if refusal is not None:
+        call = await self._admit(request)
+        if isinstance(call, web.Response):
+            return call
+        if (refusal := call.refusal) is not None:
             kind = "ThrottlingException" if refusal.status == 429 else "ModelError"
             return web.json_response(
                 {"message": f"mock {kind}", "__type": kind},
@@ -338,13 +347,10 @@ class MockServer:
             }
         )
         await response.prepare(request)
-        record = self._start_record(number, received_s, body)
+        record = self._start_record(call)
         record["signed"] = request.headers.get("Authorization", "").startswith("AWS4-HMAC-SHA256")
         try:
-            async for data, tokens in self._events(body, fault, received_s):
-                written_s = self.clock()
-                await response.write(payload_part(b"data: " + data + b"\n\n"))
-                self._note(record, tokens, written_s)
+            await self._stream(call, record, response, payload_part)
         except _StreamException:
             await response.write(model_stream_error("mock container failure"))
         except _CorruptFrame:
@@ -356,11 +362,11 @@ class MockServer:
         await response.write_eof()
         return response
 
-    def _start_record(self, number: int, received_s: float, body: dict[str, Any]) -> dict[str, Any]:
+    def _start_record(self, call: _Call) -> dict[str, Any]:
         self.stats.running += 1
-        record = {"number": number, "received_s": received_s, "token_times_s": [], "tokens": 0}
+        record = {"number": call.number, "received_s": call.received_s, "token_times_s": [], "tokens": 0}
         if self.config.record:
-            record["prompt_key"] = _body_prompt_key(body)
+            record["prompt_key"] = _body_prompt_key(call.body)
         return record
 
     def _note(self, record: dict[str, Any], tokens: int, written_s: float) -> None:
@@ -418,6 +424,17 @@ def _body_prompt_key(body: dict[str, Any]) -> str | None:
         content = messages[-1].get("content")
         return prompt_key(content) if isinstance(content, str) else None
     return None
+
+
+@dataclass
+class _Call:
+    """One chat or SageMaker request as admitted: its number, arrival, body and fault."""
+
+    number: int
+    received_s: float
+    body: dict[str, Any]
+    fault: str | None
+    refusal: web.Response | None  # the fault's answer before any token (HTTP 500 or 429), else None
 
 
 class _Drop(Exception):
