@@ -53,6 +53,19 @@ def chat_body(
     return body
 
 
+def _post_json(region: str, operation: Callable[..., Any], endpoint_name: str, payload: dict[str, Any]) -> Any:
+    """``payload`` as a JSON request to the endpoint through ``operation`` (``invoke_endpoint`` or its
+    streaming twin), asking for JSON back."""
+    return call(
+        region,
+        operation,
+        EndpointName=endpoint_name,
+        Body=json.dumps(payload).encode(),
+        ContentType="application/json",
+        Accept="application/json",
+    )
+
+
 def invoke(
     runtime: Any,
     endpoint_name: str,
@@ -67,14 +80,7 @@ def invoke(
     payload.pop("stream", None)
     payload.pop("stream_options", None)
     started = clock()
-    response = call(
-        region,
-        runtime.invoke_endpoint,
-        EndpointName=endpoint_name,
-        Body=json.dumps(payload).encode(),
-        ContentType="application/json",
-        Accept="application/json",
-    )
+    response = _post_json(region, runtime.invoke_endpoint, endpoint_name, payload)
     raw = response["Body"].read()
     latency_s = clock() - started
     try:
@@ -103,14 +109,7 @@ def invoke_stream(runtime: Any, endpoint_name: str, body: dict[str, Any], *, reg
 
     validate_name(endpoint_name)
     payload = {**body, "stream": True}
-    response = call(
-        region,
-        runtime.invoke_endpoint_with_response_stream,
-        EndpointName=endpoint_name,
-        Body=json.dumps(payload).encode(),
-        ContentType="application/json",
-        Accept="application/json",
-    )
+    response = _post_json(region, runtime.invoke_endpoint_with_response_stream, endpoint_name, payload)
     body_stream = response["Body"]
     try:
         for event in body_stream:
