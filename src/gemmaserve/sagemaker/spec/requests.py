@@ -211,6 +211,16 @@ class InputRules(BaseModel):
         return value if rule is None else rule(value)
 
 
+class OneRegion(InputRules):
+    """A request that acts in one region: its ``region`` field, else the AWS profile's default."""
+
+    def chosen_region(self) -> str:
+        from gemmaserve.sagemaker.aws import default_region
+
+        region: str | None = getattr(self, "region", None)
+        return default_region(region)
+
+
 EndpointName = Annotated[str, Cli(argument=True), Field(description="The SageMaker endpoint name.")]
 Region = Annotated[
     str | None,
@@ -228,6 +238,9 @@ Owner = Annotated[
         description="The gemmaserve:owner tag (default: your user name, made tag-safe): deploy writes it, "
         "cleanup takes only what carries it."
     ),
+]
+BaseImage = Annotated[
+    str | None, Field(description="Base image (default: the pinned AWS vLLM SageMaker image of the region).")
 ]
 ListPrices = Annotated[bool, Field(description="Use the catalog's dated list prices, not the Pricing API.")]
 
@@ -524,18 +537,13 @@ class UpdateRequest(DeploymentSettings, DeployOptions, ActionRequest):
         )
 
 
-class StatusRequest(InputRules, ActionRequest):
+class StatusRequest(OneRegion, ActionRequest):
     """``gemmaserve sagemaker status``: one endpoint's state, placed type, image and $/hour."""
 
     action: ClassVar[str] = "sagemaker status"
 
     endpoint_name: EndpointName
     region: Region = None
-
-    def chosen_region(self) -> str:
-        from gemmaserve.sagemaker.aws import default_region
-
-        return default_region(self.region)
 
 
 class WaitRequest(StatusRequest):
@@ -702,7 +710,7 @@ class AutoscaleRequest(StatusRequest):
         return f"autoscale {self.endpoint_name} between {self.min_instances} and {self.max_instances} instances"
 
 
-class JumpstartRequest(InputRules, ActionRequest):
+class JumpstartRequest(OneRegion, ActionRequest):
     """``gemmaserve sagemaker jumpstart``: the public hub's Gemma 4 entries and their instance types."""
 
     action: ClassVar[str] = "sagemaker jumpstart"
@@ -711,11 +719,6 @@ class JumpstartRequest(InputRules, ActionRequest):
     name_filter: Annotated[
         str, Cli(aliases=("--filter",)), Field(min_length=1, description="NameContains for the hub search.")
     ] = "gemma"
-
-    def chosen_region(self) -> str:
-        from gemmaserve.sagemaker.aws import default_region
-
-        return default_region(self.region)
 
 
 class RoleCreateRequest(RegionChoice, ActionRequest):
@@ -749,16 +752,14 @@ class RoleCreateRequest(RegionChoice, ActionRequest):
         return f"create or update the IAM role {self.role_name}"
 
 
-class ImageRenderRequest(InputRules, ActionRequest):
+class ImageRenderRequest(OneRegion, ActionRequest):
     """``gemmaserve sagemaker image render``: the derived T4 image's Dockerfile and buildspec, offline."""
 
     action: ClassVar[str] = "sagemaker image render"
 
     region: Region = None
     account: Annotated[str, Field(min_length=1, description="Account of the target ECR repository.")] = "ACCOUNT"
-    base_image: Annotated[
-        str | None, Field(description="Base image (default: the pinned AWS vLLM SageMaker image of the region).")
-    ] = None
+    base_image: BaseImage = None
     requirement: Annotated[
         str | None,
         Field(
@@ -768,22 +769,15 @@ class ImageRenderRequest(InputRules, ActionRequest):
     ] = None
     buildspec: Annotated[bool, Field(description="Show the buildspec instead of the Dockerfile.")] = False
 
-    def chosen_region(self) -> str:
-        from gemmaserve.sagemaker.aws import default_region
 
-        return default_region(self.region)
-
-
-class ImageBuildRequest(InputRules, ActionRequest):
+class ImageBuildRequest(OneRegion, ActionRequest):
     """``gemmaserve sagemaker image build``: ECR repository, CodeBuild project and role, then build and push."""
 
     action: ClassVar[str] = "sagemaker image build"
     confirmation: ClassVar[bool] = True
 
     region: Region = None
-    base_image: Annotated[
-        str | None, Field(description="Base image (default: the pinned AWS vLLM SageMaker image of the region).")
-    ] = None
+    base_image: BaseImage = None
     requirement: Annotated[
         str | None, Field(description="pip requirement for gemmaserve instead of a wheel of this checkout.")
     ] = None
@@ -803,11 +797,6 @@ class ImageBuildRequest(InputRules, ActionRequest):
         if self.wheel is not None and self.requirement is not None:
             raise refuse("Give --wheel or --requirement, not both.")
         return self
-
-    def chosen_region(self) -> str:
-        from gemmaserve.sagemaker.aws import default_region
-
-        return default_region(self.region)
 
     def describe_change(self) -> str:
         where = self.region or "the default region"
