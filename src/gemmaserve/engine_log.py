@@ -88,11 +88,23 @@ _SERVED_MODEL = (
 )
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _ENGINE_CONFIG = re.compile(r"Initializing an? (?:V\d )?LLM engine(?: \([^)]*\))? with config: (?P<cfg>.*)")
-_CFG_MODEL = re.compile(r"(?:^|[\s,])model='(?P<v>[^']*)'")
-_CFG_QUANT = re.compile(r"(?:^|[\s,])quantization=(?P<v>[\w\-.]+)")
-_CFG_DTYPE = re.compile(r"(?:^|[\s,])dtype=(?:torch\.)?(?P<v>\w+)")
-_CFG_MAX_LEN = re.compile(r"(?:^|[\s,])max_seq_len=(?P<v>\d+)")
-_CFG_TP = re.compile(r"(?:^|[\s,])tensor_parallel_size=(?P<v>\d+)")
+
+
+def _cfg_field(name_and_value: str) -> re.Pattern[str]:
+    """One ``name=value`` of the engine config line, at its start or after a space or comma."""
+    return re.compile(r"(?:^|[\s,])" + name_and_value)
+
+
+# (value's key, pattern): text values ("None" read as None), then whole numbers.
+_CFG_TEXT = (
+    ("model", _cfg_field(r"model='(?P<v>[^']*)'")),
+    ("quantization", _cfg_field(r"quantization=(?P<v>[\w\-.]+)")),
+    ("dtype", _cfg_field(r"dtype=(?:torch\.)?(?P<v>\w+)")),
+)
+_CFG_INT = (
+    ("max_model_len", _cfg_field(r"max_seq_len=(?P<v>\d+)")),
+    ("tensor_parallel_size", _cfg_field(r"tensor_parallel_size=(?P<v>\d+)")),
+)
 # A worker's rank, from the prefix vLLM gives its lines (vllm/v1/executor/multiproc_executor.py names the
 # process ``VllmWorker-{rank}``, then ``Worker_{rank}``, then ``Worker[_DPd][_PPd][_PCPd]_TP{r}[_DCPd][_EPd]``
 # once the groups exist; the same three names, in the same order, in every release 0.26.0 – 0.34.0:
@@ -252,17 +264,12 @@ class _Accumulator:
                 values.setdefault("served_model", match["m"])
         if match := _ENGINE_CONFIG.search(text):
             cfg = match["cfg"]
-            for key, cfg_pattern in (
-                ("model", _CFG_MODEL),
-                ("quantization", _CFG_QUANT),
-                ("dtype", _CFG_DTYPE),
-            ):
+            for key, cfg_pattern in _CFG_TEXT:
                 if found := cfg_pattern.search(cfg):
                     values[key] = None if found["v"] == "None" else found["v"]
-            if found := _CFG_MAX_LEN.search(cfg):
-                values["max_model_len"] = int(found["v"])
-            if found := _CFG_TP.search(cfg):
-                values["tensor_parallel_size"] = int(found["v"])
+            for key, cfg_pattern in _CFG_INT:
+                if found := cfg_pattern.search(cfg):
+                    values[key] = int(found["v"])
             self.advance(EngineStage.STARTING)
         if match := _MODEL_LOADING.search(text):
             gib = float(match["gib"])
