@@ -401,58 +401,42 @@ def role_findings(
     # a custom image must be named, or the role made by following the fix would still not pull it
     image_option = f" --image {image_uri}" if image_uri else ""
     fix = "Create a least-privilege one: gemmaserve sagemaker role create --regions " + ",".join(regions) + image_option
+
+    def role_check(status: Status, detail: str, remedy: str | None = None) -> Finding:
+        return Finding(check="execution-role", status=status, detail=detail, fix=remedy)
+
     if not role_arn:
-        return [Finding(check="execution-role", status=Status.FAIL, detail="No execution role given.", fix=fix)]
+        return [role_check(Status.FAIL, "No execution role given.", fix)]
     region = regions[0]
     arn_account = role_account(role_arn)
     try:
         caller = call(region, factory("sts", region).get_caller_identity)["Account"]
     except AwsError as error:
-        return [
-            Finding(
-                check="execution-role",
-                status=Status.UNKNOWN,
-                detail=f"Cannot read the caller's account: {error.message}",
-            )
-        ]
+        return [role_check(Status.UNKNOWN, f"Cannot read the caller's account: {error.message}")]
     if caller != arn_account:
         return [
-            Finding(
-                check="execution-role",
-                status=Status.FAIL,
-                detail=f"{role_arn} is in account {arn_account}, but these credentials are account {caller}: "
+            role_check(
+                Status.FAIL,
+                f"{role_arn} is in account {arn_account}, but these credentials are account {caller}: "
                 "SageMaker cannot pass a role of another account.",
-                fix=fix,
+                fix,
             )
         ]
     name = role_arn.rsplit("/", 1)[-1]
     iam = factory("iam", region)
     try:
-        role = call(region, iam.get_role, RoleName=name)["Role"]
+        described = call(region, iam.get_role, RoleName=name)["Role"]
     except AwsError as error:
         status = Status.FAIL if is_not_found(error) else Status.UNKNOWN
-        return [Finding(check="execution-role", status=status, detail=f"Role {name}: {error.message}", fix=fix)]
-    document = role.get("AssumeRolePolicyDocument", {})
+        return [role_check(status, f"Role {name}: {error.message}", fix)]
+    document = described.get("AssumeRolePolicyDocument", {})
     if isinstance(document, str):
         from urllib.parse import unquote
 
         document = json.loads(unquote(document))
     if not _trusts_sagemaker(document):
-        return [
-            Finding(
-                check="execution-role",
-                status=Status.FAIL,
-                detail=f"{role['Arn']} cannot be assumed by sagemaker.amazonaws.com.",
-                fix=fix,
-            )
-        ]
-    findings = [
-        Finding(
-            check="execution-role",
-            status=Status.OK,
-            detail=f"{role['Arn']} is in this account and trusts sagemaker.",
-        )
-    ]
+        return [role_check(Status.FAIL, f"{described['Arn']} cannot be assumed by sagemaker.amazonaws.com.", fix)]
+    findings = [role_check(Status.OK, f"{described['Arn']} is in this account and trusts sagemaker.")]
     try:
         policy = read_inline_policy(iam, name, EXECUTION_POLICY_NAME, region=region)
     except AwsError as error:
@@ -520,6 +504,27 @@ def _trusts_sagemaker(document: dict[str, Any]) -> bool:
     return False
 
 
+# What each answer of the model checker makes of the model-id check: status, detail ({repo_id}), fix.
+_MODEL_FINDINGS: dict[Reachability, tuple[Status, str, str | None]] = {
+    Reachability.REACHABLE: (Status.OK, "{repo_id} is on the Hugging Face Hub.", None),
+    Reachability.GATED: (
+        Status.WARN,
+        "{repo_id} is gated.",
+        "Pass a token the container can use: deploy --env HF_TOKEN=…",
+    ),
+    Reachability.MISSING: (
+        Status.FAIL,
+        "{repo_id} was not found on the Hub.",
+        "Check the repository id, or serve from S3.",
+    ),
+    Reachability.UNKNOWN: (
+        Status.UNKNOWN,
+        "Could not check {repo_id} (offline or no checker).",
+        "Run preflight with network.",
+    ),
+}
+
+
 def _model_finding(repo_id: str, check_model: ModelChecker | None) -> Finding:
     result = Reachability.UNKNOWN
     if check_model is not None:
@@ -527,28 +532,8 @@ def _model_finding(repo_id: str, check_model: ModelChecker | None) -> Finding:
             result = check_model(repo_id)
         except GemmaserveError:
             result = Reachability.UNKNOWN
-    if result is Reachability.REACHABLE:
-        return Finding(check="model-id", status=Status.OK, detail=f"{repo_id} is on the Hugging Face Hub.")
-    if result is Reachability.GATED:
-        return Finding(
-            check="model-id",
-            status=Status.WARN,
-            detail=f"{repo_id} is gated.",
-            fix="Pass a token the container can use: deploy --env HF_TOKEN=…",
-        )
-    if result is Reachability.MISSING:
-        return Finding(
-            check="model-id",
-            status=Status.FAIL,
-            detail=f"{repo_id} was not found on the Hub.",
-            fix="Check the repository id, or serve from S3.",
-        )
-    return Finding(
-        check="model-id",
-        status=Status.UNKNOWN,
-        detail=f"Could not check {repo_id} (offline or no checker).",
-        fix="Run preflight with network.",
-    )
+    status, detail, fix = _MODEL_FINDINGS.get(result, _MODEL_FINDINGS[Reachability.UNKNOWN])
+    return Finding(check="model-id", status=status, detail=detail.format(repo_id=repo_id), fix=fix)
 
 
 def hub_reachability(repo_id: str) -> Reachability:
