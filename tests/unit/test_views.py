@@ -27,22 +27,7 @@ from tests.unit.test_result_models import RESULT_MODELS, _instance
 NOT_YET_VIEWED_PLAN_HOST_SERVE: set[str] = set()
 NOT_YET_VIEWED_BENCH: set[str] = set()
 NOT_YET_VIEWED_CHECKPOINT_TURING: set[str] = set()
-NOT_YET_VIEWED_SAGEMAKER = {
-    "AutoscaleResult",
-    "CleanupReport",
-    "DeleteReport",
-    "DeployOutcome",
-    "EndpointLogs",
-    "EndpointState",
-    "ImageBuildPlan",
-    "ImageBuildResult",
-    "Inventory",
-    "InvokeResult",
-    "JumpStartListing",
-    "PreflightReport",
-    "RoleResult",
-    "UpdateResult",
-}
+NOT_YET_VIEWED_SAGEMAKER: set[str] = set()
 NOT_YET_VIEWED = (
     NOT_YET_VIEWED_PLAN_HOST_SERVE | NOT_YET_VIEWED_BENCH | NOT_YET_VIEWED_CHECKPOINT_TURING | NOT_YET_VIEWED_SAGEMAKER
 )

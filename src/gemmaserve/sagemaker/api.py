@@ -19,12 +19,13 @@ from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import Field
 
 from gemmaserve.cost import PriceLookup
 from gemmaserve.errors import InterlockRefused, UsageError
 from gemmaserve.findings import Status
 from gemmaserve.progress import ProgressCallback, ProgressEvent
+from gemmaserve.result_model import ActionResult
 from gemmaserve.sagemaker.aws import (
     Deps,
     QuotaCheck,
@@ -205,12 +206,16 @@ def _session(session: SageMakerSession | None) -> SageMakerSession:
     return session if session is not None else SageMakerSession()
 
 
-class DeployOutcome(BaseModel):
+class DeployOutcome(ActionResult):
     dry_run: bool
     plan: DeployPlan
     preflight: PreflightReport | None = None
     result: DeployResult | None = None
-    attempts: list[RegionAttempt] = []
+    attempts: list[RegionAttempt] = Field(default_factory=list)
+
+    def succeeded(self) -> bool:
+        """Not ok: a dry run whose offline preflight failed (the deploy itself would be refused)."""
+        return not (self.dry_run and self.preflight is not None and self.preflight.failures(accept_unknown=True))
 
 
 def preflight(request: PreflightRequest, session: SageMakerSession | None = None) -> PreflightReport:

@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
 from gemmaserve.catalog import resolve_gpu
 from gemmaserve.errors import AwsAccessDenied, AwsError, CredentialsMissing, GemmaserveError
 from gemmaserve.findings import Finding, Status, all_pass
 from gemmaserve.progress import ProgressCallback, StepPace
+from gemmaserve.result_model import ActionResult
 from gemmaserve.sagemaker.aws import ClientFactory, call, check_quotas, is_not_found
 from gemmaserve.sagemaker.spec.container import (
     CudaVerdict,
@@ -56,7 +55,7 @@ class Reachability(StrEnum):
 ModelChecker = Callable[[str], Reachability]
 
 
-class PreflightReport(BaseModel):
+class PreflightReport(ActionResult):
     model: str
     encoding: str
     repo_id: str | None
@@ -65,8 +64,8 @@ class PreflightReport(BaseModel):
     image_uri: str | None
     findings: list[Finding]
 
-    @property
-    def ok(self) -> bool:
+    def succeeded(self) -> bool:
+        """Every finding passed (ok or warn): a failed or unknown one makes the report not ok."""
         return all_pass(self.findings)
 
     def failures(self, *, accept_unknown: bool = False) -> list[Finding]:

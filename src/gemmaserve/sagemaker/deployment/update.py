@@ -25,11 +25,12 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from gemmaserve.cost import PriceLookup, catalog_price
 from gemmaserve.errors import AwsError, DeployInterrupted, GemmaserveError, UsageError
 from gemmaserve.progress import Cancelled, CancelToken, ProgressCallback, ProgressEvent, check, report
+from gemmaserve.result_model import ActionResult
 from gemmaserve.sagemaker.aws import Deps, call
 from gemmaserve.sagemaker.deployment.endpoint import DeploySpec, PlannedCall, plan_deploy
 from gemmaserve.sagemaker.deployment.update_gate import GateDecision, Verdict
@@ -87,7 +88,7 @@ class UpdateOutcome(StrEnum):
     ROLLED_BACK = "rolled-back"
 
 
-class UpdateResult(BaseModel):
+class UpdateResult(ActionResult):
     dry_run: bool
     plan: UpdatePlan
     outcome: UpdateOutcome
@@ -96,10 +97,15 @@ class UpdateResult(BaseModel):
     extra_usd_per_hour: float | None = None  # the new fleet, billed beside the old one while it bakes
     gate: GateDecision | None = None
     rollback: str | None = None  # how it went back, and why
-    created: list[str] = []
-    deleted: list[str] = []
-    remaining: list[str] = []  # this run's resources still there, with ``commands`` to remove them
-    commands: list[str] = []
+    created: list[str] = Field(default_factory=list)
+    deleted: list[str] = Field(default_factory=list)
+    # This run's resources still there, with ``commands`` to remove them
+    remaining: list[str] = Field(default_factory=list)
+    commands: list[str] = Field(default_factory=list)
+
+    def succeeded(self) -> bool:
+        """Not ok when the update went back to the old config."""
+        return self.outcome is not UpdateOutcome.ROLLED_BACK
 
 
 def _suffix(now: datetime) -> str:

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import Field
 
 from gemmaserve.errors import AwsError, SageMakerTimedOut, UsageError
 from gemmaserve.pinned_image import PINNED_IMAGE
@@ -26,6 +26,7 @@ from gemmaserve.progress import (
     pause,
     report,
 )
+from gemmaserve.result_model import ActionResult
 from gemmaserve.sagemaker.aws import Deps, call, is_not_found
 from gemmaserve.sagemaker.image.dockerfile import (
     DEFAULT_REPOSITORY,
@@ -55,7 +56,7 @@ BUILD_IMAGE = "aws/codebuild/standard:7.0"
 _ROLE_PROPAGATION_RETRIES = 8
 
 
-class ImageBuildPlan(BaseModel):
+class ImageBuildPlan(ActionResult):
     region: str
     base_image: str
     base_vllm_version: str | None  # known for the pinned base; else the build's own check decides
@@ -73,13 +74,13 @@ class ImageBuildPlan(BaseModel):
     buildspec: str
 
 
-class ImageBuildResult(BaseModel):
+class ImageBuildResult(ActionResult):
     plan: ImageBuildPlan
     role: RoleResult | None = None
     repository_uri: str | None = None
     build_id: str | None = None
     status: str | None = None  # CodeBuild's: SUCCEEDED, FAILED, FAULT, TIMED_OUT, STOPPED, IN_PROGRESS
-    phases: list[dict[str, Any]] = []
+    phases: list[dict[str, Any]] = Field(default_factory=list)
     logs_url: str | None = None
     image_uri: str | None = None
 

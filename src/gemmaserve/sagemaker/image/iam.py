@@ -14,9 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
-
 from gemmaserve.errors import AwsError, UsageError
+from gemmaserve.result_model import ActionResult
 from gemmaserve.sagemaker.aws import call, is_not_found
 from gemmaserve.sagemaker.spec.container import default_image_uri, image_for_region
 from gemmaserve.sagemaker.spec.requests import RoleCreateRequest
@@ -24,7 +23,7 @@ from gemmaserve.sagemaker.spec.requests import RoleCreateRequest
 EXECUTION_POLICY_NAME = "gemmaserve-endpoint-execution"
 
 
-class RoleResult(BaseModel):
+class RoleResult(ActionResult):
     role_name: str
     role_arn: str | None
     created: bool

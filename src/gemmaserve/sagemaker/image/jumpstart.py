@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from gemmaserve.result_model import ActionResult
 from gemmaserve.sagemaker.aws import call
 
 PUBLIC_HUB = "SageMakerPublicHub"
@@ -27,7 +28,7 @@ class JumpStartModel(BaseModel):
     gated: bool | None
 
 
-class JumpStartListing(BaseModel):
+class JumpStartListing(ActionResult):
     region: str
     hub: str
     models: list[JumpStartModel]

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
-
 from gemmaserve.errors import UsageError
+from gemmaserve.result_model import ActionResult
 from gemmaserve.sagemaker.aws import call
 from gemmaserve.sagemaker.spec.container import VARIANT_NAME, validate_name
 from gemmaserve.sagemaker.spec.requests import AutoscaleRequest
@@ -19,7 +18,7 @@ SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 METRIC = "SageMakerVariantInvocationsPerInstance"
 
 
-class AutoscaleResult(BaseModel):
+class AutoscaleResult(ActionResult):
     endpoint_name: str
     region: str
     resource_id: str

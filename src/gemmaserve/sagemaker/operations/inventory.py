@@ -16,11 +16,12 @@ from enum import StrEnum
 from functools import partial
 from typing import Any
 
-from pydantic import BaseModel, computed_field
+from pydantic import BaseModel, Field, computed_field
 
 from gemmaserve.cost import PriceLookup, PriceRange, catalog_price, cost_so_far_usd, price_range
 from gemmaserve.errors import AwsError, GemmaserveError, UsageError
 from gemmaserve.progress import ProgressEvent, report, time_left
+from gemmaserve.result_model import ActionResult
 from gemmaserve.sagemaker.aws import ClientFactory, Deps, call, is_not_found, paginate
 from gemmaserve.sagemaker.operations.status import EndpointStatus, describe_endpoint_state
 from gemmaserve.sagemaker.operations.teardown import (
@@ -75,15 +76,15 @@ class RegionError(BaseModel):
     message: str
 
 
-class Inventory(BaseModel):
+class Inventory(ActionResult):
     regions: list[str]
     endpoints: list[DeploymentSummary]
-    orphans: list[OrphanResource] = []
+    orphans: list[OrphanResource] = Field(default_factory=list)
     # Creates a run sent and never settled (it died, or its teardown left or never saw them): cleanup --journal
-    journal: list[JournalEntry] = []
+    journal: list[JournalEntry] = Field(default_factory=list)
     errors: list[RegionError]
     total_usd_per_hour: float  # a lower bound when total_is_lower_bound
-    unpriced: list[str] = []  # endpoints billing at an unknown price
+    unpriced: list[str] = Field(default_factory=list)  # endpoints billing at an unknown price
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -95,6 +96,10 @@ class Inventory(BaseModel):
     @property
     def total_is_lower_bound(self) -> bool:
         return bool(self.errors or self.unpriced)
+
+    def succeeded(self) -> bool:
+        """Every region was read: an absence in a region that could not be read proves nothing."""
+        return self.complete
 
 
 class CleanupVerdict(StrEnum):
@@ -123,13 +128,13 @@ class CleanupItem(BaseModel):
 BAD_VERDICTS = frozenset({CleanupVerdict.REFUSED, CleanupVerdict.FAILED, CleanupVerdict.LEFT})
 
 
-class CleanupReport(BaseModel):
+class CleanupReport(ActionResult):
     dry_run: bool
     owner: str | None = None  # whose resources were chosen; None: any owner's
     expired: list[DeploymentSummary]
-    orphans: list[OrphanResource] = []
+    orphans: list[OrphanResource] = Field(default_factory=list)
     deleted: list[DeleteReport]
-    items: list[CleanupItem] = []
+    items: list[CleanupItem] = Field(default_factory=list)
     errors: list[RegionError]
 
     @computed_field  # type: ignore[prop-decorator]
@@ -137,9 +142,7 @@ class CleanupReport(BaseModel):
     def complete(self) -> bool:
         return not self.errors
 
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def ok(self) -> bool:
+    def succeeded(self) -> bool:
         """Every region was read and every chosen resource is gone (or, in a dry run, could be)."""
         return self.complete and not any(item.verdict in BAD_VERDICTS for item in self.items)
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from gemmaserve.engine_log import EngineFacts, parse_engine_log
 from gemmaserve.errors import AwsError, UsageError
+from gemmaserve.result_model import ActionResult
 from gemmaserve.sagemaker.aws import call, is_not_found, paginate
 from gemmaserve.sagemaker.spec.container import validate_name
 from gemmaserve.sagemaker.spec.requests import LogsRequest
@@ -34,7 +35,7 @@ class LogLine(BaseModel):
     message: str
 
 
-class EndpointLogs(BaseModel):
+class EndpointLogs(ActionResult):
     endpoint_name: str
     region: str
     log_group: str

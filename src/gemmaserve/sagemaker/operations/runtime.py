@@ -18,14 +18,13 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import quote
 
-from pydantic import BaseModel
-
 from gemmaserve.errors import AwsError, ModelStreamFailed, SageMakerTimedOut
+from gemmaserve.result_model import ActionResult
 from gemmaserve.sagemaker.aws import call, translate_client_error, translate_error_response
 from gemmaserve.sagemaker.spec.container import validate_name
 
 
-class InvokeResult(BaseModel):
+class InvokeResult(ActionResult):
     endpoint_name: str
     region: str
     text: str

@@ -12,12 +12,13 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import Field
 
 from gemmaserve.cost import PriceLookup, PriceRange, price_range
 from gemmaserve.errors import AwsError, CapacityUnavailable, EndpointFailed, EndpointNotFound, SageMakerTimedOut
 from gemmaserve.findings import Finding, Status
 from gemmaserve.progress import ProgressEvent, check, pause, report
+from gemmaserve.result_model import ActionResult
 from gemmaserve.sagemaker.aws import Deps, call, is_not_found
 from gemmaserve.sagemaker.operations.logs import LogEvent, fetch_log_events, log_group_exists
 from gemmaserve.sagemaker.spec.container import DEFAULT_AMI, validate_name
@@ -51,7 +52,7 @@ class EndpointStatus(StrEnum):
         return self not in (EndpointStatus.NOT_FOUND, EndpointStatus.FAILED, EndpointStatus.DELETING)
 
 
-class EndpointState(BaseModel):
+class EndpointState(ActionResult):
     endpoint_name: str
     region: str
     status: EndpointStatus
@@ -59,7 +60,7 @@ class EndpointState(BaseModel):
     config_name: str | None = None
     instance_type: str | None = None  # placed type; with InstancePools the one that got capacity
     instance_count: int | None = None
-    pool_types: list[str] = []
+    pool_types: list[str] = Field(default_factory=list)
     image: str | None = None
     resolved_image: str | None = None  # digest-pinned URI SageMaker actually pulled
     created_at: datetime | None = None

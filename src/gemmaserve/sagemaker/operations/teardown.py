@@ -22,11 +22,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from gemmaserve.errors import AwsError, SageMakerTimedOut, UsageError
 from gemmaserve.fileio import write_atomic
 from gemmaserve.progress import ProgressEvent, utc_now
+from gemmaserve.result_model import ActionResult
 from gemmaserve.sagemaker.aws import Deps, call, is_not_found, paginate
 from gemmaserve.sagemaker.operations.status import EndpointStatus, describe_endpoint_state
 from gemmaserve.sagemaker.spec.container import (
@@ -43,18 +44,19 @@ from gemmaserve.state import state_dir
 DELETE_POLL_S = 15.0  # between reads of a busy endpoint before it can be deleted
 
 
-class DeleteReport(BaseModel):
+class DeleteReport(ActionResult):
     endpoint_name: str
     region: str
     dry_run: bool = False
-    deleted: list[str] = []  # "endpoint:NAME", "endpoint-config:NAME", "model:NAME"
-    absent: list[str] = []
-    remaining: list[str] = []  # still there after this run (abandoned, refused, or a failed call)
-    skipped: list[str] = []  # left alone on purpose: not ours, or used by another endpoint
+    deleted: list[str] = Field(default_factory=list)  # "endpoint:NAME", "endpoint-config:NAME", "model:NAME"
+    absent: list[str] = Field(default_factory=list)
+    # Still there after this run (abandoned, refused, or a failed call)
+    remaining: list[str] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)  # left alone on purpose: not ours, or used by another endpoint
     # A Create sent when the run stopped whose resource did not show within the in-flight window: neither
     # deleted nor known absent (SageMaker may still have made it): the report's commands look again and delete it.
-    unconfirmed: list[str] = []
-    commands: list[str] = []  # what finishes the job when ``remaining`` is not empty
+    unconfirmed: list[str] = Field(default_factory=list)
+    commands: list[str] = Field(default_factory=list)  # what finishes the job when ``remaining`` is not empty
     waited_s: float = 0.0
 
 
