@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from typing import Any
 
 import click
@@ -37,14 +36,6 @@ def standard_json(data: Any) -> Any:
     if isinstance(data, list | tuple):
         return [standard_json(item) for item in data]
     return data
-
-
-def emit(result: Any, *, as_json: bool, render: Callable[[Any], None]) -> None:
-    """Print ``result`` as JSON (standard JSON only) or through ``render`` (which writes a table to stdout)."""
-    if as_json:
-        click.echo(json.dumps(standard_json(to_jsonable(result)), indent=2, allow_nan=False))
-    else:
-        render(result)
 
 
 def show(result: Any, *, as_json: bool) -> None:

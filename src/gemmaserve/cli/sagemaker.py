@@ -1,21 +1,25 @@
-"""``gemmaserve sagemaker …``: each command is its request model's options, one call to :mod:`gemmaserve.sagemaker.api`, a render.
+"""``gemmaserve sagemaker …``: each command is its request model's options, one call to :mod:`gemmaserve.sagemaker.api`, its result.
 
 The options come from :mod:`gemmaserve.sagemaker.spec.requests` (so the MCP tools take the same names,
-defaults and ranges). Commands that create, change or delete something ask first, or need ``--yes`` off
-a terminal; dry runs need neither. Progress goes to stderr.
+defaults and ranges); each result is printed by its view (:mod:`gemmaserve.views.sagemaker`) and its
+``ok`` decides the exit status (:func:`~gemmaserve.cli.output.finish`). Commands that create, change or
+delete something ask first, or need ``--yes`` off a terminal; dry runs need neither. Progress goes to
+stderr through the one progress display; notes about an incomplete result (regions not read, resources
+left) go there too.
 """
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
 
 from gemmaserve.cli.options import confirm, request_options
-from gemmaserve.cli.output import emit, json_option
+from gemmaserve.cli.output import finish, json_option
+from gemmaserve.cli.progress_display import progress_display
 from gemmaserve.errors import UsageError
-from gemmaserve.findings import Status
 from gemmaserve.progress import ProgressEvent
 from gemmaserve.sagemaker.spec.requests import (
     AutoscaleRequest,
@@ -37,19 +41,27 @@ from gemmaserve.sagemaker.spec.requests import (
 
 if TYPE_CHECKING:
     from gemmaserve.sagemaker.api import SageMakerSession
-    from gemmaserve.sagemaker.deployment.preflight import PreflightReport
+    from gemmaserve.sagemaker.operations.inventory import CleanupReport, RegionError
 
 
-def _progress(event: ProgressEvent) -> None:
-    # The library reports a status or phase when it changes, so every event is a line worth printing.
-    click.echo(event.message, err=True)
+def _message(event: ProgressEvent) -> list[str]:
+    return [event.message]
 
 
-def _session() -> SageMakerSession:
-    """The library's session of defaults, with progress printed on stderr."""
+def _every_event(event: ProgressEvent) -> bool:
+    # The library reports a status or a step when it changes, so off a terminal every event is a line worth
+    # keeping in the log (each Create, each region read, each status).
+    return True
+
+
+@contextmanager
+def _session() -> Iterator[SageMakerSession]:
+    """The library's session of defaults, its progress on the progress display while the block runs."""
     from gemmaserve.sagemaker.api import SageMakerSession
 
-    return SageMakerSession(progress=_progress)
+    display: Callable[[ProgressEvent], None]
+    with progress_display(_message, phase_starts=_every_event) as display:
+        yield SageMakerSession(progress=display)
 
 
 @click.group(name="sagemaker")
@@ -80,27 +92,9 @@ def preflight(request: PreflightRequest, as_json: bool) -> None:
     """
     from gemmaserve.sagemaker import api
 
-    report = api.preflight(request, _session())
-    emit(report, as_json=as_json, render=_render_preflight)
-    if not report.ok:
-        raise click.exceptions.Exit(1)
-
-
-def _render_preflight(report: Any) -> None:
-    click.echo(
-        f"Preflight {report.model}/{report.encoding} on {', '.join(report.instance_types)} "
-        f"in {', '.join(report.regions)} with {report.image_uri}"
-    )
-    _render_findings(report)
-    click.echo("Result: " + ("ready to deploy" if report.ok else "not ready (fail or unknown above)"))
-
-
-def _render_findings(report: PreflightReport) -> None:
-    # The status words doctor and checkpoint validate print, padded to the longest ("unknown").
-    for finding in report.findings:
-        click.echo(f"  {finding.status.value:<7} {finding.check}: {finding.detail}")
-        if finding.fix and finding.status is not Status.OK:
-            click.echo(f"          fix: {finding.fix}")
+    with _session() as session:
+        report = api.preflight(request, session)
+    finish(report, as_json=as_json)
 
 
 @cli.command()
@@ -121,19 +115,19 @@ def deploy(request: DeployRequest, yes: bool, as_json: bool) -> None:
           --image T4_IMAGE_URI --role-arn ARN --env HF_TOKEN=hf_… --max-num-seqs 32 --yes
     """
     from gemmaserve.sagemaker import api
+    from gemmaserve.views.sagemaker import usd_range
 
-    session = _session()
-    prepared = api.prepare_deploy(request, session)
+    prepared = api.prepare_deploy(request)
     plan = prepared.plan
     price = f"${plan.usd_per_hour:.3f}/hour" if plan.usd_per_hour is not None else "an unknown price"
     if plan.price_range is not None:
-        price = _usd_range(plan.price_range)
+        price = usd_range(plan.price_range)
     confirm(request, yes, prompt=f"create endpoint {plan.endpoint_name} in {plan.region} at {price}")
-    outcome = api.deploy(request, session, prepared=prepared)
-    emit(outcome, as_json=as_json, render=_render_deploy)
-    if outcome.dry_run and outcome.preflight is not None and outcome.preflight.failures(accept_unknown=True):
+    with _session() as session:  # after the question: the display draws over nothing it did not write
+        outcome = api.deploy(request, session, prepared=prepared)
+    if not outcome.ok:
         click.echo("A deploy with these settings would be refused by preflight (fail above).", err=True)
-        raise click.exceptions.Exit(1)
+    finish(outcome, as_json=as_json)
 
 
 @cli.command()
@@ -157,98 +151,9 @@ def update(request: UpdateRequest, yes: bool, as_json: bool) -> None:
 
     if not request.dry_run:
         confirm(request, yes, prompt=request.describe_change())
-    result = api.update(request, _session())
-    emit(result, as_json=as_json, render=_render_update)
-
-
-def _render_update(result: Any) -> None:
-    plan = result.plan
-    policy = plan.policy
-    size = f" {policy.percent}% of the new fleet" if policy.percent else ""
-    click.echo(
-        f"Update {plan.endpoint_name} in {plan.region}: new variant {plan.variant_name} "
-        f"({plan.model_name}, {plan.config_name})"
-    )
-    click.echo(
-        f"Policy: {policy.mode.value}{size}, bake {policy.bake_s} s per step, old fleet kept "
-        f"{policy.termination_wait_s} s after the last shift, at most {policy.max_execution_s} s in all"
-    )
-    click.echo("Rollback alarms: " + ", ".join(plan.alarm_names))
-    click.echo(f"Gate: {plan.gate}")
-    extra = f"${plan.usd_per_hour:.3f}/hour" if plan.usd_per_hour is not None else "an unknown price"
-    click.echo(f"While both fleets run the new one adds {extra}")
-    if result.dry_run:
-        click.echo("Dry run — these calls would be made (preflight of the new variant first):")
-        for planned in plan.masked_calls():
-            click.echo(f"  {planned.service}:{planned.operation} " + _short_params(planned.params))
-        return
-    if result.gate is not None:
-        click.echo(f"Gate verdict: {result.gate.verdict.value}: " + "; ".join(result.gate.reasons))
-    click.echo(f"Outcome: {result.outcome.value}" + (f" ({result.rollback})" if result.rollback else ""))
-    if result.deleted:
-        click.echo("Deleted: " + ", ".join(result.deleted))
-    if result.remaining:
-        click.echo("Left: " + ", ".join(result.remaining))
-    for command in result.commands:
-        click.echo(f"  next: {command}")
-
-
-def _usd_range(price_range: Any) -> str:
-    text = f"${price_range.low_usd_per_hour:.3f}–{price_range.high_usd_per_hour:.3f}/hour"
-    if price_range.unpriced:
-        text += f" (price unknown for {', '.join(price_range.unpriced)})"
-    return text
-
-
-def _render_deploy(outcome: Any) -> None:
-    plan = outcome.plan
-    price = "price unknown"
-    if plan.price_range is not None:
-        price = _usd_range(plan.price_range) + " depending on the type SageMaker places"
-    elif plan.price:
-        estimated = ", estimated" if plan.price.estimated else ""
-        price = f"${plan.usd_per_hour:.3f}/hour ({plan.price.source}, {plan.price.date}{estimated})"
-    where = (
-        plan.instance_types[0]
-        if len(plan.instance_types) == 1
-        else "an instance pool of " + " > ".join(plan.instance_types)
-    )
-    click.echo(f"Endpoint {plan.endpoint_name} in {plan.region} on {where} at {price}")
-    click.echo(f"Image: {plan.image_uri}")
-    click.echo("The container will run: vllm serve " + " ".join(plan.masked_serve_args()))
-    if outcome.dry_run:
-        if outcome.preflight is not None:
-            click.echo("Offline preflight (quota, role and model id are checked when deploying):")
-            _render_findings(outcome.preflight)
-        click.echo("Dry run — these calls would be made:")
-        for call in plan.masked_calls():
-            click.echo(f"  {call.service}:{call.operation} " + _short_params(call.params))
-        click.echo(
-            "Tags on each resource: "
-            + ", ".join(f"{tag['Key']}={tag['Value']}" for tag in plan.calls[0].params.get("Tags", []))
-        )
-        return
-    for attempt in outcome.attempts:
-        click.echo(f"  {attempt.region}: {attempt.outcome} ({attempt.detail})")
-    state = outcome.result.state if outcome.result else None
-    if state is not None:
-        click.echo(f"{state.endpoint_name}: {state.status.value} on {_placement(state)}")
-
-
-def _placement(state: Any) -> str:
-    """The placed type; for a pool with none placed yet (or not reported), the pool's types."""
-    if state.instance_type and not state.pool_types:
-        return str(state.instance_type)
-    if state.instance_type:
-        return f"{state.instance_type} (pool {', '.join(state.pool_types)})"
-    return f"pool {', '.join(state.pool_types)} (placed type not reported yet)" if state.pool_types else "?"
-
-
-def _short_params(params: dict[str, Any]) -> str:
-    import json
-
-    shown = {key: value for key, value in params.items() if key != "Tags"}
-    return json.dumps(shown, sort_keys=True)
+    with _session() as session:
+        result = api.update(request, session)
+    finish(result, as_json=as_json)
 
 
 @cli.command()
@@ -263,28 +168,9 @@ def status(request: StatusRequest, as_json: bool) -> None:
       gemmaserve sagemaker status gemma-4-e2b-l4 --region us-west-2 --json
     """
 
-    emit(_session().endpoint_for(request).status(), as_json=as_json, render=_render_state)
-
-
-def _render_state(state: Any) -> None:
-    click.echo(f"{state.endpoint_name} ({state.region}): {state.status.value}")
-    price = None
-    if state.usd_per_hour is not None:
-        price = f"${state.usd_per_hour:.3f}/hour"
-    elif state.price_range is not None:
-        price = _usd_range(state.price_range)
-    elif state.status.value != "NotFound":
-        price = "price unknown"
-    for label, value in (
-        ("instance", state.instance_type),
-        ("pool", ", ".join(state.pool_types) or None),
-        ("price", price),
-        ("image", state.resolved_image or state.image),
-        ("elapsed", f"{state.elapsed_s / 60:.1f} min" if state.elapsed_s is not None else None),
-        ("reason", state.failure_reason),
-    ):
-        if value:
-            click.echo(f"  {label:<9}{value}")
+    with _session() as session:
+        state = session.endpoint_for(request).status()
+    finish(state, as_json=as_json)
 
 
 @cli.command(name="wait")
@@ -299,7 +185,9 @@ def wait_command(request: WaitRequest, as_json: bool) -> None:
       gemmaserve sagemaker wait gemma-4-e2b-l4 --timeout-s 2400 --poll-s 15 --json
     """
 
-    emit(_session().endpoint_for(request).wait(request), as_json=as_json, render=_render_state)
+    with _session() as session:
+        state = session.endpoint_for(request).wait(request)
+    finish(state, as_json=as_json)
 
 
 @cli.command()
@@ -314,16 +202,9 @@ def logs(request: LogsRequest, as_json: bool) -> None:
       gemmaserve sagemaker logs gemma-4-e2b-l4 --grep 'KV cache|concurrency' --tail 50 --json
     """
 
-    emit(_session().endpoint_for(request).logs(request), as_json=as_json, render=_render_logs)
-
-
-def _render_logs(result: Any) -> None:
-    if not result.log_group_exists:
-        click.echo(f"No log group {result.log_group} yet (capacity wait, or the container cannot start).", err=True)
-    for line in result.lines:
-        click.echo(f"{line.timestamp:%H:%M:%S} {line.message}")
-    facts = {k: v for k, v in result.facts.model_dump(mode="json").items() if v not in (None, [], "not_started")}
-    click.echo("Engine facts: " + (", ".join(f"{k}={v}" for k, v in facts.items()) or "none yet"), err=True)
+    with _session() as session:
+        result = session.endpoint_for(request).logs(request)
+    finish(result, as_json=as_json)
 
 
 @cli.command(name="invoke")
@@ -344,13 +225,16 @@ def invoke_command(request: InvokeRequest, as_json: bool) -> None:
             "or one JSON document at the end.",
             hint="Drop --stream for the JSON result, or --json.",
         )
-    endpoint = _session().endpoint_for(request)
+    from gemmaserve.sagemaker.api import SageMakerSession
+
+    endpoint = SageMakerSession().endpoint_for(request)
     if request.stream:
+        # The text as it arrives is the output; there is no result to print after it.
         for text in endpoint.stream(request):
             click.echo(text, nl=False)
         click.echo()
         return
-    emit(endpoint.invoke(request), as_json=as_json, render=lambda r: click.echo(r.text))
+    finish(endpoint.invoke(request), as_json=as_json)  # plain: the reply's text alone (scripts pipe it)
 
 
 @cli.command()
@@ -368,16 +252,9 @@ def delete(request: DeleteRequest, as_json: bool) -> None:
       gemmaserve sagemaker delete gemma-4-e2b-l4 --region us-west-2 --yes
     """
 
-    emit(_session().endpoint_for(request).delete(request), as_json=as_json, render=_render_delete)
-
-
-def _render_delete(report: Any) -> None:
-    verb = "Would delete" if report.dry_run else "Deleted"
-    click.echo(f"{verb}: {', '.join(report.deleted) or 'nothing'}")
-    if report.absent:
-        click.echo(f"Already absent: {', '.join(report.absent)}")
-    if report.skipped:
-        click.echo(f"Left in place: {', '.join(report.skipped)}")
+    with _session() as session:
+        report = session.endpoint_for(request).delete(request)
+    finish(report, as_json=as_json)
 
 
 @cli.command(name="list")
@@ -395,12 +272,14 @@ def list_command(request: ListRequest, as_json: bool) -> None:
     """
     from gemmaserve.sagemaker import api
 
-    inventory = api.list_endpoints(request, _session())
-    emit(inventory, as_json=as_json, render=_render_inventory)
-    _fail_if_incomplete(inventory.errors)
+    with _session() as session:
+        inventory = api.list_endpoints(request, session)
+    _note_unread(inventory.errors)
+    finish(inventory, as_json=as_json)
 
 
-def _fail_if_incomplete(errors: list[Any]) -> None:
+def _note_unread(errors: list[RegionError]) -> None:
+    """Each region that could not be read, on stderr: the result is not ok, and this says why."""
     if errors:
         for error in errors:
             click.echo(f"Error: could not check {error.region}: {error.message}", err=True)
@@ -409,48 +288,6 @@ def _fail_if_incomplete(errors: list[Any]) -> None:
             from gemmaserve.sagemaker.aws import CREDENTIALS_HINT
 
             click.echo(f"Hint: {CREDENTIALS_HINT}.", err=True)
-        raise click.exceptions.Exit(1)
-
-
-def _render_inventory(inventory: Any) -> None:
-    click.echo(
-        f"{'ENDPOINT':<32} {'REGION':<14} {'OWNER':<12} {'STATUS':<12} {'INSTANCE':<16} {'AGE':>7} {'$/H':>7} EXPIRES"
-    )
-    for item in inventory.endpoints:
-        age = f"{item.age_s / 3600:.1f}h" if item.age_s is not None else "?"
-        usd = f"{item.usd_per_hour:.3f}" if item.usd_per_hour is not None else "unknown"
-        if item.usd_per_hour is None and item.price_range is not None:
-            usd = f"{item.price_range.low_usd_per_hour:.2f}-{item.price_range.high_usd_per_hour:.2f}"
-        shown_type = item.instance_type or ("pool:" + "|".join(item.pool_types) if item.pool_types else "?")
-        expires = "keep" if item.keep else (f"{item.expires_at:%Y-%m-%d %H:%M}Z" if item.expires_at else "?")
-        if item.expired:
-            expires += " EXPIRED"
-        click.echo(
-            f"{item.endpoint_name:<32} {item.region:<14} {item.owner or '?':<12} {item.status.value:<12} "
-            f"{shown_type:<16} {age:>7} {usd:>7} {expires}"
-        )
-    bound = "at least " if inventory.total_is_lower_bound else ""
-    why = []
-    if inventory.unpriced:
-        why.append(f"price unknown for {', '.join(inventory.unpriced)}")
-    if inventory.errors:
-        why.append(f"{len(inventory.errors)} region(s) unread")
-    if len(inventory.errors) == len(inventory.regions):
-        click.echo(f"Total: unknown (no region could be read: {', '.join(inventory.regions)})")
-    else:
-        click.echo(f"Total: {bound}${inventory.total_usd_per_hour:.3f}/hour" + (f" ({'; '.join(why)})" if why else ""))
-    if inventory.journal:
-        click.echo("Sent by a run that ended without settling them (settle: gemmaserve sagemaker cleanup --journal):")
-        for entry in inventory.journal:
-            state = "its process is gone" if entry.state == "sent" else entry.state
-            click.echo(
-                f"  {entry.kind}:{entry.name} ({entry.region}, {entry.owner or '?'}, sent {entry.sent_at:%Y-%m-%d %H:%M}Z"
-                f" by pid {entry.pid}; {state})"
-            )
-    if inventory.orphans:
-        click.echo("Leftovers with no endpoint (delete: gemmaserve sagemaker cleanup --orphans):")
-        for orphan in inventory.orphans:
-            click.echo(f"  {orphan.kind}:{orphan.name} ({orphan.region}, owner {orphan.owner or '?'})")
 
 
 @cli.command()
@@ -471,35 +308,24 @@ def cleanup(request: CleanupRequest, as_json: bool) -> None:
     """
     from gemmaserve.sagemaker import api
 
-    report = api.cleanup(request)
-    emit(report, as_json=as_json, render=_render_cleanup)
-    _fail_if_incomplete(report.errors)
-    _fail_if_anything_left(report)
+    with _session() as session:
+        report = api.cleanup(request, session)
+    _note_unread(report.errors)
+    _note_left(report)
+    finish(report, as_json=as_json)
 
 
-def _render_cleanup(report: Any) -> None:
-    whose = "any owner" if report.owner is None else f"owner {report.owner}"
-    if not report.items:
-        click.echo(f"Nothing to delete ({whose}).")
-    for item in report.items:
-        owner = item.owner or "no owner tag"
-        detail = f": {item.detail}" if item.detail else ""
-        if item.verdict == "other owner":
-            detail = " (left alone: add --any-owner to include it)"
-        click.echo(f"{item.verdict:<13} {item.kind}:{item.name} ({item.region}, {owner}){detail}")
-        if item.fix:
-            click.echo(f"{'':<13} fix: {item.fix}")
+def _note_left(report: CleanupReport) -> None:
+    """What cleanup chose and could not remove, on stderr: the result is not ok, and this says why."""
+    from gemmaserve.sagemaker.operations.inventory import BAD_VERDICTS
 
-
-def _fail_if_anything_left(report: Any) -> None:
-    bad = [item for item in report.items if item.verdict in ("refused", "failed", "left")]
+    bad = [item for item in report.items if item.verdict in BAD_VERDICTS]
     if bad:
         click.echo(
             f"Not done: {len(bad)} resource(s) refused, failed or left: "
-            + ", ".join(f"{item.kind}:{item.name} ({item.verdict})" for item in bad),
+            + ", ".join(f"{item.kind}:{item.name} ({item.verdict.value})" for item in bad),
             err=True,
         )
-        raise click.exceptions.Exit(1)
 
 
 @cli.command()
@@ -518,15 +344,9 @@ def autoscale(request: AutoscaleRequest, as_json: bool) -> None:
           --target-invocations 60 --yes
     """
 
-    result = _session().endpoint_for(request).autoscale(request)
-    emit(
-        result,
-        as_json=as_json,
-        render=lambda r: click.echo(
-            f"{'Would register' if r.dry_run else 'Registered'} {r.resource_id}: {r.min_instances}–{r.max_instances} "
-            f"instances, target {r.target_invocations_per_instance:g} invocations/instance/min ({r.policy_name})"
-        ),
-    )
+    from gemmaserve.sagemaker.api import SageMakerSession
+
+    finish(SageMakerSession().endpoint_for(request).autoscale(request), as_json=as_json)
 
 
 @cli.command()
@@ -542,14 +362,7 @@ def jumpstart(request: JumpstartRequest, as_json: bool) -> None:
     """
     from gemmaserve.sagemaker import api
 
-    def render(result: Any) -> None:
-        if not result.models:
-            click.echo(f"No Gemma 4 entries in {result.hub} ({result.region}).")
-        for model in result.models:
-            click.echo(f"{model.hub_content_name} {model.version or ''} (default {model.default_instance_type})")
-            click.echo(f"  instances: {', '.join(model.supported_instance_types) or 'not listed'}")
-
-    emit(api.jumpstart(request), as_json=as_json, render=render)
+    finish(api.jumpstart(request), as_json=as_json)
 
 
 @cli.group()
@@ -575,20 +388,9 @@ def role_create(request: RoleCreateRequest, as_json: bool) -> None:
       gemmaserve sagemaker role create --dry-run
       gemmaserve sagemaker role create --regions us-east-1,us-west-2 --model-s3 s3://bucket/e2b/ -y
     """
-    import json
-
     from gemmaserve.sagemaker import api
 
-    result = api.create_execution_role(request)
-
-    def render(r: Any) -> None:
-        verb = (
-            ("Would create" if r.created else "Would update") if r.dry_run else ("Created" if r.created else "Updated")
-        )
-        click.echo(f"{verb} role {r.role_name} {r.role_arn or ''} with inline policy {r.policy_name}:")
-        click.echo(json.dumps(r.policy, indent=2))
-
-    emit(result, as_json=as_json, render=render)
+    finish(api.create_execution_role(request), as_json=as_json)
 
 
 @cli.group()
@@ -616,9 +418,11 @@ def image_render(request: ImageRenderRequest, as_json: bool) -> None:
     from gemmaserve.sagemaker import api
 
     plan = api.image_render(request)
-    emit(
-        plan, as_json=as_json, render=lambda p: click.echo(p.buildspec if request.buildspec else p.dockerfile, nl=False)
-    )
+    if request.buildspec and not as_json:
+        from gemmaserve.views.sagemaker import ImageBuildspec
+
+        plan = ImageBuildspec.model_construct(plan.model_fields_set, **dict(plan))
+    finish(plan, as_json=as_json)
 
 
 @image.command(name="build")
@@ -636,25 +440,6 @@ def image_build(request: ImageBuildRequest, as_json: bool) -> None:
     """
     from gemmaserve.sagemaker import api
 
-    result = api.image_build(request, _session())
-
-    def render(r: Any) -> None:
-        click.echo(
-            f"Base image: {r.plan.base_image} (vLLM {r.plan.base_vllm_version or 'checked in the build'}, "
-            f"CUDA {r.plan.base_cuda_version or '?'})"
-        )
-        click.echo(f"gemmaserve from: {r.plan.gemmaserve_source}")
-        click.echo(f"Target image: {r.plan.target_image}")
-        if r.role is not None:
-            principals = sorted(
-                {s.get("Principal", {}).get("Service", "?") for s in r.role.trust_policy.get("Statement", [])}
-            )
-            verb = ("would be created" if r.role.created else "would be updated") if r.role.dry_run else "in use"
-            click.echo(f"Build role: {r.role.role_name} ({verb}), trusted by {', '.join(principals)}")
-            click.echo(f"Its inline policy {r.role.policy_name}:")
-            click.echo(json.dumps(r.role.policy, indent=2))
-        click.echo(f"Build: {r.build_id or '(dry run)'} {r.status or ''}")
-        if r.image_uri:
-            click.echo(f"Deploy with: gemmaserve sagemaker deploy --image {r.image_uri} …")
-
-    emit(result, as_json=as_json, render=render)
+    with _session() as session:
+        result = api.image_build(request, session)
+    finish(result, as_json=as_json)

@@ -31,6 +31,7 @@ from gemmaserve.errors import ConfirmationRequired, GemmaserveError
 from gemmaserve.progress import Cancelled, CancelToken, ProgressCallback, ProgressEvent
 from gemmaserve.redact import redact, redact_data
 from gemmaserve.request_model import ActionRequest, mcp_fields
+from gemmaserve.result_model import ActionResult
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -122,14 +123,13 @@ def translate_errors(fn: Callable[P, T]) -> Callable[P, T]:
     return wrapper
 
 
-def typed_result(result: BaseModel, summary: str | None = None) -> CallToolResult:
+def typed_result(result: ActionResult) -> CallToolResult:
     """The structured content is exactly what the CLI's ``--json`` prints; the text is the result's view
     (:func:`gemmaserve.views.summary_for`), the same words the CLI prints."""
     from gemmaserve.views import summary_for
 
-    text = summary if summary is not None else summary_for(result)
     return CallToolResult(
-        content=[TextContent(type="text", text=text)],
+        content=[TextContent(type="text", text=summary_for(result))],
         structured_content=result.model_dump(mode="json"),
     )
 

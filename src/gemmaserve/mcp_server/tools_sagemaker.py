@@ -32,7 +32,7 @@ from gemmaserve.sagemaker.deployment.update import UpdateResult
 from gemmaserve.sagemaker.operations.inventory import CleanupReport, Inventory
 from gemmaserve.sagemaker.operations.logs import EndpointLogs
 from gemmaserve.sagemaker.operations.runtime import InvokeResult
-from gemmaserve.sagemaker.operations.status import EndpointState, status_line
+from gemmaserve.sagemaker.operations.status import EndpointState
 from gemmaserve.sagemaker.operations.teardown import DeleteReport
 from gemmaserve.sagemaker.spec.requests import (
     CleanupRequest,
@@ -46,6 +46,7 @@ from gemmaserve.sagemaker.spec.requests import (
     UpdateRequest,
     WaitRequest,
 )
+from gemmaserve.views import summary_for
 
 if TYPE_CHECKING:
     from gemmaserve.sagemaker.api import SageMakerSession
@@ -80,44 +81,6 @@ def following(
     return work
 
 
-def summarise_state(state: EndpointState) -> str:
-    """The wait's own status line (what the CLI prints on stderr)."""
-    return status_line(state)
-
-
-def summarise_deploy(outcome: DeployOutcome) -> str:
-    plan = outcome.plan
-    price = f"${plan.usd_per_hour:.3f}/hour" if plan.usd_per_hour is not None else "an unknown price"
-    where = plan.instance_types[0]
-    if plan.price_range is not None:
-        where = "an instance pool of " + " > ".join(plan.instance_types)
-        price = f"${plan.price_range.low_usd_per_hour:.3f}–{plan.price_range.high_usd_per_hour:.3f}/hour"
-    head = f"Endpoint {plan.endpoint_name} in {plan.region} on {where} at {price}"
-    if outcome.dry_run:
-        calls = ", ".join(call.operation for call in plan.calls)
-        text = f"Dry run: {head}. Would call {calls}. Container runs: vllm serve {' '.join(plan.masked_serve_args())}"
-        failed = outcome.preflight.failures(accept_unknown=True) if outcome.preflight else []
-        if failed:
-            text += ". A deploy would be refused: " + "; ".join(f"{f.check}: {f.detail}" for f in failed)
-        return text
-    state = outcome.result.state if outcome.result else None
-    tail = summarise_state(state) if state else "created; not waited for (call sagemaker_wait)"
-    return f"{head}. {tail}. It bills until deleted: sagemaker_delete {plan.endpoint_name}."
-
-
-def summarise_update(result: UpdateResult) -> str:
-    plan = result.plan
-    extra = f"${plan.usd_per_hour:.3f}/hour" if plan.usd_per_hour is not None else "an unknown price"
-    head = (
-        f"Update {plan.endpoint_name} in {plan.region} to variant {plan.variant_name}, "
-        f"{plan.policy.mode.value}; the new fleet adds {extra} while both run"
-    )
-    if result.dry_run:
-        return f"Dry run: {head}. Would call {', '.join(c.operation for c in plan.calls)}. Gate: {plan.gate}."
-    verdict = f" Gate: {result.gate.verdict.value}." if result.gate else ""
-    return f"{head}. {result.outcome.value}.{verdict}"
-
-
 def register(tools: ToolSet, deps: ServerDeps) -> None:
     @tools.action(
         PreflightRequest, title="Will this SageMaker deploy work?", annotations=READ_ONLY_REMOTE, result=PreflightReport
@@ -130,15 +93,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         from gemmaserve.sagemaker import api
 
-        report = api.preflight(request, sagemaker_session(deps))
-        bad = report.failures()
-        summary = (
-            "Ready to deploy."
-            if report.ok
-            else "Not ready: "
-            + "; ".join(f"{f.check} {f.status.value}: {f.detail}" + (f" (fix: {f.fix})" if f.fix else "") for f in bad)
-        )
-        return typed_result(report, summary)
+        return typed_result(api.preflight(request, sagemaker_session(deps)))
 
     @tools.action(DeployRequest, title="Deploy a SageMaker endpoint", annotations=DEPLOY, result=DeployOutcome)
     async def sagemaker_deploy(request: DeployRequest, ctx: Context) -> CallToolResult:
@@ -156,9 +111,9 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
             ctx,
             following(deps, request, api.deploy),
             label=f"sagemaker_deploy {request.endpoint_name or request.model}",
-            describe=summarise_deploy,
+            describe=summary_for,
         )
-        return typed_result(outcome, summarise_deploy(outcome))
+        return typed_result(outcome)
 
     @tools.action(UpdateRequest, title="Update a live SageMaker endpoint", annotations=DEPLOY, result=UpdateResult)
     async def sagemaker_update(request: UpdateRequest, ctx: Context) -> CallToolResult:
@@ -176,16 +131,15 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
             ctx,
             following(deps, request, api.update),
             label=f"sagemaker_update {request.endpoint_name}",
-            describe=summarise_update,
+            describe=summary_for,
         )
-        return typed_result(result, summarise_update(result))
+        return typed_result(result)
 
     @tools.action(StatusRequest, title="Endpoint status", annotations=READ_ONLY_REMOTE, result=EndpointState)
     def sagemaker_status(request: StatusRequest) -> CallToolResult:
         """Creating / InService / Failed / NotFound, placed instance type, image, elapsed time, failure reason."""
 
-        state = sagemaker_session(deps).endpoint_for(request).status()
-        return typed_result(state, summarise_state(state))
+        return typed_result(sagemaker_session(deps).endpoint_for(request).status())
 
     @tools.action(WaitRequest, title="Wait for InService", annotations=READ_ONLY_REMOTE, result=EndpointState)
     async def sagemaker_wait(request: WaitRequest, ctx: Context) -> CallToolResult:
@@ -198,28 +152,20 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
             session = sagemaker_session(deps).but(progress=relay(report), cancel=cancellation)
             return session.endpoint_for(request).wait(request)
 
-        state = await run_blocking(ctx, work, label=f"sagemaker_wait {request.endpoint_name}", describe=summarise_state)
-        return typed_result(state, summarise_state(state))
+        state = await run_blocking(ctx, work, label=f"sagemaker_wait {request.endpoint_name}", describe=summary_for)
+        return typed_result(state)
 
     @tools.action(LogsRequest, title="Endpoint log and engine facts", annotations=READ_ONLY_REMOTE, result=EndpointLogs)
     def sagemaker_logs(request: LogsRequest) -> CallToolResult:
         """The endpoint's CloudWatch log lines, filtered, with the vLLM engine facts parsed from them."""
 
-        result = sagemaker_session(deps).endpoint_for(request).logs(request)
-        if not result.log_group_exists:
-            summary = f"No log group {result.log_group} yet (capacity wait, or the container cannot start)."
-        else:
-            summary = f"{len(result.lines)} lines from {result.log_group}" + (
-                " (truncated)" if result.truncated else ""
-            )
-        return typed_result(result, summary)
+        return typed_result(sagemaker_session(deps).endpoint_for(request).logs(request))
 
     @tools.action(InvokeRequest, title="One chat request to an endpoint", annotations=INVOKE, result=InvokeResult)
     def sagemaker_invoke(request: InvokeRequest) -> CallToolResult:
         """Send one OpenAI-style chat request; returns the text, finish reason, usage and latency."""
 
-        result = sagemaker_session(deps).endpoint_for(request).invoke(request)
-        return typed_result(result, result.text)
+        return typed_result(sagemaker_session(deps).endpoint_for(request).invoke(request))
 
     @tools.action(
         DeleteRequest, title="Delete an endpoint, its config and model", annotations=DELETE, result=DeleteReport
@@ -232,14 +178,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         dry_run=true). Same as `gemmaserve sagemaker delete --yes --json`.
         """
 
-        report = sagemaker_session(deps).endpoint_for(request).delete(request)
-        verb = "Would delete" if report.dry_run else "Deleted"
-        summary = f"{verb}: {', '.join(report.deleted) or 'nothing'}"
-        if report.absent:
-            summary += f"; already absent: {', '.join(report.absent)}"
-        if report.skipped:
-            summary += f"; left in place: {', '.join(report.skipped)}"
-        return typed_result(report, summary)
+        return typed_result(sagemaker_session(deps).endpoint_for(request).delete(request))
 
     @tools.action(ListRequest, title="Endpoints gemmaserve created", annotations=READ_ONLY_REMOTE, result=Inventory)
     def sagemaker_list(request: ListRequest) -> CallToolResult:
@@ -250,18 +189,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         from gemmaserve.sagemaker import api
 
-        inventory = api.list_endpoints(request, sagemaker_session(deps))
-        bound = "at least " if inventory.total_is_lower_bound else ""
-        summary = f"{len(inventory.endpoints)} endpoints, {bound}${inventory.total_usd_per_hour:.3f}/hour in total"
-        if inventory.unpriced:
-            summary += "; price unknown for " + ", ".join(inventory.unpriced)
-        if inventory.orphans:
-            summary += f"; {len(inventory.orphans)} leftover models/configs (sagemaker_cleanup with orphans=true)"
-        if inventory.errors:
-            summary += "; INCOMPLETE, could not check: " + ", ".join(
-                f"{e.region} ({e.message})" for e in inventory.errors
-            )
-        return typed_result(inventory, summary)
+        return typed_result(api.list_endpoints(request, sagemaker_session(deps)))
 
     @tools.action(
         CleanupRequest, title="Delete expired endpoints", annotations=DESTRUCTIVE_REMOTE, result=CleanupReport
@@ -274,11 +202,4 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         from gemmaserve.sagemaker import api
 
-        report = api.cleanup(request, sagemaker_session(deps))
-        names = ", ".join(f"{e.endpoint_name} ({e.region})" for e in report.expired) or "none"
-        summary = ("Would delete" if report.dry_run else "Expired and deleted") + f": {names}"
-        if report.orphans:
-            summary += "; orphans: " + ", ".join(f"{o.kind}:{o.name} ({o.region})" for o in report.orphans)
-        if report.errors:
-            summary += "; INCOMPLETE, could not check: " + ", ".join(f"{e.region} ({e.message})" for e in report.errors)
-        return typed_result(report, summary)
+        return typed_result(api.cleanup(request, sagemaker_session(deps)))

@@ -47,8 +47,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """The Dockerfile and CodeBuild buildspec of the image that carries the Turing clamp; offline."""
         from gemmaserve.sagemaker import api
 
-        plan = api.image_render(request)
-        return typed_result(plan, f"{plan.base_image} + the Turing clamp → {plan.target_image}")
+        return typed_result(api.image_render(request))
 
     @tools.action(
         ImageBuildRequest, title="Build the derived T4 image in CodeBuild", annotations=BUILD, result=ImageBuildResult
@@ -65,13 +64,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
             session = sagemaker_session(deps).but(progress=relay(report), cancel=cancellation)
             return api.image_build(request, session)
 
-        result = await run_blocking(ctx, work)
-        summary = (
-            f"Target image {result.plan.target_image}: build {result.build_id or '(dry run)'} {result.status or ''}"
-        )
-        if result.image_uri:
-            summary += f". Deploy with image={result.image_uri}"
-        return typed_result(result, summary.strip())
+        return typed_result(await run_blocking(ctx, work))
 
     @tools.action(
         RoleCreateRequest, title="Create the endpoint execution role", annotations=CONVERGING, result=RoleResult
@@ -80,25 +73,13 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """Create (or update) the least-privilege execution role: image pull, its logs, an optional S3 prefix."""
         from gemmaserve.sagemaker import api
 
-        result = api.create_execution_role(request, sagemaker_session(deps))
-        verb = (
-            ("would create" if result.created else "would update")
-            if result.dry_run
-            else ("created" if result.created else "updated")
-        )
-        return typed_result(result, f"Role {result.role_name} {verb}: {result.role_arn or '(no ARN yet)'}")
+        return typed_result(api.create_execution_role(request, sagemaker_session(deps)))
 
     @tools.action(AutoscaleRequest, title="Autoscale an endpoint", annotations=CONVERGING, result=AutoscaleResult)
     def sagemaker_autoscale(request: AutoscaleRequest) -> CallToolResult:
         """Register the endpoint's variant with Application Auto Scaling (target tracking). More instances cost more."""
         session = sagemaker_session(deps, dry_run=request.dry_run)
-        result = session.endpoint_for(request).autoscale(request)
-        verb = "Would register" if result.dry_run else "Registered"
-        return typed_result(
-            result,
-            f"{verb} {result.resource_id}: {result.min_instances}–{result.max_instances} "
-            f"instances, target {result.target_invocations_per_instance:g}/instance/min",
-        )
+        return typed_result(session.endpoint_for(request).autoscale(request))
 
     @tools.action(
         JumpstartRequest, title="Gemma 4 in the JumpStart hub", annotations=READ_ONLY_REMOTE, result=JumpStartListing
@@ -107,6 +88,4 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """The public JumpStart hub's Gemma 4 entries and the instance types each supports."""
         from gemmaserve.sagemaker import api
 
-        listing = api.jumpstart(request, sagemaker_session(deps))
-        names = ", ".join(f"{m.hub_content_name} (default {m.default_instance_type})" for m in listing.models)
-        return typed_result(listing, f"{len(listing.models)} Gemma 4 entries in {listing.region}: {names or 'none'}")
+        return typed_result(api.jumpstart(request, sagemaker_session(deps)))

@@ -11,7 +11,6 @@ import anyio
 from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult
-from pydantic import BaseModel
 
 from gemmaserve.errors import ConfirmationRequired, GemmaserveError, ServerNotRunning
 from gemmaserve.mcp_server.framework import (
@@ -25,6 +24,9 @@ from gemmaserve.mcp_server.framework import (
     typed_result,
 )
 from gemmaserve.progress import Cancelled, CancelToken, ProgressEvent
+from gemmaserve.result_model import ActionResult
+from gemmaserve.views import view
+from gemmaserve.views.page import Page, page
 from tests.support.mcp.fixtures import (
     ProgressLog,
     call_tool,
@@ -34,8 +36,13 @@ from tests.support.mcp.fixtures import (
 )
 
 
-class Counted(BaseModel):
+class Counted(ActionResult):
     steps: int
+
+
+@view(Counted)
+def _counted_page(result: Counted) -> Page:
+    return page(f"{result.steps} steps")
 
 
 def _toy_server(cleaned_up: threading.Event, started: threading.Event) -> MCPServer:
@@ -49,7 +56,7 @@ def _toy_server(cleaned_up: threading.Event, started: threading.Event) -> MCPSer
                 report(step, steps, f"step {step}")
             return Counted(steps=steps)
 
-        return typed_result(await run_blocking(ctx, work), f"{steps} steps")
+        return typed_result(await run_blocking(ctx, work))
 
     @server.tool()
     @translate_errors
@@ -64,7 +71,7 @@ def _toy_server(cleaned_up: threading.Event, started: threading.Event) -> MCPSer
                 cleaned_up.set()
                 raise
 
-        return typed_result(await run_blocking(ctx, work), "never")
+        return typed_result(await run_blocking(ctx, work))
 
     @server.tool()
     @translate_errors
@@ -89,7 +96,8 @@ def test_progress_from_a_worker_thread_reaches_the_client() -> None:
     server = _toy_server(threading.Event(), threading.Event())
     progress = ProgressLog()
     result = call_tool(server, "count", {"steps": 3}, progress=progress)
-    assert result.structured_content == {"steps": 3}
+    assert result.structured_content == {"steps": 3, "ok": True}
+    assert result.content[0].text == "3 steps"  # type: ignore[union-attr]
     assert progress.updates == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
 
 
