@@ -64,6 +64,13 @@ def _session() -> Iterator[SageMakerSession]:
         yield SageMakerSession(progress=display)
 
 
+def _quiet() -> SageMakerSession:
+    """A session of defaults for an action that reports no progress (status, logs, invoke, autoscale)."""
+    from gemmaserve.sagemaker.api import SageMakerSession
+
+    return SageMakerSession()
+
+
 @click.group(name="sagemaker")
 def cli() -> None:
     """SageMaker endpoints that cannot leak money, and the derived T4 image.
@@ -168,9 +175,7 @@ def status(request: StatusRequest, as_json: bool) -> None:
       gemmaserve sagemaker status gemma-4-e2b-l4 --region us-west-2 --json
     """
 
-    with _session() as session:
-        state = session.endpoint_for(request).status()
-    finish(state, as_json=as_json)
+    finish(_quiet().endpoint_for(request).status(), as_json=as_json)
 
 
 @cli.command(name="wait")
@@ -202,9 +207,7 @@ def logs(request: LogsRequest, as_json: bool) -> None:
       gemmaserve sagemaker logs gemma-4-e2b-l4 --grep 'KV cache|concurrency' --tail 50 --json
     """
 
-    with _session() as session:
-        result = session.endpoint_for(request).logs(request)
-    finish(result, as_json=as_json)
+    finish(_quiet().endpoint_for(request).logs(request), as_json=as_json)
 
 
 @cli.command(name="invoke")
@@ -225,9 +228,7 @@ def invoke_command(request: InvokeRequest, as_json: bool) -> None:
             "or one JSON document at the end.",
             hint="Drop --stream for the JSON result, or --json.",
         )
-    from gemmaserve.sagemaker.api import SageMakerSession
-
-    endpoint = SageMakerSession().endpoint_for(request)
+    endpoint = _quiet().endpoint_for(request)
     if request.stream:
         # The text as it arrives is the output; there is no result to print after it.
         for text in endpoint.stream(request):
@@ -344,9 +345,7 @@ def autoscale(request: AutoscaleRequest, as_json: bool) -> None:
           --target-invocations 60 --yes
     """
 
-    from gemmaserve.sagemaker.api import SageMakerSession
-
-    finish(SageMakerSession().endpoint_for(request).autoscale(request), as_json=as_json)
+    finish(_quiet().endpoint_for(request).autoscale(request), as_json=as_json)
 
 
 @cli.command()
