@@ -29,8 +29,8 @@ from gemmaserve.sagemaker.operations.runtime import InvokeResult
 from gemmaserve.sagemaker.operations.status import EndpointState, EndpointStatus
 from gemmaserve.views import page_for, summary_for
 from gemmaserve.views.page import plain_lines
-from tests.sagemaker.helpers import run
-from tests.test_result_models import _instance
+from tests.support.sagemaker.helpers import run
+from tests.unit.test_result_models import _instance
 
 WHEN = datetime(2026, 12, 4, 14, 31, tzinfo=UTC)
 
