@@ -626,7 +626,7 @@ def compare(data_file: Path) -> str:
             max_num_seqs=settings["max_num_seqs"],
             max_num_batched_tokens=settings["max_num_batched_tokens"],
             language_model_only=settings.get("language_model_only", True),
-            vllm_version=data["vllm_version"],
+            vllm=data["vllm_version"],
             first_start=figures.get("compiled_this_start", settings["cold"]),
         )
         memory = row.memory

@@ -38,7 +38,7 @@ def recorded() -> Iterator[tuple[str, str, int | None, PlanRow]]:
             settings["model"], "bf16", _on_h200(settings["device_total_gib"]),
             max_model_len=settings["max_model_len"], gpu_memory_utilization=settings["gpu_memory_utilization"],
             max_num_seqs=settings["max_num_seqs"], max_num_batched_tokens=settings["max_num_batched_tokens"],
-            language_model_only=settings.get("language_model_only", True), vllm_version=data["vllm_version"],
+            language_model_only=settings.get("language_model_only", True), vllm=data["vllm_version"],
             first_start=figures.get("compiled_this_start", settings["cold"]),
         )  # fmt: skip
         yield f"{run['name']} (text-only, 0.26.0)", "H200, recorded", figures.get("kv_cache_tokens"), row
@@ -52,7 +52,7 @@ def h200_results() -> Iterator[tuple[str, str, int | None, PlanRow]]:
                 settings["model"], "bf16", _on_h200(figures["total_gib"]),
                 max_model_len=settings["max_model_len"], gpu_memory_utilization=settings["gpu_memory_utilization"],
                 max_num_seqs=settings["max_num_seqs"], max_num_batched_tokens=settings["max_num_batched_tokens"],
-                language_model_only=settings["text_only"], vllm_version="0.26",
+                language_model_only=settings["text_only"], vllm="0.26",
             )  # fmt: skip
             kind = "text-only" if settings["text_only"] else "multimodal"
             yield f"{run['name']} ({kind}, 0.26.0)", f"H200, {path.parent.parent.name}", figures["kv_cache_tokens"], row
@@ -66,7 +66,7 @@ def published() -> Iterator[tuple[str, str, int | None, PlanRow]]:
                     continue
                 row = plan_deployment(
                     model, checkpoint, point.gpu, max_model_len=point.max_model_len,
-                    gpu_memory_utilization=point.gpu_memory_utilization, vllm_version=point.vllm_version,
+                    gpu_memory_utilization=point.gpu_memory_utilization, vllm=point.vllm_version,
                     language_model_only=point.language_model_only,
                 )  # fmt: skip
                 name = f"{model.key.removeprefix('gemma-4-')} {checkpoint.key} ({point.vllm_version})"

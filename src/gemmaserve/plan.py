@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal, TypedDict, Unpack
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -182,17 +182,12 @@ def plan_deployment(
     gpu: str | Gpu | None = None,
     *,
     instance: Instance | None = None,
-    max_model_len: int = DEFAULT_SERVING.max_model_len,
-    gpu_memory_utilization: float = DEFAULT_SERVING.gpu_memory_utilization,
-    max_num_seqs: int | None = None,
-    max_num_batched_tokens: int | None = None,
-    language_model_only: bool = False,
-    vllm_version: str | None = None,
     first_start: bool = True,
-    tensor_parallel_size: int = 1,
+    **settings: Unpack[SettingsByName],
 ) -> PlanRow:
-    """:func:`plan_for` called with catalog names and loose settings: a convenience for scripts and tests
-    (``benchmarks/``, ``tests/``). The library hands :func:`plan_for` a :class:`PlanTarget` and the
+    """:func:`plan_for` called with catalog names and :class:`ServingSettings` fields by keyword
+    (``max_model_len=32768, vllm="0.30"``; the rest keep the request model's defaults): a convenience for
+    scripts and tests (``benchmarks/``, ``tests/``). The library hands :func:`plan_for` a :class:`PlanTarget` and the
     request's :class:`ServingSettings` instead.
 
     Raises:
@@ -209,16 +204,22 @@ def plan_deployment(
         raise UsageError("Name a GPU or an instance type.", hint="--gpu t4 or --instance ml.g4dn.xlarge")
     else:
         gpu_obj = resolve_gpu(gpu) if isinstance(gpu, str) else gpu
-    settings = ServingSettings.model_construct(
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        language_model_only=language_model_only,
-        vllm=vllm_version,
-        tensor_parallel_size=tensor_parallel_size,
-    )
-    return plan_for(PlanTarget(model_obj, checkpoint, gpu_obj, instance, tensor_parallel_size), settings, first_start)
+    # Unchecked here, as a request's would be: plan_for raises UsageError for what is out of range.
+    serving = DEFAULT_SERVING.model_copy(update={"tensor_parallel_size": 1, **settings})
+    ranks = serving.tensor_parallel_size or 1
+    return plan_for(PlanTarget(model_obj, checkpoint, gpu_obj, instance, ranks), serving, first_start)
+
+
+class SettingsByName(TypedDict, total=False):
+    """:class:`ServingSettings`'s fields as :func:`plan_deployment`'s keywords (typed; defaults: the model's)."""
+
+    max_model_len: int
+    gpu_memory_utilization: float
+    max_num_seqs: int | None
+    max_num_batched_tokens: int | None
+    language_model_only: bool
+    vllm: str | None
+    tensor_parallel_size: int | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,7 +110,7 @@ def test_the_text_only_hint_appears_exactly_where_it_rescues_the_row(vllm: str, 
         if row.fits or row.verdict == "not-servable":
             continue
         rescued = plan_deployment(
-            row.model, row.encoding, row.gpu, max_model_len=max_model_len, vllm_version=vllm, language_model_only=True
+            row.model, row.encoding, row.gpu, max_model_len=max_model_len, vllm=vllm, language_model_only=True
         ).fits
         has_hint = "--language-model-only" in (row.binding_term or "")
         assert has_hint == rescued, (row.model, row.encoding, row.gpu, row.binding_term)
@@ -155,29 +155,27 @@ def test_large_gpu_defaults_are_named_on_the_row_they_change() -> None:
 def test_the_compile_peak_follows_the_model_class_not_only_the_release() -> None:
     # Google's multimodal checkpoints look their embeddings up outside the compiled graph (gemma4_mm.py
     # embed_input_ids); text-only exports and --language-model-only inside it, where 0.26 counts the copy.
-    multimodal = plan_deployment("e2b", "bf16", "l4", vllm_version="0.26")
-    text_only = plan_deployment("e2b", "bf16", "l4", vllm_version="0.26", language_model_only=True)
+    multimodal = plan_deployment("e2b", "bf16", "l4", vllm="0.26")
+    text_only = plan_deployment("e2b", "bf16", "l4", vllm="0.26", language_model_only=True)
     assert multimodal.memory is not None and text_only.memory is not None
     assert multimodal.memory.compile_peak_gib == 0 and text_only.memory.compile_peak_gib > 4
-    later = plan_deployment("e2b", "bf16", "l4", vllm_version="0.30", language_model_only=True)
+    later = plan_deployment("e2b", "bf16", "l4", vllm="0.30", language_model_only=True)
     assert later.memory is not None and later.memory.compile_peak_gib == 0
 
 
 def test_text_only_keeps_the_video_floor_in_026_and_drops_it_after() -> None:
     assert (
-        plan_deployment("26b-a4b", "bf16", "l40s", vllm_version="0.26", language_model_only=True).max_num_batched_tokens
-        == 2496
+        plan_deployment("26b-a4b", "bf16", "l40s", vllm="0.26", language_model_only=True).max_num_batched_tokens == 2496
     )
     assert (
-        plan_deployment("26b-a4b", "bf16", "l40s", vllm_version="0.27", language_model_only=True).max_num_batched_tokens
-        == 2048
+        plan_deployment("26b-a4b", "bf16", "l40s", vllm="0.27", language_model_only=True).max_num_batched_tokens == 2048
     )
 
 
 def test_the_encoder_is_profiled_where_the_runner_does_it() -> None:
-    dense_026 = plan_deployment("e2b", "bf16", "l4", vllm_version="0.26")
-    dense_027 = plan_deployment("e2b", "bf16", "l4", vllm_version="0.27")
-    moe_026 = plan_deployment("26b-a4b", "bf16", "l40s", vllm_version="0.26")  # Model Runner V1 profiles it
+    dense_026 = plan_deployment("e2b", "bf16", "l4", vllm="0.26")
+    dense_027 = plan_deployment("e2b", "bf16", "l4", vllm="0.27")
+    moe_026 = plan_deployment("26b-a4b", "bf16", "l40s", vllm="0.26")  # Model Runner V1 profiles it
     assert dense_026.memory is not None and dense_027.memory is not None and moe_026.memory is not None
     assert dense_026.memory.encoder_peak_gib == 0 < dense_027.memory.encoder_peak_gib
     assert moe_026.memory.runner == "v1" and moe_026.memory.encoder_peak_gib > 0
@@ -185,9 +183,9 @@ def test_the_encoder_is_profiled_where_the_runner_does_it() -> None:
 
 def test_vllm_034_keeps_its_free_memory_margin_near_full_utilisation() -> None:
     # extensible_kv_cache.py: min(request, free − max(1 GiB, 0.75 × peak)) − peak
-    near_full = plan_deployment("e2b", "qat-w4a16", "l4", vllm_version="0.34", gpu_memory_utilization=0.99)
-    usual = plan_deployment("e2b", "qat-w4a16", "l4", vllm_version="0.34", gpu_memory_utilization=0.9)
-    older = plan_deployment("e2b", "qat-w4a16", "l4", vllm_version="0.33", gpu_memory_utilization=0.99)
+    near_full = plan_deployment("e2b", "qat-w4a16", "l4", vllm="0.34", gpu_memory_utilization=0.99)
+    usual = plan_deployment("e2b", "qat-w4a16", "l4", vllm="0.34", gpu_memory_utilization=0.9)
+    older = plan_deployment("e2b", "qat-w4a16", "l4", vllm="0.33", gpu_memory_utilization=0.99)
     assert near_full.memory is not None and usual.memory is not None and older.memory is not None
     assert usual.memory.headroom_withheld_gib == 0 and older.memory.headroom_withheld_gib == 0
     margin = max(1.0, 0.75 * near_full.memory.peak_activation_gib)

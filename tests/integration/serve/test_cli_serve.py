@@ -172,7 +172,7 @@ def test_the_start_line_names_the_plan_it_launched(port: int, spawned: Spawned) 
     from gemmaserve.views import page_for
     from gemmaserve.views.page import plain_lines
 
-    row = plan_deployment("gemma-4-e2b", "qat-w4a16", "l4", vllm_version="0.29")
+    row = plan_deployment("gemma-4-e2b", "qat-w4a16", "l4", vllm="0.29")
     result = start_dummy(row.vllm_args, seams_for(report(), spawned), port, model="gemma-4-e2b").model_copy(
         update={"plan": row}
     )

@@ -21,7 +21,7 @@ def test_the_plan_follows_the_installed_vllm_when_no_version_is_asked(tmp_path: 
     report = doctor(DoctorRequest(python=python, encoding="bf16"), sources=sources)
     assert report.plan is not None and report.plan.row is not None
     assert (report.plan.vllm_version, report.plan.vllm_from) == ("0.29", "the installed vLLM 0.29.0")
-    assert report.plan.row == plan_deployment("gemma-4-e2b", "bf16", "t4", vllm_version="0.29")
+    assert report.plan.row == plan_deployment("gemma-4-e2b", "bf16", "t4", vllm="0.29")
     plan_check = next(check for check in report.checks if check.check == "gpu.plan")
     assert "vLLM 0.29 rules: the installed vLLM 0.29.0" in plan_check.detail
 

@@ -143,13 +143,13 @@ def test_cli_rejects_out_of_range_numbers_with_exit_2() -> None:
 
 def test_language_model_only_and_vllm_version_are_keyword_options() -> None:
     full = plan_deployment("e2b", "bf16", "l4")
-    text = plan_deployment("e2b", "bf16", "l4", language_model_only=True, vllm_version="0.30.0")
+    text = plan_deployment("e2b", "bf16", "l4", language_model_only=True, vllm="0.30.0")
     assert text.language_model_only and not full.language_model_only
     assert text.vllm_version == "0.30"
     assert text.weights_gib < full.weights_gib
     assert "--language-model-only" in text.vllm_args and "--language-model-only" not in full.vllm_args
     with pytest.raises(UsageError) as excinfo:
-        plan_deployment("e2b", "bf16", "l4", vllm_version="0.12.0")
+        plan_deployment("e2b", "bf16", "l4", vllm="0.12.0")
     assert excinfo.value.hint is not None and "--vllm" in excinfo.value.hint
     rows = plan(
         PlanRequest.parse({"model": ["e2b"], "encoding": ["bf16"], "gpu": ["l4"], "language_model_only": True})
@@ -259,8 +259,8 @@ def test_json_keeps_the_old_field_names() -> None:
 
 
 def test_text_only_leaves_the_towers_out_of_weights_and_profiling() -> None:
-    full = plan_deployment("e2b", "bf16", "l4", vllm_version="0.30")
-    text = plan_deployment("e2b", "bf16", "l4", vllm_version="0.30", language_model_only=True)
+    full = plan_deployment("e2b", "bf16", "l4", vllm="0.30")
+    text = plan_deployment("e2b", "bf16", "l4", vllm="0.30", language_model_only=True)
     assert full.memory is not None and text.memory is not None
     assert full.weights_gib - text.weights_gib == pytest.approx((614_000_000 + 337_000_000) / 1024**3, abs=0.01)
     assert full.memory.encoder_peak_gib > 0 and text.memory.encoder_peak_gib == 0
@@ -285,10 +285,10 @@ def test_large_gpus_get_vllms_large_defaults_and_a100s_do_not() -> None:
 
 
 def test_a_first_start_on_026_counts_the_compile_peak_and_shows_the_warm_figure() -> None:
-    row = plan_deployment("e2b", "bf16", "l4", vllm_version="0.26", language_model_only=True)
+    row = plan_deployment("e2b", "bf16", "l4", vllm="0.26", language_model_only=True)
     assert row.first_start and row.kv_cache_tokens_warm > row.kv_cache_tokens
     assert any("compile cache is warm" in note for note in row.notes)
-    warm = plan_deployment("e2b", "bf16", "l4", vllm_version="0.26", language_model_only=True, first_start=False)
+    warm = plan_deployment("e2b", "bf16", "l4", vllm="0.26", language_model_only=True, first_start=False)
     assert warm.kv_cache_tokens == row.kv_cache_tokens_warm
 
 
@@ -325,8 +325,8 @@ def test_12b_has_no_towers_only_embedders_that_stay_loaded_without_the_towers() 
     for key, checkpoint in catalog.models["gemma-4-12b"].encodings.items():
         assert not {"vision_tower", "audio_tower"} & set(checkpoint.parts_bytes), key
         assert {"vision_embedder", "audio_embedder"} <= set(checkpoint.parts_bytes), key
-    full = plan_deployment("12b", "bf16", "l40s", vllm_version="0.30")
-    text = plan_deployment("12b", "bf16", "l40s", vllm_version="0.30", language_model_only=True)
+    full = plan_deployment("12b", "bf16", "l40s", vllm="0.30")
+    text = plan_deployment("12b", "bf16", "l40s", vllm="0.30", language_model_only=True)
     assert full.memory is not None and text.memory is not None
     assert full.weights_gib == pytest.approx(text.weights_gib)
     assert full.memory.encoder_peak_gib > 0 and text.memory.encoder_peak_gib == 0

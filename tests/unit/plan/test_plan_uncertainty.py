@@ -51,7 +51,7 @@ def test_every_real_start_lies_between_the_low_end_and_the_plan() -> None:
 
 
 def test_the_low_end_holds_that_much_less_for_the_cache() -> None:
-    row = plan_deployment("e4b", "qat-w4a16", "l4", max_model_len=8192, vllm_version="0.30")
+    row = plan_deployment("e4b", "qat-w4a16", "l4", max_model_len=8192, vllm="0.30")
     assert row.kv_cache_tokens_low < row.kv_cache_tokens
     bytes_per_token = row.kv_budget_gib * GIB / row.kv_cache_tokens
     assert (row.kv_cache_tokens - row.kv_cache_tokens_low) * bytes_per_token / GIB == pytest.approx(

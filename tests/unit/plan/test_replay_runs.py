@@ -74,7 +74,7 @@ def test_published_engine_logs_are_reproduced_within_five_percent(model: str, en
         point.gpu,
         max_model_len=point.max_model_len,
         gpu_memory_utilization=point.gpu_memory_utilization,
-        vllm_version=point.vllm_version,
+        vllm=point.vllm_version,
         language_model_only=point.language_model_only,
     )
     assert row.weights_gib == pytest.approx(point.weights_gib, rel=0.01)

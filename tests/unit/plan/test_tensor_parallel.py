@@ -111,7 +111,7 @@ def test_31b_halves_its_kv_heads_at_two_so_a_rank_logs_twice_the_tokens_for_the_
 
 
 def test_the_logged_pool_is_one_ranks_not_n_times_it() -> None:
-    row = plan_deployment("31b", "bf16", "l40s", tensor_parallel_size=2, vllm_version="0.26")
+    row = plan_deployment("31b", "bf16", "l40s", tensor_parallel_size=2, vllm="0.26")
     assert row.memory is not None
     rank_pool = kv_capacity(row.memory.kv_budget_gib * GIB, rank_geometry(_geometry("gemma-4-31b"), 2),
                             max_model_len=8192, max_num_batched_tokens=row.max_num_batched_tokens,
