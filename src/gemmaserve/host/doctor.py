@@ -46,7 +46,6 @@ from gemmaserve.host.verdicts import (
     DoctorReport,
     HostNeeds,
     HostPlan,
-    make_report,
 )
 from gemmaserve.request_model import ActionRequest, Cli, ServingSettings
 from gemmaserve.vllm_releases import DEFAULT_SERIES, SUPPORTED_SERIES, resolve_release
@@ -437,7 +436,7 @@ def diagnose(probes: HostProbes, plan: HostPlan, target: Target) -> DoctorReport
         )
     )
     vllm = facts.vllm if facts else None
-    return make_report(
+    return DoctorReport(
         python=probes.python,
         model=target.model,
         encoding=target.encoding,

@@ -79,28 +79,3 @@ class DoctorReport(ActionResult):
 
     def succeeded(self) -> bool:
         return bool(self.checks) and not self.blocking
-
-
-def make_report(
-    *,
-    python: str,
-    model: str,
-    encoding: str,
-    gpu: str | None,
-    checks: list[Finding],
-    vllm_version: str | None = None,
-    vllm_distribution: str | None = None,
-    engine_platform: str | None = None,
-    plan: HostPlan | None = None,
-) -> DoctorReport:
-    return DoctorReport(
-        python=python,
-        model=model,
-        encoding=encoding,
-        gpu=gpu,
-        checks=checks,
-        vllm_version=vllm_version,
-        vllm_distribution=vllm_distribution,
-        engine_platform=engine_platform,
-        plan=plan,
-    )

@@ -100,11 +100,11 @@ def test_help_has_examples() -> None:
 
 
 def test_a_report_with_no_check_is_not_ok_and_says_so() -> None:
-    from gemmaserve.host.verdicts import make_report
+    from gemmaserve.host.verdicts import DoctorReport
     from gemmaserve.views import page_for, summary_for
     from gemmaserve.views.page import plain_lines
 
-    report = make_report(python=sys.executable, model="m", encoding="e", gpu=None, checks=[])
+    report = DoctorReport(python=sys.executable, model="m", encoding="e", gpu=None, checks=[])
     assert report.model_dump(mode="json")["ok"] is False
     lines = plain_lines(page_for(report))
     assert "(no rows)" in lines and "not ok: no check ran" in lines

@@ -13,7 +13,7 @@ import pytest
 from gemmaserve.engine_log import EngineStage
 from gemmaserve.errors import InterlockRefused
 from gemmaserve.findings import Finding, Status
-from gemmaserve.host.verdicts import make_report
+from gemmaserve.host.verdicts import DoctorReport
 from gemmaserve.plan import plan_deployment
 from gemmaserve.serve import records
 from gemmaserve.serve.api import launch_args
@@ -40,7 +40,7 @@ CPU_CHECKS = [
 
 
 def cpu_report(**update: object):  # type: ignore[no-untyped-def]
-    return make_report(
+    return DoctorReport(
         python=sys.executable,
         model="gemma-4-e2b",
         encoding="bf16",
@@ -70,7 +70,7 @@ def test_without_the_cpu_platform_an_unknown_gpu_is_still_refused(port: int, spa
 
 def test_a_cpu_engine_whose_doctor_failed_is_refused(port: int, spawned: Spawned) -> None:
     failed = Finding(check="vllm.torch_pin", title="pin", status=Status.FAIL, detail="torch 2.11 outside pin")
-    report = make_report(
+    report = DoctorReport(
         python=sys.executable,
         model="m",
         encoding="bf16",

