@@ -27,7 +27,7 @@ from tests.support.mcp.fixtures import (
     error_text,
     without,
 )
-from tests.support.sagemaker.helpers import DERIVED_T4, make_role, record_derived_image
+from tests.support.sagemaker.helpers import DERIVED_T4, deploy_argv, make_role, record_derived_image
 
 QUOTAS = {"ml.g6.xlarge for endpoint usage": 2.0, "ml.g4dn.xlarge for endpoint usage": 2.0}
 # A derived image with the build record `sagemaker image build` writes (its tag's text proves nothing).
@@ -97,19 +97,7 @@ def test_deploy_dry_run_equals_cli_and_needs_no_confirm() -> None:
         },
     )  # no confirm at all: a dry run changes nothing
     assert not result.is_error, result
-    expected = cli_json(
-        "sagemaker",
-        "deploy",
-        "--model",
-        "gemma-4-e2b",
-        "--instance",
-        "ml.g6.xlarge",
-        "--instance",
-        "ml.g6.2xlarge",
-        "--dry-run",
-        "--region",
-        REGION,
-    )
+    expected = cli_json(*deploy_argv(["ml.g6.xlarge", "ml.g6.2xlarge"], "--dry-run", "--region", REGION))
     assert _drop_tags(result.structured_content) == _drop_tags(expected)  # type: ignore[arg-type]
     assert result.content[0].text.startswith("Dry run: Endpoint gemma-4-e2b-l4 in us-east-1")  # type: ignore[union-attr]
 

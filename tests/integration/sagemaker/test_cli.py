@@ -9,27 +9,13 @@ import pytest
 from click.testing import CliRunner
 
 from gemmaserve.cli import app
-from tests.support.sagemaker.helpers import make_role, run
+from tests.support.sagemaker.helpers import deploy_argv, make_role, run
 
 REGION = "us-east-1"
 
 
 def test_deploy_dry_run_prints_calls_and_price_without_aws(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(
-        [
-            "sagemaker",
-            "deploy",
-            "--model",
-            "gemma-4-e2b",
-            "--instance",
-            "ml.g6.xlarge",
-            "--instance",
-            "ml.g6.2xlarge",
-            "--dry-run",
-            "--json",
-        ],
-        capsys,
-    )
+    code, out, _ = run(deploy_argv(["ml.g6.xlarge", "ml.g6.2xlarge"], "--dry-run", "--json"), capsys)
     assert code == 0
     outcome = json.loads(out)
     plan = outcome["plan"]
@@ -42,27 +28,8 @@ def test_deploy_dry_run_prints_calls_and_price_without_aws(capsys: pytest.Captur
 
 def test_deploy_status_list_delete_through_the_cli(aws_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
     role = make_role(aws_env("iam", REGION))
-    code, out, err = run(
-        [
-            "sagemaker",
-            "deploy",
-            "--model",
-            "gemma-4-e2b",
-            "--instance",
-            "ml.g4dn.xlarge",
-            "--role-arn",
-            role,
-            "--name",
-            "cli-e2b",
-            "--region",
-            REGION,
-            "--skip-preflight",
-            "--list-prices",
-            "--yes",
-            "--json",
-        ],
-        capsys,
-    )
+    flags = ["--role-arn", role, "--name", "cli-e2b", "--region", REGION, "--skip-preflight", "--list-prices"]
+    code, out, err = run(deploy_argv(["ml.g4dn.xlarge"], *flags, "--yes", "--json"), capsys)
     assert code == 0, err
     assert json.loads(out)["result"]["state"]["status"] == "InService"
     code, out, _ = run(["sagemaker", "status", "cli-e2b", "--region", REGION, "--json"], capsys)
@@ -78,30 +45,14 @@ def test_deploy_status_list_delete_through_the_cli(aws_env: Any, capsys: pytest.
 
 
 def test_preflight_refusal_blocks_deploy_with_exit_1(aws_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _out, err = run(
-        [
-            "sagemaker",
-            "deploy",
-            "--model",
-            "gemma-4-e2b",
-            "--instance",
-            "ml.g4dn.xlarge",
-            "--role-arn",
-            "arn:aws:iam::123456789012:role/missing",
-            "--region",
-            REGION,
-            "--yes",
-        ],
-        capsys,
-    )
+    missing = "arn:aws:iam::123456789012:role/missing"
+    code, _out, err = run(deploy_argv(["ml.g4dn.xlarge"], "--role-arn", missing, "--region", REGION, "--yes"), capsys)
     assert code == 1 and "Preflight found problems" in err
     assert aws_env("sagemaker", REGION).list_models()["Models"] == []
 
 
 def test_unknown_model_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(
-        ["sagemaker", "deploy", "--model", "gemma-9", "--instance", "ml.g4dn.xlarge", "--dry-run"], capsys
-    )
+    code, _, err = run(deploy_argv(["ml.g4dn.xlarge"], "--dry-run", model="gemma-9"), capsys)
     assert code == 2 and "Unknown model" in err
 
 
@@ -132,40 +83,10 @@ def test_image_render_is_offline(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_autoscale_through_the_cli(aws_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(
-        [
-            "sagemaker",
-            "autoscale",
-            "e2b",
-            "--yes",
-            "--region",
-            REGION,
-            "--max",
-            "3",
-            "--target-invocations",
-            "60",
-            "--json",
-        ],
-        capsys,
-    )
+    autoscale = ["sagemaker", "autoscale", "e2b", "--yes", "--region", REGION]
+    code, out, _ = run([*autoscale, "--max", "3", "--target-invocations", "60", "--json"], capsys)
     assert code == 0 and json.loads(out)["resource_id"] == "endpoint/e2b/variant/AllTraffic"
-    code, _, err = run(
-        [
-            "sagemaker",
-            "autoscale",
-            "e2b",
-            "--yes",
-            "--region",
-            REGION,
-            "--min",
-            "4",
-            "--max",
-            "3",
-            "--target-invocations",
-            "60",
-        ],
-        capsys,
-    )
+    code, _, err = run([*autoscale, "--min", "4", "--max", "3", "--target-invocations", "60"], capsys)
     assert code == 2 and "--min" in err
 
 

@@ -18,7 +18,7 @@ from gemmaserve.sagemaker.aws import Deps
 from gemmaserve.sagemaker.deployment.endpoint import execute_deploy, plan_deploy
 from gemmaserve.sagemaker.spec.container import build_tags
 from gemmaserve.sagemaker.spec.requests import CleanupRequest, ListRequest
-from tests.support.sagemaker.helpers import START, make_role, make_spec, run
+from tests.support.sagemaker.helpers import START, deploy_argv, make_role, make_spec, run
 
 REGION = "us-east-1"
 
@@ -259,23 +259,8 @@ def test_instance_pool_shows_its_types_and_price_range_in_status_and_list(capsys
 
 
 def test_deploy_dry_run_shows_the_pool_and_its_price_range(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(
-        [
-            "sagemaker",
-            "deploy",
-            "--model",
-            "gemma-4-e2b",
-            "--instance",
-            "ml.g6.xlarge",
-            "--instance",
-            "ml.g6.2xlarge",
-            "--region",
-            REGION,
-            "--dry-run",
-            "--list-prices",
-        ],
-        capsys,
-    )
+    flags = ["--region", REGION, "--dry-run", "--list-prices"]
+    code, out, _ = run(deploy_argv(["ml.g6.xlarge", "ml.g6.2xlarge"], *flags), capsys)
     head = out.splitlines()[0]
     assert code == 0 and "an instance pool of ml.g6.xlarge > ml.g6.2xlarge" in head
     assert "–" in head and "depending on the type SageMaker places" in head

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gemmaserve.sagemaker.spec.container import is_secret_name, mask_serve_args
-from tests.support.sagemaker.helpers import make_role, run
+from tests.support.sagemaker.helpers import deploy_argv, make_role, run
 
 REGION = "us-east-1"
 TOKEN = "hf_abcdefghijklmnopqrstuvwxyz0123"
@@ -55,22 +55,8 @@ def test_serve_args_mask_the_value_of_a_secret_flag() -> None:
 
 @pytest.mark.parametrize("as_json", [False, True])
 def test_dry_run_masks_secrets_in_text_and_json(capsys: pytest.CaptureFixture[str], as_json: bool) -> None:
-    code, out, err = run(
-        [
-            "sagemaker",
-            "deploy",
-            "--model",
-            "gemma-4-e2b",
-            "--instance",
-            "ml.g6.xlarge",
-            "--region",
-            REGION,
-            "--dry-run",
-            *SECRETS,
-            *(["--json"] if as_json else []),
-        ],
-        capsys,
-    )
+    flags = ["--region", REGION, "--dry-run", *SECRETS, *(["--json"] if as_json else [])]
+    code, out, err = run(deploy_argv(["ml.g6.xlarge"], *flags), capsys)
     assert code == 0, err
     assert_hidden(out + err)
     assert "***" in out
@@ -85,28 +71,8 @@ def test_the_real_value_reaches_create_model_but_not_the_output(
 ) -> None:
     monkeypatch.setenv("GEMMASERVE_AWS_ENDPOINT_URL", moto_server_url)
     role = make_role(moto_factory("iam", REGION))
-    code, out, err = run(
-        [
-            "sagemaker",
-            "deploy",
-            "--model",
-            "gemma-4-e2b",
-            "--instance",
-            "ml.g4dn.xlarge",
-            "--role-arn",
-            role,
-            "--name",
-            "sec-e2b",
-            "--region",
-            REGION,
-            "--skip-preflight",
-            "--list-prices",
-            "--yes",
-            "--json",
-            *SECRETS,
-        ],
-        capsys,
-    )
+    flags = ["--role-arn", role, "--name", "sec-e2b", "--region", REGION, "--skip-preflight", "--list-prices"]
+    code, out, err = run(deploy_argv(["ml.g4dn.xlarge"], *flags, "--yes", "--json", *SECRETS), capsys)
     assert code == 0, err
     assert_hidden(out + err)
     sent = moto_factory("sagemaker", REGION).describe_model(ModelName="sec-e2b-model")

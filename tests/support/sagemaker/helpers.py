@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -96,6 +97,11 @@ def record_derived_image(image_uri: str = DERIVED_T4) -> str:
         )
     )
     return image_uri
+
+
+def deploy_argv(instances: Sequence[str], *flags: str, model: str = "gemma-4-e2b") -> list[str]:
+    """``sagemaker deploy`` arguments: the model, one ``--instance`` a type (in the order given), then ``flags``."""
+    return ["sagemaker", "deploy", "--model", model, *(arg for t in instances for arg in ("--instance", t)), *flags]
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.support.sagemaker.helpers import run
+from tests.support.sagemaker.helpers import deploy_argv, run
 
 DRY = ["sagemaker", "deploy", "--model", "gemma-4-e2b", "--region", "us-east-1", "--dry-run"]
 
@@ -30,19 +30,7 @@ def refused(args: list[str], capsys: pytest.CaptureFixture[str], needle: str, co
         (["--name", "e" * 57], "at most 56"),
         (["--name", "gemma_e2b"], "not valid"),
         (
-            ["--instance", "ml.g6.xlarge"] * 0
-            + [
-                x
-                for t in [
-                    "ml.g6.xlarge",
-                    "ml.g6.2xlarge",
-                    "ml.g6.4xlarge",
-                    "ml.g6.8xlarge",
-                    "ml.g6.12xlarge",
-                    "ml.g6.16xlarge",
-                ]
-                for x in ("--instance", t)
-            ],
+            [x for size in ("", "2", "4", "8", "12", "16") for x in ("--instance", f"ml.g6.{size}xlarge")],
             "at most 5",
         ),
         (["--instance", "g6.xlarge"], "ml.g6.xlarge"),
@@ -68,37 +56,12 @@ def test_deploy_refuses_bad_input_before_anything(
     ],
 )
 def test_bad_regions_are_usage_errors(capsys: pytest.CaptureFixture[str], region: str, needle: str) -> None:
-    args = [
-        "sagemaker",
-        "deploy",
-        "--model",
-        "gemma-4-e2b",
-        "--instance",
-        "ml.g6.xlarge",
-        "--region",
-        region,
-        "--dry-run",
-    ]
-    refused(args, capsys, needle)
+    refused(deploy_argv(["ml.g6.xlarge"], "--region", region, "--dry-run"), capsys, needle)
     refused(["sagemaker", "status", "x", "--region", region], capsys, needle)
 
 
 def test_upper_case_region_is_normalised(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(
-        [
-            "sagemaker",
-            "deploy",
-            "--model",
-            "gemma-4-e2b",
-            "--instance",
-            "ml.g6.xlarge",
-            "--region",
-            "US-EAST-1",
-            "--dry-run",
-            "--json",
-        ],
-        capsys,
-    )
+    code, out, _ = run(deploy_argv(["ml.g6.xlarge"], "--region", "US-EAST-1", "--dry-run", "--json"), capsys)
     assert code == 0 and json.loads(out)["plan"]["region"] == "us-east-1"
 
 
@@ -148,23 +111,8 @@ def test_dry_run_runs_the_offline_preflight_and_shows_tags(capsys: pytest.Captur
 
 
 def test_memory_misfit_fails_the_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(
-        [
-            "sagemaker",
-            "deploy",
-            "--model",
-            "gemma-4-31b",
-            "--encoding",
-            "bf16",
-            "--instance",
-            "ml.g6.xlarge",
-            "--region",
-            "us-east-1",
-            "--dry-run",
-            "--json",
-        ],
-        capsys,
-    )
+    flags = ["--encoding", "bf16", "--region", "us-east-1", "--dry-run", "--json"]
+    code, out, _ = run(deploy_argv(["ml.g6.xlarge"], *flags, model="gemma-4-31b"), capsys)
     findings = {f["check"]: f["status"] for f in json.loads(out)["preflight"]["findings"]}
     assert code == 1 and findings["memory-fit:ml.g6.xlarge"] == "fail"
 
