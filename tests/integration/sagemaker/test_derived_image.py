@@ -11,9 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from botocore.stub import ANY, Stubber
+from botocore.stub import ANY
 
 from gemmaserve.progress import Cancelled, CancelToken
 from gemmaserve.sagemaker import api
@@ -24,7 +23,7 @@ from gemmaserve.sagemaker.image.dockerfile import ImageBuildRecord, find_record,
 from gemmaserve.sagemaker.spec.container import PINNED_IMAGE, default_image_uri, image_cuda_version
 from gemmaserve.sagemaker.spec.requests import ImageBuildRequest, PreflightRequest
 from gemmaserve.turing.versions import is_supported
-from tests.support.sagemaker.helpers import Lines
+from tests.support.sagemaker.helpers import Lines, StubbedCodeBuild
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -104,17 +103,6 @@ def test_the_wheel_is_built_from_this_checkout_without_touching_it(tmp_path: Pat
     assert {p.name for p in root.iterdir()} == before
 
 
-class StubbedCodeBuild:
-    def __init__(self, moto_factory: Any) -> None:
-        self.moto = moto_factory
-        self.client = boto3.client("codebuild", region_name=REGION)
-        self.stub = Stubber(self.client)
-        self.stub.activate()
-
-    def __call__(self, service: str, region: str) -> Any:
-        return self.client if service == "codebuild" else self.moto(service, region)
-
-
 def test_image_build_uploads_the_wheel_checks_its_hash_and_records_the_build(moto_factory: Any, tmp_path: Path) -> None:
     wheel = tmp_path / "gemmaserve-0.1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as archive:  # the smallest wheel the request accepts; its bytes are what matter
@@ -171,16 +159,22 @@ def test_image_build_uploads_the_wheel_checks_its_hash_and_records_the_build(mot
     assert record.gemmaserve_source == f"wheel:{wheel.name} sha256:{sha}"
 
 
-def test_ctrl_c_while_following_a_build_says_how_to_stop_it(moto_factory: Any) -> None:
+def _a_build_that_keeps_running(moto_factory: Any) -> StubbedCodeBuild:
+    """A new project whose build (id ``gemmaserve-turing-image:9``) starts and stays IN_PROGRESS in its BUILD phase."""
     factory = StubbedCodeBuild(moto_factory)
-    stub = factory.stub
-    stub.add_response("batch_get_projects", {"projects": []}, {"names": ["gemmaserve-turing-image"]})
-    stub.add_response("create_project", {"project": {"name": "gemmaserve-turing-image"}})
-    stub.add_response("start_build", {"build": {"id": "gemmaserve-turing-image:9", "buildStatus": "IN_PROGRESS"}})
-    stub.add_response(
+    factory.expect_a_new_project()
+    factory.stub.add_response(
+        "start_build", {"build": {"id": "gemmaserve-turing-image:9", "buildStatus": "IN_PROGRESS"}}
+    )
+    factory.stub.add_response(
         "batch_get_builds",
         {"builds": [{"id": "gemmaserve-turing-image:9", "buildStatus": "IN_PROGRESS", "currentPhase": "BUILD"}]},
     )
+    return factory
+
+
+def test_ctrl_c_while_following_a_build_says_how_to_stop_it(moto_factory: Any) -> None:
+    factory = _a_build_that_keeps_running(moto_factory)
 
     def ctrl_c(_: float) -> None:
         raise KeyboardInterrupt
@@ -196,15 +190,8 @@ def test_ctrl_c_while_following_a_build_says_how_to_stop_it(moto_factory: Any) -
 
 
 def test_cancel_while_following_a_build_stops_following_like_ctrl_c(moto_factory: Any) -> None:
-    factory = StubbedCodeBuild(moto_factory)
+    factory = _a_build_that_keeps_running(moto_factory)
     stub = factory.stub
-    stub.add_response("batch_get_projects", {"projects": []}, {"names": ["gemmaserve-turing-image"]})
-    stub.add_response("create_project", {"project": {"name": "gemmaserve-turing-image"}})
-    stub.add_response("start_build", {"build": {"id": "gemmaserve-turing-image:9", "buildStatus": "IN_PROGRESS"}})
-    stub.add_response(
-        "batch_get_builds",
-        {"builds": [{"id": "gemmaserve-turing-image:9", "buildStatus": "IN_PROGRESS", "currentPhase": "BUILD"}]},
-    )
     token = CancelToken()
     progress = Lines()
     with pytest.raises(Cancelled):
@@ -220,9 +207,7 @@ def test_cancel_while_following_a_build_stops_following_like_ctrl_c(moto_factory
 
 def test_cancel_before_the_build_starts_starts_none(moto_factory: Any) -> None:
     factory = StubbedCodeBuild(moto_factory)
-    stub = factory.stub
-    stub.add_response("batch_get_projects", {"projects": []}, {"names": ["gemmaserve-turing-image"]})
-    stub.add_response("create_project", {"project": {"name": "gemmaserve-turing-image"}})
+    stub = factory.expect_a_new_project()
     token = CancelToken()
     token.cancel()
     with pytest.raises(Cancelled):

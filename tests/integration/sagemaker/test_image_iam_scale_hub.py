@@ -29,7 +29,7 @@ from gemmaserve.sagemaker.image.jumpstart import list_gemma4_models
 from gemmaserve.sagemaker.operations.autoscale import autoscale_calls, configure_autoscaling
 from gemmaserve.sagemaker.spec.container import image_claims_turing_clamp, image_cuda_version
 from gemmaserve.sagemaker.spec.requests import AutoscaleRequest, ImageBuildRequest, RoleCreateRequest
-from tests.support.sagemaker.helpers import Lines, ScriptedClock, hub_content, hub_summaries
+from tests.support.sagemaker.helpers import Lines, ScriptedClock, StubbedCodeBuild, hub_content, hub_summaries
 
 REGION = "us-east-1"
 BASE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:server-sagemaker-cuda-v2.3"
@@ -86,19 +86,6 @@ def test_execution_role_is_created_once_and_trusts_sagemaker(moto_factory: Any) 
     assert stored == first.policy
     trust = iam.get_role(RoleName="gemmaserve-endpoint")["Role"]["AssumeRolePolicyDocument"]
     assert trust["Statement"][0]["Principal"]["Service"] == "sagemaker.amazonaws.com"
-
-
-class StubbedCodeBuild:
-    """moto for IAM/ECR/STS; CodeBuild through Stubber (moto demands a source location that NO_SOURCE has not)."""
-
-    def __init__(self, moto_factory: Any) -> None:
-        self.moto = moto_factory
-        self.client = boto3.client("codebuild", region_name=REGION)
-        self.stub = Stubber(self.client)
-        self.stub.activate()
-
-    def __call__(self, service: str, region: str) -> Any:
-        return self.client if service == "codebuild" else self.moto(service, region)
 
 
 def _build(status: str, phase: str) -> dict[str, Any]:
@@ -184,9 +171,7 @@ def test_image_build_creates_resources_idempotently_and_follows_the_build(moto_f
 
 def test_failed_build_is_an_error_with_its_log(moto_factory: Any) -> None:
     factory = StubbedCodeBuild(moto_factory)
-    stub = factory.stub
-    stub.add_response("batch_get_projects", {"projects": []}, {"names": ["gemmaserve-turing-image"]})
-    stub.add_response("create_project", {"project": {"name": "gemmaserve-turing-image"}})
+    stub = factory.expect_a_new_project()
     stub.add_response("start_build", {"build": {"id": "b:1", "buildStatus": "IN_PROGRESS"}})
     stub.add_response("batch_get_builds", _build("FAILED", "BUILD"))
     with pytest.raises(AwsError, match="ended FAILED") as info:

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import boto3
 import pytest
+from botocore.stub import Stubber
 
 from gemmaserve.cli import app
 from gemmaserve.cli.errors import run_with_error_mapping
@@ -51,6 +53,26 @@ class Lines(list[str]):
     def __call__(self, event: ProgressEvent) -> None:
         self.events.append(event)
         self.append(event.message)
+
+
+class StubbedCodeBuild:
+    """A client factory: moto for IAM/ECR/STS/S3; CodeBuild through Stubber (moto demands a source location that
+    NO_SOURCE has not)."""
+
+    def __init__(self, moto_factory: Any, region: str = "us-east-1") -> None:
+        self.moto = moto_factory
+        self.client = boto3.client("codebuild", region_name=region)
+        self.stub = Stubber(self.client)
+        self.stub.activate()
+
+    def __call__(self, service: str, region: str) -> Any:
+        return self.client if service == "codebuild" else self.moto(service, region)
+
+    def expect_a_new_project(self) -> Stubber:
+        """The default project is not there yet and gets created; returns the stub for the calls that follow."""
+        self.stub.add_response("batch_get_projects", {"projects": []}, {"names": ["gemmaserve-turing-image"]})
+        self.stub.add_response("create_project", {"project": {"name": "gemmaserve-turing-image"}})
+        return self.stub
 
 
 def make_role(iam: Any, name: str = "gemmaserve-exec") -> str:
