@@ -37,19 +37,53 @@ class Held:
     forwarded: threading.Event = field(default_factory=threading.Event)
 
 
-class SageMakerProxy:
-    def __init__(self, moto_url: str) -> None:
+class MotoFront:
+    """A real HTTP server on 127.0.0.1 (``url``) in front of moto's: each request goes to :meth:`_serve` (a GET with
+    an empty body), which passes it to moto unchanged unless a subclass answers it itself."""
+
+    def __init__(self, moto_url: str, name: str) -> None:
         self.moto = urlsplit(moto_url)
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        front = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                front._serve(self, body)
+
+            def do_GET(self) -> None:
+                front._serve(self, b"")
+
+        return Handler
+
+    def _serve(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
+        status, headers, answer = forward(self.moto, handler, body)
+        answer_with(handler, status, answer, headers)
+
+
+class SageMakerProxy(MotoFront):
+    def __init__(self, moto_url: str) -> None:
         self.held: dict[str, Held] = {}
         self.in_creation: set[str] = set()
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.hooks: list[Hook] = []
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, name="sagemaker-proxy", daemon=True)
-        self._thread.start()
+        super().__init__(moto_url, "sagemaker-proxy")
 
     def hold(self, operation: str) -> Held:
         held = self.held[operation] = Held()
@@ -68,28 +102,9 @@ class SageMakerProxy:
     def close(self) -> None:
         for held in self.held.values():
             held.release.set()
-        self._server.shutdown()
-        self._server.server_close()
+        super().close()
 
     # -- the server side --
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                proxy._serve(self, body)
-
-            def do_GET(self) -> None:
-                proxy._serve(self, b"")
-
-        return Handler
 
     def _serve(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
         target = handler.headers.get("X-Amz-Target", "")

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import functools
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import urlsplit
 
-from tests.support.sagemaker.moto_proxy import answer_with, forward
+from tests.support.sagemaker.moto_proxy import MotoFront, answer_with
 
 ACCOUNT = "123456789012"
 
@@ -32,46 +30,21 @@ def target_prefix() -> str:
     return str(model["metadata"]["targetPrefix"])
 
 
-class ServiceQuotasFake:
+class ServiceQuotasFake(MotoFront):
     def __init__(self, moto_url: str, quotas: dict[str, float], *, page_size: int = 2, region: str = "us-east-1"):
-        self.moto = urlsplit(moto_url)
         self.quotas = quotas
         self.page_size = page_size
         self.region = region
         self.requests: list[dict[str, Any]] = []  # the ListServiceQuotas bodies received
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, name="service-quotas", daemon=True)
-        self._thread.start()
+        super().__init__(moto_url, "service-quotas")
 
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if self.headers.get("X-Amz-Target", "") == f"{target_prefix()}.ListServiceQuotas":
-                    status, answer = fake._list(json.loads(body or b"{}"))
-                    answer_with(self, status, answer)
-                else:
-                    status, headers, answer = forward(fake.moto, self, body)
-                    answer_with(self, status, answer, headers)
-
-            def do_GET(self) -> None:
-                status, headers, answer = forward(fake.moto, self, b"")
-                answer_with(self, status, answer, headers)
-
-        return Handler
+    def _serve(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
+        listing = handler.headers.get("X-Amz-Target", "") == f"{target_prefix()}.ListServiceQuotas"
+        if handler.command == "POST" and listing:
+            status, answer = self._list(json.loads(body or b"{}"))
+            answer_with(handler, status, answer)
+        else:
+            super()._serve(handler, body)
 
     def _list(self, body: dict[str, Any]) -> tuple[int, bytes]:
         self.requests.append(body)
