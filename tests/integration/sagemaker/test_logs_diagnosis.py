@@ -45,6 +45,24 @@ def put_logs(logs: Any, lines: list[str], start_s: float) -> None:
     )
 
 
+def described(status: str) -> dict[str, Any]:
+    """DescribeEndpoint's answer for NAME in ``status``: one ml.g4dn.xlarge in its pool."""
+    return {
+        "EndpointName": NAME,
+        "EndpointArn": "arn:aws:sagemaker:us-east-1:1:endpoint/x",
+        "EndpointConfigName": "c",
+        "EndpointStatus": status,
+        "CreationTime": START,
+        "LastModifiedTime": START,
+        "ProductionVariants": [
+            {
+                "VariantName": "AllTraffic",
+                "InstancePools": [{"InstanceType": "ml.g4dn.xlarge", "CurrentInstanceCount": 1}],
+            }
+        ],
+    }
+
+
 def test_logs_are_filtered_in_code_and_facts_come_from_the_whole_window() -> None:
     with mock_aws():
         logs = boto3.client("logs", region_name=REGION)
@@ -113,20 +131,7 @@ def test_a_crash_in_the_log_is_fatal(line: str) -> None:
 def test_wait_stops_early_on_a_crash_in_the_log() -> None:
     clock = ScriptedClock()
     sm = boto3.client("sagemaker", region_name=REGION)
-    creating = {
-        "EndpointName": NAME,
-        "EndpointArn": "arn:aws:sagemaker:us-east-1:1:endpoint/x",
-        "EndpointConfigName": "c",
-        "EndpointStatus": "Creating",
-        "CreationTime": START,
-        "LastModifiedTime": START,
-        "ProductionVariants": [
-            {
-                "VariantName": "AllTraffic",
-                "InstancePools": [{"InstanceType": "ml.g4dn.xlarge", "CurrentInstanceCount": 1}],
-            }
-        ],
-    }
+    creating = described("Creating")
     with mock_aws():
         logs = boto3.client("logs", region_name=REGION)
         with Stubber(sm) as stub:
@@ -160,25 +165,12 @@ def test_a_handled_traceback_is_a_warning_not_a_failed_deploy() -> None:
 def test_wait_goes_on_past_a_handled_traceback_to_in_service() -> None:
     clock = ScriptedClock()
     sm = boto3.client("sagemaker", region_name=REGION)
-    described = {
-        "EndpointName": NAME,
-        "EndpointArn": "arn:aws:sagemaker:us-east-1:1:endpoint/x",
-        "EndpointConfigName": "c",
-        "CreationTime": START,
-        "LastModifiedTime": START,
-        "ProductionVariants": [
-            {
-                "VariantName": "AllTraffic",
-                "InstancePools": [{"InstanceType": "ml.g4dn.xlarge", "CurrentInstanceCount": 1}],
-            }
-        ],
-    }
     progress = Lines()
     with mock_aws():
         logs = boto3.client("logs", region_name=REGION)
         with Stubber(sm) as stub:
-            stub.add_response("describe_endpoint", {**described, "EndpointStatus": "Creating"}, {"EndpointName": NAME})
-            stub.add_response("describe_endpoint", {**described, "EndpointStatus": "InService"}, {"EndpointName": NAME})
+            stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
+            stub.add_response("describe_endpoint", described("InService"), {"EndpointName": NAME})
             put_logs(logs, HANDLED_TRACEBACK, START.timestamp())
             final = wait_on(sm, logs, NAME, Deps(clock=clock.now, sleep=clock.sleep, progress=progress), poll_s=30)
     assert final.status is EndpointStatus.IN_SERVICE

@@ -55,6 +55,10 @@ class Factory:
         return self.sq[region] if service == "service-quotas" else self.moto(service, region)
 
 
+#: The request fields of the e2b QAT model on one ml.g4dn.xlarge (a T4), the case most checks look at.
+E2B_ON_A_T4: dict[str, Any] = {"model": "gemma-4-e2b", "encoding": "qat-w4a16", "instance": ["ml.g4dn.xlarge"]}
+
+
 def preflight(
     factory: Any, regions: list[str] | None = None, check_model: Any = None, **fields: Any
 ) -> PreflightReport:
@@ -71,14 +75,7 @@ def by_check(report: PreflightReport) -> dict[str, Any]:
 def test_t4_with_the_stock_image_fails_on_the_clamp_and_passes_the_rest(moto_factory: Any) -> None:
     role = make_role(moto_factory("iam", REGION))
     factory = Factory(moto_factory, {"ml.g4dn.xlarge for endpoint usage": 1}, [REGION])
-    report = preflight(
-        factory,
-        model="gemma-4-e2b",
-        encoding="qat-w4a16",
-        instance=["ml.g4dn.xlarge"],
-        role_arn=role,
-        check_model=lambda repo: Reachability.GATED,
-    )
+    report = preflight(factory, **E2B_ON_A_T4, role_arn=role, check_model=lambda repo: Reachability.GATED)
     checks = by_check(report)
     assert checks["memory-fit:ml.g4dn.xlarge"].status is Status.OK
     assert checks["cuda:ml.g4dn.xlarge"].status is Status.OK  # 12.9 image on the CUDA 13 AMI
@@ -107,9 +104,7 @@ def test_derived_image_and_held_quota(moto_factory: Any) -> None:
     factory = Factory(moto_factory, {"ml.g4dn.xlarge for endpoint usage": 1}, [REGION])
     report = preflight(
         factory,
-        model="gemma-4-e2b",
-        encoding="qat-w4a16",
-        instance=["ml.g4dn.xlarge"],
+        **E2B_ON_A_T4,
         role_arn=role,
         image=T4_DERIVED.replace("us-east-1", "{region}"),
         check_model=lambda repo: Reachability.REACHABLE,
