@@ -27,7 +27,7 @@ from gemmaserve.sagemaker.deployment.endpoint import DeployPlan, execute_deploy,
 from gemmaserve.sagemaker.operations.status import EndpointStatus, describe_endpoint_state
 from gemmaserve.sagemaker.operations.teardown import delete_deployment
 from gemmaserve.sagemaker.spec.requests import DeleteRequest
-from tests.support.sagemaker.helpers import START, Lines, ScriptedClock, make_spec, wait_on
+from tests.support.sagemaker.helpers import START, Lines, ScriptedClock, make_spec, pool_config, wait_on
 
 REGION = "us-east-1"
 ROLE = "arn:aws:iam::123456789012:role/gemmaserve-exec"
@@ -71,7 +71,7 @@ def ours_and_unshared(stub: Stubber) -> None:
     from gemmaserve.sagemaker.spec.container import build_tags
 
     tags = {"Tags": build_tags(owner="ana", now=START, ttl_s=3600)}
-    stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+    stub.add_response("describe_endpoint_config", pool_config(NAME), {"EndpointConfigName": f"{NAME}-config"})
     stub.add_response(
         "describe_model",
         {"ModelName": f"{NAME}-model", "ModelArn": ARN + "-model", "CreationTime": START},
@@ -104,24 +104,6 @@ def described(
     if reason:
         response["FailureReason"] = reason
     return response
-
-
-def pools_config() -> dict[str, Any]:
-    return {
-        "EndpointConfigName": f"{NAME}-config",
-        "EndpointConfigArn": ARN + "-config",
-        "CreationTime": START,
-        "ProductionVariants": [
-            {
-                "VariantName": "AllTraffic",
-                "ModelName": f"{NAME}-model",
-                "InstancePools": [
-                    {"InstanceType": "ml.g6.xlarge", "Priority": 1},
-                    {"InstanceType": "ml.g6.2xlarge", "Priority": 2},
-                ],
-            }
-        ],
-    }
 
 
 def one_type_plan() -> DeployPlan:
@@ -220,7 +202,7 @@ def test_creating_then_failed_for_capacity_raises_capacity_unavailable() -> None
     with Stubber(sm) as stub:
         for minutes in (1, 10):
             stub.add_response("describe_endpoint", described("Creating", minutes=minutes), {"EndpointName": NAME})
-            stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+            stub.add_response("describe_endpoint_config", pool_config(NAME), {"EndpointConfigName": f"{NAME}-config"})
         stub.add_response(
             "describe_endpoint",
             described(
@@ -230,7 +212,7 @@ def test_creating_then_failed_for_capacity_raises_capacity_unavailable() -> None
             ),
             {"EndpointName": NAME},
         )
-        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+        stub.add_response("describe_endpoint_config", pool_config(NAME), {"EndpointConfigName": f"{NAME}-config"})
         with pytest.raises(CapacityUnavailable) as info:
             wait_on(sm, None, NAME, Deps(clock=clock.now, sleep=clock.sleep), poll_s=60)
     assert info.value.fields["diagnosis"] == "capacity"
@@ -245,7 +227,7 @@ def test_cannot_start_container_says_to_set_the_ami() -> None:
             described("Failed", reason="CannotStartContainerError. Please ensure the model container is valid."),
             {"EndpointName": NAME},
         )
-        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+        stub.add_response("describe_endpoint_config", pool_config(NAME), {"EndpointConfigName": f"{NAME}-config"})
         with pytest.raises(EndpointFailed) as info:
             wait_on(sm, None, NAME, Deps(clock=lambda: START, sleep=lambda s: None))
     assert "al2023-ami-sagemaker-inference-gpu-4-1" in (info.value.hint or "")
@@ -257,7 +239,7 @@ def test_wait_times_out_with_a_bound() -> None:
     with Stubber(sm) as stub:
         for _ in range(3):
             stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
-            stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": ANY})
+            stub.add_response("describe_endpoint_config", pool_config(NAME), {"EndpointConfigName": ANY})
         with pytest.raises(SageMakerTimedOut):
             wait_on(sm, None, NAME, Deps(clock=clock.now, sleep=clock.sleep), timeout_s=100, poll_s=50)
     assert clock.sleeps == [50, 50]
@@ -269,12 +251,12 @@ def test_delete_waits_while_creating_then_deletes_everything() -> None:
     progress = Lines()
     with Stubber(sm) as stub:
         stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
-        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
-        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+        stub.add_response("describe_endpoint_config", pool_config(NAME), {"EndpointConfigName": f"{NAME}-config"})
+        stub.add_response("describe_endpoint_config", pool_config(NAME), {"EndpointConfigName": f"{NAME}-config"})
         ours_and_unshared(stub)
         for status in ("Creating", "Creating", "InService"):
             stub.add_response("describe_endpoint", described(status), {"EndpointName": NAME})
-            stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+            stub.add_response("describe_endpoint_config", pool_config(NAME), {"EndpointConfigName": f"{NAME}-config"})
         stub.add_response("delete_endpoint", {}, {"EndpointName": NAME})
         stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": f"{NAME}-config"})
         stub.add_client_error(
@@ -300,12 +282,12 @@ def test_delete_gives_up_after_its_bound() -> None:
     clock = ScriptedClock()
     with Stubber(sm) as stub:
         stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
-        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": ANY})
-        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": ANY})
+        stub.add_response("describe_endpoint_config", pool_config(NAME), {"EndpointConfigName": ANY})
+        stub.add_response("describe_endpoint_config", pool_config(NAME), {"EndpointConfigName": ANY})
         ours_and_unshared(stub)
         for _ in range(3):
             stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
-            stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": ANY})
+            stub.add_response("describe_endpoint_config", pool_config(NAME), {"EndpointConfigName": ANY})
         with pytest.raises(SageMakerTimedOut):
             delete_deployment(
                 sm,
@@ -322,7 +304,7 @@ def test_failure_midway_deletes_only_what_this_run_made() -> None:
         config_refused(stub, plan, "ValidationException", "Cannot create already existing endpoint configuration")
         # "already existing" may be botocore retrying a call that succeeded, or someone else's config made
         # meanwhile: the tags decide. Here they are not this run's, so the config is left alone.
-        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+        stub.add_response("describe_endpoint_config", pool_config(NAME), {"EndpointConfigName": f"{NAME}-config"})
         stub.add_response("list_tags", {"Tags": [{"Key": "team", "Value": "other"}]}, {"ResourceArn": ARN + "-config"})
         stub.add_response("delete_model", {}, {"ModelName": f"{NAME}-model"})
         with pytest.raises(AwsError, match="already existing") as caught:
@@ -339,7 +321,7 @@ def test_a_retried_create_that_had_succeeded_is_still_torn_down() -> None:
     plan = one_type_plan()
     with Stubber(sm) as stub:
         config_refused(stub, plan, "ValidationException", "Cannot create already existing endpoint configuration")
-        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+        stub.add_response("describe_endpoint_config", pool_config(NAME), {"EndpointConfigName": f"{NAME}-config"})
         stub.add_response("list_tags", {"Tags": plan.calls[1].params["Tags"]}, {"ResourceArn": ARN + "-config"})
         stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": f"{NAME}-config"})
         stub.add_response("delete_model", {}, {"ModelName": f"{NAME}-model"})
@@ -385,7 +367,7 @@ def test_wait_reports_each_status_with_seconds_of_the_timeout() -> None:
     with Stubber(sm) as stub:
         for status in ("Creating", "Creating", "InService"):
             stub.add_response("describe_endpoint", described(status), {"EndpointName": NAME})
-            stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+            stub.add_response("describe_endpoint_config", pool_config(NAME), {"EndpointConfigName": f"{NAME}-config"})
         wait_on(sm, None, NAME, Deps(clock=clock.now, sleep=clock.sleep, progress=progress), poll_s=60, timeout_s=600)
     assert [(e.phase, e.done, e.total) for e in progress.events] == [("Creating", 0, 600), ("InService", 120, 600)]
     assert progress[0].startswith(f"{NAME} ({REGION}): Creating")  # the line the CLI prints, as before
@@ -403,7 +385,7 @@ def test_cancelled_wait_stops_following_at_the_next_poll() -> None:
 
     with Stubber(sm) as stub:
         stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
-        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+        stub.add_response("describe_endpoint_config", pool_config(NAME), {"EndpointConfigName": f"{NAME}-config"})
         with pytest.raises(Cancelled):
             wait_on(sm, None, NAME, Deps(clock=clock.now, sleep=sleep, cancel=token), poll_s=60)
         stub.assert_no_pending_responses()
@@ -415,7 +397,7 @@ def test_cancel_cuts_a_real_wait_short() -> None:
     token = CancelToken()
     with Stubber(sm) as stub:
         stub.add_response("describe_endpoint", described("Creating"), {"EndpointName": NAME})
-        stub.add_response("describe_endpoint_config", pools_config(), {"EndpointConfigName": f"{NAME}-config"})
+        stub.add_response("describe_endpoint_config", pool_config(NAME), {"EndpointConfigName": f"{NAME}-config"})
         threading.Timer(0.1, token.cancel).start()
         with pytest.raises(Cancelled):
             # sleep=None: real time between polls, here longer than any test run, so only the cancel ends it.

@@ -18,7 +18,7 @@ from gemmaserve.sagemaker.aws import Deps
 from gemmaserve.sagemaker.deployment.endpoint import execute_deploy, plan_deploy
 from gemmaserve.sagemaker.spec.container import build_tags
 from gemmaserve.sagemaker.spec.requests import CleanupRequest, ListRequest
-from tests.support.sagemaker.helpers import START, deploy_argv, make_role, make_spec, run
+from tests.support.sagemaker.helpers import START, deploy_argv, make_role, make_spec, pool_config, run
 
 REGION = "us-east-1"
 
@@ -195,24 +195,6 @@ def _pool_described() -> dict[str, Any]:
     }
 
 
-def _pool_config() -> dict[str, Any]:
-    return {
-        "EndpointConfigName": f"{POOL_NAME}-config",
-        "EndpointConfigArn": POOL_ARN + "-config",
-        "CreationTime": START,
-        "ProductionVariants": [
-            {
-                "VariantName": "AllTraffic",
-                "ModelName": f"{POOL_NAME}-model",
-                "InstancePools": [
-                    {"InstanceType": "ml.g6.xlarge", "Priority": 1},
-                    {"InstanceType": "ml.g6.2xlarge", "Priority": 2},
-                ],
-            }
-        ],
-    }
-
-
 class StubbedFactory:
     def __init__(self, client: Any) -> None:
         self.client = client
@@ -225,7 +207,7 @@ def test_instance_pool_shows_its_types_and_price_range_in_status_and_list(capsys
     sm = boto3.client("sagemaker", region_name=REGION)
     with Stubber(sm) as stub:
         stub.add_response("describe_endpoint", _pool_described(), {"EndpointName": POOL_NAME})
-        stub.add_response("describe_endpoint_config", _pool_config(), {"EndpointConfigName": ANY})
+        stub.add_response("describe_endpoint_config", pool_config(POOL_NAME), {"EndpointConfigName": ANY})
         session = SageMakerSession(factory=StubbedFactory(sm), clock=lambda: START)
         state = session.endpoint(POOL_NAME, region=REGION).status()
     assert state.instance_type is None and state.pool_types == ["ml.g6.xlarge", "ml.g6.2xlarge"]
@@ -250,7 +232,7 @@ def test_instance_pool_shows_its_types_and_price_range_in_status_and_list(capsys
             "list_tags", {"Tags": build_tags(owner="ana", now=START, ttl_s=3600)}, {"ResourceArn": POOL_ARN}
         )
         stub.add_response("describe_endpoint", _pool_described(), {"EndpointName": POOL_NAME})
-        stub.add_response("describe_endpoint_config", _pool_config(), {"EndpointConfigName": ANY})
+        stub.add_response("describe_endpoint_config", pool_config(POOL_NAME), {"EndpointConfigName": ANY})
         inventory = api.list_endpoints(ListRequest(regions=[REGION], list_prices=True), session, orphans=False)
     item = inventory.endpoints[0]
     assert item.pool_types == ["ml.g6.xlarge", "ml.g6.2xlarge"] and item.price_range is not None

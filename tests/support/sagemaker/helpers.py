@@ -75,6 +75,25 @@ class StubbedCodeBuild:
         return self.stub
 
 
+def pool_config(endpoint_name: str, region: str = "us-east-1") -> dict[str, Any]:
+    """DescribeEndpointConfig's answer for ``endpoint_name``'s config: a pool of ml.g6.xlarge, then ml.g6.2xlarge."""
+    return {
+        "EndpointConfigName": f"{endpoint_name}-config",
+        "EndpointConfigArn": f"arn:aws:sagemaker:{region}:123456789012:endpoint/{endpoint_name}-config",
+        "CreationTime": START,
+        "ProductionVariants": [
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": f"{endpoint_name}-model",
+                "InstancePools": [
+                    {"InstanceType": "ml.g6.xlarge", "Priority": 1},
+                    {"InstanceType": "ml.g6.2xlarge", "Priority": 2},
+                ],
+            }
+        ],
+    }
+
+
 def make_role(iam: Any, name: str = "gemmaserve-exec") -> str:
     return str(iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(TRUST))["Role"]["Arn"])
 
