@@ -115,7 +115,8 @@ def _engine_eval(engine: Engine, code: str) -> str:
     return result.stdout
 
 
-def _measure(engine: Engine, label: str, *options: str) -> tuple[int, dict[str, Any], dict[str, Any]]:
+def _measure(engine: Engine, label: str, options: str) -> tuple[int, dict[str, Any], dict[str, Any]]:
+    """``bench measure`` against the engine with ``options`` as typed in a shell (split on white space)."""
     out = engine.work / "bench"
     result = engine.gemmaserve(
         "bench",
@@ -131,7 +132,7 @@ def _measure(engine: Engine, label: str, *options: str) -> tuple[int, dict[str, 
         "120",
         "--max-client-lag-ms",
         "2000",
-        *options,
+        *options.split(),
         "--json",
     )
     summary = json.loads(result.stdout)
@@ -139,24 +140,8 @@ def _measure(engine: Engine, label: str, *options: str) -> tuple[int, dict[str, 
 
 
 def test_bench_measure_succeeds_and_the_metrics_agree_with_the_log(engine: Engine) -> None:
-    code, summary, result = _measure(
-        engine,
-        "cpu",
-        "--decode-calls",
-        "2",
-        "--decode-short",
-        "8",
-        "--decode-long",
-        "48",
-        "--concurrency",
-        "1,4",
-        "--repeats",
-        "1",
-        "--input-tokens",
-        "16",
-        "--output-tokens",
-        "24",
-    )
+    options = "--decode-calls 2 --decode-short 8 --decode-long 48 --concurrency 1,4 --repeats 1"
+    code, summary, result = _measure(engine, "cpu", f"{options} --input-tokens 16 --output-tokens 24")
     target = summary["targets"][0]
     assert code == 0 and target["failed"] == 0 and target["missing"] == [], target
     assert target["requests"] > 0 and all(request["success"] for request in result["requests"])
@@ -179,22 +164,8 @@ def test_bench_measure_succeeds_and_the_metrics_agree_with_the_log(engine: Engin
 
 
 def test_a_prompt_longer_than_max_model_len_is_a_failure_with_the_servers_reason(engine: Engine) -> None:
-    code, summary, result = _measure(
-        engine,
-        "too-long",
-        "--decode-calls",
-        "0",
-        "--concurrency",
-        "1",
-        "--repeats",
-        "1",
-        "--input-tokens",
-        str(MAX_MODEL_LEN),
-        "--output-tokens",
-        "8",
-        "--warmup",
-        "0",
-    )
+    options = f"--decode-calls 0 --concurrency 1 --repeats 1 --input-tokens {MAX_MODEL_LEN} --output-tokens 8"
+    code, summary, result = _measure(engine, "too-long", f"{options} --warmup 0")
     target = summary["targets"][0]
     assert code == 1 and target["failed"] >= 1
     failed = [request for request in result["requests"] if not request["success"]]
