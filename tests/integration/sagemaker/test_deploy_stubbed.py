@@ -123,6 +123,13 @@ def config_refused(stub: Stubber, plan: DeployPlan, code: str, message: str) -> 
     )
 
 
+def config_already_existing(stub: Stubber, plan: DeployPlan, tags: list[dict[str, str]]) -> None:
+    """CreateEndpointConfig refused as "already existing"; the config found there carries ``tags``."""
+    config_refused(stub, plan, "ValidationException", "Cannot create already existing endpoint configuration")
+    stub.add_response("describe_endpoint_config", pool_config(NAME), {"EndpointConfigName": f"{NAME}-config"})
+    stub.add_response("list_tags", {"Tags": tags}, {"ResourceArn": ARN + "-config"})
+
+
 def test_instance_pools_plan_is_accepted_by_the_service_model() -> None:
     sm = sm_client()
     spec = make_spec(ROLE, endpoint_name=NAME, instance_types=["ml.g6.xlarge", "ml.g6.2xlarge"])
@@ -301,11 +308,9 @@ def test_failure_midway_deletes_only_what_this_run_made() -> None:
     sm = sm_client()
     plan = one_type_plan()
     with Stubber(sm) as stub:
-        config_refused(stub, plan, "ValidationException", "Cannot create already existing endpoint configuration")
         # "already existing" may be botocore retrying a call that succeeded, or someone else's config made
         # meanwhile: the tags decide. Here they are not this run's, so the config is left alone.
-        stub.add_response("describe_endpoint_config", pool_config(NAME), {"EndpointConfigName": f"{NAME}-config"})
-        stub.add_response("list_tags", {"Tags": [{"Key": "team", "Value": "other"}]}, {"ResourceArn": ARN + "-config"})
+        config_already_existing(stub, plan, tags=[{"Key": "team", "Value": "other"}])
         stub.add_response("delete_model", {}, {"ModelName": f"{NAME}-model"})
         with pytest.raises(AwsError, match="already existing") as caught:
             execute_deploy(sm, plan, Deps(clock=lambda: START))
@@ -320,9 +325,7 @@ def test_a_retried_create_that_had_succeeded_is_still_torn_down() -> None:
     sm = sm_client()
     plan = one_type_plan()
     with Stubber(sm) as stub:
-        config_refused(stub, plan, "ValidationException", "Cannot create already existing endpoint configuration")
-        stub.add_response("describe_endpoint_config", pool_config(NAME), {"EndpointConfigName": f"{NAME}-config"})
-        stub.add_response("list_tags", {"Tags": plan.calls[1].params["Tags"]}, {"ResourceArn": ARN + "-config"})
+        config_already_existing(stub, plan, tags=plan.calls[1].params["Tags"])
         stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": f"{NAME}-config"})
         stub.add_response("delete_model", {}, {"ModelName": f"{NAME}-model"})
         with pytest.raises(AwsError) as caught:
