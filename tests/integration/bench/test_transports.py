@@ -97,13 +97,27 @@ HTTP_FAULTS = {
     "short_reply": "short_reply",
 }
 
+SAGEMAKER_FAULTS = {
+    "http_500": "sagemaker_ModelError",
+    "http_429": "sagemaker_ThrottlingException",
+    "model_stream_error": "sagemaker_ModelStreamError",
+    "malformed_frame": "sagemaker_MalformedEventStream",
+    "malformed_sse": "malformed_sse",
+    "short_reply": "short_reply",
+}
 
-@pytest.mark.parametrize(("fault", "reason"), sorted(HTTP_FAULTS.items()))
-def test_http_faults_become_reasons(fault: str, reason: str, mock_server: ThreadedMockServer) -> None:
+FAULTS = [
+    *(("http", fault, reason) for fault, reason in sorted(HTTP_FAULTS.items())),
+    *(("sagemaker", fault, reason) for fault, reason in sorted(SAGEMAKER_FAULTS.items())),
+]
+
+
+@pytest.mark.parametrize(("transport", "fault", "reason"), FAULTS)
+def test_faults_become_reasons(transport: str, fault: str, reason: str, mock_server: ThreadedMockServer) -> None:
     mock_server.configure(fault=fault)
-    outcome = _one("http", mock_server.url, ChatRequest("p", 10, ignore_eos=True))
+    outcome = _one(transport, mock_server.url, ChatRequest("p", 10, ignore_eos=True))
     assert outcome.reason == reason, outcome.detail
-    if fault in ("disconnect", "truncated", "short_reply"):
+    if transport == "http" and fault in ("disconnect", "truncated", "short_reply"):
         assert outcome.metrics is not None and outcome.metrics.content_chunks == 5  # the half that arrived
 
 
@@ -136,23 +150,6 @@ def test_connection_refused_is_connect_error() -> None:
     sock.close()  # nothing listens on this port now
     outcome = _one("http", f"http://127.0.0.1:{port}", ChatRequest("p", 2))
     assert outcome.reason == "connect_error"
-
-
-SAGEMAKER_FAULTS = {
-    "http_500": "sagemaker_ModelError",
-    "http_429": "sagemaker_ThrottlingException",
-    "model_stream_error": "sagemaker_ModelStreamError",
-    "malformed_frame": "sagemaker_MalformedEventStream",
-    "malformed_sse": "malformed_sse",
-    "short_reply": "short_reply",
-}
-
-
-@pytest.mark.parametrize(("fault", "reason"), sorted(SAGEMAKER_FAULTS.items()))
-def test_sagemaker_faults_become_reasons(fault: str, reason: str, mock_server: ThreadedMockServer) -> None:
-    mock_server.configure(fault=fault)
-    outcome = _one("sagemaker", mock_server.url, ChatRequest("p", 10, ignore_eos=True))
-    assert outcome.reason == reason, outcome.detail
 
 
 def test_sagemaker_requests_are_signed(mock_server: ThreadedMockServer) -> None:
