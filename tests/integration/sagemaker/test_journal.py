@@ -81,9 +81,9 @@ def test_a_killed_deploy_is_shown_by_list_and_settled_by_cleanup_journal(
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
+        # No deadline: a deploy that never reaches its wait is ended by the suite's timeout.
         while proxy.count("DescribeEndpoint") < 2:  # the wait has polled: every Create was made
-            assert deploy.poll() is None and time.monotonic() < deadline, "the deploy never reached its wait"
+            assert deploy.poll() is None, "the deploy ended before it reached its wait"
             time.sleep(0.05)
         deploy.send_signal(signal.SIGKILL)  # no handler runs: nothing is torn down
         deploy.wait(timeout=30)
