@@ -381,3 +381,19 @@ def test_checkpoint_parts_add_up_to_the_published_bytes(model: str, encoding: st
     checkpoint = load_catalog().models[model].encodings[encoding]
     assert sum(checkpoint.parts_bytes.values()) == published
     assert f"{published:,}" in checkpoint.source or "less" in checkpoint.source or "shards" in checkpoint.source
+
+
+def test_plan_deployment_keywords_are_exactly_the_serving_settings() -> None:
+    """SettingsByName types ``plan_deployment``'s keywords; a ServingSettings field added or renamed must show there."""
+    from gemmaserve.plan import SettingsByName
+    from gemmaserve.request_model import ServingSettings
+
+    assert set(SettingsByName.__annotations__) == set(ServingSettings.model_fields)
+
+
+def test_plan_deployment_keywords_reach_the_row() -> None:
+    row = plan_deployment("e2b", "bf16", "l4", max_model_len=4096, vllm="0.30", language_model_only=True)
+    assert row.max_model_len == 4096 and row.vllm_version.startswith("0.30") and row.language_model_only
+    assert (
+        "--language-model-only" in row.vllm_args and row.vllm_args[row.vllm_args.index("--max-model-len") + 1] == "4096"
+    )
