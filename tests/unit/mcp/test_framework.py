@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import anyio
 from mcp import Client
@@ -14,8 +14,10 @@ from mcp_types import CallToolResult
 
 from gemmaserve.errors import ConfirmationRequired, GemmaserveError, ServerNotRunning
 from gemmaserve.mcp_server.framework import (
+    READ_ONLY,
     Confirm,
     ProgressSink,
+    ToolSet,
     format_error,
     relay,
     require_confirmation,
@@ -24,6 +26,7 @@ from gemmaserve.mcp_server.framework import (
     typed_result,
 )
 from gemmaserve.progress import Cancelled, CancelToken, ProgressEvent
+from gemmaserve.request_model import ActionRequest
 from gemmaserve.result_model import ActionResult
 from gemmaserve.views import view
 from gemmaserve.views.page import Page, page
@@ -181,3 +184,32 @@ def test_relay_passes_counted_work_and_numbers_the_rest() -> None:
         progress(ProgressEvent("teardown", "deleting model"))  # must not raise: the teardown has to finish
     progress(ProgressEvent("teardown", "deleting what was created"))  # nor after the cancellation
     assert reported == [(1, 3, "created model"), (2, None, "deleting model"), (3, None, "deleting what was created")]
+
+
+class CountRequest(ActionRequest):
+    action: ClassVar[str] = "count"
+    more: int = 0
+
+
+def _counting_tools(start: int, title: str = "Count") -> ToolSet:
+    """A tool set whose one tool adds ``more`` to ``start``: each build closes over its own start, as each
+    ``build_server`` closes over its own deps."""
+    tools = ToolSet()
+
+    @tools.action(CountRequest, title=title, annotations=READ_ONLY, result=Counted)
+    def count(request: CountRequest) -> CallToolResult:
+        return typed_result(Counted(steps=start + request.more))
+
+    return tools
+
+
+def test_each_build_calls_its_own_body_while_the_schema_is_made_once() -> None:
+    first, second = _counting_tools(1), _counting_tools(100)
+    (one,), (other,) = first.tools, second.tools
+    assert one.fn_metadata is other.fn_metadata and one.parameters is other.parameters
+    assert one.fn is not other.fn
+    for tools, expected in ((first, 3), (second, 102)):
+        result = call_tool(MCPServer("toy", tools=tools.tools), "count", {"more": 2})
+        assert not result.is_error and result.structured_content["steps"] == expected
+    (retitled,) = _counting_tools(1, title="Count again").tools
+    assert retitled.title == "Count again" and retitled.fn_metadata is not one.fn_metadata
