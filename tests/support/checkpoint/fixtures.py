@@ -43,6 +43,8 @@ class FakeHub:
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
+            disable_nagle_algorithm = True  # head and body are two writes: no delayed-ACK wait between them
+
             def log_message(self, *args: object) -> None:
                 return None
 
