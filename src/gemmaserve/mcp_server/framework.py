@@ -325,16 +325,6 @@ class ToolSet:
     def __init__(self) -> None:
         self.tools: list[Tool] = []
 
-    def tool(
-        self, *, name: str, title: str, annotations: ToolAnnotations, context_kwarg: str | None = None
-    ) -> Callable[[Callable[P, T]], Callable[P, T]]:
-        def register(fn: Callable[P, T]) -> Callable[P, T]:
-            tool = Tool.from_function(fn, name=name, title=title, annotations=annotations, context_kwarg=context_kwarg)
-            self.tools.append(strict_arguments(tool))
-            return fn
-
-        return register
-
     def action(
         self, model: type[ActionRequest], *, title: str, annotations: ToolAnnotations, result: type[BaseModel]
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -59,7 +59,7 @@ class MotoFront:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             # An answer goes out as two writes (head, body): with Nagle the body waits for the client's
-            # delayed ACK of the head, 40 ms a call on Linux, as no real service makes a client wait.
+            # delayed ACK of the head, 40 ms a call on Linux, a wait no real service adds.
             disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:
