@@ -2,11 +2,12 @@
 # How these files were made: on the GPU machine's host (16 cores), the mock server on core 8 and
 # the client on core 9, three clients alternated, each run by the benchmark script of its own
 # revision (the script's imports follow the package's layout):
-#   aiohttp    = src/ of 2e0559f (aiohttp's StreamReader, the client the issue measured at 41 µs),
+#   aiohttp    = src/ of 2e0559f (aiohttp's StreamReader, the client before the httptools protocol),
 #                script of 02866d1 (its --per-chunk, the same measure: CPU over the burst / chunks)
 #   httptools  = src/ and script of 1b7baea (the httptools protocol, before the short path)
 #   this       = this tree (its script also reads each burst with a bare protocol: the floor)
-# `bash run.sh --archives` (here, with git) writes them to .clients/; `bash run.sh OUT_DIR` runs.
+# `bash run.sh --archives` (here, with git) writes them to .clients/; `SITE=DIR bash run.sh OUT_DIR` runs,
+# with DIR holding the packages the host's Python lacks (httptools, pydantic), put on PYTHONPATH.
 set -e
 if [ "$1" = --archives ]; then
   mkdir -p .clients/scripts
