@@ -55,7 +55,11 @@ class SpeedRun:
     multimodal: bool = False  # Gemma4ForConditionalGeneration with its towers (gemmaserve.testing.tiny_gemma4)
     text_only: bool = True  # --language-model-only
     budget_gpu: str | None = None  # a catalog GPU whose 0.9 × visible memory is requested; None: 0.9 of this one
+    env: dict[str, str] = field(default_factory=dict)  # engine environment, e.g. the model runner forced
 
+
+# V1 logs each mode's first capture and per-graph sample at debug level only.
+V1_WITH_ITS_ESTIMATE = {"VLLM_USE_V2_MODEL_RUNNER": "0", "VLLM_LOGGING_LEVEL": "DEBUG"}
 
 RUNS: list[SpeedRun] = [
     SpeedRun("e2b-speed", "gemma-4-e2b", "speed", cache="e2b"),
@@ -92,6 +96,15 @@ RUNS: list[SpeedRun] = [
     ),
     SpeedRun(
         "e2b-graphs-seqs256", "gemma-4-e2b", "graphs", max_num_seqs=256, max_num_batched_tokens=2048, cache="e2b-2048"
+    ),
+    # Is the MoE's smaller graph pool (26B A4B: 0.40 GiB, V1 in 0.26) the runner's or the model's? Each model
+    # twice on one machine, on its default runner and on the other: E2B on V1, which also logs its own estimate
+    # (first capture + (n - 1) × the second, per mode: gpu_model_runner.py:6657-6686 in 0.26.0), the MoE on V2.
+    SpeedRun("e2b-graphs", "gemma-4-e2b", "graphs", cache="e2b"),
+    SpeedRun("e2b-graphs-v1", "gemma-4-e2b", "graphs", cache="e2b-v1", env=V1_WITH_ITS_ESTIMATE),
+    SpeedRun("26b-a4b-graphs", "gemma-4-26b-a4b", "graphs", cache="26b-a4b", env={"VLLM_LOGGING_LEVEL": "DEBUG"}),
+    SpeedRun(
+        "26b-a4b-graphs-v2", "gemma-4-26b-a4b", "graphs", cache="26b-a4b-v2", env={"VLLM_USE_V2_MODEL_RUNNER": "1"}
     ),
 ]
 
@@ -217,6 +230,7 @@ def run_one(args: argparse.Namespace, root: Path, run: SpeedRun, out: Path) -> d
     env = dict(os.environ)
     env.update(memory.cache_env(root, cache_run))
     env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"})
+    env.update(run.env)
     command = memory.server_command(args, cache_run, model_dir, utilisation, args.port) + run.extra_args
     if not run.text_only:
         command.remove("--language-model-only")
