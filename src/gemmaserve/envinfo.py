@@ -8,7 +8,7 @@ from importlib import metadata
 from typing import ClassVar
 
 from gemmaserve import __version__
-from gemmaserve.request_model import ActionRequest
+from gemmaserve.request_model import READS, ActionRequest, Effect
 from gemmaserve.result_model import ActionResult
 
 PACKAGES = (
@@ -34,6 +34,7 @@ class EnvRequest(ActionRequest):
     """``gemmaserve env``: nothing to choose."""
 
     action: ClassVar[str] = "env"
+    effect: ClassVar[Effect] = READS
 
 
 class EnvReport(ActionResult):

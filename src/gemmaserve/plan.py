@@ -48,7 +48,7 @@ from gemmaserve.engine_memory import (
 )
 from gemmaserve.measurements.schema import ClientSettings
 from gemmaserve.measurements.speeds import BenchSpeeds, read_bench_speeds
-from gemmaserve.request_model import ActionRequest, Cli, ServingSettings, token_count
+from gemmaserve.request_model import READS, ActionRequest, Cli, Effect, ServingSettings, token_count
 from gemmaserve.result_model import ActionResult
 from gemmaserve.speed import (
     CONCURRENCY_LEVELS,
@@ -495,6 +495,7 @@ class PlanRequest(ServingSettings, ActionRequest):
     """``gemmaserve plan``: which rows of the catalog to plan, and under which serving settings."""
 
     action: ClassVar[str] = "plan"
+    effect: ClassVar[Effect] = READS
 
     model: Annotated[list[str] | None, Field(description="Model (e.g. gemma-4-e2b, e2b, 26b-a4b); default all.")] = None
     encoding: Annotated[

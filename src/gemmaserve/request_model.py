@@ -1,7 +1,8 @@
 """What a request to an action is: one pydantic model per action, which both front ends are built from.
 
-A request model owns its fields' names, defaults, ranges and normalisation, its cross-field rules and
-whether the action changes something that needs a person's agreement (:attr:`ActionRequest.confirmation`).
+A request model owns its fields' names, defaults, ranges and normalisation, its cross-field rules, what the
+action does to the world (:attr:`ActionRequest.effect`) and whether that needs a person's agreement
+(:attr:`ActionRequest.confirmation`).
 The CLI turns each field into an option named after it (``max_model_len`` → ``--max-model-len``,
 :mod:`gemmaserve.cli.options`); the MCP server uses the model as the tool's input schema, unknown arguments
 rejected (:mod:`gemmaserve.mcp_server.framework`). So a knob is declared once, here or in a shared block
@@ -46,13 +47,49 @@ class Cli:
     cli_only: str | None = None
 
 
+@dataclass(frozen=True)
+class Effect:
+    """What an action does to the world, in the four words of MCP's tool hints (an agent's client shows them
+    or auto-approves on them). ``reads_only``: changes nothing. ``destroys``: may end, replace or delete
+    something that was there. ``repeatable``: a second identical call changes nothing more. ``remote``:
+    talks to AWS, the model hub or an endpoint."""
+
+    name: str
+    reads_only: bool
+    destroys: bool
+    repeatable: bool
+    remote: bool
+
+
+# Each kind named once; a request class says which is its own (tests/unit/test_request_agreement.py).
+READS = Effect("reads", reads_only=True, destroys=False, repeatable=True, remote=False)
+READS_REMOTE = Effect("reads remote", reads_only=True, destroys=False, repeatable=True, remote=True)
+# One chat request to a model: nothing changes, but a second call may answer otherwise.
+ASKS_REMOTE = Effect("asks remote", reads_only=True, destroys=False, repeatable=False, remote=True)
+# A new file or process; nothing that was there is replaced.
+CREATES = Effect("creates", reads_only=False, destroys=False, repeatable=False, remote=False)
+# Sends requests out and writes what they return, or creates billed AWS resources (endpoints, builds).
+CREATES_REMOTE = Effect("creates remote", reads_only=False, destroys=False, repeatable=False, remote=True)
+# Reads result files and (re)writes derived ones: repeating the call gives the same files.
+DERIVES = Effect("derives", reads_only=False, destroys=False, repeatable=True, remote=False)
+# Creates or updates AWS resources in place: repeating it converges to the same state.
+CONVERGES_REMOTE = Effect("converges remote", reads_only=False, destroys=False, repeatable=True, remote=True)
+# Ends a process here or edits a file in place (with a backup): a second call finds it done.
+CHANGES_IN_PLACE = Effect("changes in place", reads_only=False, destroys=True, repeatable=True, remote=False)
+# Deletes named AWS resources: a second call finds them gone.
+DELETES_REMOTE = Effect("deletes remote", reads_only=False, destroys=True, repeatable=True, remote=True)
+# Deletes whatever AWS resources match when it runs (expired endpoints): each call may find others.
+PRUNES_REMOTE = Effect("prunes remote", reads_only=False, destroys=True, repeatable=False, remote=True)
+
+
 class ActionRequest(BaseModel):
     """The base of every action's request: immutable, unknown fields rejected, no infinite or NaN number.
 
     ``action`` is the command path (``"sagemaker deploy"``); the MCP tool is the same words joined by
-    ``_``. ``confirmation`` is true for actions that change or delete something a person should agree to
-    first (a running server, a patched file, an IAM role, a billed endpoint or build): the CLI asks (or
-    needs ``--yes``) and the MCP tool needs ``confirm=true``, except when the request is a dry run.
+    ``_``. ``effect`` is what it does (the MCP tool's hints come from it). ``confirmation`` is true for actions
+    that change or delete something a person should agree to first (a running server, a patched file, an IAM
+    role, a billed endpoint or build): the CLI asks (or needs ``--yes``) and the MCP tool needs
+    ``confirm=true``, except when the request is a dry run. Every action that destroys needs it.
     """
 
     # inf and nan are never a setting: a timeout of inf hangs, a TTL of inf has no expiry date, a NaN
@@ -60,6 +97,7 @@ class ActionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     action: ClassVar[str]
+    effect: ClassVar[Effect]
     confirmation: ClassVar[bool] = False
 
     def is_dry_run(self) -> bool:

@@ -13,12 +13,13 @@ from typing import Any
 import click
 import pytest
 
+from gemmaserve import request_model
 from gemmaserve.actions import CLI_ONLY, MCP_ONLY, confirmation_actions, request_models
 from gemmaserve.cli import app
 from gemmaserve.cli.options import click_type, is_list_field
 from gemmaserve.mcp_server import build_server
 from gemmaserve.mcp_server.framework import mcp_name
-from gemmaserve.request_model import ActionRequest, cli_marker, mcp_fields
+from gemmaserve.request_model import ActionRequest, Effect, cli_marker, mcp_fields
 
 # Options a command may have beyond its request: how the result is shown, not what is asked.
 RENDERING_OPTIONS = {"as_json", "wide", "help", "yes"}
@@ -81,6 +82,27 @@ def test_exactly_these_actions_need_confirmation_in_both_front_ends() -> None:
         arguments = set(TOOLS[mcp_name(action)].parameters["properties"])
         assert ("yes" in options) is model.confirmation, action
         assert ("confirm" in arguments) is model.confirmation, action
+
+
+def test_each_action_names_its_own_effect_and_the_tool_hints_say_it() -> None:
+    kinds = [value for value in vars(request_model).values() if isinstance(value, Effect)]
+    assert len({(k.reads_only, k.destroys, k.repeatable, k.remote) for k in kinds}) == len(kinds)  # each once
+    for action, model in MODELS.items():
+        # declared on the class itself: a delete must not inherit its parent's "reads remote"
+        assert isinstance(vars(model).get("effect"), Effect), action
+        effect, hints = model.effect, TOOLS[mcp_name(action)].annotations
+        assert hints is not None, action
+        assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint, hints.open_world_hint) == (
+            effect.reads_only,
+            effect.destroys,
+            effect.repeatable,
+            effect.remote,
+        ), action
+        assert not (effect.reads_only and effect.destroys), action
+        if effect.destroys:
+            assert model.confirmation, f"{action} destroys something and must ask first"
+        if effect.reads_only:
+            assert not model.confirmation, f"{action} changes nothing and must not ask"
 
 
 @pytest.mark.parametrize("action", sorted(MODELS))

@@ -16,7 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 
 from gemmaserve.errors import UsageError
 from gemmaserve.measurements.schema import ClientSettings, HardwareInfo, Percentiles, ResultFile
-from gemmaserve.request_model import ActionRequest, Cli, token_count
+from gemmaserve.request_model import CREATES_REMOTE, DERIVES, ActionRequest, Cli, Effect, token_count
 from gemmaserve.result_model import ActionResult
 
 LABEL_PATTERN = re.compile(r"[A-Za-z0-9._-]+")
@@ -66,6 +66,7 @@ class MeasureRequest(ActionRequest):
     """``gemmaserve bench measure``: which targets, which phases, how hard, and what each target is."""
 
     action: ClassVar[str] = "bench measure"
+    effect: ClassVar[Effect] = CREATES_REMOTE
 
     targets: Annotated[
         list[str],
@@ -219,6 +220,7 @@ class CombineRequest(ActionRequest):
     """``gemmaserve bench combine``: saved result files to compare; the first is the baseline A."""
 
     action: ClassVar[str] = "bench combine"
+    effect: ClassVar[Effect] = DERIVES
 
     files: Annotated[
         list[str],
@@ -237,6 +239,7 @@ class ReportRequest(ActionRequest):
     """``gemmaserve bench report``: a directory of result files to render as Markdown, HTML and charts."""
 
     action: ClassVar[str] = "bench report"
+    effect: ClassVar[Effect] = DERIVES
 
     directory: Annotated[
         str, Cli(argument=True, metavar="DIR"), Field(min_length=1, description="Directory of result files.")
@@ -250,6 +253,7 @@ class ImportRequest(ActionRequest):
     """``gemmaserve bench import``: a ``vllm bench serve --save-result`` file into a gemmaserve result file."""
 
     action: ClassVar[str] = "bench import"
+    effect: ClassVar[Effect] = DERIVES
 
     vllm_file: Annotated[
         str,

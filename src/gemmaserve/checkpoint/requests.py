@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, WithJsonSchema, field_validator, model_validator
 
-from gemmaserve.request_model import ActionRequest, Cli
+from gemmaserve.request_model import CREATES, READS_REMOTE, ActionRequest, Cli, Effect
 
 LAYERS_EXAMPLE = "0,3-5"
 
@@ -79,6 +79,7 @@ class InspectRequest(ActionRequest):
     """``gemmaserve checkpoint inspect``: which checkpoint, at which Hub revision."""
 
     action: ClassVar[str] = "checkpoint inspect"
+    effect: ClassVar[Effect] = READS_REMOTE
 
     source: Source
     revision: Revision = None
@@ -88,6 +89,7 @@ class ValidateRequest(ActionRequest):
     """``gemmaserve checkpoint validate``: which checkpoint, at which Hub revision."""
 
     action: ClassVar[str] = "checkpoint validate"
+    effect: ClassVar[Effect] = READS_REMOTE
 
     source: Source
     revision: Revision = None
@@ -97,6 +99,7 @@ class GridCheckRequest(ActionRequest):
     """``gemmaserve checkpoint grid-check``: a 4-bit build against the QAT reference, all of it or a part."""
 
     action: ClassVar[str] = "checkpoint grid-check"
+    effect: ClassVar[Effect] = READS_REMOTE
 
     build: Annotated[
         str, Cli(argument=True), Field(min_length=1, description="The 4-bit build to check (path or Hub repo id).")
@@ -153,6 +156,7 @@ class RepackRequest(ActionRequest):
     """
 
     action: ClassVar[str] = "checkpoint repack"
+    effect: ClassVar[Effect] = CREATES
 
     src: Annotated[
         str,

@@ -47,7 +47,7 @@ from gemmaserve.host.verdicts import (
     HostNeeds,
     HostPlan,
 )
-from gemmaserve.request_model import ActionRequest, Cli, ServingSettings
+from gemmaserve.request_model import READS, ActionRequest, Cli, Effect, ServingSettings
 from gemmaserve.vllm_releases import DEFAULT_SERIES, SUPPORTED_SERIES, resolve_release
 
 DEFAULT_MODEL = "gemma-4-e2b"
@@ -278,6 +278,7 @@ class DoctorRequest(ServingSettings, ActionRequest):
     """``gemmaserve doctor``: which interpreter to check, for which deployment (the one plan row it judges)."""
 
     action: ClassVar[str] = "doctor"
+    effect: ClassVar[Effect] = READS
 
     python: Annotated[
         str | None, Field(description="The interpreter vLLM runs under (default: the `vllm` on PATH's, else this one).")

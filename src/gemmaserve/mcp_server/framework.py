@@ -30,26 +30,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from gemmaserve.errors import ConfirmationRequired, GemmaserveError
 from gemmaserve.progress import Cancelled, CancelToken, ProgressCallback, ProgressEvent
 from gemmaserve.redact import redact, redact_data
-from gemmaserve.request_model import ActionRequest, mcp_fields
+from gemmaserve.request_model import ActionRequest, Effect, mcp_fields
 from gemmaserve.result_model import ActionResult
 
 P = ParamSpec("P")
 T = TypeVar("T")
-
-# Annotations: what an agent's client may show or auto-approve. open_world: talks to AWS or a remote endpoint.
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-READ_ONLY_REMOTE = ToolAnnotations(
-    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True
-)
-DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
-DESTRUCTIVE_REMOTE = ToolAnnotations(
-    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
-)
-# Creates something (a file, a process, an endpoint) without destroying anything that was there.
-ADDITIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
-ADDITIVE_REMOTE = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
-)
 
 Confirm = Annotated[
     bool,
@@ -307,7 +292,7 @@ async def run_blocking(
     return outcome["value"]  # type: ignore[no-any-return]
 
 
-# A tool's argument model and JSON schema follow from its request model, result, title, annotations and body
+# A tool's argument model, JSON schema and hints follow from its request model, result, title and body
 # alone, never from the deps a build closes over; making them is ~6 ms a tool, most of build_server's time.
 # Each is made once a process; every build gets a copy bound to its own function.
 _ACTION_TOOLS: dict[tuple[Any, ...], Tool] = {}
@@ -326,9 +311,10 @@ class ToolSet:
         self.tools: list[Tool] = []
 
     def action(
-        self, model: type[ActionRequest], *, title: str, annotations: ToolAnnotations, result: type[BaseModel]
+        self, model: type[ActionRequest], *, title: str, result: type[BaseModel]
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Register ``body(request)`` or ``body(request, ctx)`` (sync or async) as the tool for ``model.action``."""
+        """Register ``body(request)`` or ``body(request, ctx)`` (sync or async) as the tool for ``model.action``,
+        its hints from ``model.effect``."""
 
         def register(body: Callable[..., Any]) -> Callable[..., Any]:
             wants_context = "ctx" in inspect.signature(body).parameters
@@ -364,12 +350,12 @@ class ToolSet:
             tool_fn.__name__ = tool_fn.__qualname__ = mcp_name(model.action)
             tool_fn.__doc__ = body.__doc__
             tool_fn.__module__ = body.__module__
-            key = (model, result, title, annotations.model_dump_json(), body.__code__)
+            key = (model, result, title, body.__code__)
             template = _ACTION_TOOLS.get(key)
             if template is None:
                 template = strict_arguments(
                     Tool.from_function(
-                        tool_fn, name=mcp_name(model.action), title=title, annotations=annotations,
+                        tool_fn, name=mcp_name(model.action), title=title, annotations=tool_hints(model.effect),
                         context_kwarg="ctx" if wants_context else None,
                     )
                 )  # fmt: skip
@@ -378,6 +364,16 @@ class ToolSet:
             return body
 
         return register
+
+
+def tool_hints(effect: Effect) -> ToolAnnotations:
+    """MCP's hints for an action's effect: what an agent's client may show or auto-approve."""
+    return ToolAnnotations(
+        read_only_hint=effect.reads_only,
+        destructive_hint=effect.destroys,
+        idempotent_hint=effect.repeatable,
+        open_world_hint=effect.remote,
+    )
 
 
 def mcp_name(action: str) -> str:

@@ -9,7 +9,7 @@ steps survive. A failed request is a result, not an error; only bad usage fails 
 from __future__ import annotations
 
 from mcp.server.mcpserver import Context
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult
 
 from gemmaserve.bench.combine import Comparison
 from gemmaserve.bench.report import ReportOutput
@@ -31,15 +31,9 @@ from gemmaserve.mcp_server.framework import (
 )
 from gemmaserve.progress import CancelToken
 
-# Sends requests to the targets and writes <label>.json files into `out` (replacing same-named ones).
-MEASURE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
-
-# Reads result files and (re)writes derived files: repeating the call gives the same files.
-DERIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-
 
 def register(tools: ToolSet, deps: ServerDeps) -> None:
-    @tools.action(MeasureRequest, title="Measure endpoints", annotations=MEASURE, result=MeasureReport)
+    @tools.action(MeasureRequest, title="Measure endpoints", result=MeasureReport)
     async def bench_measure(request: MeasureRequest, ctx: Context) -> CallToolResult:
         """Decode rate, TTFT/ITL/TPOT, throughput under concurrency, answer quality and cost, for each target.
 
@@ -60,7 +54,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         result = await run_blocking(ctx, work)
         return typed_result(result)
 
-    @tools.action(CombineRequest, title="Compare result files", annotations=DERIVE, result=Comparison)
+    @tools.action(CombineRequest, title="Compare result files", result=Comparison)
     def bench_combine(request: CombineRequest) -> CallToolResult:
         """Ratios B/A with 95% intervals, paired quality test, A-B-A drift and cost, from saved result files.
 
@@ -70,7 +64,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
 
         return typed_result(combine_files(request))
 
-    @tools.action(ReportRequest, title="Write the benchmark report", annotations=DERIVE, result=ReportOutput)
+    @tools.action(ReportRequest, title="Write the benchmark report", result=ReportOutput)
     def bench_report(request: ReportRequest) -> CallToolResult:
         """Write report.md and a standalone report.html with PNG charts from every result file in the directory.
 
@@ -81,7 +75,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
 
         return typed_result(write_report(request))
 
-    @tools.action(ImportRequest, title="Import a vLLM benchmark result", annotations=DERIVE, result=ImportedResult)
+    @tools.action(ImportRequest, title="Import a vLLM benchmark result", result=ImportedResult)
     def bench_import(request: ImportRequest) -> CallToolResult:
         """Convert a `vllm bench serve --save-result` JSON file into a gemmaserve result file at `out`.
 

@@ -26,8 +26,6 @@ from gemmaserve.checkpoint import (
 )
 from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
-    ADDITIVE,
-    READ_ONLY_REMOTE,
     ProgressSink,
     ToolSet,
     relay,
@@ -38,7 +36,7 @@ from gemmaserve.progress import CancelToken
 
 
 def register(tools: ToolSet, deps: ServerDeps) -> None:
-    @tools.action(InspectRequest, title="What a checkpoint holds", annotations=READ_ONLY_REMOTE, result=InspectReport)
+    @tools.action(InspectRequest, title="What a checkpoint holds", result=InspectReport)
     def inspect_tool(request: InspectRequest) -> CallToolResult:
         """Parts (embeddings, body, towers) with bytes, share, storage dtype and parameters, from headers alone.
 
@@ -47,7 +45,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         return typed_result(checkpoint_inspect(request))
 
     @tools.action(
-        GridCheckRequest, title="Are 4-bit weights on the QAT grid?", annotations=READ_ONLY_REMOTE,
+        GridCheckRequest, title="Are 4-bit weights on the QAT grid?",
         result=GridCheckReport,
     )  # fmt: skip
     async def grid_check_tool(request: GridCheckRequest, ctx: Context) -> CallToolResult:
@@ -66,7 +64,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
 
         return typed_result(await run_blocking(ctx, work))
 
-    @tools.action(RepackRequest, title="Repack to W4A16 losslessly", annotations=ADDITIVE, result=RepackReport)
+    @tools.action(RepackRequest, title="Repack to W4A16 losslessly", result=RepackReport)
     async def repack_tool(request: RepackRequest, ctx: Context) -> CallToolResult:
         """Repack into compressed-tensors W4A16, bit-exact on the QAT grid, or write nothing.
 
@@ -80,7 +78,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         return typed_result(await run_blocking(ctx, work))
 
     @tools.action(
-        ValidateRequest, title="Check a checkpoint before deploying", annotations=READ_ONLY_REMOTE,
+        ValidateRequest, title="Check a checkpoint before deploying",
         result=ValidateReport,
     )  # fmt: skip
     def validate_tool(request: ValidateRequest) -> CallToolResult:

@@ -11,11 +11,11 @@ from mcp_types import CallToolResult
 from gemmaserve.host.doctor import DoctorRequest
 from gemmaserve.host.verdicts import DoctorReport
 from gemmaserve.mcp_server.deps import ServerDeps
-from gemmaserve.mcp_server.framework import READ_ONLY, ToolSet, typed_result
+from gemmaserve.mcp_server.framework import ToolSet, typed_result
 
 
 def register(tools: ToolSet, deps: ServerDeps) -> None:
-    @tools.action(DoctorRequest, title="Check this GPU host", annotations=READ_ONLY, result=DoctorReport)
+    @tools.action(DoctorRequest, title="Check this GPU host", result=DoctorReport)
     def doctor_tool(request: DoctorRequest) -> CallToolResult:
         """GPU, driver, RAM + swap, disk per path, torch build and arch list, fp16 matmul, vLLM import and pin.
 

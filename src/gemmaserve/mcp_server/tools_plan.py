@@ -9,12 +9,12 @@ from mcp_types import CallToolResult
 
 from gemmaserve.envinfo import EnvReport, EnvRequest, collect_env
 from gemmaserve.mcp_server.deps import ServerDeps
-from gemmaserve.mcp_server.framework import READ_ONLY, ToolSet, typed_result
+from gemmaserve.mcp_server.framework import ToolSet, typed_result
 from gemmaserve.plan import PlanRequest, PlanTable, plan
 
 
 def register(tools: ToolSet, deps: ServerDeps) -> None:
-    @tools.action(PlanRequest, title="Plan capacity and cost", annotations=READ_ONLY, result=PlanTable)
+    @tools.action(PlanRequest, title="Plan capacity and cost", result=PlanTable)
     def plan_tool(request: PlanRequest) -> CallToolResult:
         """Which Gemma 4 model, encoding and GPU fit, with KV pool, concurrency, host RAM, swap, disk and cost.
 
@@ -24,7 +24,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         return typed_result(plan(request))
 
-    @tools.action(EnvRequest, title="Versions for bug reports", annotations=READ_ONLY, result=EnvReport)
+    @tools.action(EnvRequest, title="Versions for bug reports", result=EnvReport)
     def env(request: EnvRequest) -> CallToolResult:
         """Versions of gemmaserve, Python and the packages it uses (same as `gemmaserve env --json`)."""
         return typed_result(collect_env(request))

@@ -13,12 +13,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcp.server.mcpserver import Context
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult
 
 from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
-    DESTRUCTIVE_REMOTE,
-    READ_ONLY_REMOTE,
     ProgressSink,
     ToolSet,
     relay,
@@ -52,9 +50,6 @@ if TYPE_CHECKING:
     from gemmaserve.sagemaker.api import SageMakerSession
 
 R = TypeVar("R")
-INVOKE = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
-DEPLOY = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
-DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=True)
 
 
 def sagemaker_session(deps: ServerDeps, *, dry_run: bool = False) -> SageMakerSession:
@@ -82,9 +77,7 @@ def following(
 
 
 def register(tools: ToolSet, deps: ServerDeps) -> None:
-    @tools.action(
-        PreflightRequest, title="Will this SageMaker deploy work?", annotations=READ_ONLY_REMOTE, result=PreflightReport
-    )
+    @tools.action(PreflightRequest, title="Will this SageMaker deploy work?", result=PreflightReport)
     def sagemaker_preflight(request: PreflightRequest) -> CallToolResult:
         """Quota, memory fit (host RAM is hard), image CUDA vs AMI, the Turing clamp on T4, role and model id.
 
@@ -95,7 +88,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
 
         return typed_result(api.preflight(request, sagemaker_session(deps)))
 
-    @tools.action(DeployRequest, title="Deploy a SageMaker endpoint", annotations=DEPLOY, result=DeployOutcome)
+    @tools.action(DeployRequest, title="Deploy a SageMaker endpoint", result=DeployOutcome)
     async def sagemaker_deploy(request: DeployRequest, ctx: Context) -> CallToolResult:
         """Create Model → EndpointConfig → Endpoint (tagged, with a TTL) and wait for InService. Costs money.
 
@@ -115,7 +108,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         )
         return typed_result(outcome)
 
-    @tools.action(UpdateRequest, title="Update a live SageMaker endpoint", annotations=DEPLOY, result=UpdateResult)
+    @tools.action(UpdateRequest, title="Update a live SageMaker endpoint", result=UpdateResult)
     async def sagemaker_update(request: UpdateRequest, ctx: Context) -> CallToolResult:
         """Blue/green update of a live endpoint with traffic shifting, alarms and a quality and speed gate. Costs money.
 
@@ -135,13 +128,13 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         )
         return typed_result(result)
 
-    @tools.action(StatusRequest, title="Endpoint status", annotations=READ_ONLY_REMOTE, result=EndpointState)
+    @tools.action(StatusRequest, title="Endpoint status", result=EndpointState)
     def sagemaker_status(request: StatusRequest) -> CallToolResult:
         """Creating / InService / Failed / NotFound, placed instance type, image, elapsed time, failure reason."""
 
         return typed_result(sagemaker_session(deps).endpoint_for(request).status())
 
-    @tools.action(WaitRequest, title="Wait for InService", annotations=READ_ONLY_REMOTE, result=EndpointState)
+    @tools.action(WaitRequest, title="Wait for InService", result=EndpointState)
     async def sagemaker_wait(request: WaitRequest, ctx: Context) -> CallToolResult:
         """Wait for InService; fail early on CannotStartContainerError, crashes, capacity waits and /ping stalls.
 
@@ -155,21 +148,19 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         state = await run_blocking(ctx, work, label=f"sagemaker_wait {request.endpoint_name}", describe=summary_for)
         return typed_result(state)
 
-    @tools.action(LogsRequest, title="Endpoint log and engine facts", annotations=READ_ONLY_REMOTE, result=EndpointLogs)
+    @tools.action(LogsRequest, title="Endpoint log and engine facts", result=EndpointLogs)
     def sagemaker_logs(request: LogsRequest) -> CallToolResult:
         """The endpoint's CloudWatch log lines, filtered, with the vLLM engine facts parsed from them."""
 
         return typed_result(sagemaker_session(deps).endpoint_for(request).logs(request))
 
-    @tools.action(InvokeRequest, title="One chat request to an endpoint", annotations=INVOKE, result=InvokeResult)
+    @tools.action(InvokeRequest, title="One chat request to an endpoint", result=InvokeResult)
     def sagemaker_invoke(request: InvokeRequest) -> CallToolResult:
         """Send one OpenAI-style chat request; returns the text, finish reason, usage and latency."""
 
         return typed_result(sagemaker_session(deps).endpoint_for(request).invoke(request))
 
-    @tools.action(
-        DeleteRequest, title="Delete an endpoint, its config and model", annotations=DELETE, result=DeleteReport
-    )
+    @tools.action(DeleteRequest, title="Delete an endpoint, its config and model", result=DeleteReport)
     def sagemaker_delete(request: DeleteRequest) -> CallToolResult:
         """Delete the endpoint, then its config, then its model(s); pieces already gone are fine.
 
@@ -180,7 +171,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
 
         return typed_result(sagemaker_session(deps).endpoint_for(request).delete(request))
 
-    @tools.action(ListRequest, title="Endpoints gemmaserve created", annotations=READ_ONLY_REMOTE, result=Inventory)
+    @tools.action(ListRequest, title="Endpoints gemmaserve created", result=Inventory)
     def sagemaker_list(request: ListRequest) -> CallToolResult:
         """Every endpoint gemmaserve created (age, status, owner, expiry, hourly cost) and leftover models/configs.
 
@@ -191,9 +182,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
 
         return typed_result(api.list_endpoints(request, sagemaker_session(deps)))
 
-    @tools.action(
-        CleanupRequest, title="Delete expired endpoints", annotations=DESTRUCTIVE_REMOTE, result=CleanupReport
-    )
+    @tools.action(CleanupRequest, title="Delete expired endpoints", result=CleanupReport)
     def sagemaker_cleanup(request: CleanupRequest) -> CallToolResult:
         """Delete every gemmaserve endpoint whose TTL has passed (expired=true; never those tagged keep), and
         our models/configs that no endpoint uses (orphans=true).

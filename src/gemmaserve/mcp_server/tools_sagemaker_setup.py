@@ -8,12 +8,10 @@ cancelling it stops following the build (CodeBuild finishes or fails on its own)
 from __future__ import annotations
 
 from mcp.server.mcpserver import Context
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult
 
 from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
-    READ_ONLY,
-    READ_ONLY_REMOTE,
     ProgressSink,
     ToolSet,
     relay,
@@ -34,24 +32,16 @@ from gemmaserve.sagemaker.spec.requests import (
     RoleCreateRequest,
 )
 
-# Creates or updates AWS resources in place: repeating it converges to the same state.
-CONVERGING = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
-BUILD = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
-
 
 def register(tools: ToolSet, deps: ServerDeps) -> None:
-    @tools.action(
-        ImageRenderRequest, title="Dockerfile of the derived T4 image", annotations=READ_ONLY, result=ImageBuildPlan
-    )
+    @tools.action(ImageRenderRequest, title="Dockerfile of the derived T4 image", result=ImageBuildPlan)
     def sagemaker_image_render(request: ImageRenderRequest) -> CallToolResult:
         """The Dockerfile and CodeBuild buildspec of the image that carries the Turing clamp; offline."""
         from gemmaserve.sagemaker import api
 
         return typed_result(api.image_render(request))
 
-    @tools.action(
-        ImageBuildRequest, title="Build the derived T4 image in CodeBuild", annotations=BUILD, result=ImageBuildResult
-    )
+    @tools.action(ImageBuildRequest, title="Build the derived T4 image in CodeBuild", result=ImageBuildResult)
     async def sagemaker_image_build(request: ImageBuildRequest, ctx: Context) -> CallToolResult:
         """Create the ECR repository, CodeBuild project and its role (idempotent), then build and push.
 
@@ -66,24 +56,20 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
 
         return typed_result(await run_blocking(ctx, work))
 
-    @tools.action(
-        RoleCreateRequest, title="Create the endpoint execution role", annotations=CONVERGING, result=RoleResult
-    )
+    @tools.action(RoleCreateRequest, title="Create the endpoint execution role", result=RoleResult)
     def sagemaker_role_create(request: RoleCreateRequest) -> CallToolResult:
         """Create (or update) the least-privilege execution role: image pull, its logs, an optional S3 prefix."""
         from gemmaserve.sagemaker import api
 
         return typed_result(api.create_execution_role(request, sagemaker_session(deps)))
 
-    @tools.action(AutoscaleRequest, title="Autoscale an endpoint", annotations=CONVERGING, result=AutoscaleResult)
+    @tools.action(AutoscaleRequest, title="Autoscale an endpoint", result=AutoscaleResult)
     def sagemaker_autoscale(request: AutoscaleRequest) -> CallToolResult:
         """Register the endpoint's variant with Application Auto Scaling (target tracking). More instances cost more."""
         session = sagemaker_session(deps, dry_run=request.dry_run)
         return typed_result(session.endpoint_for(request).autoscale(request))
 
-    @tools.action(
-        JumpstartRequest, title="Gemma 4 in the JumpStart hub", annotations=READ_ONLY_REMOTE, result=JumpStartListing
-    )
+    @tools.action(JumpstartRequest, title="Gemma 4 in the JumpStart hub", result=JumpStartListing)
     def sagemaker_jumpstart(request: JumpstartRequest) -> CallToolResult:
         """The public JumpStart hub's Gemma 4 entries and the instance types each supports."""
         from gemmaserve.sagemaker import api

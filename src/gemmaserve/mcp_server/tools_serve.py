@@ -12,11 +12,10 @@ server it launched (as on Ctrl-C in the CLI).
 from __future__ import annotations
 
 from mcp.server.mcpserver import Context
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult
 
 from gemmaserve.mcp_server.deps import ServerDeps
 from gemmaserve.mcp_server.framework import (
-    READ_ONLY,
     ProgressSink,
     ToolSet,
     relay,
@@ -28,13 +27,9 @@ from gemmaserve.serve.launcher import StartResult
 from gemmaserve.serve.requests import LogsRequest, StartRequest, StatusRequest, StopRequest
 from gemmaserve.serve.supervisor import ServeLogs, ServerStatus, StopResult
 
-START = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
-# Ends a running vLLM process (and the requests it is serving).
-STOP = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
-
 
 def register(tools: ToolSet, deps: ServerDeps) -> None:
-    @tools.action(StartRequest, title="Start vLLM on this host", annotations=START, result=StartResult)
+    @tools.action(StartRequest, title="Start vLLM on this host", result=StartResult)
     async def serve_start(request: StartRequest, ctx: Context) -> CallToolResult:
         """Plan once, check that plan and start `vllm serve` with its flags, detached, logging to a file.
 
@@ -62,7 +57,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
 
         return typed_result(await run_blocking(ctx, work))
 
-    @tools.action(StatusRequest, title="Status of vLLM on this host", annotations=READ_ONLY, result=ServerStatus)
+    @tools.action(StatusRequest, title="Status of vLLM on this host", result=ServerStatus)
     def serve_status(request: StatusRequest) -> CallToolResult:
         """starting / compiling / loading / serving / dead, pid, uptime, engine facts from the log, OOM hint."""
         from gemmaserve.serve import api
@@ -71,14 +66,14 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         assert isinstance(status, ServerStatus)  # all=false: one server
         return typed_result(status)
 
-    @tools.action(StopRequest, title="Stop vLLM on this host", annotations=STOP, result=StopResult)
+    @tools.action(StopRequest, title="Stop vLLM on this host", result=StopResult)
     def serve_stop(request: StopRequest) -> CallToolResult:
         """Stop the server gemmaserve started on this port (its whole process group); a reused pid is never signalled."""
         from gemmaserve.serve import api
 
         return typed_result(api.stop(request))
 
-    @tools.action(LogsRequest, title="vLLM engine log", annotations=READ_ONLY, result=ServeLogs)
+    @tools.action(LogsRequest, title="vLLM engine log", result=ServeLogs)
     def serve_logs(request: LogsRequest) -> CallToolResult:
         """The last lines of the server's engine log (call again for new lines)."""
         from gemmaserve.serve import api

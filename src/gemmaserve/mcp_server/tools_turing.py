@@ -9,10 +9,10 @@ need ``confirm`` (or ``dry_run``).
 from __future__ import annotations
 
 from mcp.server.mcpserver import Context
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult
 
 from gemmaserve.mcp_server.deps import ServerDeps
-from gemmaserve.mcp_server.framework import READ_ONLY, ProgressSink, ToolSet, relay, run_blocking, typed_result
+from gemmaserve.mcp_server.framework import ProgressSink, ToolSet, relay, run_blocking, typed_result
 from gemmaserve.progress import CancelToken
 from gemmaserve.turing.filepatch import PatchResult, VerifyResult
 from gemmaserve.turing.requests import (
@@ -25,15 +25,11 @@ from gemmaserve.turing.requests import (
 from gemmaserve.turing.smem import LaunchSearch, SmemReport, SmemResult
 from gemmaserve.turing.status import TuringStatus
 
-# Edits vLLM's kernel file in place (with a backup); applying twice changes nothing.
-PATCH = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
-
 
 def register(tools: ToolSet, deps: ServerDeps) -> None:
     @tools.action(
         TuringStatusRequest,
         title="Does vLLM need and have the Turing clamp?",
-        annotations=READ_ONLY,
         result=TuringStatus,
     )
     def turing_status(request: TuringStatusRequest) -> CallToolResult:
@@ -45,7 +41,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
 
         return typed_result(check_status(request))
 
-    @tools.action(SmemRequest, title="Compile the attention kernel for a GPU", annotations=READ_ONLY, result=SmemResult)
+    @tools.action(SmemRequest, title="Compile the attention kernel for a GPU", result=SmemResult)
     async def turing_smem(request: SmemRequest, ctx: Context) -> CallToolResult:
         """Compile the real kernel for `arch` with Triton and ptxas (no GPU): shared memory, registers, spills,
         stock vs clamped (the rule's tile and num_warps) for each Gemma 4 layer geometry; with `search`, for each
@@ -60,7 +56,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
 
         return typed_result(await run_blocking(ctx, work))
 
-    @tools.action(ApplyRequest, title="Apply the Turing clamp", annotations=PATCH, result=PatchResult)
+    @tools.action(ApplyRequest, title="Apply the Turing clamp", result=PatchResult)
     def turing_apply(request: ApplyRequest) -> CallToolResult:
         """Insert the shared-memory clamp into vLLM's Triton attention file (once, backup beside it).
 
@@ -71,14 +67,14 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
 
         return typed_result(apply_clamp(request))
 
-    @tools.action(VerifyRequest, title="Is the Turing clamp in place?", annotations=READ_ONLY, result=VerifyResult)
+    @tools.action(VerifyRequest, title="Is the Turing clamp in place?", result=VerifyResult)
     def turing_verify(request: VerifyRequest) -> CallToolResult:
         """Whether the clamp is present and intact in the vLLM file (`ok` only then), and whether the file is recognised."""
         from gemmaserve.turing.filepatch import verify_clamp
 
         return typed_result(verify_clamp(request))
 
-    @tools.action(RevertRequest, title="Revert the Turing clamp", annotations=PATCH, result=PatchResult)
+    @tools.action(RevertRequest, title="Revert the Turing clamp", result=PatchResult)
     def turing_revert(request: RevertRequest) -> CallToolResult:
         """Restore the vLLM file byte for byte (a stale or doubled patch is refused). Same as `turing revert --json`."""
         from gemmaserve.turing.filepatch import revert_clamp

@@ -12,7 +12,7 @@ from typing import Annotated, ClassVar
 from pydantic import Field, field_validator
 
 from gemmaserve.host.doctor import DoctorRequest
-from gemmaserve.request_model import ActionRequest, Cli, Port
+from gemmaserve.request_model import CHANGES_IN_PLACE, CREATES, READS, ActionRequest, Cli, Effect, Port
 from gemmaserve.serve.probes import DEFAULT_PORT, READY_TIMEOUT_S
 from gemmaserve.serve.supervisor import STOP_TIMEOUT_S
 
@@ -37,6 +37,7 @@ class StartRequest(DoctorRequest):
     """``gemmaserve serve start``: the deployment doctor checks, and where and how to run ``vllm serve``."""
 
     action: ClassVar[str] = "serve start"
+    effect: ClassVar[Effect] = CREATES
 
     port: Port = DEFAULT_PORT
     gpu_index: Annotated[
@@ -80,6 +81,7 @@ class StatusRequest(ActionRequest):
     """``gemmaserve serve status``: the state of one server, or of every server gemmaserve started here."""
 
     action: ClassVar[str] = "serve status"
+    effect: ClassVar[Effect] = READS
 
     port: Port = DEFAULT_PORT
     all: Annotated[
@@ -94,6 +96,7 @@ class StopRequest(ActionRequest):
     """``gemmaserve serve stop``: end the server on a port (its whole process group)."""
 
     action: ClassVar[str] = "serve stop"
+    effect: ClassVar[Effect] = CHANGES_IN_PLACE
     confirmation: ClassVar[bool] = True
 
     port: Port = DEFAULT_PORT
@@ -107,6 +110,7 @@ class LogsRequest(ActionRequest):
     """``gemmaserve serve logs``: the engine log of the server on a port."""
 
     action: ClassVar[str] = "serve logs"
+    effect: ClassVar[Effect] = READS
 
     port: Port = DEFAULT_PORT
     lines: Annotated[LogLines, Cli(short="-n"), Field(description="Log lines to show.")] = 100

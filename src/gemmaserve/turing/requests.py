@@ -14,7 +14,7 @@ from typing import Annotated, ClassVar, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from gemmaserve.request_model import ActionRequest, Cli
+from gemmaserve.request_model import CHANGES_IN_PLACE, READS, ActionRequest, Cli, Effect
 from gemmaserve.turing.arch import SMEM_OPTIN_BYTES, arch_number, parse_capability
 from gemmaserve.turing.kernel_source import KERNEL_FILE_NAME
 from gemmaserve.turing.rule import STOCK_NUM_WARPS
@@ -57,6 +57,7 @@ class TuringStatusRequest(ActionRequest):
     """``gemmaserve turing status``: is the clamp needed on this GPU, which delivery is active, would vLLM start?"""
 
     action: ClassVar[str] = "turing status"
+    effect: ClassVar[Effect] = READS
 
     python: PythonForStatus = None
     capability: Capability = None
@@ -104,12 +105,14 @@ class VerifyRequest(PatchTargetRequest):
     """``gemmaserve turing verify``: is the file patch present and intact?"""
 
     action: ClassVar[str] = "turing verify"
+    effect: ClassVar[Effect] = READS
 
 
 class ApplyRequest(PatchTargetRequest):
     """``gemmaserve turing apply``: insert the clamp into the installed vLLM file (a backup beside it)."""
 
     action: ClassVar[str] = "turing apply"
+    effect: ClassVar[Effect] = CHANGES_IN_PLACE
     confirmation: ClassVar[bool] = True
 
     vllm_version: Annotated[
@@ -129,6 +132,7 @@ class RevertRequest(PatchTargetRequest):
     """``gemmaserve turing revert``: restore the vLLM file byte for byte."""
 
     action: ClassVar[str] = "turing revert"
+    effect: ClassVar[Effect] = CHANGES_IN_PLACE
     confirmation: ClassVar[bool] = True
 
     dry_run: PatchDryRun = False
@@ -141,6 +145,7 @@ class SmemRequest(ActionRequest):
     """``gemmaserve turing smem``: compile vLLM's real attention kernel for an architecture (no GPU needed)."""
 
     action: ClassVar[str] = "turing smem"
+    effect: ClassVar[Effect] = READS
 
     vllm_file: Annotated[
         str | None,

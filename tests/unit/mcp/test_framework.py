@@ -14,7 +14,6 @@ from mcp_types import CallToolResult
 
 from gemmaserve.errors import ConfirmationRequired, GemmaserveError, ServerNotRunning
 from gemmaserve.mcp_server.framework import (
-    READ_ONLY,
     Confirm,
     ProgressSink,
     ToolSet,
@@ -26,7 +25,7 @@ from gemmaserve.mcp_server.framework import (
     typed_result,
 )
 from gemmaserve.progress import Cancelled, CancelToken, ProgressEvent
-from gemmaserve.request_model import ActionRequest
+from gemmaserve.request_model import READS, ActionRequest, Effect
 from gemmaserve.result_model import ActionResult
 from gemmaserve.views import view
 from gemmaserve.views.page import Page, page
@@ -188,6 +187,7 @@ def test_relay_passes_counted_work_and_numbers_the_rest() -> None:
 
 class CountRequest(ActionRequest):
     action: ClassVar[str] = "count"
+    effect: ClassVar[Effect] = READS
     more: int = 0
 
 
@@ -196,7 +196,7 @@ def _counting_tools(start: int, title: str = "Count") -> ToolSet:
     ``build_server`` closes over its own deps."""
     tools = ToolSet()
 
-    @tools.action(CountRequest, title=title, annotations=READ_ONLY, result=Counted)
+    @tools.action(CountRequest, title=title, result=Counted)
     def count(request: CountRequest) -> CallToolResult:
         return typed_result(Counted(steps=start + request.more))
 

@@ -17,7 +17,22 @@ from typing import Annotated, Any, ClassVar, Self, TypeVar
 from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from gemmaserve.errors import UsageError
-from gemmaserve.request_model import ActionRequest, Cli, DryRun, ServingSettings, TensorParallelSize, token_count
+from gemmaserve.request_model import (
+    ASKS_REMOTE,
+    CONVERGES_REMOTE,
+    CREATES_REMOTE,
+    DELETES_REMOTE,
+    PRUNES_REMOTE,
+    READS,
+    READS_REMOTE,
+    ActionRequest,
+    Cli,
+    DryRun,
+    Effect,
+    ServingSettings,
+    TensorParallelSize,
+    token_count,
+)
 from gemmaserve.sagemaker.spec.container import DEFAULT_AMI
 
 # A dry run plans the calls without a role; this ARN only fills the CreateModel it shows.
@@ -371,6 +386,7 @@ class PreflightRequest(DeploymentSettings, ActionRequest):
     """``gemmaserve sagemaker preflight``: will this deploy work? Every check, each with its fix."""
 
     action: ClassVar[str] = "sagemaker preflight"
+    effect: ClassVar[Effect] = READS_REMOTE
 
 
 class DeployOptions(InputRules):
@@ -440,6 +456,7 @@ class DeployRequest(DeploymentSettings, DeployOptions, ActionRequest):
     """
 
     action: ClassVar[str] = "sagemaker deploy"
+    effect: ClassVar[Effect] = CREATES_REMOTE
     confirmation: ClassVar[bool] = True
 
     @model_validator(mode="after")
@@ -463,6 +480,7 @@ class UpdateRequest(DeploymentSettings, DeployOptions, ActionRequest):
     """
 
     action: ClassVar[str] = "sagemaker update"
+    effect: ClassVar[Effect] = CREATES_REMOTE
     confirmation: ClassVar[bool] = True
 
     endpoint_name: EndpointName  # the live endpoint: required here
@@ -541,6 +559,7 @@ class StatusRequest(OneRegion, ActionRequest):
     """``gemmaserve sagemaker status``: one endpoint's state, placed type, image and $/hour."""
 
     action: ClassVar[str] = "sagemaker status"
+    effect: ClassVar[Effect] = READS_REMOTE
 
     endpoint_name: EndpointName
     region: Region = None
@@ -550,6 +569,7 @@ class WaitRequest(StatusRequest):
     """``gemmaserve sagemaker wait``: until InService, failing early on what will not recover."""
 
     action: ClassVar[str] = "sagemaker wait"
+    effect: ClassVar[Effect] = READS_REMOTE
 
     timeout_s: Annotated[float, Field(ge=1, description="How long to wait for InService.")] = 3600.0
     poll_s: Annotated[float, Field(ge=1, description="Seconds between status reads.")] = 30.0
@@ -559,6 +579,7 @@ class LogsRequest(StatusRequest):
     """``gemmaserve sagemaker logs``: the endpoint's CloudWatch lines, filtered, and the engine facts."""
 
     action: ClassVar[str] = "sagemaker logs"
+    effect: ClassVar[Effect] = READS_REMOTE
 
     since_min: Annotated[
         float, Field(gt=0, le=MAX_SINCE_MIN, allow_inf_nan=False, description="How far back to read, in minutes.")
@@ -587,6 +608,7 @@ class InvokeRequest(StatusRequest):
     """``gemmaserve sagemaker invoke``: one OpenAI-style chat request to an endpoint."""
 
     action: ClassVar[str] = "sagemaker invoke"
+    effect: ClassVar[Effect] = ASKS_REMOTE
 
     endpoint_name: EndpointName  # first: the positional arguments are ENDPOINT_NAME PROMPT
     prompt: Annotated[str, Cli(argument=True), Field(min_length=1, description="The user message.")]
@@ -603,6 +625,7 @@ class DeleteRequest(StatusRequest):
     """``gemmaserve sagemaker delete``: the endpoint, then its config, then its model(s)."""
 
     action: ClassVar[str] = "sagemaker delete"
+    effect: ClassVar[Effect] = DELETES_REMOTE
     confirmation: ClassVar[bool] = True
 
     busy_timeout_s: Annotated[
@@ -621,6 +644,7 @@ class ListRequest(RegionChoice, ActionRequest):
     """``gemmaserve sagemaker list``: our endpoints with age, status and $/hour, and our leftovers."""
 
     action: ClassVar[str] = "sagemaker list"
+    effect: ClassVar[Effect] = READS_REMOTE
 
     regions: Regions = None
     all_regions: AllRegions = False
@@ -632,6 +656,7 @@ class CleanupRequest(ListRequest):
     """``gemmaserve sagemaker cleanup``: delete our expired endpoints and/or our unused models and configs."""
 
     action: ClassVar[str] = "sagemaker cleanup"
+    effect: ClassVar[Effect] = PRUNES_REMOTE
     confirmation: ClassVar[bool] = True
 
     expired: Annotated[bool, Field(description="Delete our endpoints past their TTL (never those tagged keep).")] = (
@@ -685,6 +710,7 @@ class AutoscaleRequest(StatusRequest):
     """``gemmaserve sagemaker autoscale``: target tracking on invocations per instance."""
 
     action: ClassVar[str] = "sagemaker autoscale"
+    effect: ClassVar[Effect] = CONVERGES_REMOTE
     confirmation: ClassVar[bool] = True
 
     min_instances: Annotated[int, Cli(aliases=("--min",)), Field(ge=1, description="Fewest instances.")] = 1
@@ -714,6 +740,7 @@ class JumpstartRequest(OneRegion, ActionRequest):
     """``gemmaserve sagemaker jumpstart``: the public hub's Gemma 4 entries and their instance types."""
 
     action: ClassVar[str] = "sagemaker jumpstart"
+    effect: ClassVar[Effect] = READS_REMOTE
 
     region: Region = None
     name_filter: Annotated[
@@ -725,6 +752,7 @@ class RoleCreateRequest(RegionChoice, ActionRequest):
     """``gemmaserve sagemaker role create``: the least-privilege endpoint execution role."""
 
     action: ClassVar[str] = "sagemaker role create"
+    effect: ClassVar[Effect] = CONVERGES_REMOTE
     confirmation: ClassVar[bool] = True
 
     region: Region = None
@@ -756,6 +784,7 @@ class ImageRenderRequest(OneRegion, ActionRequest):
     """``gemmaserve sagemaker image render``: the derived T4 image's Dockerfile and buildspec, offline."""
 
     action: ClassVar[str] = "sagemaker image render"
+    effect: ClassVar[Effect] = READS
 
     region: Region = None
     account: Annotated[str, Field(min_length=1, description="Account of the target ECR repository.")] = "ACCOUNT"
@@ -774,6 +803,7 @@ class ImageBuildRequest(OneRegion, ActionRequest):
     """``gemmaserve sagemaker image build``: ECR repository, CodeBuild project and role, then build and push."""
 
     action: ClassVar[str] = "sagemaker image build"
+    effect: ClassVar[Effect] = CREATES_REMOTE
     confirmation: ClassVar[bool] = True
 
     region: Region = None
