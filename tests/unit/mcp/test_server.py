@@ -7,6 +7,7 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
 from gemmaserve import __version__
+from gemmaserve.actions import confirmation_actions
 from tests.support.mcp.fixtures import list_tools
 
 # Tools that change or create something outside the conversation must ask for confirmation.
@@ -64,3 +65,6 @@ def test_docs_list_every_tool(server: MCPServer) -> None:
     docs = (Path(__file__).parents[3] / "docs" / "mcp.md").read_text()
     missing = [tool.name for tool in list_tools(server) if f"| `{tool.name}` |" not in docs]
     assert not missing, f"docs/mcp.md does not list: {missing}"
+    # the paragraph that names the actions needing confirmation names each of them (line breaks folded)
+    paragraph = " ".join(docs.split("Actions that need confirmation", 1)[1].split("\n\n", 1)[0].split())
+    assert sorted(action for action in confirmation_actions() if f"`{action}`" not in paragraph) == []
