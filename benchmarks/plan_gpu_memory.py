@@ -98,6 +98,10 @@ LINE_PATTERNS: dict[str, str] = {
         r"activation, ([\d.]+) GiB for non-torch memory, and ([\d.]+) GiB for CUDAGraph memory"
     ),
     "cudagraph_estimate": r"Estimated CUDA graph memory: ([\d.]+) GiB total",
+    # V1 at debug level, once per mode (gpu_model_runner.py:6688 in 0.26.0): the parts of its estimate.
+    "cudagraph_estimate_mode": (
+        r"Estimated (\w+) CUDA graph memory: ([\d.]+) MiB first-capture \+ \((\d+)-1\) × ([\d.]+) MiB per-graph"
+    ),
     "cudagraph_profiling": r"Profiling CUDA graph memory: (.*)$",
     "cudagraph_actual": r"CUDA graph pool memory: ([\d.]+) GiB \(actual\), ([\d.]+) GiB \(estimated\)",
     "graph_capture": r"Graph capturing finished in ([\d.]+) secs?, took (-?[\d.]+) GiB",
@@ -277,6 +281,8 @@ def parse_engine_lines(text: str) -> dict[str, Any]:
                 continue
             if key in ("cache_load", "cache_compile"):
                 found[key] = found.get(key, 0) + 1
+            elif key == "cudagraph_estimate_mode":
+                found.setdefault(key, []).append(match.groups())
             elif key not in found:
                 found[key] = list(match.groups())
     figures: dict[str, Any] = {}
@@ -303,6 +309,12 @@ def parse_engine_lines(text: str) -> dict[str, Any]:
         )
     if "cudagraph_estimate" in found:
         figures["cudagraph_estimate_gib"] = float(found["cudagraph_estimate"][0])
+    for mode, first, graphs, per_graph in found.get("cudagraph_estimate_mode", []):
+        figures.setdefault("cudagraph_estimate_parts_mib", {})[mode] = {
+            "first_capture": float(first),
+            "graphs": int(graphs),
+            "per_graph": float(per_graph),
+        }
     if "cudagraph_profiling" in found:
         figures["cudagraph_profiling"] = found["cudagraph_profiling"][0].strip()
     if "cudagraph_actual" in found:

@@ -62,6 +62,28 @@ def test_reads_every_figure_of_a_vllm_026_start(script: ModuleType) -> None:
     assert script.parse_engine_lines(warm)["compiled_this_start"] is False
 
 
+# Verbatim from the E2B start on Model Runner V1 (VLLM_USE_V2_MODEL_RUNNER=0, debug logging) of
+# benchmarks/results/plan_gpu_h200_2026-12-06/e2b-graphs (H100, vLLM 0.26.0).
+LOG_026_V1_DEBUG = """\
+(EngineCore pid=1573) INFO 12-06 02:40:22 [v1/worker/gpu_model_runner.py:6612] Profiling CUDA graph memory: PIECEWISE=51 (largest=512), FULL=51 (largest=512)
+(EngineCore pid=1573) DEBUG 12-06 02:40:23 [v1/worker/gpu_model_runner.py:6688] Estimated PIECEWISE CUDA graph memory: 138.00 MiB first-capture + (51-1) × 4.00 MiB per-graph
+(EngineCore pid=1573) DEBUG 12-06 02:40:25 [v1/worker/gpu_model_runner.py:6688] Estimated FULL CUDA graph memory: 2.00 MiB first-capture + (51-1) × 2.00 MiB per-graph
+(EngineCore pid=1573) INFO 12-06 02:40:26 [v1/worker/gpu_model_runner.py:6737] Estimated CUDA graph memory: 0.43 GiB total
+(EngineCore pid=1573) INFO 12-06 02:40:38 [v1/worker/gpu_model_runner.py:6844] Graph capturing finished in 12 secs, took 0.45 GiB
+(EngineCore pid=1573) INFO 12-06 02:40:38 [v1/worker/gpu_worker.py:793] CUDA graph pool memory: 0.45 GiB (actual), 0.43 GiB (estimated), difference: 0.02 GiB (4.4%).
+"""
+
+
+def test_reads_the_v1_estimate_by_mode_beside_the_pool_it_took(script: ModuleType) -> None:
+    figures = script.parse_engine_lines(LOG_026_V1_DEBUG)
+    assert figures["cudagraph_estimate_parts_mib"] == {
+        "PIECEWISE": {"first_capture": 138.0, "graphs": 51, "per_graph": 4.0},
+        "FULL": {"first_capture": 2.0, "graphs": 51, "per_graph": 2.0},
+    }
+    assert figures["cudagraph_estimate_gib"] == 0.43 and figures["cudagraph_actual_gib"] == 0.45
+    assert figures["cudagraph_profiling"] == "PIECEWISE=51 (largest=512), FULL=51 (largest=512)"
+
+
 def test_a_start_that_ran_out_of_memory_says_so(script: ModuleType) -> None:
     text = "ERROR 12-03 [core.py:1] ValueError: No available memory for the cache blocks. Try increasing ...\n"
     assert "out_of_memory" in script.parse_engine_lines(text)
