@@ -4,7 +4,7 @@
     python benchmarks/plan_runs_table.py            # print the Markdown table
     python benchmarks/plan_runs_table.py --check    # exit 1 if docs/plan.md does not hold it
 
-Sources: the recorded vLLM 0.26.0 starts (``benchmarks/plan_gpu_memory_runs.json``), the H200 starts of
+Sources: the recorded vLLM 0.26.0 starts (``benchmarks/plan_gpu_memory_runs.json``), the H200 and H100 starts of
 ``benchmarks/plan_gpu_speed.py`` (``benchmarks/results/plan_gpu_*/*/plan_gpu_speed.json``) and the published
 logs in the catalog (``calibration`` entries). Each is replayed by a test (``tests/unit/plan/test_replay_runs.py``,
 ``tests/integration/plan/test_h200_runs.py``); this prints them together.
@@ -44,10 +44,13 @@ def recorded() -> Iterator[tuple[str, str, int | None, PlanRow]]:
         yield f"{run['name']} (text-only, 0.26.0)", "H200, recorded", figures.get("kv_cache_tokens"), row
 
 
-def h200_results() -> Iterator[tuple[str, str, int | None, PlanRow]]:
+def gpu_machine_results() -> Iterator[tuple[str, str, int | None, PlanRow]]:
     for path in sorted((ROOT / "benchmarks" / "results").glob("plan_gpu_*/*/plan_gpu_speed.json")):
+        card = path.parent.parent.name.split("_")[2].upper()  # plan_gpu_h100_2026-12-06 → H100
         for run in json.loads(path.read_text(encoding="utf-8"))["runs"]:
             settings, figures = run["settings"], run["figures"]
+            if "VLLM_USE_V2_MODEL_RUNNER" in settings.get("env", {}):
+                continue  # the runner forced: a graph-pool measurement, not a start the plan can be asked for
             row = plan_deployment(
                 settings["model"], "bf16", _on_h200(figures["total_gib"]),
                 max_model_len=settings["max_model_len"], gpu_memory_utilization=settings["gpu_memory_utilization"],
@@ -55,7 +58,12 @@ def h200_results() -> Iterator[tuple[str, str, int | None, PlanRow]]:
                 language_model_only=settings["text_only"], vllm="0.26",
             )  # fmt: skip
             kind = "text-only" if settings["text_only"] else "multimodal"
-            yield f"{run['name']} ({kind}, 0.26.0)", f"H200, {path.parent.parent.name}", figures["kv_cache_tokens"], row
+            yield (
+                f"{run['name']} ({kind}, 0.26.0)",
+                f"{card}, {path.parent.parent.name}",
+                figures["kv_cache_tokens"],
+                row,
+            )
 
 
 def published() -> Iterator[tuple[str, str, int | None, PlanRow]]:
@@ -78,7 +86,7 @@ def table() -> str:
         "| start | where | settings | KV tokens logged / plan | diff |",
         "|---|---|---|---|---|",
     ]
-    for source in (recorded, h200_results, published):
+    for source in (recorded, gpu_machine_results, published):
         for name, where, logged, row in source():
             settings = (
                 f"{row.max_model_len:,} ctx, {row.gpu_memory_utilization:.4g} util, {row.max_num_seqs} seqs, "

@@ -20,8 +20,8 @@ the model's parts, not from a fit:
   stays allocated; on a start that compiles (every fresh container) vLLM 0.26 counts a
   larger peak, measured on a real engine.
 - **non-torch** memory and **CUDA graphs**: measured on a real engine (see
-  ``benchmarks/plan_gpu_memory_runs.json``); graphs count before sizing only where the
-  release's runner estimates them.
+  ``benchmarks/plan_gpu_memory_runs.json``); the graph pool by capture size and by model
+  runner, counted before sizing only where the release's runner estimates it.
 
 Terms that rest on an assumption rather than on source or measurement are named in
 :attr:`EngineMemory.estimated_terms`.
@@ -74,6 +74,18 @@ GRAPH_POOL_FIXED_GIB = 0.0548
 GRAPH_PER_PIECEWISE_SIZE_GIB = 0.00690
 GRAPH_PER_FULL_SIZE_GIB = 0.00358
 E2B_LAYERS = 35
+# The pool follows the runner, not the model: the same E2B start on one H100 took 0.59 GiB on Model Runner V2
+# and 0.45 on V1, and 26B A4B (the MoE, V1 by default in 0.26) took 0.40 on V1 and 0.51 on V2, which the V2
+# figure above predicts at 0.51 (benchmarks/results/plan_gpu_h100_2026-12-06, predicted before they ran).
+# V1's share of the V2 pool is E2B's; 26B A4B's V1 pool is held out (0.39 planned, 0.40 logged). The gap is
+# close to V1's own first-capture figure (138 MiB E2B, 100 MiB 26B A4B), as if V2 held one more set of the
+# largest capture's activations; which line holds it is not traced.
+GRAPH_V1_SHARE_OF_V2 = 0.45 / 0.59
+# V1 sizes with its own estimate, not its pool: per mode, the first capture plus (n - 1) times the second
+# (gpu_model_runner.py:6657-6686 in 0.26.0). The second is read off cudaMemGetInfo, which moves in 2 MiB
+# steps, so the estimate can stand up to 2 MiB a graph from the pool: 0.43 against 0.45 GiB for E2B, 0.49
+# against 0.40 for 26B A4B. The low end of a V1 row takes that much more off.
+GRAPH_V1_SAMPLE_STEP_GIB = 2 / 1024
 
 # What the model leaves out and a real engine holds anyway (non-torch memory and workspaces that vary by
 # GPU, driver and library): over every real start and published log in docs/plan.md's table (H200 and
@@ -107,6 +119,7 @@ class EngineMemory(BaseModel):
     peak_activation_warm_gib: float
     cudagraph_gib: float
     cudagraph_counted: bool
+    cudagraph_estimate_spread_gib: float = 0.0  # V1: how far the estimate it sizes with may stand from its pool
     headroom_withheld_gib: float = 0.0  # 0.34: what its free-memory margin keeps back beyond the request
     kv_budget_gib: float
     kv_budget_warm_gib: float
@@ -273,13 +286,28 @@ def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, rele
     return sorted(sizes)
 
 
-def cudagraph_bytes(geometry: Geometry, sizes: list[int], max_num_seqs: int) -> int:
+def full_graph_count(sizes: list[int], max_num_seqs: int) -> int:
+    """The full decode graphs of FULL_AND_PIECEWISE (the default mode): one per size up to ``max_num_seqs``."""
+    return sum(1 for size in sizes if size <= max_num_seqs)
+
+
+def cudagraph_bytes(geometry: Geometry, sizes: list[int], max_num_seqs: int, runner: Runner) -> int:
     """The CUDA-graph pool for the capture ``sizes``: a fixed part, one piecewise graph set per size and
-    one full decode graph per size up to ``max_num_seqs`` (FULL_AND_PIECEWISE, the default mode), the
-    per-size parts scaled by layer count (one piece per attention layer)."""
-    full = sum(1 for size in sizes if size <= max_num_seqs)
-    per_size = GRAPH_PER_PIECEWISE_SIZE_GIB * len(sizes) + GRAPH_PER_FULL_SIZE_GIB * full
-    return int((GRAPH_POOL_FIXED_GIB + per_size * geometry.num_hidden_layers / E2B_LAYERS) * GIB)
+    one full decode graph per size up to ``max_num_seqs``, the per-size parts scaled by layer count (one
+    piece per attention layer); on Model Runner V1, its measured share of that."""
+    per_size = GRAPH_PER_PIECEWISE_SIZE_GIB * len(sizes) + GRAPH_PER_FULL_SIZE_GIB * full_graph_count(
+        sizes, max_num_seqs
+    )
+    pool = GRAPH_POOL_FIXED_GIB + per_size * geometry.num_hidden_layers / E2B_LAYERS
+    return int(pool * (GRAPH_V1_SHARE_OF_V2 if runner == "v1" else 1.0) * GIB)
+
+
+def cudagraph_estimate_spread_gib(sizes: list[int], max_num_seqs: int, runner: Runner) -> float:
+    """How far V1's own estimate, which it sizes with, may stand from its pool: 2 MiB for each graph after the
+    first of each mode. Model Runner V2 measures its piecewise graphs whole (0.29+) or not at all (0.26-0.28)."""
+    if runner != "v1":
+        return 0.0
+    return GRAPH_V1_SAMPLE_STEP_GIB * (len(sizes) - 1 + max(full_graph_count(sizes, max_num_seqs) - 1, 0))
 
 
 EXTENSIBLE_MARGIN_FLOOR_GIB = 1.0  # v1/worker/extensible_kv_cache.py:64 (KV_CACHE_MARGIN_FLOOR_BYTES on CUDA)
@@ -349,9 +377,15 @@ def engine_memory(
         estimated.append("compile peak (measured on an H200 only)")
     counted = release.sizing == "after-warmup" or (release.v2_profiles_cudagraphs if runner == "v2" else True)
     sizes = cudagraph_capture_sizes(seqs, batched, release)
-    graphs = cudagraph_bytes(geometry, sizes, seqs) / GIB
+    graphs = cudagraph_bytes(geometry, sizes, seqs, runner) / GIB
+    graph_spread = cudagraph_estimate_spread_gib(sizes, seqs, runner) if counted else 0.0
     if counted and geometry.num_hidden_layers != E2B_LAYERS:
         estimated.append("CUDA-graph memory (E2B's measured pool per captured size, scaled by layer count)")
+    if graph_spread:
+        estimated.append(
+            f"CUDA-graph memory (Model Runner V1 sizes with one sampled graph times the count: up to "
+            f"{graph_spread:.2f} GiB from its pool)"
+        )
     if gpu.key not in GPUS_WITH_REAL_STARTS:
         estimated.append(
             f"non-torch memory and workspaces (no real start on a {gpu.key.upper()}; H200 and L4 starts agree)"
@@ -384,6 +418,7 @@ def engine_memory(
         peak_activation_warm_gib=warm_peak,
         cudagraph_gib=graphs,
         cudagraph_counted=counted,
+        cudagraph_estimate_spread_gib=graph_spread,
         headroom_withheld_gib=withheld,
         kv_budget_gib=requested - fixed - peak - withheld,
         kv_budget_warm_gib=requested - fixed - warm_peak - withheld_warm,

@@ -293,7 +293,8 @@ def plan_for(target: PlanTarget, settings: ServingSettings, first_start: bool = 
             max(0.0, gib) * GIB, rank, max_model_len=max_model_len, max_num_batched_tokens=batched, release=release
         )
 
-    capacity, warm, low = pool(budget_gib), pool(memory.kv_budget_warm_gib), pool(budget_gib - UNEXPLAINED_GIB)
+    margin_gib = UNEXPLAINED_GIB + memory.cudagraph_estimate_spread_gib
+    capacity, warm, low = pool(budget_gib), pool(memory.kv_budget_warm_gib), pool(budget_gib - margin_gib)
     overhead_gib = memory.requested_gib - memory.weights_gib - budget_gib
     if memory.compile_peak_gib > memory.peak_activation_warm_gib:
         notes.append(
@@ -385,7 +386,7 @@ def plan_for(target: PlanTarget, settings: ServingSettings, first_start: bool = 
         binding += "; --language-model-only (no vision/audio towers) makes it fit"
     if verdict == "fits" and not low.fits_one_request:
         notes.append(
-            f"close to the edge: with {UNEXPLAINED_GIB} GiB less for the cache (the most real starts held "
+            f"close to the edge: with {margin_gib:.2f} GiB less for the cache (the most real starts held "
             f"beyond the plan), {low.kv_cache_tokens:,} KV tokens cannot hold one {max_model_len:,}-token request"
         )
     if verdict == "fits" and swap_needed:

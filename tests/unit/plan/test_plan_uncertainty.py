@@ -34,7 +34,7 @@ def _runs_table() -> ModuleType:
 
 def _starts() -> list[tuple[str, int, object]]:
     table = _runs_table()
-    runs = [*table.recorded(), *table.h200_results(), *table.published()]
+    runs = [*table.recorded(), *table.gpu_machine_results(), *table.published()]
     return [(f"{name} ({where})", logged, row) for name, where, logged, row in runs if logged and row.kv_cache_tokens]
 
 
@@ -45,7 +45,10 @@ def test_every_real_start_lies_between_the_low_end_and_the_plan() -> None:
     for name, logged, row in starts:
         assert row.kv_cache_tokens_low <= logged, name
         bytes_per_token = row.kv_budget_gib * GIB / row.kv_cache_tokens
-        remainders.append((row.kv_cache_tokens - logged) * bytes_per_token / GIB)
+        # Model Runner V1 (the MoE in 0.26) sizes with its sampled graph estimate, which the row's low end
+        # also allows for; what is left is the margin every start shares.
+        spread = row.memory.cudagraph_estimate_spread_gib if row.memory else 0.0
+        remainders.append((row.kv_cache_tokens - logged) * bytes_per_token / GIB - spread)
     assert max(remainders) <= UNEXPLAINED_GIB
     assert max(remainders) >= 0.9 * UNEXPLAINED_GIB, "the low end is wider than any start has needed"
 
