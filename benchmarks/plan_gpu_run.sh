@@ -4,6 +4,8 @@
 #   bash benchmarks/plan_gpu_run.sh speed NAME…        # benchmarks/plan_gpu_speed.py --only NAME…
 #   bash benchmarks/plan_gpu_run.sh memory NAME…       # benchmarks/plan_gpu_memory.py --only NAME…
 # The kit parts travel in .gpukit/ (git-ignored: name it in `carry`), one per call, into /tmp/vkit_parts.
+# A call carries the tracked tree too (~9 MB) within its 64 MiB, so a 58 MiB part may not fit: send the joined
+# parts as 50 MB chunks instead (`cat part?? | split -b 50000000 -d - .gpukit/c`); install rebuilds the parts.
 set -uo pipefail
 : "${OUT:?set OUT to the results folder}"
 STAGE="${1:?install|speed|memory}"; shift
@@ -12,7 +14,10 @@ exec > >(tee "$OUT/run-$STAGE.log") 2>&1
 SITE=/tmp/site
 echo "== $(date -u +%FT%TZ) $STAGE $* on $(nvidia-smi -L 2>/dev/null | head -n 1)"
 
-mkdir -p /tmp/vkit_parts && cp .gpukit/part* .gpukit/PARTS.sha256 /tmp/vkit_parts/ 2>/dev/null
+mkdir -p /tmp/vkit_parts && cp .gpukit/part?? .gpukit/c?? .gpukit/PARTS.sha256 /tmp/vkit_parts/ 2>/dev/null
+if [ "$STAGE" = install ] && ! ls /tmp/vkit_parts/part?? >/dev/null 2>&1; then
+    (cd /tmp/vkit_parts && cat c?? | split -b 58M -d - part)  # the chunks back into the kit's parts
+fi
 if [ "$STAGE" = install ]; then
     (cd /tmp/vkit_parts && sha256sum -c PARTS.sha256) || { echo "!! kit parts incomplete"; exit 1; }
     cat /tmp/vkit_parts/part?? > /tmp/vkit.tar && tar -xf /tmp/vkit.tar -C /tmp && bash /tmp/vkit/install.sh --extras | tail -n 6
