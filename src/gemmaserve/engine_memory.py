@@ -77,14 +77,16 @@ E2B_LAYERS = 35
 # The pool follows the runner, not the model: the same E2B start on one H100 took 0.59 GiB on Model Runner V2
 # and 0.45 on V1, and 26B A4B (the MoE, V1 by default in 0.26) took 0.40 on V1 and 0.51 on V2, which the V2
 # figure above predicts at 0.51 (benchmarks/results/plan_gpu_h100_2026-12-06, predicted before they ran).
-# V1's share of the V2 pool is E2B's; 26B A4B's V1 pool is held out (0.39 planned, 0.40 logged). The gap is
+# V1's share of the V2 pool is E2B's; held out: 26B A4B on V1 (0.39 planned, 0.40 logged) and 31B on V1 (0.74,
+# 0.67 on an H200: results/plan_gpu_h200_2026-12-06; its V2 pool was 0.97 planned, 0.86 logged). The gap is
 # close to V1's own first-capture figure (138 MiB E2B, 100 MiB 26B A4B), as if V2 held one more set of the
 # largest capture's activations; which line holds it is not traced.
 GRAPH_V1_SHARE_OF_V2 = 0.45 / 0.59
 # V1 sizes with its own estimate, not its pool: per mode, the first capture plus (n - 1) times the second
-# (gpu_model_runner.py:6657-6686 in 0.26.0). The second is read off cudaMemGetInfo, which moves in 2 MiB
-# steps, so the estimate can stand up to 2 MiB a graph from the pool: 0.43 against 0.45 GiB for E2B, 0.49
-# against 0.40 for 26B A4B. The low end of a V1 row takes that much more off.
+# (gpu_model_runner.py:6657-6686 in 0.26.0). One graph's cost, read off cudaMemGetInfo in 2 MiB steps, stands
+# for every smaller one, so the estimate strays from the pool by a step or so a graph: 0.43 against 0.45 GiB
+# for E2B, 0.49 against 0.40 for 26B A4B, 0.76 against 0.67 for 31B (under 1 MiB a graph each). The low end of
+# a V1 row takes 2 MiB a graph more off.
 GRAPH_V1_SAMPLE_STEP_GIB = 2 / 1024
 
 # What the model leaves out and a real engine holds anyway (non-torch memory and workspaces that vary by
@@ -304,7 +306,9 @@ def cudagraph_bytes(geometry: Geometry, sizes: list[int], max_num_seqs: int, run
 
 def cudagraph_estimate_spread_gib(sizes: list[int], max_num_seqs: int, runner: Runner) -> float:
     """How far V1's own estimate, which it sizes with, may stand from its pool: 2 MiB for each graph after the
-    first of each mode. Model Runner V2 measures its piecewise graphs whole (0.29+) or not at all (0.26-0.28)."""
+    first of each mode. Model Runner V2 counts nothing up to 0.28; from 0.29 it captures its piecewise graphs
+    whole and samples only the full ones (``cudagraph_utils.py:712-830`` in 0.29.0, 2 MiB a graph in every
+    start here), which this leaves out."""
     if runner != "v1":
         return 0.0
     return GRAPH_V1_SAMPLE_STEP_GIB * (len(sizes) - 1 + max(full_graph_count(sizes, max_num_seqs) - 1, 0))

@@ -66,7 +66,7 @@ def _runner(run: dict[str, Any]) -> str:
 @pytest.mark.parametrize("run", RUNS, ids=[run["name"] for run in RUNS])
 def test_the_graph_pool_follows_the_capture_sizes_and_the_runner(run: dict[str, Any]) -> None:
     # E2B on V2 gave the per-size parts, E2B on V1 the V1 share; every other model on either runner is held
-    # out (26B A4B on V2 was predicted at 0.51 before it ran: results/plan_gpu_h100_2026-12-06).
+    # out (26B A4B on V2 and 31B on V1 were predicted before they ran: results/plan_gpu_h[12]00_2026-12-06).
     memory = _replay(run).memory
     model = resolve_model(run["settings"]["model"]).geometry
     sizes = cudagraph_capture_sizes(memory.max_num_seqs, memory.max_num_batched_tokens, RELEASES["0.26"])
@@ -78,7 +78,7 @@ def test_the_graph_pool_follows_the_capture_sizes_and_the_runner(run: dict[str, 
 
 def test_v1_sizes_with_an_estimate_within_its_sampling_step_of_its_pool() -> None:
     v1_starts = [run for run in RUNS if "cudagraph_estimate_gib" in run["figures"]]
-    assert {run["settings"]["model"] for run in v1_starts} == {"gemma-4-e2b", "gemma-4-26b-a4b"}
+    assert {run["settings"]["model"] for run in v1_starts} == {"gemma-4-e2b", "gemma-4-26b-a4b", "gemma-4-31b"}
     for run in v1_starts:
         figures = run["figures"]
         memory = _replay(run).memory
