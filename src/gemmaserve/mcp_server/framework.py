@@ -15,7 +15,7 @@ import inspect
 import json
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, Protocol, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -35,6 +35,7 @@ from gemmaserve.result_model import ActionResult
 
 P = ParamSpec("P")
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 Confirm = Annotated[
     bool,
@@ -131,6 +132,12 @@ def require_confirmation(confirm: bool, action: str, *, has_dry_run: bool = True
 
 
 ProgressSink = Callable[[float, float | None, str | None], None]
+
+
+class BlockingWork(Protocol[T_co]):
+    """A library call as a tool runs it: with the call's progress and cancellation, as every action takes them."""
+
+    def __call__(self, *, progress: ProgressCallback, cancel: CancelToken) -> T_co: ...
 
 
 class RedactReplies:
@@ -241,12 +248,15 @@ def _ending(error: BaseException | None) -> str:
 
 async def run_blocking(
     ctx: Context,
-    work: Callable[[CancelToken, ProgressSink], T],
+    work: BlockingWork[T],
     *,
     label: str = "a tool call",
     describe: Callable[[T], str] | None = None,
 ) -> T:
-    """Run sync ``work`` in a thread, relaying its progress; on cancellation let it clean up first.
+    """Run sync ``work`` in a thread, its progress relayed to the client; on cancellation let it clean up first.
+
+    ``work`` is called as the library's actions are, ``work(progress=…, cancel=…)``, so a tool passes
+    ``functools.partial(action, request)`` where it needs nothing more.
 
     When the request is cancelled the :class:`~gemmaserve.progress.CancelToken` is set and this waits (shielded) for
     ``work`` to return or raise, so a deploy's teardown finishes before the cancellation propagates. The work is
@@ -266,7 +276,7 @@ async def run_blocking(
 
     def target() -> None:
         try:
-            outcome["value"] = work(running.cancel, report)
+            outcome["value"] = work(progress=relay(report), cancel=running.cancel)
         except BaseException as exc:
             outcome["error"] = exc
         finally:

@@ -8,6 +8,8 @@ steps survive. A failed request is a result, not an error; only bad usage fails 
 
 from __future__ import annotations
 
+from functools import partial
+
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 
@@ -22,14 +24,7 @@ from gemmaserve.bench.requests import (
     ReportRequest,
 )
 from gemmaserve.mcp_server.deps import ServerDeps
-from gemmaserve.mcp_server.framework import (
-    ProgressSink,
-    ToolSet,
-    relay,
-    run_blocking,
-    typed_result,
-)
-from gemmaserve.progress import CancelToken
+from gemmaserve.mcp_server.framework import ToolSet, run_blocking, typed_result
 
 
 def register(tools: ToolSet, deps: ServerDeps) -> None:
@@ -43,16 +38,8 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         from gemmaserve.bench.measure import measure_endpoints
 
-        def work(cancellation: CancelToken, report: ProgressSink) -> MeasureReport:
-            return measure_endpoints(
-                request,
-                progress=relay(report),
-                cancel=cancellation,
-                command=["gemmaserve", "mcp", "bench_measure"],
-            )
-
-        result = await run_blocking(ctx, work)
-        return typed_result(result)
+        work = partial(measure_endpoints, request, command=["gemmaserve", "mcp", "bench_measure"])
+        return typed_result(await run_blocking(ctx, work))
 
     @tools.action(CombineRequest, title="Compare result files", result=Comparison)
     def bench_combine(request: CombineRequest) -> CallToolResult:

@@ -7,6 +7,8 @@ repack writes into a temporary directory and moves it into place only when compl
 
 from __future__ import annotations
 
+from functools import partial
+
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 
@@ -25,14 +27,7 @@ from gemmaserve.checkpoint import (
     checkpoint_validate,
 )
 from gemmaserve.mcp_server.deps import ServerDeps
-from gemmaserve.mcp_server.framework import (
-    ProgressSink,
-    ToolSet,
-    relay,
-    run_blocking,
-    typed_result,
-)
-from gemmaserve.progress import CancelToken
+from gemmaserve.mcp_server.framework import ToolSet, run_blocking, typed_result
 
 
 def register(tools: ToolSet, deps: ServerDeps) -> None:
@@ -59,10 +54,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         reference's own (moved by half a step or more; usually more values than those off by a level).
         """
 
-        def work(cancellation: CancelToken, report: ProgressSink) -> GridCheckReport:
-            return checkpoint_grid_check(request, progress=relay(report), cancel=cancellation)
-
-        return typed_result(await run_blocking(ctx, work))
+        return typed_result(await run_blocking(ctx, partial(checkpoint_grid_check, request)))
 
     @tools.action(RepackRequest, title="Repack to W4A16 losslessly", result=RepackReport)
     async def repack_tool(request: RepackRequest, ctx: Context) -> CallToolResult:
@@ -72,10 +64,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         leaves no output. Same as `gemmaserve checkpoint repack --json`.
         """
 
-        def work(cancellation: CancelToken, report: ProgressSink) -> RepackReport:
-            return checkpoint_repack(request, progress=relay(report), cancel=cancellation)
-
-        return typed_result(await run_blocking(ctx, work))
+        return typed_result(await run_blocking(ctx, partial(checkpoint_repack, request)))
 
     @tools.action(
         ValidateRequest, title="Check a checkpoint before deploying",

@@ -16,14 +16,8 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 
 from gemmaserve.mcp_server.deps import ServerDeps
-from gemmaserve.mcp_server.framework import (
-    ProgressSink,
-    ToolSet,
-    relay,
-    run_blocking,
-    typed_result,
-)
-from gemmaserve.progress import CancelToken
+from gemmaserve.mcp_server.framework import BlockingWork, ToolSet, run_blocking, typed_result
+from gemmaserve.progress import CancelToken, ProgressCallback
 from gemmaserve.sagemaker.api import DeployOutcome
 from gemmaserve.sagemaker.deployment.preflight import PreflightReport
 from gemmaserve.sagemaker.deployment.update import UpdateResult
@@ -66,11 +60,11 @@ def sagemaker_session(deps: ServerDeps, *, dry_run: bool = False) -> SageMakerSe
 
 def following(
     deps: ServerDeps, request: DeployRequest | UpdateRequest, action: Callable[[Any, SageMakerSession], R]
-) -> Callable[[CancelToken, ProgressSink], R]:
+) -> BlockingWork[R]:
     """The blocking work of a deploy or an update: ``action`` with the call's progress and cancellation."""
 
-    def work(cancellation: CancelToken, report: ProgressSink) -> R:
-        session = sagemaker_session(deps, dry_run=request.dry_run).but(progress=relay(report), cancel=cancellation)
+    def work(*, progress: ProgressCallback, cancel: CancelToken) -> R:
+        session = sagemaker_session(deps, dry_run=request.dry_run).but(progress=progress, cancel=cancel)
         return action(request, session)
 
     return work
@@ -141,8 +135,8 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         Reports each status change as progress; cancelling stops the wait (the endpoint is left as it is).
         """
 
-        def work(cancellation: CancelToken, report: ProgressSink) -> EndpointState:
-            session = sagemaker_session(deps).but(progress=relay(report), cancel=cancellation)
+        def work(*, progress: ProgressCallback, cancel: CancelToken) -> EndpointState:
+            session = sagemaker_session(deps).but(progress=progress, cancel=cancel)
             return session.endpoint_for(request).wait(request)
 
         state = await run_blocking(ctx, work, label=f"sagemaker_wait {request.endpoint_name}", describe=summary_for)

@@ -11,15 +11,9 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 
 from gemmaserve.mcp_server.deps import ServerDeps
-from gemmaserve.mcp_server.framework import (
-    ProgressSink,
-    ToolSet,
-    relay,
-    run_blocking,
-    typed_result,
-)
+from gemmaserve.mcp_server.framework import ToolSet, run_blocking, typed_result
 from gemmaserve.mcp_server.tools_sagemaker import sagemaker_session
-from gemmaserve.progress import CancelToken
+from gemmaserve.progress import CancelToken, ProgressCallback
 from gemmaserve.sagemaker.image.codebuild import ImageBuildPlan, ImageBuildResult
 from gemmaserve.sagemaker.image.iam import RoleResult
 from gemmaserve.sagemaker.image.jumpstart import JumpStartListing
@@ -50,8 +44,8 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         from gemmaserve.sagemaker import api
 
-        def work(cancellation: CancelToken, report: ProgressSink) -> ImageBuildResult:
-            session = sagemaker_session(deps).but(progress=relay(report), cancel=cancellation)
+        def work(*, progress: ProgressCallback, cancel: CancelToken) -> ImageBuildResult:
+            session = sagemaker_session(deps).but(progress=progress, cancel=cancel)
             return api.image_build(request, session)
 
         return typed_result(await run_blocking(ctx, work))

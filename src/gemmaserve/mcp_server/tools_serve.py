@@ -11,18 +11,13 @@ server it launched (as on Ctrl-C in the CLI).
 
 from __future__ import annotations
 
+from functools import partial
+
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 
 from gemmaserve.mcp_server.deps import ServerDeps
-from gemmaserve.mcp_server.framework import (
-    ProgressSink,
-    ToolSet,
-    relay,
-    run_blocking,
-    typed_result,
-)
-from gemmaserve.progress import CancelToken
+from gemmaserve.mcp_server.framework import ToolSet, run_blocking, typed_result
 from gemmaserve.serve.launcher import StartResult
 from gemmaserve.serve.requests import LogsRequest, StartRequest, StatusRequest, StopRequest
 from gemmaserve.serve.supervisor import ServeLogs, ServerStatus, StopResult
@@ -42,19 +37,12 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
 
         from gemmaserve.serve import api
 
-        def work(cancellation: CancelToken, report: ProgressSink) -> StartResult:
-            seams = deps.launch_seams()
-            if deps.sleep is not None:  # a test's scripted sleep; the library checks the token around it
-                seams = replace(seams, sleep=deps.sleep)
-            return api.start(
-                request,
-                progress=relay(report),
-                cancel=cancellation,
-                seams=seams,
-                doctor_sources=deps.doctor_sources,
-                vllm_command=deps.vllm_command,
-            )
-
+        seams = deps.launch_seams()
+        if deps.sleep is not None:  # a test's scripted sleep; the library checks the token around it
+            seams = replace(seams, sleep=deps.sleep)
+        work = partial(
+            api.start, request, seams=seams, doctor_sources=deps.doctor_sources, vllm_command=deps.vllm_command
+        )
         return typed_result(await run_blocking(ctx, work))
 
     @tools.action(StatusRequest, title="Status of vLLM on this host", result=ServerStatus)

@@ -8,12 +8,13 @@ need ``confirm`` (or ``dry_run``).
 
 from __future__ import annotations
 
+from functools import partial
+
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 
 from gemmaserve.mcp_server.deps import ServerDeps
-from gemmaserve.mcp_server.framework import ProgressSink, ToolSet, relay, run_blocking, typed_result
-from gemmaserve.progress import CancelToken
+from gemmaserve.mcp_server.framework import ToolSet, run_blocking, typed_result
 from gemmaserve.turing.filepatch import PatchResult, VerifyResult
 from gemmaserve.turing.requests import (
     ApplyRequest,
@@ -22,7 +23,7 @@ from gemmaserve.turing.requests import (
     TuringStatusRequest,
     VerifyRequest,
 )
-from gemmaserve.turing.smem import LaunchSearch, SmemReport, SmemResult
+from gemmaserve.turing.smem import SmemResult
 from gemmaserve.turing.status import TuringStatus
 
 
@@ -51,10 +52,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         `gemmaserve turing smem --json`."""
         from gemmaserve.turing.smem import compile_smem
 
-        def work(cancellation: CancelToken, report: ProgressSink) -> SmemReport | LaunchSearch:
-            return compile_smem(request, progress=relay(report), cancel=cancellation)
-
-        return typed_result(await run_blocking(ctx, work))
+        return typed_result(await run_blocking(ctx, partial(compile_smem, request)))
 
     @tools.action(ApplyRequest, title="Apply the Turing clamp", result=PatchResult)
     def turing_apply(request: ApplyRequest) -> CallToolResult:

@@ -15,7 +15,6 @@ from mcp_types import CallToolResult
 from gemmaserve.errors import ConfirmationRequired, GemmaserveError, ServerNotRunning
 from gemmaserve.mcp_server.framework import (
     Confirm,
-    ProgressSink,
     ToolSet,
     format_error,
     relay,
@@ -24,7 +23,7 @@ from gemmaserve.mcp_server.framework import (
     translate_errors,
     typed_result,
 )
-from gemmaserve.progress import Cancelled, CancelToken, ProgressEvent
+from gemmaserve.progress import Cancelled, CancelToken, ProgressCallback, ProgressEvent
 from gemmaserve.request_model import READS, ActionRequest, Effect
 from gemmaserve.result_model import ActionResult
 from gemmaserve.views import view
@@ -53,9 +52,9 @@ def _toy_server(cleaned_up: threading.Event, started: threading.Event) -> MCPSer
     @server.tool()
     @translate_errors
     async def count(steps: int, ctx: Context) -> Annotated[CallToolResult, Counted]:
-        def work(cancellation: CancelToken, report: ProgressSink) -> Counted:
+        def work(*, progress: ProgressCallback, cancel: CancelToken) -> Counted:
             for step in range(1, steps + 1):
-                report(step, steps, f"step {step}")
+                progress(ProgressEvent("count", f"step {step}", done=step, total=steps))
             return Counted(steps=steps)
 
         return typed_result(await run_blocking(ctx, work))
@@ -63,11 +62,11 @@ def _toy_server(cleaned_up: threading.Event, started: threading.Event) -> MCPSer
     @server.tool()
     @translate_errors
     async def wait_forever(ctx: Context) -> Annotated[CallToolResult, Counted]:
-        def work(cancellation: CancelToken, report: ProgressSink) -> Counted:
+        def work(*, progress: ProgressCallback, cancel: CancelToken) -> Counted:
             started.set()
             try:
                 while True:
-                    cancellation.sleep(0.01)
+                    cancel.sleep(0.01)
             except Cancelled:
                 time.sleep(0.2)  # cleanup that takes a while must still finish
                 cleaned_up.set()
