@@ -216,11 +216,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """SIGHUP at its default, as in a terminal, also when the suite itself runs under ``nohup``.
+    """SIGHUP and SIGINT live, as in a terminal, also when the suite itself runs under ``nohup`` or in the
+    background (a shell without job control starts ``cmd &`` with SIGINT ignored).
 
-    A deploy leaves SIGHUP alone when it starts ignored (that is how it survives ``nohup``; one test
-    sets that up itself), so the tests that send SIGHUP to a deploy need the default. Set here, before
-    xdist starts its workers, so they and every process a test starts inherit it.
+    A deploy leaves a stop signal alone when it starts ignored (that is how it survives ``nohup`` and
+    ``&``; one test sets that up itself), and so does every Python process started with SIGINT ignored, so
+    the tests that send SIGHUP or SIGINT need them live. Set here, before xdist starts its workers, so they
+    and every process a test starts inherit it (a Python handler becomes the default across exec).
     """
     if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
