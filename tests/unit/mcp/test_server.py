@@ -65,6 +65,25 @@ def test_docs_list_every_tool(server: MCPServer) -> None:
     docs = (Path(__file__).parents[3] / "docs" / "mcp.md").read_text()
     missing = [tool.name for tool in list_tools(server) if f"| `{tool.name}` |" not in docs]
     assert not missing, f"docs/mcp.md does not list: {missing}"
+    # each row's hint letters are the tool's own: RO D I W from its request's effect, C with confirm (P, progress,
+    # is the docs' word alone)
+    for tool in list_tools(server):
+        row = next(line for line in docs.splitlines() if line.startswith(f"| `{tool.name}` |"))
+        letters = set(row.split("|")[3].split()) - {"P"}
+        hints = tool.annotations
+        assert hints is not None
+        expected = {
+            letter
+            for letter, on in (
+                ("RO", hints.read_only_hint),
+                ("D", hints.destructive_hint),
+                ("I", hints.idempotent_hint),
+                ("W", hints.open_world_hint),
+                ("C", "confirm" in tool.input_schema["properties"]),
+            )
+            if on
+        }
+        assert letters == expected, tool.name
     # the paragraph that names the actions needing confirmation names each of them (line breaks folded)
     paragraph = " ".join(docs.split("Actions that need confirmation", 1)[1].split("\n\n", 1)[0].split())
     assert sorted(action for action in confirmation_actions() if f"`{action}`" not in paragraph) == []
