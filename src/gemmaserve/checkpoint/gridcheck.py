@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from types import ModuleType
@@ -61,15 +61,9 @@ NEAREST_LEVEL_DIFFERS = (
 )
 
 
-class TensorGridResult(BaseModel):
-    tensor: str
-    build_format: str  # "pack-quantized" | "awq-gemm" | "16-bit" | "gguf-q4_0"
-    shape: list[int]
-    build_group_size: int | None  # the build's own groups (the row length when per channel); None for 16-bit
-    reference_group_size: int  # the groups the reference's grid was recovered with (the row length when per channel)
-    reference_dtype: str  # as stored: BF16, F16 or F32
-    # the values the grid is recovered in: BF16 for a bf16 export, also one saved as F16 or F32 (.float(), .half())
-    reference_grid_dtype: str
+class GridMeasures(BaseModel):
+    """The comparison's counts and both measures, of one tensor or of the whole build."""
+
     values: int
     values_bit_identical: int
     groups: int
@@ -82,39 +76,45 @@ class TensorGridResult(BaseModel):
     max_abs_diff: float | None
     mean_abs_diff: float | None
     values_not_finite: int = 0  # NaN or infinite in the build or the reference
-    reference_groups_on_grid: int
-    reference_groups_peak_not_at_8: int
 
+    @classmethod
+    def of(cls, counts: grid.GridComparison) -> GridMeasures:
+        measured = not counts.values_not_finite
+        return GridMeasures(
+            values=counts.values,
+            values_bit_identical=counts.values_bit_identical,
+            groups=counts.groups,
+            groups_bit_identical=counts.groups_bit_identical,
+            values_off_by_a_level_or_more=counts.values_off_by_a_level_or_more,
+            share_off_by_a_level_or_more=_share(counts.values_off_by_a_level_or_more, counts.values),
+            values_nearest_level_differs=counts.values_nearest_level_differs,
+            share_nearest_level_differs=_share(counts.values_nearest_level_differs, counts.values),
+            max_abs_diff=counts.max_abs_diff if measured else None,
+            mean_abs_diff=counts.mean_abs_diff if measured else None,
+            values_not_finite=counts.values_not_finite,
+        )
 
-class GridCheckReport(ActionResult):
-    """``reference_group_size``: the one size every tensor's reference grid has (None when they differ,
-    e.g. per channel over rows of different lengths); ``reference_group_size_source``: "detected" or "given"."""
+    @classmethod
+    def total(cls, parts: Sequence[GridMeasures]) -> GridMeasures:
+        """The measures of ``parts`` together (a tensor with a bad value has no differences to add: the total
+        then has none either)."""
+        counts = grid.GridComparison()
+        for part in parts:
+            counts.merge(part.as_counts())
+        return cls.of(counts)
 
-    build: str
-    reference: str
-    reference_group_size: int | None
-    reference_group_size_source: str
-    tensors: list[TensorGridResult]
-    values: int
-    values_bit_identical: int
-    groups: int
-    groups_bit_identical: int
-    values_off_by_a_level_or_more: int = Field(description=OFF_BY_A_LEVEL)
-    share_off_by_a_level_or_more: float
-    values_nearest_level_differs: int = Field(description=NEAREST_LEVEL_DIFFERS)
-    share_nearest_level_differs: float
-    max_abs_diff: float | None  # None when any value is not finite
-    mean_abs_diff: float | None
-    values_not_finite: int = 0
-    # "invalid" (a NaN or infinite value in the build or the reference: named per tensor, never a pass)
-    # | "off-grid" | "on-grid-rounding" | "bit-identical"
-    verdict: str
-    build_bytes_fetched: int
-    reference_bytes_fetched: int
-
-    def succeeded(self) -> bool:
-        """No value off by a level of the reference's grid, and none NaN or infinite (verdict ``invalid``)."""
-        return not self.values_off_by_a_level_or_more and self.verdict != "invalid"
+    def as_counts(self) -> grid.GridComparison:
+        counts = grid.GridComparison()
+        counts.values = self.values
+        counts.values_bit_identical = self.values_bit_identical
+        counts.groups = self.groups
+        counts.groups_bit_identical = self.groups_bit_identical
+        counts.values_off_by_a_level_or_more = self.values_off_by_a_level_or_more
+        counts.values_nearest_level_differs = self.values_nearest_level_differs
+        counts.max_abs_diff = self.max_abs_diff or 0.0
+        counts.sum_abs_diff = (self.mean_abs_diff or 0.0) * self.values
+        counts.values_not_finite = self.values_not_finite
+        return counts
 
     def measures(self) -> str:
         """Both measures, named, and the bit-identical count: one line for the CLI's verdict and the MCP summary."""
@@ -124,6 +124,39 @@ class GridCheckReport(ActionResult):
             f"{self.values_nearest_level_differs:,} ({self.share_nearest_level_differs:.1%}) nearest another "
             f"reference-grid level; {self.values_bit_identical:,} bit-identical"
         )
+
+
+class TensorGridResult(GridMeasures):
+    tensor: str
+    build_format: str  # "pack-quantized" | "awq-gemm" | "16-bit" | "gguf-q4_0"
+    shape: list[int]
+    build_group_size: int | None  # the build's own groups (the row length when per channel); None for 16-bit
+    reference_group_size: int  # the groups the reference's grid was recovered with (the row length when per channel)
+    reference_dtype: str  # as stored: BF16, F16 or F32
+    # the values the grid is recovered in: BF16 for a bf16 export, also one saved as F16 or F32 (.float(), .half())
+    reference_grid_dtype: str
+    reference_groups_on_grid: int
+    reference_groups_peak_not_at_8: int
+
+
+class GridCheckReport(GridMeasures, ActionResult):
+    """``reference_group_size``: the one size every tensor's reference grid has (None when they differ,
+    e.g. per channel over rows of different lengths); ``reference_group_size_source``: "detected" or "given"."""
+
+    build: str
+    reference: str
+    reference_group_size: int | None
+    reference_group_size_source: str
+    tensors: list[TensorGridResult]
+    # "invalid" (a NaN or infinite value in the build or the reference: named per tensor, never a pass)
+    # | "off-grid" | "on-grid-rounding" | "bit-identical"
+    verdict: str
+    build_bytes_fetched: int
+    reference_bytes_fetched: int
+
+    def succeeded(self) -> bool:
+        """No value off by a level of the reference's grid, and none NaN or infinite (verdict ``invalid``)."""
+        return not self.values_off_by_a_level_or_more and self.verdict != "invalid"
 
 
 Locations = dict[str, tuple[SafetensorsHeader, TensorEntry]]
@@ -562,36 +595,21 @@ def checkpoint_grid_check(
 def _summarize(
     build: str, reference: str, source: str, results: list[TensorGridResult], build_bytes: int, reference_bytes: int
 ) -> GridCheckReport:
-    values = sum(r.values for r in results)
-    off = sum(r.values_off_by_a_level_or_more for r in results)
-    differs = sum(r.values_nearest_level_differs for r in results)
-    identical = sum(r.values_bit_identical for r in results)
-    not_finite = sum(r.values_not_finite for r in results)
-    if not_finite:
+    total = GridMeasures.total(results)
+    if total.values_not_finite:
         verdict = "invalid"
+    elif total.values_bit_identical == total.values:
+        verdict = "bit-identical"
     else:
-        verdict = "bit-identical" if identical == values else ("off-grid" if off else "on-grid-rounding")
-    measured = not not_finite
+        verdict = "off-grid" if total.values_off_by_a_level_or_more else "on-grid-rounding"
     sizes = {r.reference_group_size for r in results}
     return GridCheckReport(
+        **total.model_dump(),
         build=build,
         reference=reference,
         reference_group_size=sizes.pop() if len(sizes) == 1 else None,
         reference_group_size_source=source,
         tensors=results,
-        values=values,
-        values_bit_identical=identical,
-        groups=sum(r.groups for r in results),
-        groups_bit_identical=sum(r.groups_bit_identical for r in results),
-        values_off_by_a_level_or_more=off,
-        share_off_by_a_level_or_more=off / values if values else 0.0,
-        values_nearest_level_differs=differs,
-        share_nearest_level_differs=differs / values if values else 0.0,
-        max_abs_diff=max((r.max_abs_diff or 0.0 for r in results), default=0.0) if measured else None,
-        mean_abs_diff=(sum((r.mean_abs_diff or 0.0) * r.values for r in results) / values if values else 0.0)
-        if measured
-        else None,
-        values_not_finite=not_finite,
         verdict=verdict,
         build_bytes_fetched=build_bytes,
         reference_bytes_fetched=reference_bytes,
@@ -656,6 +674,7 @@ def _result(
 ) -> TensorGridResult:  # fmt: skip
     rows, cols = shape
     return TensorGridResult(
+        **GridMeasures.of(counts).model_dump(),
         tensor=module,
         build_format=fmt,
         shape=[rows, cols],
@@ -663,17 +682,6 @@ def _result(
         reference_group_size=ref_grid.group_size or cols,
         reference_dtype=ref_grid.stored_dtype,
         reference_grid_dtype=ref_grid.dtype or ref_grid.stored_dtype,
-        values=counts.values,
-        values_bit_identical=counts.values_bit_identical,
-        groups=counts.groups,
-        groups_bit_identical=counts.groups_bit_identical,
-        values_off_by_a_level_or_more=counts.values_off_by_a_level_or_more,
-        share_off_by_a_level_or_more=_share(counts.values_off_by_a_level_or_more, counts.values),
-        values_nearest_level_differs=counts.values_nearest_level_differs,
-        share_nearest_level_differs=_share(counts.values_nearest_level_differs, counts.values),
-        max_abs_diff=None if counts.values_not_finite else counts.max_abs_diff,
-        mean_abs_diff=None if counts.values_not_finite else counts.mean_abs_diff,
-        values_not_finite=counts.values_not_finite,
         reference_groups_on_grid=ref_grid.on_grid,
         reference_groups_peak_not_at_8=ref_grid.peak_elsewhere,
     )
