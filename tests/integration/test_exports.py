@@ -21,6 +21,14 @@ __getattr__, __dir__, __all__ = lazy_exports(
 )
 """
 
+PACKAGES_WITH_ACTIONS = (
+    "gemmaserve.bench",
+    "gemmaserve.checkpoint",
+    "gemmaserve.sagemaker",
+    "gemmaserve.serve",
+    "gemmaserve.turing",
+)
+
 
 @pytest.fixture
 def lazypkg(tmp_path: Path) -> Iterator[object]:
@@ -73,7 +81,7 @@ def test_an_unknown_name_is_an_attribute_error_and_submodules_still_import(lazyp
 
 @pytest.mark.parametrize(
     "package",
-    ["gemmaserve", "gemmaserve.bench", "gemmaserve.checkpoint", "gemmaserve.serve", "gemmaserve.turing"],
+    ["gemmaserve", *PACKAGES_WITH_ACTIONS],
 )
 def test_every_export_of_the_packages_resolves(package: str) -> None:
     module = importlib.import_module(package)
@@ -83,7 +91,8 @@ def test_every_export_of_the_packages_resolves(package: str) -> None:
 
 def test_importing_the_packages_loads_none_of_their_exports() -> None:
     code = (
-        "import sys, gemmaserve, gemmaserve.bench, gemmaserve.checkpoint, gemmaserve.serve, gemmaserve.turing; "
+        "import sys, gemmaserve, gemmaserve.bench, gemmaserve.checkpoint, gemmaserve.sagemaker, gemmaserve.serve, "
+        "gemmaserve.turing; "
         "heavy = {'numpy', 'aiohttp', 'boto3', 'pydantic', 'gemmaserve.plan', 'gemmaserve.bench.measure'}; "
         "print(sorted(heavy & set(sys.modules)))"
     )
@@ -95,3 +104,34 @@ def test_importing_the_packages_loads_none_of_their_exports() -> None:
         env={"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")},
     )
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("package", PACKAGES_WITH_ACTIONS)
+def test_a_package_exports_the_request_model_of_each_of_its_actions(package: str) -> None:
+    from gemmaserve.actions import REQUESTS
+
+    exported = set(importlib.import_module(package).__all__)
+    own = {entry.split(":")[1] for entry in REQUESTS if entry.startswith(f"{package}.")}
+    assert own
+    assert own - exported == set()
+
+
+@pytest.mark.parametrize("package", ["gemmaserve", *PACKAGES_WITH_ACTIONS])
+def test_what_type_checkers_see_is_what_the_package_exports(package: str) -> None:
+    """The names imported under TYPE_CHECKING (all a type checker knows of the lazy ones) are the lazy ones."""
+    import ast
+
+    module = importlib.import_module(package)
+    tree = ast.parse(Path(module.__file__ or "").read_text())
+    guarded = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    seen = {
+        alias.asname or alias.name
+        for node in guarded.body
+        if isinstance(node, ast.ImportFrom | ast.Import)
+        for alias in node.names
+    }
+    # names the package defines itself (not through lazy_exports)
+    defined = {target.id for node in tree.body if isinstance(node, ast.Assign) for target in node.targets
+               if isinstance(target, ast.Name)}  # fmt: skip
+    defined |= {node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)}
+    assert seen == set(module.__all__) - defined
