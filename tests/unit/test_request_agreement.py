@@ -111,6 +111,9 @@ def test_cli_options_are_the_request_fields(action: str) -> None:
     params = {param.name: param for param in COMMANDS[action].params}
     extra = set(params) - set(model.model_fields) - RENDERING_OPTIONS
     assert extra == set(), f"{action}: options not in {model.__name__}: {sorted(extra)}"
+    # every result prints as JSON, as the MCP tool returns it structured; --json is listed last
+    assert "as_json" in params and params["as_json"].opts == ["--json"], f"{action} has no --json"
+    assert COMMANDS[action].params[-1].name == "as_json", f"{action}: --json is not last"
     for name, field in model.model_fields.items():
         assert name in params, f"{action}: {model.__name__}.{name} has no option"
         param = params[name]

@@ -14,7 +14,7 @@ import click
 
 from gemmaserve.bench.requests import MeasureRequest
 from gemmaserve.cli.options import request_options
-from gemmaserve.cli.output import finish, json_option, warn
+from gemmaserve.cli.output import finish, warn
 from gemmaserve.cli.progress_display import bar, progress_display
 
 if TYPE_CHECKING:
@@ -38,7 +38,6 @@ def cli() -> None:
 
 @cli.command(name="measure")
 @request_options(MeasureRequest)
-@json_option
 def measure(request: MeasureRequest, as_json: bool) -> None:
     """Measure TARGET… (http://HOST:PORT or sagemaker://NAME?region=R), interleaved, into --out.
 

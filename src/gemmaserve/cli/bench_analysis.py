@@ -10,12 +10,11 @@ import click
 
 from gemmaserve.bench.requests import CombineRequest, ImportRequest, ReportRequest
 from gemmaserve.cli.options import request_options
-from gemmaserve.cli.output import finish, json_option, warn
+from gemmaserve.cli.output import finish, warn
 
 
 @click.command(name="combine")
 @request_options(CombineRequest)
-@json_option
 def combine(request: CombineRequest, as_json: bool) -> None:
     """Compare result files side by side: ratios B/A with 95% intervals, paired quality, drift, cost.
 
@@ -37,7 +36,6 @@ def combine(request: CombineRequest, as_json: bool) -> None:
 
 @click.command(name="report")
 @request_options(ReportRequest)
-@json_option
 def report(request: ReportRequest, as_json: bool) -> None:
     """Write report.md and a standalone report.html with PNG charts from every result file in DIR.
 
@@ -60,7 +58,6 @@ def report(request: ReportRequest, as_json: bool) -> None:
 
 @click.command(name="import")
 @request_options(ImportRequest)
-@json_option
 def import_vllm(request: ImportRequest, as_json: bool) -> None:
     """Convert a `vllm bench serve --save-result` JSON file into a gemmaserve result file.
 

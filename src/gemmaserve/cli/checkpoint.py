@@ -11,7 +11,7 @@ import click
 
 from gemmaserve.checkpoint.requests import GridCheckRequest, InspectRequest, RepackRequest, ValidateRequest
 from gemmaserve.cli.options import request_options
-from gemmaserve.cli.output import finish, json_option
+from gemmaserve.cli.output import finish
 from gemmaserve.cli.progress_display import event_lines, progress_display
 from gemmaserve.request_model import ActionRequest
 from gemmaserve.result_model import ActionResult
@@ -31,7 +31,6 @@ def _finish_with_progress(action: Callable[..., ActionResult], request: ActionRe
 
 @cli.command(name="inspect")
 @request_options(InspectRequest)
-@json_option
 def inspect_cmd(request: InspectRequest, as_json: bool) -> None:
     """What SOURCE holds, by part, from safetensors headers alone (a directory, a file, or a hub repo id).
 
@@ -48,7 +47,6 @@ def inspect_cmd(request: InspectRequest, as_json: bool) -> None:
 
 @cli.command(name="grid-check")
 @request_options(GridCheckRequest)
-@json_option
 def grid_check_cmd(request: GridCheckRequest, as_json: bool) -> None:
     """Whether BUILD's 4-bit weights are Google's QAT values; exits 1 when any is off by a level of the reference's grid.
 
@@ -69,7 +67,6 @@ def grid_check_cmd(request: GridCheckRequest, as_json: bool) -> None:
 
 @cli.command(name="repack")
 @request_options(RepackRequest)
-@json_option
 def repack_cmd(request: RepackRequest, as_json: bool) -> None:
     """Repack a -qat-q4_0-unquantized SRC into compressed-tensors W4A16 at OUT, losslessly, or write nothing.
 
@@ -87,7 +84,6 @@ def repack_cmd(request: RepackRequest, as_json: bool) -> None:
 
 @cli.command(name="validate")
 @request_options(ValidateRequest)
-@json_option
 def validate_cmd(request: ValidateRequest, as_json: bool) -> None:
     """Check SOURCE's config against its shards before a deploy; exits 1 on any failed finding.
 

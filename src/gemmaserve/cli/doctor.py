@@ -9,13 +9,12 @@ from __future__ import annotations
 import click
 
 from gemmaserve.cli.options import request_options
-from gemmaserve.cli.output import finish, json_option
+from gemmaserve.cli.output import finish
 from gemmaserve.host.doctor import DoctorRequest
 
 
 @click.command(name="doctor")
 @request_options(DoctorRequest)
-@json_option
 def cli(request: DoctorRequest, as_json: bool) -> None:
     """Check this GPU host and a target interpreter, cheapest failure first.
 

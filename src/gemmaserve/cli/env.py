@@ -5,13 +5,12 @@ from __future__ import annotations
 import click
 
 from gemmaserve.cli.options import request_options
-from gemmaserve.cli.output import finish, json_option
+from gemmaserve.cli.output import finish
 from gemmaserve.envinfo import EnvRequest, collect_env
 
 
 @click.command(name="env")
 @request_options(EnvRequest)
-@json_option
 def cli(request: EnvRequest, as_json: bool) -> None:
     """Print versions of gemmaserve and its dependencies, for bug reports.
 

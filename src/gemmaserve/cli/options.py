@@ -28,6 +28,7 @@ from gemmaserve.request_model import ActionRequest, TokenCountMarker, cli_marker
 F = TypeVar("F", bound=Callable[..., Any])
 
 YES_HELP = "Do not ask for confirmation (needed when stdin is not a terminal)."
+JSON_HELP = "Print the result as one JSON document."
 
 
 def _unwrap_optional(annotation: Any) -> Any:
@@ -138,7 +139,8 @@ def request_options(model: type[ActionRequest], *, yes_in_body: bool = False) ->
 
     With a model that needs confirmation, ``--yes`` is added and :func:`confirm` runs before the command,
     unless ``yes_in_body`` (the command asks itself, later, with more to say: ``yes`` is then passed on).
-    The command's own options (rendering: ``--json``, ``--wide``) are kept as they are.
+    Every action prints its result as JSON on ``--json`` (the command gets ``as_json``), listed last in
+    ``--help``; the command's own options (``--wide``) are kept as they are.
     """
 
     def decorate(command: F) -> F:
@@ -168,8 +170,9 @@ def request_options(model: type[ActionRequest], *, yes_in_body: bool = False) ->
             params.append(click.Option(["--yes", "-y", "yes"], is_flag=True, help=YES_HELP))
         existing = getattr(run, "__click_params__", [])
         # click applies decorators bottom-up and reverses at the end: append ours reversed so the model's
-        # field order is the order in --help, after the command's own options.
-        run.__click_params__ = existing + list(reversed(params))  # type: ignore[attr-defined]
+        # field order is the order in --help, then the command's own options, then --json.
+        as_json = click.Option(["--json", "as_json"], is_flag=True, help=JSON_HELP)
+        run.__click_params__ = [as_json, *existing, *reversed(params)]  # type: ignore[attr-defined]
         return run  # type: ignore[return-value]
 
     return decorate

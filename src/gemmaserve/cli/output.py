@@ -15,8 +15,6 @@ from pydantic import BaseModel
 
 from gemmaserve.result_model import ActionResult
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
-
 
 def to_jsonable(result: BaseModel | list[BaseModel] | dict[str, Any]) -> Any:
     if isinstance(result, BaseModel):

@@ -6,14 +6,13 @@ from __future__ import annotations
 import click
 
 from gemmaserve.cli.options import request_options
-from gemmaserve.cli.output import finish, json_option
+from gemmaserve.cli.output import finish
 from gemmaserve.plan import PlanRequest, plan
 
 
 @click.command(name="plan")
 @request_options(PlanRequest)
 @click.option("--wide", is_flag=True, help="Every column (instance, dtype, weights, host RAM, swap, disk, clamp, …).")
-@json_option
 def cli(request: PlanRequest, wide: bool, as_json: bool) -> None:
     """Which Gemma 4 model, encoding and GPU fit, with KV pool, host RAM, swap, disk and cost.
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import click
 
 from gemmaserve.cli.options import confirm, request_options
-from gemmaserve.cli.output import finish, json_option
+from gemmaserve.cli.output import finish
 from gemmaserve.cli.progress_display import progress_display
 from gemmaserve.errors import UsageError
 from gemmaserve.progress import ProgressEvent
@@ -85,7 +85,6 @@ def cli() -> None:
 
 @cli.command()
 @request_options(PreflightRequest)
-@json_option
 def preflight(request: PreflightRequest, as_json: bool) -> None:
     """Will this deploy work? Quota, memory fit, CUDA vs AMI, Turing clamp, role, model id — each with its fix.
 
@@ -106,7 +105,6 @@ def preflight(request: PreflightRequest, as_json: bool) -> None:
 
 @cli.command()
 @request_options(DeployRequest, yes_in_body=True)
-@json_option
 def deploy(request: DeployRequest, yes: bool, as_json: bool) -> None:
     """Create Model → EndpointConfig → Endpoint (tagged, with TTL) and wait for InService.
 
@@ -139,7 +137,6 @@ def deploy(request: DeployRequest, yes: bool, as_json: bool) -> None:
 
 @cli.command()
 @request_options(UpdateRequest, yes_in_body=True)
-@json_option
 def update(request: UpdateRequest, yes: bool, as_json: bool) -> None:
     """Update a live endpoint blue/green: new variant, traffic shifting, alarms, rollback on a regression.
 
@@ -165,7 +162,6 @@ def update(request: UpdateRequest, yes: bool, as_json: bool) -> None:
 
 @cli.command()
 @request_options(StatusRequest)
-@json_option
 def status(request: StatusRequest, as_json: bool) -> None:
     """Creating / InService / Failed / NotFound, placed instance type, image, elapsed time.
 
@@ -180,7 +176,6 @@ def status(request: StatusRequest, as_json: bool) -> None:
 
 @cli.command(name="wait")
 @request_options(WaitRequest)
-@json_option
 def wait_command(request: WaitRequest, as_json: bool) -> None:
     """Wait for InService; fail early on CannotStartContainerError, crashes, capacity waits and /ping stalls.
 
@@ -197,7 +192,6 @@ def wait_command(request: WaitRequest, as_json: bool) -> None:
 
 @cli.command()
 @request_options(LogsRequest)
-@json_option
 def logs(request: LogsRequest, as_json: bool) -> None:
     """The endpoint's CloudWatch log, filtered, with the engine facts parsed from it.
 
@@ -212,7 +206,6 @@ def logs(request: LogsRequest, as_json: bool) -> None:
 
 @cli.command(name="invoke")
 @request_options(InvokeRequest)
-@json_option
 def invoke_command(request: InvokeRequest, as_json: bool) -> None:
     """One chat request (OpenAI body); --stream prints text as it arrives.
 
@@ -240,7 +233,6 @@ def invoke_command(request: InvokeRequest, as_json: bool) -> None:
 
 @cli.command()
 @request_options(DeleteRequest)
-@json_option
 def delete(request: DeleteRequest, as_json: bool) -> None:
     """Delete the endpoint, then its config, then its model(s). Missing pieces are fine.
 
@@ -260,7 +252,6 @@ def delete(request: DeleteRequest, as_json: bool) -> None:
 
 @cli.command(name="list")
 @request_options(ListRequest)
-@json_option
 def list_command(request: ListRequest, as_json: bool) -> None:
     """Every endpoint gemmaserve created, with age, status and hourly cost, and leftover models and configs.
 
@@ -293,7 +284,6 @@ def _note_unread(errors: list[RegionError]) -> None:
 
 @cli.command()
 @request_options(CleanupRequest)
-@json_option
 def cleanup(request: CleanupRequest, as_json: bool) -> None:
     """Delete every endpoint of yours whose TTL has passed (--expired) and your leftovers (--orphans).
 
@@ -331,7 +321,6 @@ def _note_left(report: CleanupReport) -> None:
 
 @cli.command()
 @request_options(AutoscaleRequest)
-@json_option
 def autoscale(request: AutoscaleRequest, as_json: bool) -> None:
     """Register the endpoint's variant with Application Auto Scaling (target tracking).
 
@@ -350,7 +339,6 @@ def autoscale(request: AutoscaleRequest, as_json: bool) -> None:
 
 @cli.command()
 @request_options(JumpstartRequest)
-@json_option
 def jumpstart(request: JumpstartRequest, as_json: bool) -> None:
     """The public JumpStart hub's Gemma 4 entries and the instance types each supports.
 
@@ -376,7 +364,6 @@ def role() -> None:
 
 @role.command(name="create")
 @request_options(RoleCreateRequest)
-@json_option
 def role_create(request: RoleCreateRequest, as_json: bool) -> None:
     """Create (or update) the execution role and print the policy it carries.
 
@@ -405,7 +392,6 @@ def image() -> None:
 
 @image.command(name="render")
 @request_options(ImageRenderRequest)
-@json_option
 def image_render(request: ImageRenderRequest, as_json: bool) -> None:
     """Print the Dockerfile (or the CodeBuild buildspec); offline.
 
@@ -426,7 +412,6 @@ def image_render(request: ImageRenderRequest, as_json: bool) -> None:
 
 @image.command(name="build")
 @request_options(ImageBuildRequest)
-@json_option
 def image_build(request: ImageBuildRequest, as_json: bool) -> None:
     """Create the ECR repository, CodeBuild project and role (idempotent), build, push, follow.
 

@@ -12,8 +12,9 @@ import time
 import click
 
 from gemmaserve.cli.options import request_options
-from gemmaserve.cli.output import finish, json_option, show
+from gemmaserve.cli.output import finish, show
 from gemmaserve.cli.progress_display import progress_display
+from gemmaserve.errors import UsageError
 from gemmaserve.progress import ProgressEvent
 from gemmaserve.serve.requests import LogsRequest, StartRequest, StatusRequest, StopRequest
 from gemmaserve.serve.supervisor import ServerList
@@ -33,7 +34,6 @@ def cli() -> None:
 
 @cli.command(name="start", context_settings={"ignore_unknown_options": True})
 @request_options(StartRequest)
-@json_option
 def start_command(request: StartRequest, as_json: bool) -> None:
     """Plan once, check that plan (doctor, Turing clamp) and start `vllm serve` with its flags.
 
@@ -61,7 +61,6 @@ def stage_lines(event: ProgressEvent) -> list[str]:
 
 @cli.command(name="status")
 @request_options(StatusRequest)
-@json_option
 def status_command(request: StatusRequest, as_json: bool) -> None:
     """compiling / loading / serving / dead, with the engine facts from its log; exit 1 when dead.
 
@@ -83,7 +82,6 @@ def status_command(request: StatusRequest, as_json: bool) -> None:
 
 @cli.command(name="stop")
 @request_options(StopRequest)
-@json_option
 def stop_command(request: StopRequest, as_json: bool) -> None:
     """SIGTERM the server's process group, then SIGKILL after --timeout; never a reused pid.
 
@@ -101,20 +99,23 @@ def stop_command(request: StopRequest, as_json: bool) -> None:
 
 @cli.command(name="logs")
 @request_options(LogsRequest)
-def logs_command(request: LogsRequest) -> None:
+def logs_command(request: LogsRequest, as_json: bool) -> None:
     """The engine log of the server on --port.
 
     \b
     Examples:
       gemmaserve serve logs -n 50
       gemmaserve serve logs --port 8001 --follow
+      gemmaserve serve logs -n 200 --json
     """
     from gemmaserve.serve.api import logs
     from gemmaserve.serve.supervisor import log_path_for
 
     if not request.follow:
-        finish(logs(request), as_json=False)
+        finish(logs(request), as_json=as_json)
         return
+    if as_json:
+        raise UsageError("--json prints one document and --follow never ends: pass one of them.")
     logs(request.model_copy(update={"lines": 0}))  # raises ServerNotRunning when there is no log
     # One handle for the tail and the follow, so no line written in between is lost or doubled.
     with log_path_for(request.port).open("r", errors="replace") as handle:

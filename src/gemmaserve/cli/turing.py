@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from gemmaserve.cli.options import request_options
-from gemmaserve.cli.output import finish, json_option
+from gemmaserve.cli.output import finish
 from gemmaserve.cli.progress_display import event_lines, progress_display
 from gemmaserve.turing.requests import (
     ApplyRequest,
@@ -27,7 +27,6 @@ def cli() -> None:
 
 @cli.command()
 @request_options(ApplyRequest)
-@json_option
 def apply(request: ApplyRequest, as_json: bool) -> None:
     """Insert the clamp into the installed vLLM file (once; backup beside it).
 
@@ -46,7 +45,6 @@ def apply(request: ApplyRequest, as_json: bool) -> None:
 
 @cli.command()
 @request_options(RevertRequest)
-@json_option
 def revert(request: RevertRequest, as_json: bool) -> None:
     """Restore the vLLM file byte for byte.
 
@@ -65,7 +63,6 @@ def revert(request: RevertRequest, as_json: bool) -> None:
 
 @cli.command()
 @request_options(VerifyRequest)
-@json_option
 def verify(request: VerifyRequest, as_json: bool) -> None:
     """Is the file patch present and intact? Exit 0 only when it is.
 
@@ -81,7 +78,6 @@ def verify(request: VerifyRequest, as_json: bool) -> None:
 
 @cli.command()
 @request_options(TuringStatusRequest)
-@json_option
 def status(request: TuringStatusRequest, as_json: bool) -> None:
     """Is the clamp needed here, which delivery is active, would vLLM start? Exit 0 only if it would.
 
@@ -97,7 +93,6 @@ def status(request: TuringStatusRequest, as_json: bool) -> None:
 
 @cli.command()
 @request_options(SmemRequest)
-@json_option
 def smem(request: SmemRequest, as_json: bool) -> None:
     """Compile the real kernel for ARCH (no GPU needed): shared memory, registers, spills, stock vs clamped.
 

@@ -39,6 +39,12 @@ def test_status_stop_logs_json_for_a_running_server(port: int, spawned: Spawned)
     assert status["engine"]["weights_gib"] == 8.01 and status["engine"]["kv_cache_tokens"] == 867999
     code, out, _ = invoke(["serve", "logs", "--port", str(port), "-n", "1"])
     assert code == 0 and "Application startup complete" in out
+    code, out, _ = invoke(["serve", "logs", "--port", str(port), "-n", "1", "--json"])
+    assert code == 0 and json.loads(out)["port"] == port
+    assert len(json.loads(out)["lines"]) == 1 and "Application startup complete" in json.loads(out)["lines"][0]
+    code, out, err = invoke(["serve", "logs", "--port", str(port), "--follow", "--json"])
+    assert code == 2 and json.loads(out)["error"] == "UsageError"
+    assert "--json prints one document and --follow never ends" in json.loads(out)["message"]
     code, out, _ = invoke(["serve", "stop", "--port", str(port), "--yes", "--json"])
     assert code == 0 and json.loads(out)["signal_sent"] == "SIGTERM"
     code, out, err = invoke(["serve", "status", "--port", str(port)])
