@@ -126,6 +126,7 @@ def test_a_crash_in_the_log_is_fatal(line: str) -> None:
         events=[LogEvent(timestamp_s=0, message=line)],
     )
     assert found[0].check == "container-crashed" and found[0].status is Status.FAIL
+    assert found[0].title == "The container log shows no crash"  # each diagnosis is a named check, as doctor's
 
 
 def test_wait_stops_early_on_a_crash_in_the_log() -> None:
