@@ -11,53 +11,24 @@ import importlib
 
 from gemmaserve.request_model import ActionRequest
 
-BENCH: tuple[str, ...] = (
-    "gemmaserve.bench.requests:MeasureRequest",
-    "gemmaserve.bench.requests:CombineRequest",
-    "gemmaserve.bench.requests:ReportRequest",
-    "gemmaserve.bench.requests:ImportRequest",
-)
-CHECKPOINT: tuple[str, ...] = (
-    "gemmaserve.checkpoint.requests:InspectRequest",
-    "gemmaserve.checkpoint.requests:GridCheckRequest",
-    "gemmaserve.checkpoint.requests:RepackRequest",
-    "gemmaserve.checkpoint.requests:ValidateRequest",
-)
-HOST: tuple[str, ...] = (
-    "gemmaserve.envinfo:EnvRequest",
-    "gemmaserve.host.doctor:DoctorRequest",
-)
-SERVE: tuple[str, ...] = (
-    "gemmaserve.serve.requests:StartRequest",
-    "gemmaserve.serve.requests:StatusRequest",
-    "gemmaserve.serve.requests:StopRequest",
-    "gemmaserve.serve.requests:LogsRequest",
-)
-SAGEMAKER: tuple[str, ...] = (
-    "gemmaserve.sagemaker.spec.requests:PreflightRequest",
-    "gemmaserve.sagemaker.spec.requests:DeployRequest",
-    "gemmaserve.sagemaker.spec.requests:UpdateRequest",
-    "gemmaserve.sagemaker.spec.requests:StatusRequest",
-    "gemmaserve.sagemaker.spec.requests:WaitRequest",
-    "gemmaserve.sagemaker.spec.requests:LogsRequest",
-    "gemmaserve.sagemaker.spec.requests:InvokeRequest",
-    "gemmaserve.sagemaker.spec.requests:DeleteRequest",
-    "gemmaserve.sagemaker.spec.requests:ListRequest",
-    "gemmaserve.sagemaker.spec.requests:CleanupRequest",
-    "gemmaserve.sagemaker.spec.requests:AutoscaleRequest",
-    "gemmaserve.sagemaker.spec.requests:JumpstartRequest",
-    "gemmaserve.sagemaker.spec.requests:RoleCreateRequest",
-    "gemmaserve.sagemaker.spec.requests:ImageRenderRequest",
-    "gemmaserve.sagemaker.spec.requests:ImageBuildRequest",
-)
-TURING: tuple[str, ...] = (
-    "gemmaserve.turing.requests:TuringStatusRequest",
-    "gemmaserve.turing.requests:ApplyRequest",
-    "gemmaserve.turing.requests:VerifyRequest",
-    "gemmaserve.turing.requests:RevertRequest",
-    "gemmaserve.turing.requests:SmemRequest",
-)
-REQUESTS: tuple[str, ...] = ("gemmaserve.plan:PlanRequest", *HOST, *SERVE, *BENCH, *CHECKPOINT, *SAGEMAKER, *TURING)
+# Where each action's request model lives, in the order the front ends list them.
+REQUESTS_BY_MODULE: dict[str, tuple[str, ...]] = {
+    "gemmaserve.plan": ("PlanRequest",),
+    "gemmaserve.envinfo": ("EnvRequest",),
+    "gemmaserve.host.doctor": ("DoctorRequest",),
+    "gemmaserve.serve.requests": ("StartRequest", "StatusRequest", "StopRequest", "LogsRequest"),
+    "gemmaserve.bench.requests": ("MeasureRequest", "CombineRequest", "ReportRequest", "ImportRequest"),
+    "gemmaserve.checkpoint.requests": ("InspectRequest", "GridCheckRequest", "RepackRequest", "ValidateRequest"),
+    "gemmaserve.sagemaker.spec.requests": (
+        *("PreflightRequest", "DeployRequest", "UpdateRequest", "StatusRequest", "WaitRequest", "LogsRequest"),
+        *("InvokeRequest", "DeleteRequest", "ListRequest", "CleanupRequest", "AutoscaleRequest"),
+        *("JumpstartRequest", "RoleCreateRequest", "ImageRenderRequest", "ImageBuildRequest"),
+    ),
+    "gemmaserve.turing.requests": (
+        *("TuringStatusRequest", "ApplyRequest", "VerifyRequest", "RevertRequest", "SmemRequest"),
+    ),
+}
+REQUESTS: tuple[str, ...] = tuple(f"{module}:{name}" for module, names in REQUESTS_BY_MODULE.items() for name in names)
 
 # Commands with no MCP tool, and why: `mcp` is the server itself.
 CLI_ONLY: dict[str, str] = {
