@@ -60,11 +60,17 @@ class Check:
     """One check's stable id and title, named once: its outcomes are ``check.ok(detail)``, ``check.fail(…)``.
 
     ``required`` is the default of its findings; an outcome may override it (an unknown that must not block).
+    A check made once per item (a region, an instance type) is ``check.at(item)``: ``quota:us-east-1``, its
+    findings' ``where`` the item.
     """
 
     check: str
     title: str
     required: bool = True
+    where: str | None = None
+
+    def at(self, where: str) -> Check:
+        return Check(f"{self.check}:{where}", self.title, self.required, where)
 
     def finding(
         self,
@@ -85,6 +91,7 @@ class Check:
             commands=list(commands),
             state=state,
             required=self.required if required is None else required,
+            where=self.where,
         )
 
     def ok(self, detail: str, *, required: bool | None = None) -> Finding:

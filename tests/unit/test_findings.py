@@ -90,3 +90,15 @@ def test_a_check_names_its_id_and_title_once_for_every_outcome() -> None:
     }
     assert Check("vllm.platform", "vLLM's platform").unknown("not asked", required=False).required is False
     assert Check("a", "A", required=False).finding(Status.FAIL, "x", required=True).blocks
+
+
+def test_a_check_made_per_item_names_the_item_in_its_id_and_where() -> None:
+    quota = Check("quota", "The quota holds it", required=False)
+    finding = quota.at("us-east-1").unknown("access denied")
+    assert (finding.check, finding.where, finding.title, finding.required) == (
+        "quota:us-east-1",
+        "us-east-1",
+        "The quota holds it",
+        False,
+    )
+    assert quota.ok("fine").where is None  # the check itself stays about no item

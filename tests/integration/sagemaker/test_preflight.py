@@ -85,6 +85,12 @@ def test_t4_with_the_stock_image_fails_on_the_clamp_and_passes_the_rest(moto_fac
     assert checks["execution-role"].status is Status.OK
     assert checks["model-id"].status is Status.WARN and "HF_TOKEN" in checks["model-id"].fix
     assert not report.ok and [f.check for f in report.failures()] == ["turing-clamp"]
+    # every check is named once with its title, and a per-item one says which item it is about
+    assert all(f.title for f in report.findings), [f.check for f in report.findings if not f.title]
+    assert (checks["cuda:ml.g4dn.xlarge"].where, checks["quota:us-east-1:ml.g4dn.xlarge"].where) == (
+        "ml.g4dn.xlarge",
+        REGION,
+    )
 
 
 def test_derived_image_and_held_quota(moto_factory: Any) -> None:

@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from gemmaserve.catalog import resolve_gpu
 from gemmaserve.errors import AwsAccessDenied, AwsError, CredentialsMissing, GemmaserveError
-from gemmaserve.findings import Finding, Status, all_pass
+from gemmaserve.findings import Check, Finding, Status, all_pass
 from gemmaserve.progress import ProgressCallback, StepPace
 from gemmaserve.result_model import ActionResult
 from gemmaserve.sagemaker.aws import ClientFactory, call, check_quotas, is_not_found
@@ -43,6 +43,16 @@ if TYPE_CHECKING:
 # Instances of the variant a deploy creates (InitialInstanceCount): quota is counted in instances, whatever
 # their GPUs.
 INSTANCE_COUNT = 1
+
+# The checks, each named once; per item (``MEMORY_FIT.at(instance_type)``) where a pool or regions repeat one.
+MEMORY_FIT = Check("memory-fit", "The model fits the instance type (plan; a SageMaker host has no swap)")
+ONE_GPU = Check("one-gpu", "The pool has one GPU type")
+CUDA = Check("cuda", "The image's CUDA runs on the host's driver")
+TURING_CLAMP = Check("turing-clamp", "The image carries the Turing clamp (T4)")
+QUOTA = Check("quota", "The account's quota holds this deploy")
+MODEL_ID = Check("model-id", "The checkpoint's repository is on the Hub")
+EXECUTION_ROLE = Check("execution-role", "The execution role is in this account and trusts SageMaker")
+ROLE_REGIONS = Check("role-regions", "The role may pull the image and write logs in each region")
 
 
 class Reachability(StrEnum):
@@ -138,14 +148,9 @@ def run_offline_preflight(
         try:
             instance = resolve_instance(name)
         except UnknownName:
+            detail = f"{name} is not in gemmaserve's catalog: its GPU and host RAM are unknown, so no plan can say the model fits."
             findings.append(
-                Finding(
-                    check=f"memory-fit:{name}",
-                    status=Status.FAIL,
-                    detail=f"{name} is not in gemmaserve's catalog: its GPU and host RAM are unknown, "
-                    "so no plan can say the model fits.",
-                    fix="Use a catalog instance type (gemmaserve plan lists them).",
-                )
+                MEMORY_FIT.at(name).fail(detail, fix="Use a catalog instance type (gemmaserve plan lists them).")
             )
             continue
         gpus.add(instance.gpu)
@@ -156,14 +161,8 @@ def run_offline_preflight(
             finding = _with_a_split_that_fits(finding, settings, instance)
         findings.append(finding)
     if len(gpus) > 1:
-        findings.append(
-            Finding(
-                check="one-gpu",
-                status=Status.FAIL,
-                detail=f"The pool mixes GPUs {sorted(gpus)}; one plan cannot fit all of them.",
-                fix="List only instance types with the same GPU in --instance.",
-            )
-        )
+        detail = f"The pool mixes GPUs {sorted(gpus)}; one plan cannot fit all of them."
+        findings.append(ONE_GPU.fail(detail, fix="List only instance types with the same GPU in --instance."))
     image = image_for_region(settings.image, regions[0])
     findings.extend(_cuda_findings(image, settings.instance, settings.ami))
     if needs_clamp:
@@ -230,20 +229,16 @@ def plan_finding(row: PlanRow, instance: str) -> Finding:
         if row.host_ram_gib
         else f"{instance}: {row.verdict}"
     )
-    check = f"memory-fit:{instance}"
+    check = MEMORY_FIT.at(instance)
     if row.verdict == "fits":
-        return Finding(check=check, status=Status.OK, detail=detail)
+        return check.ok(detail)
     if row.verdict == "fits-with-swap":
-        return Finding(
-            check=check,
-            status=Status.FAIL,
-            detail=f"{detail}. {row.binding_term}. A SageMaker host has no swap to add.",
+        return check.fail(
+            f"{detail}. {row.binding_term}. A SageMaker host has no swap to add.",
             fix="Pick a larger host of the same GPU (e.g. the 2xlarge) or a 4-bit encoding.",
         )
-    return Finding(
-        check=check,
-        status=Status.FAIL,
-        detail=f"{detail}: {row.binding_term}",
+    return check.fail(
+        f"{detail}: {row.binding_term}",
         fix="See `gemmaserve plan` for a model/encoding/GPU that fits (--tensor-parallel-size N for several GPUs).",
     )
 
@@ -256,36 +251,17 @@ def _cuda_findings(image: str, instance_types: list[str], ami: str | None) -> li
         verdict = cuda_verdict(image_cuda, host)
         label = f"image CUDA {_v(image_cuda)} on {instance_type} with AMI {ami or 'default'} (CUDA {_v(host)})"
         fix = f"Set InferenceAmiVersion={ami_for_cuda(image_cuda)} (deploy --ami)."
+        check = CUDA.at(instance_type)
         if verdict is CudaVerdict.OK:
-            findings.append(Finding(check=f"cuda:{instance_type}", status=Status.OK, detail=label))
+            findings.append(check.ok(label))
         elif verdict is CudaVerdict.MINOR_NEWER:
-            findings.append(
-                Finding(
-                    check=f"cuda:{instance_type}",
-                    status=Status.WARN,
-                    detail=label + ": runs through CUDA minor-version compatibility (no PTX JIT)",
-                    fix=fix,
-                )
-            )
+            findings.append(check.warn(label + ": runs through CUDA minor-version compatibility (no PTX JIT)", fix=fix))
         elif verdict is CudaVerdict.TOO_NEW:
-            findings.append(
-                Finding(
-                    check=f"cuda:{instance_type}",
-                    status=Status.FAIL,
-                    detail=label + ": the driver is too old; SageMaker reports "
-                    "CannotStartContainerError with no log group",
-                    fix=fix,
-                )
-            )
+            detail = label + ": the driver is too old; SageMaker reports CannotStartContainerError with no log group"
+            findings.append(check.fail(detail, fix=fix))
         else:
-            findings.append(
-                Finding(
-                    check=f"cuda:{instance_type}",
-                    status=Status.UNKNOWN,
-                    detail=label,
-                    fix="Use an image tag that names its CUDA (cu129, cu130) or the pinned default.",
-                )
-            )
+            fix = "Use an image tag that names its CUDA (cu129, cu130) or the pinned default."
+            findings.append(check.unknown(label, fix=fix))
     return findings
 
 
@@ -300,23 +276,19 @@ def _clamp_finding(image: str, labels: dict[str, str] | None) -> Finding:
             if record
             else "its label says so"
         )
-        return Finding(check="turing-clamp", status=Status.OK, detail=f"{image} carries the Turing clamp ({how}).")
+        return TURING_CLAMP.ok(f"{image} carries the Turing clamp ({how}).")
     fix = "Build the derived image: gemmaserve sagemaker image build --region … ; then deploy --image <its URI>."
     if claims is False:
-        return Finding(
-            check="turing-clamp",
-            status=Status.FAIL,
-            detail=f"{image} is stock vLLM: Gemma 4's head-512 attention tile needs 98,304 bytes of "
-            "shared memory, a T4 allows 65,536 (OutOfResources).",
-            fix=fix,
+        detail = (
+            f"{image} is stock vLLM: Gemma 4's head-512 attention tile needs 98,304 bytes of shared memory, a T4 "
+            "allows 65,536 (OutOfResources)."
         )
-    return Finding(
-        check="turing-clamp",
-        status=Status.UNKNOWN,
-        detail=f"No build record of {image} on this host, so nothing says it carries the Turing clamp "
-        "(a tag's text proves nothing).",
-        fix=fix + " Or deploy from the host that built it.",
+        return TURING_CLAMP.fail(detail, fix=fix)
+    detail = (
+        f"No build record of {image} on this host, so nothing says it carries the Turing clamp (a tag's text "
+        "proves nothing)."
     )
+    return TURING_CLAMP.unknown(detail, fix=fix + " Or deploy from the host that built it.")
 
 
 def _remote_clamp_finding(factory: ClientFactory, image: str, local: Finding) -> Finding:
@@ -336,11 +308,9 @@ def _remote_clamp_finding(factory: ClientFactory, image: str, local: Finding) ->
         )
     if record is None or not record.clamp_verified:
         return local.model_copy(update={"detail": local.detail + f" No build record at {record_location(image)}."})
-    return Finding(
-        check="turing-clamp",
-        status=Status.OK,
-        detail=f"{image} carries the Turing clamp (build {record.build_id} verified it; vLLM "
-        f"{record.base_vllm_version}, CUDA {record.base_cuda_version}; {record_location(image)}).",
+    return TURING_CLAMP.ok(
+        f"{image} carries the Turing clamp (build {record.build_id} verified it; vLLM "
+        f"{record.base_vllm_version}, CUDA {record.base_cuda_version}; {record_location(image)})."
     )
 
 
@@ -352,17 +322,10 @@ def _quota_findings(factory: ClientFactory, types: list[str], count: int, region
     except CredentialsMissing:
         raise  # no check that needs AWS can run: one error with the fix, not a list of unknowns
     except AwsAccessDenied as error:
-        return [
-            Finding(
-                check=f"quota:{region}",
-                status=Status.UNKNOWN,
-                where=region,
-                detail=error.message,
-                fix="Allow servicequotas:ListServiceQuotas, sagemaker:ListEndpoints/DescribeEndpoint*.",
-            )
-        ]
+        allow = "Allow servicequotas:ListServiceQuotas, sagemaker:ListEndpoints/DescribeEndpoint*."
+        return [QUOTA.at(region).unknown(error.message, fix=allow)]
     except AwsError as error:
-        return [Finding(check=f"quota:{region}", status=Status.UNKNOWN, where=region, detail=error.message)]
+        return [QUOTA.at(region).unknown(error.message)]
     findings = []
     for check in checks:
         detail = (
@@ -378,9 +341,8 @@ def _quota_findings(factory: ClientFactory, types: list[str], count: int, region
                 "delete an endpoint that holds it, or try another region."
             )
         )
-        findings.append(
-            Finding(check=f"quota:{region}:{check.instance_type}", status=status, detail=detail, fix=fix, where=region)
-        )
+        per_type = replace(QUOTA.at(region), check=f"quota:{region}:{check.instance_type}")
+        findings.append(per_type.finding(status, detail, fix=fix))
     return findings
 
 
@@ -402,7 +364,7 @@ def role_findings(
     fix = "Create a least-privilege one: gemmaserve sagemaker role create --regions " + ",".join(regions) + image_option
 
     def role_check(status: Status, detail: str, remedy: str | None = None) -> Finding:
-        return Finding(check="execution-role", status=status, detail=detail, fix=remedy)
+        return EXECUTION_ROLE.finding(status, detail, fix=remedy)
 
     if not role_arn:
         return [role_check(Status.FAIL, "No execution role given.", fix)]
@@ -439,25 +401,13 @@ def role_findings(
     try:
         policy = read_inline_policy(iam, name, EXECUTION_POLICY_NAME, region=region)
     except AwsError as error:
-        return [
-            *findings,
-            Finding(
-                check="role-regions",
-                status=Status.UNKNOWN,
-                detail=f"Cannot read {name}'s policy: {error.message}",
-            ),
-        ]
+        return [*findings, ROLE_REGIONS.unknown(f"Cannot read {name}'s policy: {error.message}")]
     if policy is None:
-        return [
-            *findings,
-            Finding(
-                check="role-regions",
-                status=Status.WARN,
-                detail=f"{name} has no {EXECUTION_POLICY_NAME} policy, so gemmaserve cannot tell "
-                f"whether it may pull the image and write logs in {', '.join(regions)}.",
-                fix=fix,
-            ),
-        ]
+        detail = (
+            f"{name} has no {EXECUTION_POLICY_NAME} policy, so gemmaserve cannot tell whether it may pull the "
+            f"image and write logs in {', '.join(regions)}."
+        )
+        return [*findings, ROLE_REGIONS.warn(detail, fix=fix)]
     logs, pulls = set(statement_resources(policy, "EndpointLogs")), set(statement_resources(policy, "EcrPull"))
     missing = []
     for candidate in regions:
@@ -468,22 +418,20 @@ def role_findings(
             repository = None  # not an ECR image: nothing to pull-check
         if not set(log_group_arns(candidate, arn_account)) <= logs or (repository and repository not in pulls):
             missing.append(candidate)
+    everywhere = (
+        f"Make the role usable there too (earlier regions are kept): gemmaserve sagemaker role create --name "
+        f"{name} --regions {','.join(regions)}{image_option}"
+    )
     findings.extend(
-        Finding(
-            check=f"role-regions:{candidate}",
-            status=Status.FAIL,
-            where=candidate,
-            fix=f"Make the role usable there too (earlier regions are kept): gemmaserve sagemaker role create "
-            f"--name {name} --regions {','.join(regions)}{image_option}",
-            detail=f"{name} cannot pull the image or write endpoint logs in {candidate}: a deploy there would fail.",
+        ROLE_REGIONS.at(candidate).fail(
+            f"{name} cannot pull the image or write endpoint logs in {candidate}: a deploy there would fail.",
+            fix=everywhere,
         )
         for candidate in missing
     )
     working = [candidate for candidate in regions if candidate not in missing]
     if working:
-        findings.append(
-            Finding(check="role-regions", status=Status.OK, detail=f"{name} works in {', '.join(working)}.")
-        )
+        findings.append(ROLE_REGIONS.ok(f"{name} works in {', '.join(working)}."))
     return findings
 
 
@@ -532,7 +480,7 @@ def _model_finding(repo_id: str, check_model: ModelChecker | None) -> Finding:
         except GemmaserveError:
             result = Reachability.UNKNOWN
     status, detail, fix = _MODEL_FINDINGS.get(result, _MODEL_FINDINGS[Reachability.UNKNOWN])
-    return Finding(check="model-id", status=status, detail=detail.format(repo_id=repo_id), fix=fix)
+    return MODEL_ID.finding(status, detail.format(repo_id=repo_id), fix=fix)
 
 
 def hub_reachability(repo_id: str) -> Reachability:
