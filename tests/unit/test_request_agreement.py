@@ -105,6 +105,14 @@ def test_each_action_names_its_own_effect_and_the_tool_hints_say_it() -> None:
             assert not model.confirmation, f"{action} changes nothing and must not ask"
 
 
+def test_the_help_of_exactly_the_actions_that_ask_first_says_so_once() -> None:
+    from gemmaserve.cli.options import ASKS_FIRST
+
+    saying = sorted(action for action in MODELS if ASKS_FIRST in (COMMANDS[action].help or ""))
+    assert saying == EXPECTED_CONFIRMATION
+    assert all((COMMANDS[action].help or "").count("Asks first") == 1 for action in saying)
+
+
 @pytest.mark.parametrize("action", sorted(MODELS))
 def test_cli_options_are_the_request_fields(action: str) -> None:
     model: type[ActionRequest] = MODELS[action]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import inspect
 import sys
 import types
 import typing
@@ -29,6 +30,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 YES_HELP = "Do not ask for confirmation (needed when stdin is not a terminal)."
 JSON_HELP = "Print the result as one JSON document."
+ASKS_FIRST = "Asks first (--yes off a terminal)"
+
+
+def _with_confirmation_note(doc: str | None, model: type[ActionRequest]) -> str | None:
+    """The help of an action that asks first says so, in one wording, before its examples."""
+    if doc is None or not model.confirmation:
+        return doc
+    note = ASKS_FIRST + ("; a dry run needs neither." if "dry_run" in model.model_fields else ".")
+    text = inspect.cleandoc(doc)
+    body, examples, rest = text.partition("\n\n\b\nExamples:")
+    # the note ends the paragraph under the summary line, or is that paragraph
+    joined = f"{body} {note}" if "\n\n" in body else f"{body}\n\n{note}"
+    return f"{joined}{examples}{rest}"
 
 
 def _unwrap_optional(annotation: Any) -> Any:
@@ -137,8 +151,8 @@ def click_params(name: str, field: FieldInfo) -> click.Parameter:
 def request_options(model: type[ActionRequest], *, yes_in_body: bool = False) -> Callable[[F], F]:
     """Decorate a click command so that it takes one ``request: model`` built from its options.
 
-    With a model that needs confirmation, ``--yes`` is added and :func:`confirm` runs before the command,
-    unless ``yes_in_body`` (the command asks itself, later, with more to say: ``yes`` is then passed on).
+    With a model that needs confirmation, ``--yes`` is added, the help says that the command asks first, and
+    :func:`confirm` runs before the command, unless ``yes_in_body`` (the command asks itself, later, with more to say: ``yes`` is then passed on).
     Every action prints its result as JSON on ``--json`` (the command gets ``as_json``), listed last in
     ``--help``; the command's own options (``--wide``) are kept as they are.
     """
@@ -165,6 +179,7 @@ def request_options(model: type[ActionRequest], *, yes_in_body: bool = False) ->
                     confirm(request, yes)
             return command(*args, request=request, **kwargs)
 
+        run.__doc__ = _with_confirmation_note(command.__doc__, model)
         params = [click_params(name, field) for name, field in fields.items()]
         if model.confirmation:
             params.append(click.Option(["--yes", "-y", "yes"], is_flag=True, help=YES_HELP))

@@ -108,8 +108,8 @@ def preflight(request: PreflightRequest, as_json: bool) -> None:
 def deploy(request: DeployRequest, yes: bool, as_json: bool) -> None:
     """Create Model → EndpointConfig → Endpoint (tagged, with TTL) and wait for InService.
 
-    Preflight runs first and refuses the deploy on any failed check. Asks before creating
-    anything, with the $/hour (--yes off a terminal); --dry-run shows the AWS calls instead.
+    Preflight runs first and refuses the deploy on any failed check; the question before anything is
+    created names the $/hour. --dry-run shows the AWS calls instead.
 
     \b
     Examples:
@@ -237,7 +237,7 @@ def delete(request: DeleteRequest, as_json: bool) -> None:
     """Delete the endpoint, then its config, then its model(s). Missing pieces are fine.
 
     Refuses resources without gemmaserve's tags unless --force; never deletes a config or
-    model another endpoint uses. Asks first (--yes off a terminal).
+    model another endpoint uses.
 
     \b
     Examples:
@@ -289,8 +289,7 @@ def cleanup(request: CleanupRequest, as_json: bool) -> None:
 
     Yours: tagged with your owner (as deploy tags it, or --owner); others' are listed and left alone
     unless --any-owner. One refusal does not stop the sweep: each resource is shown with its verdict.
-    Asks first (--yes off a terminal). Exits 1 when a region could not be read or anything chosen
-    was refused, failed or left.
+    Exits 1 when a region could not be read or anything chosen was refused, failed or left.
 
     \b
     Examples:
@@ -324,7 +323,7 @@ def _note_left(report: CleanupReport) -> None:
 def autoscale(request: AutoscaleRequest, as_json: bool) -> None:
     """Register the endpoint's variant with Application Auto Scaling (target tracking).
 
-    More instances cost more: asks first (--yes off a terminal).
+    More instances cost more.
 
     \b
     Examples:
@@ -367,7 +366,7 @@ def role() -> None:
 def role_create(request: RoleCreateRequest, as_json: bool) -> None:
     """Create (or update) the execution role and print the policy it carries.
 
-    Asks first (--yes off a terminal); --dry-run shows the policy only.
+    --dry-run shows the policy only.
 
     \b
     Examples:
@@ -415,7 +414,7 @@ def image_render(request: ImageRenderRequest, as_json: bool) -> None:
 def image_build(request: ImageBuildRequest, as_json: bool) -> None:
     """Create the ECR repository, CodeBuild project and role (idempotent), build, push, follow.
 
-    Billed per build minute: asks first (--yes off a terminal).
+    Billed per build minute.
 
     \b
     Examples:

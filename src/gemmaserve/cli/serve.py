@@ -85,8 +85,6 @@ def status_command(request: StatusRequest, as_json: bool) -> None:
 def stop_command(request: StopRequest, as_json: bool) -> None:
     """SIGTERM the server's process group, then SIGKILL after --timeout; never a reused pid.
 
-    Asks first on a terminal; elsewhere it needs --yes.
-
     \b
     Examples:
       gemmaserve serve stop

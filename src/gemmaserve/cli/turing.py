@@ -30,7 +30,7 @@ def cli() -> None:
 def apply(request: ApplyRequest, as_json: bool) -> None:
     """Insert the clamp into the installed vLLM file (once; backup beside it).
 
-    Asks first (or needs --yes off a terminal); --dry-run shows the diff and needs neither.
+    --dry-run shows the diff.
 
     \b
     Examples:
@@ -48,7 +48,7 @@ def apply(request: ApplyRequest, as_json: bool) -> None:
 def revert(request: RevertRequest, as_json: bool) -> None:
     """Restore the vLLM file byte for byte.
 
-    Asks first (or needs --yes off a terminal); --dry-run shows the diff and needs neither.
+    --dry-run shows the diff.
 
     \b
     Examples:
