@@ -15,6 +15,7 @@ import inspect
 import json
 import threading
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Annotated, Any, ParamSpec, Protocol, TypeVar
 
 import anyio
@@ -35,6 +36,9 @@ from gemmaserve.result_model import ActionResult
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+# The tool whose call is running in this task: what :func:`run_blocking` names its work after by default.
+_CALLING: ContextVar[str] = ContextVar("gemmaserve_mcp_calling", default="a tool call")
 T_co = TypeVar("T_co", covariant=True)
 
 Confirm = Annotated[
@@ -239,6 +243,14 @@ class WorkInFlight:
 IN_FLIGHT = WorkInFlight()
 
 
+def _described(describe: Callable[[Any], str], value: Any) -> str:
+    # Raising here would skip the wake-up of whoever waits for this work (a server stopping waits for good).
+    try:
+        return describe(value)
+    except Exception as error:
+        return f"finished ({type(value).__name__}; its summary failed: {error})"
+
+
 def _ending(error: BaseException | None) -> str:
     if error is None:
         return "finished"
@@ -250,7 +262,7 @@ async def run_blocking(
     ctx: Context,
     work: BlockingWork[T],
     *,
-    label: str = "a tool call",
+    label: str | None = None,
     describe: Callable[[T], str] | None = None,
 ) -> T:
     """Run sync ``work`` in a thread, its progress relayed to the client; on cancellation let it clean up first.
@@ -260,12 +272,16 @@ async def run_blocking(
 
     When the request is cancelled the :class:`~gemmaserve.progress.CancelToken` is set and this waits (shielded) for
     ``work`` to return or raise, so a deploy's teardown finishes before the cancellation propagates. The work is
-    registered in :data:`IN_FLIGHT` under ``label``, so a server that stops (its session closed, a stop signal)
-    cancels it and waits for it the same way; ``describe`` says what a call that finished anyway produced (a
-    deploy that reached InService as the session closed: nobody else will hear of it).
+    registered in :data:`IN_FLIGHT` under ``label`` (default: the tool's name), so a server that stops (its
+    session closed, a stop signal) cancels it and waits for it the same way; ``describe`` (default: the result's
+    MCP summary) says what a call that finished anyway produced (a deploy that reached InService, a server
+    started, as the session closed: nobody else will hear of it).
     """
+    from gemmaserve.views import summary_for
+
+    describe_result: Callable[[Any], str] = describe or summary_for
     token = anyio.lowlevel.current_token()
-    running = IN_FLIGHT.start(label)
+    running = IN_FLIGHT.start(label or _CALLING.get())
     finished = anyio.Event()
     outcome: dict[str, Any] = {}
 
@@ -280,8 +296,8 @@ async def run_blocking(
         except BaseException as exc:
             outcome["error"] = exc
         finally:
-            if "value" in outcome and describe is not None:
-                IN_FLIGHT.finish(running, describe(outcome["value"]))
+            if "value" in outcome:
+                IN_FLIGHT.finish(running, _described(describe_result, outcome["value"]))
             else:
                 IN_FLIGHT.finish(running, _ending(outcome.get("error")))
             try:
@@ -346,7 +362,11 @@ class ToolSet:
 
                 async def tool_fn(**arguments: Any) -> Any:
                     request, ctx = prepare(arguments)
-                    return await (body(request, ctx) if wants_context else body(request))
+                    calling = _CALLING.set(mcp_name(model.action))
+                    try:
+                        return await (body(request, ctx) if wants_context else body(request))
+                    finally:
+                        _CALLING.reset(calling)
 
             else:
 

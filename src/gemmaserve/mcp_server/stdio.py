@@ -59,11 +59,17 @@ async def stop_all_work(reason: str) -> None:
             say(f"{work.label}: {work.ending}")
 
 
+# Where what an abandoned tool call may leave behind is listed, by the tool's command group.
+LEFT_BEHIND_CHECKS = {"sagemaker": "gemmaserve sagemaker list", "serve": "gemmaserve serve status --all"}
+
+
 def abandon(works: list[Work], signal_name: str) -> None:
+    groups = dict.fromkeys(work.label.split("_", 1)[0] for work in works)
+    checks = [LEFT_BEHIND_CHECKS[group] for group in groups if group in LEFT_BEHIND_CHECKS]
     say(
         f"Cleanup abandoned ({signal_name}). Still running, and maybe leaving resources behind: "
         + "; ".join(work.label for work in works)
-        + ". Check with: gemmaserve sagemaker list"
+        + (f". Check with: {' and '.join(checks)}" if checks else ".")
     )
 
 

@@ -38,7 +38,6 @@ from gemmaserve.sagemaker.spec.requests import (
     UpdateRequest,
     WaitRequest,
 )
-from gemmaserve.views import summary_for
 
 if TYPE_CHECKING:
     from gemmaserve.sagemaker.api import SageMakerSession
@@ -98,7 +97,6 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
             ctx,
             following(deps, request, api.deploy),
             label=f"sagemaker_deploy {request.endpoint_name or request.model}",
-            describe=summary_for,
         )
         return typed_result(outcome)
 
@@ -118,7 +116,6 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
             ctx,
             following(deps, request, api.update),
             label=f"sagemaker_update {request.endpoint_name}",
-            describe=summary_for,
         )
         return typed_result(result)
 
@@ -139,7 +136,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
             session = sagemaker_session(deps).but(progress=progress, cancel=cancel)
             return session.endpoint_for(request).wait(request)
 
-        state = await run_blocking(ctx, work, label=f"sagemaker_wait {request.endpoint_name}", describe=summary_for)
+        state = await run_blocking(ctx, work, label=f"sagemaker_wait {request.endpoint_name}")
         return typed_result(state)
 
     @tools.action(LogsRequest, title="Endpoint log and engine facts", result=EndpointLogs)

@@ -8,6 +8,7 @@ import time
 from typing import Annotated, ClassVar
 
 import anyio
+import pytest
 from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult
@@ -212,3 +213,39 @@ def test_each_build_calls_its_own_body_while_the_schema_is_made_once() -> None:
         assert not result.is_error and result.structured_content["steps"] == expected
     (retitled,) = _counting_tools(1, title="Count again").tools
     assert retitled.title == "Count again" and retitled.fn_metadata is not one.fn_metadata
+
+
+def test_work_in_flight_is_named_by_its_tool_and_ends_with_its_result_summary() -> None:
+    """A server that stops with work in flight says which tool each was and what it produced (a server started,
+    a file written): nobody else will hear of a call whose client went away."""
+    from gemmaserve.mcp_server.framework import IN_FLIGHT, Work
+
+    seen: list[Work] = []
+    tools = ToolSet()
+
+    @tools.action(CountRequest, title="Count", result=Counted)
+    async def count(request: CountRequest, ctx: Context) -> CallToolResult:
+        def work(*, progress: ProgressCallback, cancel: CancelToken) -> Counted:
+            seen.extend(IN_FLIGHT.running())
+            return Counted(steps=request.more)
+
+        return typed_result(await run_blocking(ctx, work))
+
+    result = call_tool(MCPServer("toy", tools=tools.tools), "count", {"more": 4})
+    assert not result.is_error
+    (work,) = seen
+    assert (work.label, work.ending) == ("count", "4 steps")
+
+
+def test_abandoned_work_names_where_to_look_for_what_it_left(capsys: pytest.CaptureFixture[str]) -> None:
+    from gemmaserve.mcp_server.framework import Work
+    from gemmaserve.mcp_server.stdio import abandon
+
+    abandon([Work("serve_start"), Work("sagemaker_deploy e2b"), Work("sagemaker_wait x")], "SIGTERM")
+    said = capsys.readouterr().err
+    assert said.endswith(
+        "serve_start; sagemaker_deploy e2b; sagemaker_wait x. "
+        "Check with: gemmaserve serve status --all and gemmaserve sagemaker list\n"
+    )
+    abandon([Work("checkpoint_repack")], "SIGINT")
+    assert capsys.readouterr().err.endswith("leaving resources behind: checkpoint_repack.\n")
