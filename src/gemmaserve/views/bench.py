@@ -23,6 +23,12 @@ STATUS_STYLES: dict[RunStatus, Style | None] = {
 }
 
 
+# A latency cell the client could not measure reads "n/m", explained once below its table (the reason, with
+# how many tokens arrived per read, is in the result file and --json); written out in each cell, two of them
+# took a row past 100 columns.
+NOT_MEASURABLE_LEGEND = "n/m: not measurable, several tokens arrived per network read (--json says how many)"
+
+
 @view(MeasureReport)
 def measure_page(report: MeasureReport) -> Page:
     latency = [
@@ -45,6 +51,7 @@ def measure_page(report: MeasureReport) -> Page:
         table(["target", "phase", "TTFT ms p50 / p99>", "ITL ms p50 / p99>", "TPOT ms p50 / p99>"], latency)
         if latency
         else None,
+        NOT_MEASURABLE_LEGEND if any("n/m" in row for row in latency) else None,
         "" if paths else None,
         *(_problems(target) for target in report.targets),
         f"Files: {', '.join(paths)}" if paths else None,
@@ -100,7 +107,7 @@ def _quality(target: TargetSummary) -> str:
 
 def _ms(values: Percentiles) -> str:
     if values.not_measurable:
-        return values.not_measurable
+        return "n/m"
     if values.p50 is None or values.p99 is None:
         return "–"
     return f"{values.p50 * 1000:.1f} / {values.p99 * 1000:.1f}"

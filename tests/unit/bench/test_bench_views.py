@@ -21,6 +21,7 @@ from gemmaserve.cli import app
 from gemmaserve.cli.errors import exit_code_for
 from gemmaserve.measurements.schema import Percentiles, load_result
 from gemmaserve.views import page_for, summary_for
+from gemmaserve.views.bench import NOT_MEASURABLE_LEGEND
 from gemmaserve.views.page import plain_lines
 
 from .test_schema_builders import build_result
@@ -100,13 +101,8 @@ def test_a_run_reads_as_its_outcome_and_latency_tables_then_its_files_and_next_c
         ["t4", "success", "200.0", "36.9", "c1:179 c4:–", "–", "0/70"],
         ["t4-qat", "partial *", "–", "n/a (negative)", "–", "30/38 (2 failed, left out)", "3/70"],
     ]
-    assert lines[4] == "" and re.split(r"\s{2,}", lines[6]) == [
-        "t4-qat",
-        "load:1",
-        "42.3 / 44.5",
-        "not measurable: about 4 tokens per read",
-        "–",
-    ]
+    assert lines[4] == "" and re.split(r"\s{2,}", lines[6]) == ["t4-qat", "load:1", "42.3 / 44.5", "n/m", "–"]
+    assert lines[7] == NOT_MEASURABLE_LEGEND
     assert lines[-4:] == [
         "",
         "* t4-qat: http_500 ×3; missing: quality",
@@ -114,6 +110,22 @@ def test_a_run_reads_as_its_outcome_and_latency_tables_then_its_files_and_next_c
         "Next: gemmaserve bench combine out/t4.json out/t4-qat.json",
     ]
     assert max(len(line) for line in lines if not line.startswith(("Files:", "Next:"))) <= 100
+
+
+def test_latency_that_could_not_be_measured_keeps_the_table_within_100_columns() -> None:
+    """On a busy machine several tokens land per network read in every phase: ITL and TPOT both read
+    not measurable, in each row (the page was 116 columns wide then)."""
+    unmeasurable = Percentiles(n=30, not_measurable="not measurable: about 14 tokens per read")
+    rows = [
+        LatencyRow(
+            phase=phase, concurrency=1, ttft_s=Percentiles(n=3, p50=0.0144, p99=0.0187), itl_s=unmeasurable,
+            tpot_s=unmeasurable,
+        )
+        for phase in ("decode", "load:1", "load:16")
+    ]  # fmt: skip
+    lines = plain_lines(page_for(_report(RunStatus.SUCCESS, [_target(label="t4-qat-busy", latency=rows)])))
+    assert max(len(line) for line in lines if not line.startswith(("Files:", "Next:"))) <= 100, lines
+    assert lines.count(NOT_MEASURABLE_LEGEND) == 1
 
 
 def test_a_run_of_one_target_points_to_the_report_and_one_of_none_to_nothing() -> None:
