@@ -483,46 +483,39 @@ def render_metrics(config: MockConfig, stats: _Stats) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
+    """Options named after :class:`MockConfig`'s fields (times in ms), their defaults left to it."""
     parser = argparse.ArgumentParser(prog="python -m gemmaserve.testing.mock_server", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000, help="0 picks a free port (printed on stdout)")
-    parser.add_argument("--ttft-ms", type=float, default=20.0)
-    parser.add_argument("--itl-ms", type=float, default=10.0)
-    parser.add_argument("--fixed-cost-ms", type=float, default=0.0)
-    parser.add_argument("--tokens-per-chunk", type=int, default=1)
+    for name in MS_OPTIONS:
+        parser.add_argument(f"--{name.replace('_', '-')}-ms", type=float)
+    parser.add_argument("--tokens-per-chunk", type=int)
     parser.add_argument(
         "--empty-text-every",
         type=int,
-        default=0,
         help="token k decodes to empty text when k is a multiple of this (1: all); 0: never",
     )
-    parser.add_argument("--natural-tokens", type=int, default=32)
-    parser.add_argument("--reply-text", default=None)
-    parser.add_argument("--model", default="mock-model")
-    parser.add_argument("--fault", choices=FAULTS, default=None)
-    parser.add_argument("--fault-every", type=int, default=1)
-    parser.add_argument("--hang-s", type=float, default=3600.0)
+    parser.add_argument("--natural-tokens", type=int)
+    parser.add_argument("--reply-text")
+    parser.add_argument("--model")
+    parser.add_argument("--fault", choices=FAULTS)
+    parser.add_argument("--fault-every", type=int)
+    parser.add_argument("--hang-s", type=float)
     parser.add_argument("--record", action="store_true", help="keep per-request timings for GET /mock/requests")
     parser.add_argument("--reuse-port", action="store_true", help="let several processes share one port")
     parser.add_argument("--uvloop", action="store_true", help="run on uvloop (coarser, 1 ms timers)")
     return parser
 
 
+# The settings given in milliseconds on the command line (``--ttft-ms``), in seconds in MockConfig.
+MS_OPTIONS = ("ttft", "itl", "fixed_cost")
+
+
 def config_from_args(args: argparse.Namespace) -> MockConfig:
-    return MockConfig(
-        ttft_s=args.ttft_ms / 1000,
-        itl_s=args.itl_ms / 1000,
-        fixed_cost_s=args.fixed_cost_ms / 1000,
-        tokens_per_chunk=args.tokens_per_chunk,
-        empty_text_every=args.empty_text_every,
-        natural_tokens=args.natural_tokens,
-        reply_text=args.reply_text,
-        model=args.model,
-        fault=args.fault,
-        fault_every=args.fault_every,
-        hang_s=args.hang_s,
-        record=args.record,
-    )
+    given = {name: value for name, value in vars(args).items() if value is not None}
+    settings = {field.name: given[field.name] for field in fields(MockConfig) if field.name in given}
+    settings |= {f"{name}_s": given[f"{name}_ms"] / 1000 for name in MS_OPTIONS if f"{name}_ms" in given}
+    return MockConfig(**settings)
 
 
 def bind_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
