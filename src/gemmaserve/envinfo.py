@@ -5,10 +5,9 @@ from __future__ import annotations
 import platform
 import sys
 from importlib import metadata
-from typing import ClassVar
 
 from gemmaserve import __version__
-from gemmaserve.request_model import READS, ActionRequest, Effect
+from gemmaserve.request_model import READS, ActionRequest
 from gemmaserve.result_model import ActionResult
 
 PACKAGES = (
@@ -30,11 +29,8 @@ PACKAGES = (
 )
 
 
-class EnvRequest(ActionRequest):
+class EnvRequest(ActionRequest, action="env", effect=READS):
     """``gemmaserve env``: nothing to choose."""
-
-    action: ClassVar[str] = "env"
-    effect: ClassVar[Effect] = READS
 
 
 class EnvReport(ActionResult):

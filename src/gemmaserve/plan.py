@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Annotated, ClassVar, Literal, TypedDict, Unpack
+from typing import Annotated, Literal, TypedDict, Unpack
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -48,7 +48,7 @@ from gemmaserve.engine_memory import (
 )
 from gemmaserve.measurements.schema import ClientSettings
 from gemmaserve.measurements.speeds import BenchSpeeds, read_bench_speeds
-from gemmaserve.request_model import READS, ActionRequest, Cli, Effect, ServingSettings, token_count
+from gemmaserve.request_model import READS, ActionRequest, Cli, ServingSettings, token_count
 from gemmaserve.result_model import ActionResult
 from gemmaserve.speed import (
     CONCURRENCY_LEVELS,
@@ -492,11 +492,8 @@ def next_command(row: PlanRow) -> str:
     return f"gemmaserve serve start {' '.join(flags)}"
 
 
-class PlanRequest(ServingSettings, ActionRequest):
+class PlanRequest(ServingSettings, ActionRequest, action="plan", effect=READS):
     """``gemmaserve plan``: which rows of the catalog to plan, and under which serving settings."""
-
-    action: ClassVar[str] = "plan"
-    effect: ClassVar[Effect] = READS
 
     model: Annotated[list[str] | None, Field(description="Model (e.g. gemma-4-e2b, e2b, 26b-a4b); default all.")] = None
     encoding: Annotated[

@@ -85,11 +85,14 @@ PRUNES_REMOTE = Effect("prunes remote", reads_only=False, destroys=True, repeata
 class ActionRequest(BaseModel):
     """The base of every action's request: immutable, unknown fields rejected, no infinite or NaN number.
 
-    ``action`` is the command path (``"sagemaker deploy"``); the MCP tool is the same words joined by
-    ``_``. ``effect`` is what it does (the MCP tool's hints come from it). ``confirmation`` is true for actions
-    that change or delete something a person should agree to first (a running server, a patched file, an IAM
-    role, a billed endpoint or build): the CLI asks (or needs ``--yes``) and the MCP tool needs
-    ``confirm=true``, except when the request is a dry run. Every action that destroys needs it.
+    A request names them in its class statement,
+    ``class StopRequest(ActionRequest, action="serve stop", effect=CHANGES_IN_PLACE, confirmation=True)``:
+    ``action`` is the command path; the MCP tool is the same words joined by ``_``. ``effect`` is what it does
+    (the MCP tool's hints come from it); a class that names an action names its own effect, never its
+    parent's. ``confirmation`` is true for actions that change or delete something a person should agree to
+    first (a running server, a patched file, an IAM role, a billed endpoint or build): the CLI asks (or needs
+    ``--yes``) and the MCP tool needs ``confirm=true``, except when the request is a dry run. Every action
+    that destroys needs it.
     """
 
     # inf and nan are never a setting: a timeout of inf hangs, a TTL of inf has no expiry date, a NaN
@@ -99,6 +102,20 @@ class ActionRequest(BaseModel):
     action: ClassVar[str]
     effect: ClassVar[Effect]
     confirmation: ClassVar[bool] = False
+
+    def __init_subclass__(
+        cls, *, action: str | None = None, effect: Effect | None = None, confirmation: bool | None = None,
+        **kwargs: Any,
+    ) -> None:  # fmt: skip
+        super().__init_subclass__(**kwargs)
+        if action is not None:
+            if effect is None:
+                raise TypeError(f"{cls.__name__} names action {action!r} but not its effect")
+            cls.action = action
+        if effect is not None:
+            cls.effect = effect
+        if confirmation is not None:
+            cls.confirmation = confirmation
 
     def is_dry_run(self) -> bool:
         return bool(getattr(self, "dry_run", False))

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import Annotated
 
 import pytest
 from pydantic import Field
 
 from gemmaserve.errors import UsageError
-from gemmaserve.request_model import ActionRequest, Cli, ServingSettings
+from gemmaserve.request_model import CHANGES_IN_PLACE, CREATES, READS, ActionRequest, Cli, ServingSettings
 
 
-class ExampleRequest(ServingSettings, ActionRequest):
-    action: ClassVar[str] = "example run"
-    confirmation: ClassVar[bool] = True
-
+class ExampleRequest(ServingSettings, ActionRequest, action="example run", effect=CREATES, confirmation=True):
     target: Annotated[str, Cli(argument=True), Field(min_length=1)]
     repeat: Annotated[int, Field(ge=1)] = 1
     dry_run: bool = False
@@ -73,9 +70,8 @@ def test_the_package_front_door_is_lazy_and_complete() -> None:
     assert out.strip() == "4"
 
 
-class StopExampleRequest(ActionRequest):
-    action: ClassVar[str] = "example stop"
-    confirmation: ClassVar[bool] = True
+class StopExampleRequest(ActionRequest, action="example stop", effect=CHANGES_IN_PLACE, confirmation=True):
+    pass
 
 
 def test_a_refusal_offers_a_dry_run_only_where_the_action_has_one() -> None:
@@ -94,3 +90,14 @@ def test_a_refusal_offers_a_dry_run_only_where_the_action_has_one() -> None:
     with pytest.raises(ConfirmationRequired) as mcp:
         require_confirmation(False, "stop it", has_dry_run=False)
     assert mcp.value.hint == "Ask the user, then call again with confirm=true."
+
+
+def test_a_request_that_names_an_action_names_its_own_effect() -> None:
+    class Inherits(ActionRequest, action="example list", effect=READS):
+        pass
+
+    assert (Inherits.action, Inherits.effect, Inherits.confirmation) == ("example list", READS, False)
+    with pytest.raises(TypeError, match="names action 'example delete' but not its effect"):
+
+        class DeleteExampleRequest(Inherits, action="example delete"):  # would read as "reads only"
+            pass

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from gemmaserve.errors import UsageError
 from gemmaserve.measurements.schema import ClientSettings, HardwareInfo, Percentiles, ResultFile
-from gemmaserve.request_model import CREATES_REMOTE, DERIVES, ActionRequest, Cli, Effect, token_count
+from gemmaserve.request_model import CREATES_REMOTE, DERIVES, ActionRequest, Cli, token_count
 from gemmaserve.result_model import ActionResult
 
 LABEL_PATTERN = re.compile(r"[A-Za-z0-9._-]+")
@@ -62,11 +62,8 @@ Utilisation = Annotated[
 ]
 
 
-class MeasureRequest(ActionRequest):
+class MeasureRequest(ActionRequest, action="bench measure", effect=CREATES_REMOTE):
     """``gemmaserve bench measure``: which targets, which phases, how hard, and what each target is."""
-
-    action: ClassVar[str] = "bench measure"
-    effect: ClassVar[Effect] = CREATES_REMOTE
 
     targets: Annotated[
         list[str],
@@ -216,11 +213,8 @@ class MeasureRequest(ActionRequest):
         ]
 
 
-class CombineRequest(ActionRequest):
+class CombineRequest(ActionRequest, action="bench combine", effect=DERIVES):
     """``gemmaserve bench combine``: saved result files to compare; the first is the baseline A."""
-
-    action: ClassVar[str] = "bench combine"
-    effect: ClassVar[Effect] = DERIVES
 
     files: Annotated[
         list[str],
@@ -235,11 +229,8 @@ class CombineRequest(ActionRequest):
     utilisation: Utilisation = 1.0
 
 
-class ReportRequest(ActionRequest):
+class ReportRequest(ActionRequest, action="bench report", effect=DERIVES):
     """``gemmaserve bench report``: a directory of result files to render as Markdown, HTML and charts."""
-
-    action: ClassVar[str] = "bench report"
-    effect: ClassVar[Effect] = DERIVES
 
     directory: Annotated[
         str, Cli(argument=True, metavar="DIR"), Field(min_length=1, description="Directory of result files.")
@@ -249,11 +240,8 @@ class ReportRequest(ActionRequest):
     utilisation: Utilisation = 1.0
 
 
-class ImportRequest(ActionRequest):
+class ImportRequest(ActionRequest, action="bench import", effect=DERIVES):
     """``gemmaserve bench import``: a ``vllm bench serve --save-result`` file into a gemmaserve result file."""
-
-    action: ClassVar[str] = "bench import"
-    effect: ClassVar[Effect] = DERIVES
 
     vllm_file: Annotated[
         str,

@@ -9,11 +9,11 @@ check, when it runs.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any
 
 from pydantic import Field, WithJsonSchema, field_validator, model_validator
 
-from gemmaserve.request_model import CREATES, READS_REMOTE, ActionRequest, Cli, Effect
+from gemmaserve.request_model import CREATES, READS_REMOTE, ActionRequest, Cli
 
 LAYERS_EXAMPLE = "0,3-5"
 
@@ -75,31 +75,22 @@ def group_size_value(value: Any) -> int | str | None:
     raise ValueError(f"{value!r} is not a group size: expected a positive number of weights per group, or 'channel'.")
 
 
-class InspectRequest(ActionRequest):
+class InspectRequest(ActionRequest, action="checkpoint inspect", effect=READS_REMOTE):
     """``gemmaserve checkpoint inspect``: which checkpoint, at which Hub revision."""
 
-    action: ClassVar[str] = "checkpoint inspect"
-    effect: ClassVar[Effect] = READS_REMOTE
-
     source: Source
     revision: Revision = None
 
 
-class ValidateRequest(ActionRequest):
+class ValidateRequest(ActionRequest, action="checkpoint validate", effect=READS_REMOTE):
     """``gemmaserve checkpoint validate``: which checkpoint, at which Hub revision."""
 
-    action: ClassVar[str] = "checkpoint validate"
-    effect: ClassVar[Effect] = READS_REMOTE
-
     source: Source
     revision: Revision = None
 
 
-class GridCheckRequest(ActionRequest):
+class GridCheckRequest(ActionRequest, action="checkpoint grid-check", effect=READS_REMOTE):
     """``gemmaserve checkpoint grid-check``: a 4-bit build against the QAT reference, all of it or a part."""
-
-    action: ClassVar[str] = "checkpoint grid-check"
-    effect: ClassVar[Effect] = READS_REMOTE
 
     build: Annotated[
         str, Cli(argument=True), Field(min_length=1, description="The 4-bit build to check (path or Hub repo id).")
@@ -149,14 +140,11 @@ class GridCheckRequest(ActionRequest):
         return self
 
 
-class RepackRequest(ActionRequest):
+class RepackRequest(ActionRequest, action="checkpoint repack", effect=CREATES):
     """``gemmaserve checkpoint repack``: a local -qat-q4_0-unquantized directory into a new W4A16 one.
 
     No confirmation: it only creates ``out``, and refuses when ``out`` already exists.
     """
-
-    action: ClassVar[str] = "checkpoint repack"
-    effect: ClassVar[Effect] = CREATES
 
     src: Annotated[
         str,

@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, ClassVar
+from typing import Annotated
 
 from pydantic import Field
 
@@ -47,7 +47,7 @@ from gemmaserve.host.verdicts import (
     HostNeeds,
     HostPlan,
 )
-from gemmaserve.request_model import READS, ActionRequest, Cli, Effect, ServingSettings
+from gemmaserve.request_model import READS, ActionRequest, Cli, ServingSettings
 from gemmaserve.vllm_releases import DEFAULT_SERIES, SUPPORTED_SERIES, resolve_release
 
 DEFAULT_MODEL = "gemma-4-e2b"
@@ -274,11 +274,8 @@ def _gpu_checks_not_applicable(
     return judged
 
 
-class DoctorRequest(ServingSettings, ActionRequest):
+class DoctorRequest(ServingSettings, ActionRequest, action="doctor", effect=READS):
     """``gemmaserve doctor``: which interpreter to check, for which deployment (the one plan row it judges)."""
-
-    action: ClassVar[str] = "doctor"
-    effect: ClassVar[Effect] = READS
 
     python: Annotated[
         str | None, Field(description="The interpreter vLLM runs under (default: the `vllm` on PATH's, else this one).")

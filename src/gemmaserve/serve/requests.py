@@ -7,12 +7,12 @@ agreement in both front ends: it ends a server and the requests it is serving.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import Annotated
 
 from pydantic import Field, field_validator
 
 from gemmaserve.host.doctor import DoctorRequest
-from gemmaserve.request_model import CHANGES_IN_PLACE, CREATES, READS, ActionRequest, Cli, Effect, Port
+from gemmaserve.request_model import CHANGES_IN_PLACE, CREATES, READS, ActionRequest, Cli, Port
 from gemmaserve.serve.probes import DEFAULT_PORT, READY_TIMEOUT_S
 from gemmaserve.serve.supervisor import STOP_TIMEOUT_S
 
@@ -33,11 +33,8 @@ OWN_OPTIONS = (
 LogLines = Annotated[int, Field(ge=0)]
 
 
-class StartRequest(DoctorRequest):
+class StartRequest(DoctorRequest, action="serve start", effect=CREATES):
     """``gemmaserve serve start``: the deployment doctor checks, and where and how to run ``vllm serve``."""
-
-    action: ClassVar[str] = "serve start"
-    effect: ClassVar[Effect] = CREATES
 
     port: Port = DEFAULT_PORT
     gpu_index: Annotated[
@@ -77,11 +74,8 @@ class StartRequest(DoctorRequest):
         return value
 
 
-class StatusRequest(ActionRequest):
+class StatusRequest(ActionRequest, action="serve status", effect=READS):
     """``gemmaserve serve status``: the state of one server, or of every server gemmaserve started here."""
-
-    action: ClassVar[str] = "serve status"
-    effect: ClassVar[Effect] = READS
 
     port: Port = DEFAULT_PORT
     all: Annotated[
@@ -92,12 +86,8 @@ class StatusRequest(ActionRequest):
     lines: Annotated[LogLines, Cli(short="-n"), Field(description="Log lines to show.")] = 10
 
 
-class StopRequest(ActionRequest):
+class StopRequest(ActionRequest, action="serve stop", effect=CHANGES_IN_PLACE, confirmation=True):
     """``gemmaserve serve stop``: end the server on a port (its whole process group)."""
-
-    action: ClassVar[str] = "serve stop"
-    effect: ClassVar[Effect] = CHANGES_IN_PLACE
-    confirmation: ClassVar[bool] = True
 
     port: Port = DEFAULT_PORT
     timeout: Annotated[float, Field(ge=0, description="Seconds after SIGTERM before SIGKILL.")] = STOP_TIMEOUT_S
@@ -106,11 +96,8 @@ class StopRequest(ActionRequest):
         return f"stop the vLLM server on port {self.port} (and the requests it is serving)"
 
 
-class LogsRequest(ActionRequest):
+class LogsRequest(ActionRequest, action="serve logs", effect=READS):
     """``gemmaserve serve logs``: the engine log of the server on a port."""
-
-    action: ClassVar[str] = "serve logs"
-    effect: ClassVar[Effect] = READS
 
     port: Port = DEFAULT_PORT
     lines: Annotated[LogLines, Cli(short="-n"), Field(description="Log lines to show.")] = 100

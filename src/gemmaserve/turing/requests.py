@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, ClassVar, Self
+from typing import Annotated, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from gemmaserve.request_model import CHANGES_IN_PLACE, READS, ActionRequest, Cli, Effect
+from gemmaserve.request_model import CHANGES_IN_PLACE, READS, ActionRequest, Cli
 from gemmaserve.turing.arch import SMEM_OPTIN_BYTES, arch_number, parse_capability
 from gemmaserve.turing.kernel_source import KERNEL_FILE_NAME
 from gemmaserve.turing.rule import STOCK_NUM_WARPS
@@ -53,11 +53,8 @@ def _not_a_folder(value: str | None, option: str) -> str | None:
     return value
 
 
-class TuringStatusRequest(ActionRequest):
+class TuringStatusRequest(ActionRequest, action="turing status", effect=READS):
     """``gemmaserve turing status``: is the clamp needed on this GPU, which delivery is active, would vLLM start?"""
-
-    action: ClassVar[str] = "turing status"
-    effect: ClassVar[Effect] = READS
 
     python: PythonForStatus = None
     capability: Capability = None
@@ -101,19 +98,12 @@ class PatchTargetRequest(ActionRequest):
         return f"vLLM's {KERNEL_FILE_NAME} of {self.python or sys.executable}"
 
 
-class VerifyRequest(PatchTargetRequest):
+class VerifyRequest(PatchTargetRequest, action="turing verify", effect=READS):
     """``gemmaserve turing verify``: is the file patch present and intact?"""
 
-    action: ClassVar[str] = "turing verify"
-    effect: ClassVar[Effect] = READS
 
-
-class ApplyRequest(PatchTargetRequest):
+class ApplyRequest(PatchTargetRequest, action="turing apply", effect=CHANGES_IN_PLACE, confirmation=True):
     """``gemmaserve turing apply``: insert the clamp into the installed vLLM file (a backup beside it)."""
-
-    action: ClassVar[str] = "turing apply"
-    effect: ClassVar[Effect] = CHANGES_IN_PLACE
-    confirmation: ClassVar[bool] = True
 
     vllm_version: Annotated[
         str | None,
@@ -128,12 +118,8 @@ class ApplyRequest(PatchTargetRequest):
         return f"insert the Turing clamp into {self.target_words()}"
 
 
-class RevertRequest(PatchTargetRequest):
+class RevertRequest(PatchTargetRequest, action="turing revert", effect=CHANGES_IN_PLACE, confirmation=True):
     """``gemmaserve turing revert``: restore the vLLM file byte for byte."""
-
-    action: ClassVar[str] = "turing revert"
-    effect: ClassVar[Effect] = CHANGES_IN_PLACE
-    confirmation: ClassVar[bool] = True
 
     dry_run: PatchDryRun = False
 
@@ -141,11 +127,8 @@ class RevertRequest(PatchTargetRequest):
         return f"remove the Turing clamp from {self.target_words()}"
 
 
-class SmemRequest(ActionRequest):
+class SmemRequest(ActionRequest, action="turing smem", effect=READS):
     """``gemmaserve turing smem``: compile vLLM's real attention kernel for an architecture (no GPU needed)."""
-
-    action: ClassVar[str] = "turing smem"
-    effect: ClassVar[Effect] = READS
 
     vllm_file: Annotated[
         str | None,

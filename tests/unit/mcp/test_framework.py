@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Annotated, ClassVar
+from typing import Annotated
 
 import anyio
 import pytest
@@ -25,7 +25,7 @@ from gemmaserve.mcp_server.framework import (
     typed_result,
 )
 from gemmaserve.progress import Cancelled, CancelToken, ProgressCallback, ProgressEvent
-from gemmaserve.request_model import READS, ActionRequest, Effect
+from gemmaserve.request_model import READS, ActionRequest
 from gemmaserve.result_model import ActionResult
 from gemmaserve.views import view
 from gemmaserve.views.page import Page, page
@@ -185,9 +185,7 @@ def test_relay_passes_counted_work_and_numbers_the_rest() -> None:
     assert reported == [(1, 3, "created model"), (2, None, "deleting model"), (3, None, "deleting what was created")]
 
 
-class CountRequest(ActionRequest):
-    action: ClassVar[str] = "count"
-    effect: ClassVar[Effect] = READS
+class CountRequest(ActionRequest, action="count", effect=READS):
     more: int = 0
 
 

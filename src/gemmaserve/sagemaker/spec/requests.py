@@ -12,7 +12,7 @@ import functools
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Self, TypeVar
+from typing import Annotated, Any, Self, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
@@ -28,7 +28,6 @@ from gemmaserve.request_model import (
     ActionRequest,
     Cli,
     DryRun,
-    Effect,
     ServingSettings,
     TensorParallelSize,
     token_count,
@@ -382,11 +381,8 @@ class DeploymentSettings(ServingSettings, RegionChoice):
         return rows
 
 
-class PreflightRequest(DeploymentSettings, ActionRequest):
+class PreflightRequest(DeploymentSettings, ActionRequest, action="sagemaker preflight", effect=READS_REMOTE):
     """``gemmaserve sagemaker preflight``: will this deploy work? Every check, each with its fix."""
-
-    action: ClassVar[str] = "sagemaker preflight"
-    effect: ClassVar[Effect] = READS_REMOTE
 
 
 class DeployOptions(InputRules):
@@ -449,15 +445,18 @@ class DeployOptions(InputRules):
         return None if self.keep else self.ttl_hours * 3600.0
 
 
-class DeployRequest(DeploymentSettings, DeployOptions, ActionRequest):
+class DeployRequest(
+    DeploymentSettings,
+    DeployOptions,
+    ActionRequest,
+    action="sagemaker deploy",
+    effect=CREATES_REMOTE,
+    confirmation=True,
+):
     """``gemmaserve sagemaker deploy``: Model → EndpointConfig → Endpoint, tagged with a TTL, after preflight.
 
     Options in ``--help`` order: what to deploy and where, then the deploy's own, then vLLM's settings.
     """
-
-    action: ClassVar[str] = "sagemaker deploy"
-    effect: ClassVar[Effect] = CREATES_REMOTE
-    confirmation: ClassVar[bool] = True
 
     @model_validator(mode="after")
     def _needs_a_role(self) -> Self:
@@ -473,15 +472,18 @@ class DeployRequest(DeploymentSettings, DeployOptions, ActionRequest):
         return f"deploy {self.model} on {where} (billed by the hour until deleted)"
 
 
-class UpdateRequest(DeploymentSettings, DeployOptions, ActionRequest):
+class UpdateRequest(
+    DeploymentSettings,
+    DeployOptions,
+    ActionRequest,
+    action="sagemaker update",
+    effect=CREATES_REMOTE,
+    confirmation=True,
+):
     """``gemmaserve sagemaker update NAME``: a new variant blue/green, with alarms and the quality and speed gate.
 
     What to serve comes from the same models as a deploy; the rest is the traffic-shifting policy.
     """
-
-    action: ClassVar[str] = "sagemaker update"
-    effect: ClassVar[Effect] = CREATES_REMOTE
-    confirmation: ClassVar[bool] = True
 
     endpoint_name: EndpointName  # the live endpoint: required here
     canary: Annotated[
@@ -555,31 +557,22 @@ class UpdateRequest(DeploymentSettings, DeployOptions, ActionRequest):
         )
 
 
-class StatusRequest(OneRegion, ActionRequest):
+class StatusRequest(OneRegion, ActionRequest, action="sagemaker status", effect=READS_REMOTE):
     """``gemmaserve sagemaker status``: one endpoint's state, placed type, image and $/hour."""
-
-    action: ClassVar[str] = "sagemaker status"
-    effect: ClassVar[Effect] = READS_REMOTE
 
     endpoint_name: EndpointName
     region: Region = None
 
 
-class WaitRequest(StatusRequest):
+class WaitRequest(StatusRequest, action="sagemaker wait", effect=READS_REMOTE):
     """``gemmaserve sagemaker wait``: until InService, failing early on what will not recover."""
-
-    action: ClassVar[str] = "sagemaker wait"
-    effect: ClassVar[Effect] = READS_REMOTE
 
     timeout_s: Annotated[float, Field(ge=1, description="How long to wait for InService.")] = 3600.0
     poll_s: Annotated[float, Field(ge=1, description="Seconds between status reads.")] = 30.0
 
 
-class LogsRequest(StatusRequest):
+class LogsRequest(StatusRequest, action="sagemaker logs", effect=READS_REMOTE):
     """``gemmaserve sagemaker logs``: the endpoint's CloudWatch lines, filtered, and the engine facts."""
-
-    action: ClassVar[str] = "sagemaker logs"
-    effect: ClassVar[Effect] = READS_REMOTE
 
     since_min: Annotated[
         float, Field(gt=0, le=MAX_SINCE_MIN, allow_inf_nan=False, description="How far back to read, in minutes.")
@@ -604,11 +597,8 @@ class LogsRequest(StatusRequest):
         return self
 
 
-class InvokeRequest(StatusRequest):
+class InvokeRequest(StatusRequest, action="sagemaker invoke", effect=ASKS_REMOTE):
     """``gemmaserve sagemaker invoke``: one OpenAI-style chat request to an endpoint."""
-
-    action: ClassVar[str] = "sagemaker invoke"
-    effect: ClassVar[Effect] = ASKS_REMOTE
 
     endpoint_name: EndpointName  # first: the positional arguments are ENDPOINT_NAME PROMPT
     prompt: Annotated[str, Cli(argument=True), Field(min_length=1, description="The user message.")]
@@ -621,12 +611,8 @@ class InvokeRequest(StatusRequest):
     ] = False
 
 
-class DeleteRequest(StatusRequest):
+class DeleteRequest(StatusRequest, action="sagemaker delete", effect=DELETES_REMOTE, confirmation=True):
     """``gemmaserve sagemaker delete``: the endpoint, then its config, then its model(s)."""
-
-    action: ClassVar[str] = "sagemaker delete"
-    effect: ClassVar[Effect] = DELETES_REMOTE
-    confirmation: ClassVar[bool] = True
 
     busy_timeout_s: Annotated[
         float, Field(ge=0, description="How long to wait while the endpoint is Creating/Updating.")
@@ -640,11 +626,8 @@ class DeleteRequest(StatusRequest):
         return f"delete endpoint {self.endpoint_name} and its config and model"
 
 
-class ListRequest(RegionChoice, ActionRequest):
+class ListRequest(RegionChoice, ActionRequest, action="sagemaker list", effect=READS_REMOTE):
     """``gemmaserve sagemaker list``: our endpoints with age, status and $/hour, and our leftovers."""
-
-    action: ClassVar[str] = "sagemaker list"
-    effect: ClassVar[Effect] = READS_REMOTE
 
     regions: Regions = None
     all_regions: AllRegions = False
@@ -652,12 +635,8 @@ class ListRequest(RegionChoice, ActionRequest):
     list_prices: ListPrices = False
 
 
-class CleanupRequest(ListRequest):
+class CleanupRequest(ListRequest, action="sagemaker cleanup", effect=PRUNES_REMOTE, confirmation=True):
     """``gemmaserve sagemaker cleanup``: delete our expired endpoints and/or our unused models and configs."""
-
-    action: ClassVar[str] = "sagemaker cleanup"
-    effect: ClassVar[Effect] = PRUNES_REMOTE
-    confirmation: ClassVar[bool] = True
 
     expired: Annotated[bool, Field(description="Delete our endpoints past their TTL (never those tagged keep).")] = (
         False
@@ -706,12 +685,8 @@ class CleanupRequest(ListRequest):
         return f"delete every {what} gemmaserve made {whose} in {where}"  # fmt: skip
 
 
-class AutoscaleRequest(StatusRequest):
+class AutoscaleRequest(StatusRequest, action="sagemaker autoscale", effect=CONVERGES_REMOTE, confirmation=True):
     """``gemmaserve sagemaker autoscale``: target tracking on invocations per instance."""
-
-    action: ClassVar[str] = "sagemaker autoscale"
-    effect: ClassVar[Effect] = CONVERGES_REMOTE
-    confirmation: ClassVar[bool] = True
 
     min_instances: Annotated[int, Cli(aliases=("--min",)), Field(ge=1, description="Fewest instances.")] = 1
     max_instances: Annotated[int, Cli(aliases=("--max",)), Field(ge=1, description="Most instances (each one billed).")]
@@ -736,11 +711,8 @@ class AutoscaleRequest(StatusRequest):
         return f"autoscale {self.endpoint_name} between {self.min_instances} and {self.max_instances} instances"
 
 
-class JumpstartRequest(OneRegion, ActionRequest):
+class JumpstartRequest(OneRegion, ActionRequest, action="sagemaker jumpstart", effect=READS_REMOTE):
     """``gemmaserve sagemaker jumpstart``: the public hub's Gemma 4 entries and their instance types."""
-
-    action: ClassVar[str] = "sagemaker jumpstart"
-    effect: ClassVar[Effect] = READS_REMOTE
 
     region: Region = None
     name_filter: Annotated[
@@ -748,12 +720,10 @@ class JumpstartRequest(OneRegion, ActionRequest):
     ] = "gemma"
 
 
-class RoleCreateRequest(RegionChoice, ActionRequest):
+class RoleCreateRequest(
+    RegionChoice, ActionRequest, action="sagemaker role create", effect=CONVERGES_REMOTE, confirmation=True
+):
     """``gemmaserve sagemaker role create``: the least-privilege endpoint execution role."""
-
-    action: ClassVar[str] = "sagemaker role create"
-    effect: ClassVar[Effect] = CONVERGES_REMOTE
-    confirmation: ClassVar[bool] = True
 
     region: Region = None
     regions: Annotated[
@@ -780,11 +750,8 @@ class RoleCreateRequest(RegionChoice, ActionRequest):
         return f"create or update the IAM role {self.role_name}"
 
 
-class ImageRenderRequest(OneRegion, ActionRequest):
+class ImageRenderRequest(OneRegion, ActionRequest, action="sagemaker image render", effect=READS):
     """``gemmaserve sagemaker image render``: the derived T4 image's Dockerfile and buildspec, offline."""
-
-    action: ClassVar[str] = "sagemaker image render"
-    effect: ClassVar[Effect] = READS
 
     region: Region = None
     account: Annotated[str, Field(min_length=1, description="Account of the target ECR repository.")] = "ACCOUNT"
@@ -799,12 +766,10 @@ class ImageRenderRequest(OneRegion, ActionRequest):
     buildspec: Annotated[bool, Field(description="Show the buildspec instead of the Dockerfile.")] = False
 
 
-class ImageBuildRequest(OneRegion, ActionRequest):
+class ImageBuildRequest(
+    OneRegion, ActionRequest, action="sagemaker image build", effect=CREATES_REMOTE, confirmation=True
+):
     """``gemmaserve sagemaker image build``: ECR repository, CodeBuild project and role, then build and push."""
-
-    action: ClassVar[str] = "sagemaker image build"
-    effect: ClassVar[Effect] = CREATES_REMOTE
-    confirmation: ClassVar[bool] = True
 
     region: Region = None
     base_image: BaseImage = None
