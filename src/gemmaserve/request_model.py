@@ -140,6 +140,14 @@ def field_label(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def exclusive(request: BaseModel, first: str, second: str, why: str = "") -> None:
+    """Refuse ``request`` when it sets both of two settings that exclude each other (a flag set is true, any
+    other setting is not None), naming each as both front ends spell it; ``why`` says what each is for."""
+    if all(getattr(request, name) not in (None, False) for name in (first, second)):
+        both = " or ".join(f"{field_label(name)} ({name})" for name in (first, second))
+        raise ValueError(f"Give {both}, not both" + (f": {why}" if why else "."))
+
+
 def usage_error(model: type[BaseModel], exc: ValidationError) -> UsageError:
     """One readable line per problem, naming the field as both front ends spell it."""
     problems = []

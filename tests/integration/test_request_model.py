@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Annotated
 
 import pytest
@@ -101,3 +103,35 @@ def test_a_request_that_names_an_action_names_its_own_effect() -> None:
 
         class DeleteExampleRequest(Inherits, action="example delete"):  # would read as "reads only"
             pass
+
+
+@pytest.mark.parametrize(
+    ("model", "values", "both"),
+    [
+        ("gemmaserve.checkpoint.requests:GridCheckRequest", {"build": "b", "reference": "r", "tensor": "t",
+         "layers": "0"}, "--tensor (tensor) or --layers (layers)"),
+        ("gemmaserve.sagemaker.spec.requests:CleanupRequest", {"expired": True, "owner": "me", "any_owner": True},
+         "--owner (owner) or --any-owner (any_owner)"),
+        ("gemmaserve.sagemaker.spec.requests:ImageBuildRequest", {"wheel": "{wheel}", "requirement": "vllm"},
+         "--wheel (wheel) or --requirement (requirement)"),
+        ("gemmaserve.turing.requests:SmemRequest", {"vllm_file": "{file}", "python": "py"},
+         "--vllm-file (vllm_file) or --python (python)"),
+    ],
+)  # fmt: skip
+def test_settings_that_exclude_each_other_are_refused_in_one_wording(
+    model: str, values: dict[str, object], both: str, tmp_path: Path
+) -> None:
+    import importlib
+    import zipfile
+
+    kernel, wheel = tmp_path / "triton_unified_attention.py", tmp_path / "gemmaserve-0-py3-none-any.whl"
+    kernel.write_text("x = 1\n")
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("gemmaserve-0.dist-info/METADATA", "Name: gemmaserve\n")
+    files = {"{file}": str(kernel), "{wheel}": str(wheel)}
+    values = {key: files.get(str(value), value) for key, value in values.items()}
+    module, _, name = model.partition(":")
+    request: type[ActionRequest] = getattr(importlib.import_module(module), name)
+    with pytest.raises(UsageError, match=rf"^the request: Give {re.escape(both)}, not both: ") as refused:
+        request.parse(values)
+    assert refused.value.exit_code == 2

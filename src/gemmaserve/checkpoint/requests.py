@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, WithJsonSchema, field_validator, model_validator
 
-from gemmaserve.request_model import CREATES, READS_REMOTE, ActionRequest, Cli
+from gemmaserve.request_model import CREATES, READS_REMOTE, ActionRequest, Cli, exclusive
 
 LAYERS_EXAMPLE = "0,3-5"
 
@@ -132,11 +132,7 @@ class GridCheckRequest(ActionRequest, action="checkpoint grid-check", effect=REA
     @model_validator(mode="after")
     def _one_selection(self) -> GridCheckRequest:
         # --tensor names one module whatever the layer; taking both would silently drop --layers.
-        if self.tensor is not None and self.layers is not None:
-            raise ValueError(
-                "--tensor (tensor) and --layers (layers) both select what to check: pass one of them "
-                "(--tensor for one module, --layers for whole decoder layers)."
-            )
+        exclusive(self, "tensor", "layers", "--tensor checks one module, --layers whole decoder layers.")
         return self
 
 

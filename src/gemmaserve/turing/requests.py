@@ -14,7 +14,7 @@ from typing import Annotated, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from gemmaserve.request_model import CHANGES_IN_PLACE, READS, ActionRequest, Cli
+from gemmaserve.request_model import CHANGES_IN_PLACE, READS, ActionRequest, Cli, exclusive
 from gemmaserve.turing.arch import SMEM_OPTIN_BYTES, arch_number, parse_capability
 from gemmaserve.turing.kernel_source import KERNEL_FILE_NAME
 from gemmaserve.turing.rule import STOCK_NUM_WARPS
@@ -84,11 +84,9 @@ class PatchTargetRequest(ActionRequest):
 
     @model_validator(mode="after")
     def _file_or_python(self) -> Self:
-        if self.file is not None and self.python is not None:
-            raise ValueError(
-                "give --file or --python, not both: --file names the kernel file itself, --python the "
-                "interpreter whose vLLM holds it."
-            )
+        exclusive(
+            self, "file", "python", "--file names the kernel file itself, --python the interpreter whose vLLM holds it."
+        )
         return self
 
     def target_words(self) -> str:
@@ -198,11 +196,12 @@ class SmemRequest(ActionRequest, action="turing smem", effect=READS):
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
-        if self.vllm_file is not None and self.python is not None:
-            raise ValueError(
-                "give --vllm-file or --python, not both: --vllm-file names the kernel file, --python the "
-                "interpreter whose vLLM holds it."
-            )
+        exclusive(
+            self,
+            "vllm_file",
+            "python",
+            "--vllm-file names the kernel file, --python the interpreter whose vLLM holds it.",
+        )
         if self.search and self.num_warps != STOCK_NUM_WARPS:
             raise ValueError(
                 "--num-warps sets the stock launch of the plain report; --search compiles 4, 8 and 16 warps "

@@ -54,7 +54,7 @@ def test_a_bad_reference_group_size_is_refused_with_the_fix(bad: object) -> None
 
 
 def test_tensor_and_layers_are_one_choice() -> None:
-    with pytest.raises(UsageError, match="pass one of them"):
+    with pytest.raises(UsageError, match="not both: --tensor checks one module"):
         GridCheckRequest.parse({"build": "b", "reference": "r", "tensor": "x.q_proj", "layers": "0"})
     assert GridCheckRequest.parse({"build": "b", "reference": "r", "layers": "0"}).tensor is None
 
@@ -86,7 +86,7 @@ def test_the_cli_refuses_both_tensor_and_layers_as_usage(
         main([*args, "--tensor", "model.language_model.layers.0.mlp.up_proj", "--layers", "0"])
     assert exit_.value.code == 2
     err = capsys.readouterr().err
-    assert "pass one of them" in err and "Traceback" not in err
+    assert "Give --tensor (tensor) or --layers (layers), not both" in err and "Traceback" not in err
     with pytest.raises(SystemExit) as exit_:
         main([*args, "--layers", "3-1"])
     assert exit_.value.code == 2

@@ -141,4 +141,4 @@ def test_revert_needs_confirm_except_as_a_dry_run(kernel_file: Path) -> None:
 def test_file_and_python_together_are_refused(kernel_file: Path) -> None:
     result = call_tool(build_server(), "turing_verify", {"file": str(kernel_file), "python": "/usr/bin/python3"})
     assert error_details(result)["error"] == "UsageError"
-    assert "give --file or --python, not both" in error_text(result)
+    assert "Give --file (file) or --python (python), not both" in error_text(result)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,7 +43,7 @@ def test_status_request_refuses_a_capability_with_the_form_to_use() -> None:
 
 @pytest.mark.parametrize("model", [ApplyRequest, RevertRequest, VerifyRequest])
 def test_file_and_python_together_are_refused(model: type[VerifyRequest]) -> None:
-    with pytest.raises(UsageError, match="give --file or --python, not both"):
+    with pytest.raises(UsageError, match=re.escape("Give --file (file) or --python (python), not both")):
         model.parse({"file": "/x/triton_unified_attention.py", "python": "/usr/bin/python3"})
 
 
@@ -93,7 +94,7 @@ def test_smem_request_refusals(values: dict[str, object], words: str) -> None:
 def test_smem_vllm_file_and_python_together_are_refused(tmp_path: Path) -> None:
     kernel = tmp_path / "triton_unified_attention.py"
     kernel.write_text("x = 1\n")
-    with pytest.raises(UsageError, match="give --vllm-file or --python, not both"):
+    with pytest.raises(UsageError, match=re.escape("Give --vllm-file (vllm_file) or --python (python), not both")):
         SmemRequest.parse({"vllm_file": str(kernel), "python": sys.executable})
 
 
@@ -133,7 +134,7 @@ def test_cli_file_and_python_together_exit_2(tmp_path: Path) -> None:
         timeout=60,
         check=False,
     )
-    assert done.returncode == 2 and "give --file or --python, not both" in done.stderr
+    assert done.returncode == 2 and "Give --file (file) or --python (python), not both" in done.stderr
     assert "Traceback" not in done.stderr
 
 

@@ -30,6 +30,7 @@ from gemmaserve.request_model import (
     DryRun,
     ServingSettings,
     TensorParallelSize,
+    exclusive,
     token_count,
 )
 from gemmaserve.sagemaker.spec.container import DEFAULT_AMI
@@ -662,8 +663,7 @@ class CleanupRequest(ListRequest, action="sagemaker cleanup", effect=PRUNES_REMO
                 "cleanup needs --expired, --orphans, --journal or several.",
                 hint="gemmaserve sagemaker cleanup --expired",
             )
-        if self.any_owner and self.owner is not None:
-            raise refuse("--owner and --any-owner contradict each other.", hint="Give one of them.")
+        exclusive(self, "owner", "any_owner", "--owner sweeps one owner's resources, --any-owner everyone's.")
         return self
 
     def describe_change(self) -> str:
@@ -789,8 +789,7 @@ class ImageBuildRequest(
 
     @model_validator(mode="after")
     def _one_source(self) -> Self:
-        if self.wheel is not None and self.requirement is not None:
-            raise refuse("Give --wheel or --requirement, not both.")
+        exclusive(self, "wheel", "requirement", "each names the vLLM the image installs.")
         return self
 
     def describe_change(self) -> str:
