@@ -10,14 +10,15 @@ is created. Deploy and wait report progress and stop on cancellation; deploy the
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 
 from gemmaserve.mcp_server.deps import ServerDeps
-from gemmaserve.mcp_server.framework import BlockingWork, ToolSet, run_blocking, typed_result
+from gemmaserve.mcp_server.framework import ToolSet, run_blocking, typed_result
 from gemmaserve.progress import CancelToken, ProgressCallback
+from gemmaserve.result_model import ActionResult
 from gemmaserve.sagemaker.api import DeployOutcome
 from gemmaserve.sagemaker.deployment.preflight import PreflightReport
 from gemmaserve.sagemaker.deployment.update import UpdateResult
@@ -42,8 +43,6 @@ from gemmaserve.sagemaker.spec.requests import (
 if TYPE_CHECKING:
     from gemmaserve.sagemaker.api import SageMakerSession
 
-R = TypeVar("R")
-
 
 def sagemaker_session(deps: ServerDeps, *, dry_run: bool = False) -> SageMakerSession:
     """The library session over the server's seams (no AWS client for a dry run: it prices from the catalog)."""
@@ -57,16 +56,21 @@ def sagemaker_session(deps: ServerDeps, *, dry_run: bool = False) -> SageMakerSe
     )
 
 
-def following(
-    deps: ServerDeps, request: DeployRequest | UpdateRequest, action: Callable[[Any, SageMakerSession], R]
-) -> BlockingWork[R]:
-    """The blocking work of a deploy or an update: ``action`` with the call's progress and cancellation."""
+async def follow(
+    ctx: Context,
+    deps: ServerDeps,
+    request: DeployRequest | UpdateRequest,
+    action: Callable[[Any, SageMakerSession], ActionResult],
+    label: str,
+) -> CallToolResult:
+    """Run a deploy or an update (``action``) as blocking work with the call's progress and cancellation,
+    named ``label`` while it runs, and return its result."""
 
-    def work(*, progress: ProgressCallback, cancel: CancelToken) -> R:
+    def work(*, progress: ProgressCallback, cancel: CancelToken) -> ActionResult:
         session = sagemaker_session(deps, dry_run=request.dry_run).but(progress=progress, cancel=cancel)
         return action(request, session)
 
-    return work
+    return typed_result(await run_blocking(ctx, work, label=label))
 
 
 def register(tools: ToolSet, deps: ServerDeps) -> None:
@@ -93,12 +97,9 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         from gemmaserve.sagemaker import api
 
-        outcome = await run_blocking(
-            ctx,
-            following(deps, request, api.deploy),
-            label=f"sagemaker_deploy {request.endpoint_name or request.model}",
+        return await follow(
+            ctx, deps, request, api.deploy, f"sagemaker_deploy {request.endpoint_name or request.model}"
         )
-        return typed_result(outcome)
 
     @tools.action(UpdateRequest, title="Update a live SageMaker endpoint", result=UpdateResult)
     async def sagemaker_update(request: UpdateRequest, ctx: Context) -> CallToolResult:
@@ -112,12 +113,7 @@ def register(tools: ToolSet, deps: ServerDeps) -> None:
         """
         from gemmaserve.sagemaker import api
 
-        result = await run_blocking(
-            ctx,
-            following(deps, request, api.update),
-            label=f"sagemaker_update {request.endpoint_name}",
-        )
-        return typed_result(result)
+        return await follow(ctx, deps, request, api.update, f"sagemaker_update {request.endpoint_name}")
 
     @tools.action(StatusRequest, title="Endpoint status", result=EndpointState)
     def sagemaker_status(request: StatusRequest) -> CallToolResult:
