@@ -14,7 +14,8 @@ The modules, by job:
 - ``api``: the actions; ``aws``: the AWS boundary (sessions, clients, botocore errors, regions, prices,
   quotas)
 - ``spec/``: what a deploy is: ``requests``, ``inputs`` (the service's own rules, checked first),
-  ``container`` (pinned image, AMIs, ``SM_VLLM_*`` ↔ flags, names, tags, secret masking)
+  ``container`` (pinned image, AMIs, ``SM_VLLM_*`` ↔ flags, names, tags, secret masking), ``checks`` (every
+  check of preflight and of the wait, named once)
 - ``deployment/``: ``preflight``, ``endpoint`` (plan, create, fall back across regions), ``update``
   (blue/green) and ``update_gate``
 - ``operations/``: a running endpoint: ``status`` (its state and the wait to InService), ``logs``,

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from gemmaserve.catalog import resolve_gpu
 from gemmaserve.errors import AwsAccessDenied, AwsError, CredentialsMissing, GemmaserveError
-from gemmaserve.findings import Check, Finding, Status, all_pass
+from gemmaserve.findings import Finding, Status, all_pass
 from gemmaserve.progress import ProgressCallback, StepPace
 from gemmaserve.result_model import ActionResult
 from gemmaserve.sagemaker.aws import ClientFactory, call, check_quotas, is_not_found
+from gemmaserve.sagemaker.spec import checks
 from gemmaserve.sagemaker.spec.container import (
     CudaVerdict,
     ami_for_cuda,
@@ -43,16 +44,6 @@ if TYPE_CHECKING:
 # Instances of the variant a deploy creates (InitialInstanceCount): quota is counted in instances, whatever
 # their GPUs.
 INSTANCE_COUNT = 1
-
-# The checks, each named once; per item (``MEMORY_FIT.at(instance_type)``) where a pool or regions repeat one.
-MEMORY_FIT = Check("memory-fit", "The model fits the instance type (plan; a SageMaker host has no swap)")
-ONE_GPU = Check("one-gpu", "The pool has one GPU type")
-CUDA = Check("cuda", "The image's CUDA runs on the host's driver")
-TURING_CLAMP = Check("turing-clamp", "The image carries the Turing clamp (T4)")
-QUOTA = Check("quota", "The account's quota holds this deploy")
-MODEL_ID = Check("model-id", "The checkpoint's repository is on the Hub")
-EXECUTION_ROLE = Check("execution-role", "The execution role is in this account and trusts SageMaker")
-ROLE_REGIONS = Check("role-regions", "The role may pull the image and write logs in each region")
 
 
 class Reachability(StrEnum):
@@ -150,7 +141,7 @@ def run_offline_preflight(
         except UnknownName:
             detail = f"{name} is not in gemmaserve's catalog: its GPU and host RAM are unknown, so no plan can say the model fits."
             findings.append(
-                MEMORY_FIT.at(name).fail(detail, fix="Use a catalog instance type (gemmaserve plan lists them).")
+                checks.MEMORY_FIT.at(name).fail(detail, fix="Use a catalog instance type (gemmaserve plan lists them).")
             )
             continue
         gpus.add(instance.gpu)
@@ -162,7 +153,7 @@ def run_offline_preflight(
         findings.append(finding)
     if len(gpus) > 1:
         detail = f"The pool mixes GPUs {sorted(gpus)}; one plan cannot fit all of them."
-        findings.append(ONE_GPU.fail(detail, fix="List only instance types with the same GPU in --instance."))
+        findings.append(checks.ONE_GPU.fail(detail, fix="List only instance types with the same GPU in --instance."))
     image = image_for_region(settings.image, regions[0])
     findings.extend(_cuda_findings(image, settings.instance, settings.ami))
     if needs_clamp:
@@ -229,7 +220,7 @@ def plan_finding(row: PlanRow, instance: str) -> Finding:
         if row.host_ram_gib
         else f"{instance}: {row.verdict}"
     )
-    check = MEMORY_FIT.at(instance)
+    check = checks.MEMORY_FIT.at(instance)
     if row.verdict == "fits":
         return check.ok(detail)
     if row.verdict == "fits-with-swap":
@@ -251,7 +242,7 @@ def _cuda_findings(image: str, instance_types: list[str], ami: str | None) -> li
         verdict = cuda_verdict(image_cuda, host)
         label = f"image CUDA {_v(image_cuda)} on {instance_type} with AMI {ami or 'default'} (CUDA {_v(host)})"
         fix = f"Set InferenceAmiVersion={ami_for_cuda(image_cuda)} (deploy --ami)."
-        check = CUDA.at(instance_type)
+        check = checks.CUDA.at(instance_type)
         if verdict is CudaVerdict.OK:
             findings.append(check.ok(label))
         elif verdict is CudaVerdict.MINOR_NEWER:
@@ -276,19 +267,19 @@ def _clamp_finding(image: str, labels: dict[str, str] | None) -> Finding:
             if record
             else "its label says so"
         )
-        return TURING_CLAMP.ok(f"{image} carries the Turing clamp ({how}).")
+        return checks.TURING_CLAMP.ok(f"{image} carries the Turing clamp ({how}).")
     fix = "Build the derived image: gemmaserve sagemaker image build --region … ; then deploy --image <its URI>."
     if claims is False:
         detail = (
             f"{image} is stock vLLM: Gemma 4's head-512 attention tile needs 98,304 bytes of shared memory, a T4 "
             "allows 65,536 (OutOfResources)."
         )
-        return TURING_CLAMP.fail(detail, fix=fix)
+        return checks.TURING_CLAMP.fail(detail, fix=fix)
     detail = (
         f"No build record of {image} on this host, so nothing says it carries the Turing clamp (a tag's text "
         "proves nothing)."
     )
-    return TURING_CLAMP.unknown(detail, fix=fix + " Or deploy from the host that built it.")
+    return checks.TURING_CLAMP.unknown(detail, fix=fix + " Or deploy from the host that built it.")
 
 
 def _remote_clamp_finding(factory: ClientFactory, image: str, local: Finding) -> Finding:
@@ -308,7 +299,7 @@ def _remote_clamp_finding(factory: ClientFactory, image: str, local: Finding) ->
         )
     if record is None or not record.clamp_verified:
         return local.model_copy(update={"detail": local.detail + f" No build record at {record_location(image)}."})
-    return TURING_CLAMP.ok(
+    return checks.TURING_CLAMP.ok(
         f"{image} carries the Turing clamp (build {record.build_id} verified it; vLLM "
         f"{record.base_vllm_version}, CUDA {record.base_cuda_version}; {record_location(image)})."
     )
@@ -316,32 +307,32 @@ def _remote_clamp_finding(factory: ClientFactory, image: str, local: Finding) ->
 
 def _quota_findings(factory: ClientFactory, types: list[str], count: int, region: str) -> list[Finding]:
     try:
-        checks = check_quotas(
+        quotas = check_quotas(
             factory("service-quotas", region), factory("sagemaker", region), types, count, region=region
         )
     except CredentialsMissing:
         raise  # no check that needs AWS can run: one error with the fix, not a list of unknowns
     except AwsAccessDenied as error:
         allow = "Allow servicequotas:ListServiceQuotas, sagemaker:ListEndpoints/DescribeEndpoint*."
-        return [QUOTA.at(region).unknown(error.message, fix=allow)]
+        return [checks.QUOTA.at(region).unknown(error.message, fix=allow)]
     except AwsError as error:
-        return [QUOTA.at(region).unknown(error.message)]
+        return [checks.QUOTA.at(region).unknown(error.message)]
     findings = []
-    for check in checks:
+    for quota in quotas:
         detail = (
-            f"{check.quota_name}: limit {check.limit if check.limit is not None else '?'}, "
-            f"held by endpoints {check.used}, this deploy needs {check.needed}"
+            f"{quota.quota_name}: limit {quota.limit if quota.limit is not None else '?'}, "
+            f"held by endpoints {quota.used}, this deploy needs {quota.needed}"
         )
-        status = {True: Status.OK, False: Status.FAIL, None: Status.UNKNOWN}[check.ok]
+        status = {True: Status.OK, False: Status.FAIL, None: Status.UNKNOWN}[quota.ok]
         fix = (
             None
-            if check.ok
+            if quota.ok
             else (
-                f"Request an increase of '{check.quota_name}' in Service Quotas ({region}), "
+                f"Request an increase of '{quota.quota_name}' in Service Quotas ({region}), "
                 "delete an endpoint that holds it, or try another region."
             )
         )
-        per_type = replace(QUOTA.at(region), check=f"quota:{region}:{check.instance_type}")
+        per_type = replace(checks.QUOTA.at(region), check=f"quota:{region}:{quota.instance_type}")
         findings.append(per_type.finding(status, detail, fix=fix))
     return findings
 
@@ -364,7 +355,7 @@ def role_findings(
     fix = "Create a least-privilege one: gemmaserve sagemaker role create --regions " + ",".join(regions) + image_option
 
     def role_check(status: Status, detail: str, remedy: str | None = None) -> Finding:
-        return EXECUTION_ROLE.finding(status, detail, fix=remedy)
+        return checks.EXECUTION_ROLE.finding(status, detail, fix=remedy)
 
     if not role_arn:
         return [role_check(Status.FAIL, "No execution role given.", fix)]
@@ -401,13 +392,13 @@ def role_findings(
     try:
         policy = read_inline_policy(iam, name, EXECUTION_POLICY_NAME, region=region)
     except AwsError as error:
-        return [*findings, ROLE_REGIONS.unknown(f"Cannot read {name}'s policy: {error.message}")]
+        return [*findings, checks.ROLE_REGIONS.unknown(f"Cannot read {name}'s policy: {error.message}")]
     if policy is None:
         detail = (
             f"{name} has no {EXECUTION_POLICY_NAME} policy, so gemmaserve cannot tell whether it may pull the "
             f"image and write logs in {', '.join(regions)}."
         )
-        return [*findings, ROLE_REGIONS.warn(detail, fix=fix)]
+        return [*findings, checks.ROLE_REGIONS.warn(detail, fix=fix)]
     logs, pulls = set(statement_resources(policy, "EndpointLogs")), set(statement_resources(policy, "EcrPull"))
     missing = []
     for candidate in regions:
@@ -423,7 +414,7 @@ def role_findings(
         f"{name} --regions {','.join(regions)}{image_option}"
     )
     findings.extend(
-        ROLE_REGIONS.at(candidate).fail(
+        checks.ROLE_REGIONS.at(candidate).fail(
             f"{name} cannot pull the image or write endpoint logs in {candidate}: a deploy there would fail.",
             fix=everywhere,
         )
@@ -431,7 +422,7 @@ def role_findings(
     )
     working = [candidate for candidate in regions if candidate not in missing]
     if working:
-        findings.append(ROLE_REGIONS.ok(f"{name} works in {', '.join(working)}."))
+        findings.append(checks.ROLE_REGIONS.ok(f"{name} works in {', '.join(working)}."))
     return findings
 
 
@@ -480,7 +471,7 @@ def _model_finding(repo_id: str, check_model: ModelChecker | None) -> Finding:
         except GemmaserveError:
             result = Reachability.UNKNOWN
     status, detail, fix = _MODEL_FINDINGS.get(result, _MODEL_FINDINGS[Reachability.UNKNOWN])
-    return MODEL_ID.finding(status, detail.format(repo_id=repo_id), fix=fix)
+    return checks.MODEL_ID.finding(status, detail.format(repo_id=repo_id), fix=fix)
 
 
 def hub_reachability(repo_id: str) -> Reachability:

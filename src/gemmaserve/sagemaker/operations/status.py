@@ -16,11 +16,12 @@ from pydantic import Field
 
 from gemmaserve.cost import PriceLookup, PriceRange, price_range
 from gemmaserve.errors import AwsError, CapacityUnavailable, EndpointFailed, EndpointNotFound, SageMakerTimedOut
-from gemmaserve.findings import Check, Finding, Status
+from gemmaserve.findings import Finding, Status
 from gemmaserve.progress import ProgressEvent, check, pause, report
 from gemmaserve.result_model import ActionResult
 from gemmaserve.sagemaker.aws import Deps, call, is_not_found
 from gemmaserve.sagemaker.operations.logs import LogEvent, fetch_log_events, log_group_exists
+from gemmaserve.sagemaker.spec import checks
 from gemmaserve.sagemaker.spec.container import DEFAULT_AMI, validate_name
 from gemmaserve.sagemaker.spec.requests import WaitRequest
 
@@ -167,15 +168,6 @@ _CRASH = (
 )
 
 
-CANNOT_START_CONTAINER = Check("cannot-start-container", "The container starts on the instance's host")
-CAPACITY = Check("capacity", "SageMaker found capacity for the instance type")
-FAILED = Check("failed", "The endpoint did not fail")
-CONTAINER_CRASHED = Check("container-crashed", "The container log shows no crash")
-TRACEBACK_IN_LOG = Check("traceback-in-log", "The container log shows no Python traceback")
-PING_OK_STILL_CREATING = Check("ping-ok-still-creating", "SageMaker follows a container that answers /ping")
-NO_LOG_GROUP = Check("no-log-group", "The endpoint has a log group while it is created")
-
-
 @dataclass(frozen=True, slots=True)
 class WatchThresholds:
     no_log_group_after_s: float = 15 * 60
@@ -219,25 +211,25 @@ def diagnose(
                 f"--ami overrides it); check the image with: gemmaserve sagemaker preflight … ; then {logs_hint}"
             )
             detail = f"Endpoint {name!r} failed: the container could not start ({reason})."
-            return [CANNOT_START_CONTAINER.fail(detail, fix=fix)]
+            return [checks.CANNOT_START_CONTAINER.fail(detail, fix=fix)]
         if "InsufficientInstanceCapacity" in reason or "insufficient capacity" in reason.lower():
             detail = f"Endpoint {name!r} failed for capacity in {state.region}: {reason}"
             fix = "Retry in another region (deploy --regions …) or add same-GPU types to the pool."
-            return [CAPACITY.fail(detail, fix=fix)]
+            return [checks.CAPACITY.fail(detail, fix=fix)]
         detail = f"Endpoint {name!r} is Failed: {reason or 'no reason given'}."
-        return [FAILED.fail(detail, fix=f"See its log: {logs_hint}")]
+        return [checks.FAILED.fail(detail, fix=f"See its log: {logs_hint}")]
     crashes = crash_lines([event.message for event in events])
     coming_up = state.status is not EndpointStatus.IN_SERVICE
     if crashes and coming_up:
         detail = f"Endpoint {name!r}: the container log shows a crash: {crashes[0][:300]}"
         fix = f"SageMaker will retry and bill until it gives up; delete it and fix the cause. Full log: {logs_hint}"
-        found.append(CONTAINER_CRASHED.fail(detail, fix=fix))
+        found.append(checks.CONTAINER_CRASHED.fail(detail, fix=fix))
     elif coming_up and any(TRACEBACK.search(event.message) for event in events):
         detail = (
             f"Endpoint {name!r}: the container logged a Python traceback (not by itself fatal; waiting to see "
             "whether the server comes up)."
         )
-        found.append(TRACEBACK_IN_LOG.warn(detail, fix=f"Read it with: {logs_hint} --grep Traceback"))
+        found.append(checks.TRACEBACK_IN_LOG.warn(detail, fix=f"Read it with: {logs_hint} --grep Traceback"))
     if state.status is EndpointStatus.CREATING:
         ping_s = first_ping_s(events)
         if ping_s is not None and now_s - ping_s >= thresholds.ping_stall_after_s:
@@ -246,7 +238,7 @@ def diagnose(
                 "says Creating."
             )
             fix = f"This does not resolve on its own: delete the endpoint and deploy again (gemmaserve sagemaker delete {name})."
-            found.append(PING_OK_STILL_CREATING.fail(detail, fix=fix))
+            found.append(checks.PING_STALL.fail(detail, fix=fix))
         elapsed = state.elapsed_s or 0.0
         if log_group_exists is False and elapsed >= thresholds.no_log_group_after_s:
             detail = (
@@ -254,7 +246,7 @@ def diagnose(
                 "waiting for capacity, or the container cannot start."
             )
             fix = "A capacity failure surfaces only after ~30 min; consider deleting and trying another region."
-            found.append(NO_LOG_GROUP.warn(detail, fix=fix))
+            found.append(checks.NO_LOG_GROUP.warn(detail, fix=fix))
     found.sort(key=lambda item: item.status is not Status.FAIL)
     return found
 
