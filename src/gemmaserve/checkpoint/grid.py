@@ -678,6 +678,17 @@ class PackedWeights:
 class GridComparison:
     """Running counts of a build against the reference, accumulated block by block."""
 
+    # the counts that add up from block to block (and from tensor to tensor); the two differences do not
+    COUNTS = (
+        "values",
+        "values_bit_identical",
+        "groups",
+        "groups_bit_identical",
+        "values_off_by_a_level_or_more",
+        "values_nearest_level_differs",
+        "values_not_finite",
+    )
+
     values: int = 0
     values_bit_identical: int = 0
     groups: int = 0
@@ -726,15 +737,10 @@ class GridComparison:
         self._add_numpy(build, reference, reference_steps, group_size)
 
     def merge(self, other: GridComparison) -> None:
-        self.values += other.values
-        self.values_bit_identical += other.values_bit_identical
-        self.groups += other.groups
-        self.groups_bit_identical += other.groups_bit_identical
-        self.values_off_by_a_level_or_more += other.values_off_by_a_level_or_more
-        self.values_nearest_level_differs += other.values_nearest_level_differs
+        for name in self.COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
         self.max_abs_diff = max(self.max_abs_diff, other.max_abs_diff)
         self.sum_abs_diff += other.sum_abs_diff
-        self.values_not_finite += other.values_not_finite
 
     def _add_counts(self, counts: Counts, shape: tuple[int, ...], group_size: int) -> None:
         identical, groups_identical, off, max_diff, sum_diff, differs = counts

@@ -81,40 +81,26 @@ class GridMeasures(BaseModel):
     def of(cls, counts: grid.GridComparison) -> GridMeasures:
         measured = not counts.values_not_finite
         return GridMeasures(
-            values=counts.values,
-            values_bit_identical=counts.values_bit_identical,
-            groups=counts.groups,
-            groups_bit_identical=counts.groups_bit_identical,
-            values_off_by_a_level_or_more=counts.values_off_by_a_level_or_more,
+            **{name: getattr(counts, name) for name in counts.COUNTS},
             share_off_by_a_level_or_more=_share(counts.values_off_by_a_level_or_more, counts.values),
-            values_nearest_level_differs=counts.values_nearest_level_differs,
             share_nearest_level_differs=_share(counts.values_nearest_level_differs, counts.values),
             max_abs_diff=counts.max_abs_diff if measured else None,
             mean_abs_diff=counts.mean_abs_diff if measured else None,
-            values_not_finite=counts.values_not_finite,
         )
 
     @classmethod
     def total(cls, parts: Sequence[GridMeasures]) -> GridMeasures:
         """The measures of ``parts`` together (a tensor with a bad value has no differences to add: the total
         then has none either)."""
-        counts = grid.GridComparison()
+        total = grid.GridComparison()
         for part in parts:
-            counts.merge(part.as_counts())
-        return cls.of(counts)
-
-    def as_counts(self) -> grid.GridComparison:
-        counts = grid.GridComparison()
-        counts.values = self.values
-        counts.values_bit_identical = self.values_bit_identical
-        counts.groups = self.groups
-        counts.groups_bit_identical = self.groups_bit_identical
-        counts.values_off_by_a_level_or_more = self.values_off_by_a_level_or_more
-        counts.values_nearest_level_differs = self.values_nearest_level_differs
-        counts.max_abs_diff = self.max_abs_diff or 0.0
-        counts.sum_abs_diff = (self.mean_abs_diff or 0.0) * self.values
-        counts.values_not_finite = self.values_not_finite
-        return counts
+            counts = grid.GridComparison()
+            for name in counts.COUNTS:
+                setattr(counts, name, getattr(part, name))
+            counts.max_abs_diff = part.max_abs_diff or 0.0
+            counts.sum_abs_diff = (part.mean_abs_diff or 0.0) * part.values
+            total.merge(counts)
+        return cls.of(total)
 
     def measures(self) -> str:
         """Both measures, named, and the bit-identical count: one line for the CLI's verdict and the MCP summary."""
