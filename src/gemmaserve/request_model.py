@@ -143,7 +143,9 @@ def field_label(name: str) -> str:
 def exclusive(request: BaseModel, first: str, second: str, why: str = "") -> None:
     """Refuse ``request`` when it sets both of two settings that exclude each other (a flag set is true, any
     other setting is not None), naming each as both front ends spell it; ``why`` says what each is for."""
-    if all(getattr(request, name) not in (None, False) for name in (first, second)):
+    given = [getattr(request, name) for name in (first, second)]
+    # identity, not equality: a setting of 0 is given (0 == False)
+    if all(value is not None and value is not False for value in given):
         both = " or ".join(f"{field_label(name)} ({name})" for name in (first, second))
         raise ValueError(f"Give {both}, not both" + (f": {why}" if why else "."))
 

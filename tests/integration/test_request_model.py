@@ -135,3 +135,19 @@ def test_settings_that_exclude_each_other_are_refused_in_one_wording(
     with pytest.raises(UsageError, match=rf"^the request: Give {re.escape(both)}, not both: ") as refused:
         request.parse(values)
     assert refused.value.exit_code == 2
+
+
+def test_a_setting_of_zero_counts_as_given_and_an_unset_flag_does_not() -> None:
+    from pydantic import BaseModel
+
+    from gemmaserve.request_model import exclusive
+
+    class Pair(BaseModel):
+        first: int | None = None
+        second: int | None = None
+        flag: bool = False
+
+    with pytest.raises(ValueError, match=r"^Give --first \(first\) or --second \(second\), not both\.$"):
+        exclusive(Pair(first=0, second=1), "first", "second")
+    exclusive(Pair(first=0), "first", "second")
+    exclusive(Pair(first=3, flag=False), "first", "flag")

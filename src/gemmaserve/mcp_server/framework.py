@@ -36,10 +36,10 @@ from gemmaserve.result_model import ActionResult
 
 P = ParamSpec("P")
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 # The tool whose call is running in this task: what :func:`run_blocking` names its work after by default.
 _CALLING: ContextVar[str] = ContextVar("gemmaserve_mcp_calling", default="a tool call")
-T_co = TypeVar("T_co", covariant=True)
 
 Confirm = Annotated[
     bool,
