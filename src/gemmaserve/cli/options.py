@@ -153,8 +153,8 @@ def request_options(model: type[ActionRequest], *, yes_in_body: bool = False) ->
 
     With a model that needs confirmation, ``--yes`` is added, the help says that the command asks first, and
     :func:`confirm` runs before the command, unless ``yes_in_body`` (the command asks itself, later, with more
-    to say: ``yes`` is then passed on). Every action prints its result as JSON on ``--json`` (the command gets ``as_json``), listed last in
-    ``--help``; the command's own options (``--wide``) are kept as they are.
+    to say: ``yes`` is then passed on). Every action prints its result as JSON on ``--json`` (the command gets
+    ``as_json``), listed last in ``--help``; the command's own options (``--wide``) are kept as they are.
     """
 
     def decorate(command: F) -> F:

@@ -139,10 +139,12 @@ def run_offline_preflight(
         try:
             instance = resolve_instance(name)
         except UnknownName:
-            detail = f"{name} is not in gemmaserve's catalog: its GPU and host RAM are unknown, so no plan can say the model fits."
-            findings.append(
-                checks.MEMORY_FIT.at(name).fail(detail, fix="Use a catalog instance type (gemmaserve plan lists them).")
+            detail = (
+                f"{name} is not in gemmaserve's catalog: its GPU and host RAM are unknown, so no plan can say the "
+                "model fits."
             )
+            fix = "Use a catalog instance type (gemmaserve plan lists them)."
+            findings.append(checks.MEMORY_FIT.at(name).fail(detail, fix=fix))
             continue
         gpus.add(instance.gpu)
         row = planned[name] if name in planned else settings.plan_rows()[name]

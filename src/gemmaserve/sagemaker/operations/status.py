@@ -237,7 +237,10 @@ def diagnose(
                 f"Endpoint {name!r} has answered /ping for {(now_s - ping_s) / 60:.0f} min but SageMaker still "
                 "says Creating."
             )
-            fix = f"This does not resolve on its own: delete the endpoint and deploy again (gemmaserve sagemaker delete {name})."
+            fix = (
+                "This does not resolve on its own: delete the endpoint and deploy again (gemmaserve sagemaker "
+                f"delete {name})."
+            )
             found.append(checks.PING_STALL.fail(detail, fix=fix))
         elapsed = state.elapsed_s or 0.0
         if log_group_exists is False and elapsed >= thresholds.no_log_group_after_s:
