@@ -29,15 +29,7 @@ def compiled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
 
 
 # The comparison's counts the compiled and the numpy paths must agree on exactly (the sum of |diff| only closely).
-EXACT_COUNTS = (
-    "values",
-    "values_bit_identical",
-    "groups",
-    "groups_bit_identical",
-    "values_off_by_a_level_or_more",
-    "values_nearest_level_differs",
-    "max_abs_diff",
-)
+EXACT_COUNTS = (*grid.GridComparison.COUNTS, "max_abs_diff")
 
 
 def _both(monkeypatch: pytest.MonkeyPatch, fn):  # type: ignore[no-untyped-def]
